@@ -1,0 +1,13 @@
+"""Attention Lab: the entry point. Navigation and the shared sidebar; every lesson lives in pages/."""
+import streamlit as st
+
+st.set_page_config(page_title="Attention Lab", layout="wide")
+
+PAGES = {
+    "Attention": [
+        st.Page("pages/home.py", title="Start here", default=True),
+        st.Page("pages/temperature.py", title="Temperature"),
+    ],
+}
+
+st.navigation(PAGES).run()

@@ -1,0 +1,44 @@
+"""Helpers for page tests with streamlit.testing.v1.AppTest."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:
+    """Run app.py, switch to pages/<page>.py (with optional query parameters) and return the AppTest."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.run()
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    """The Plotly figures the page rendered, as JSON dicts."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def decode(array) -> np.ndarray:
+    """Plotly 6+ sends numeric arrays as {dtype, bdata (base64), shape}; plain lists pass through."""
+    if isinstance(array, dict) and "bdata" in array:
+        out = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+        shape = array.get("shape")
+        if shape:
+            out = out.reshape([int(n) for n in str(shape).split(",")])
+        return out
+    return np.asarray(array, dtype=object)
+
+
+def all_text(at: AppTest) -> str:
+    """Every markdown, caption and alert text of the page, joined: for checking rendered numbers."""
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "header", "subheader"):
+        parts += [str(el.value) for el in at.get(kind)]
+    return "\n".join(parts)

@@ -1,0 +1,1 @@
+"""Streamlit-only helpers: URL-synced widgets (params), figure builders (charts), chart companions."""
