@@ -1,0 +1,236 @@
+"""A decoder-only transformer, from scratch, for character-level autocomplete.
+
+Read top-down, as nanoGPT's model.py:
+
+    ids (B, T) -> token embedding (B, T, C)            no learned positions: RoPE rotates q and k
+       -> n_layer x Block:  x = x + Attention(LayerNorm(x))     causal, multi-head, RoPE
+                            x = x + MLP(LayerNorm(x))           Linear, GELU, Linear
+       -> LayerNorm -> LM head tied to the token embedding -> logits (B, T, V)
+
+The attention inside every block is `core.attention.scaled_dot_product_attention`, the function the
+lesson pages show, with `core.attention.causal_mask`. With `return_weights=True` the forward pass
+returns every layer's attention weights (B, H, T, S), so the app draws the maps of the real model.
+
+`ModelConfig.causal=False` exists only for the leakage lesson: without the mask every position sees
+the token it has to predict and the training loss becomes impossibly good.
+
+Shapes use the legend of `core/__init__.py`: B batch, H heads, T query positions, S key positions
+(cache + new), D head width, C model width (d_model), V vocabulary size.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from core.attention import causal_mask, scaled_dot_product_attention
+from core.kv_cache import KVCache
+from core.rope import apply_rope
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int  # V; 0 only in PRESETS, filled from the tokenizer with preset(name, vocab_size)
+    context_length: int  # longest sequence the model sees (RoPE positions 0 .. context_length - 1)
+    n_layer: int
+    n_head: int  # H
+    d_model: int  # C; head width D = C / H
+    mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * C
+    rope_base: float = 10000.0
+    dropout: float = 0.0
+    causal: bool = True  # False only for the leakage lesson
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model", "mlp_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if value < (0 if name == "vocab_size" else 1):
+                raise ValueError(f"{name} must be {'>= 0' if name == 'vocab_size' else '>= 1'}, got {value}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
+        if self.head_dim % 2:
+            raise ValueError(
+                f"head width d_model / n_head = {self.d_model}/{self.n_head} = {self.head_dim} must be even "
+                "(RoPE rotates pairs of dimensions)"
+            )
+        if not isinstance(self.rope_base, (int, float)) or not math.isfinite(self.rope_base) or self.rope_base <= 1:
+            raise ValueError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be a bool, got {self.causal!r}")
+
+    @property
+    def head_dim(self) -> int:
+        """D = C / H."""
+        return self.d_model // self.n_head
+
+
+# Named presets; vocab_size is filled from the tokenizer: preset("default", tok.vocab_size).
+PRESETS: dict[str, ModelConfig] = {
+    # Unit tests: a few thousand parameters, milliseconds per step.
+    "tiny": ModelConfig(vocab_size=0, context_length=32, n_layer=2, n_head=2, d_model=32),
+    # Benchmarks at short context.
+    "baby": ModelConfig(vocab_size=0, context_length=64, n_layer=4, n_head=4, d_model=128),
+    # The shipped model: ~0.8 M parameters (~3.2 MB in fp32), trains in ~10 minutes on 2 CPU cores;
+    # 128 characters of context covers one or two lines of domain text.
+    "default": ModelConfig(vocab_size=0, context_length=128, n_layer=4, n_head=4, d_model=128),
+    # The context-256 generation benchmark.
+    "large": ModelConfig(vocab_size=0, context_length=256, n_layer=6, n_head=6, d_model=192),
+}
+
+
+def preset(name: str, vocab_size: int) -> ModelConfig:
+    """PRESETS[name] with its vocabulary size filled in."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return dataclasses.replace(PRESETS[name], vocab_size=vocab_size)
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    logits: Tensor  # (B, T, V)
+    weights: list[Tensor] | None  # per layer (B, H, T, S), only with return_weights=True
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention: project to q, k, v, rotate q and k (RoPE), attend, merge heads."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self, x: Tensor, positions: Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        B, T, C = x.shape
+        H, D = self.config.n_head, self.config.head_dim
+        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        v = v.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        q = apply_rope(q, positions, self.config.rope_base)
+        k = apply_rope(k, positions, self.config.rope_base)  # rotated before it enters the cache
+        if cache is not None:
+            k, v = cache.append(layer, k, v)  # (B, H, S, D) each: cached keys + the T new ones
+        S = k.shape[2]
+        # With a cache, query row t is the token at absolute position S - T + t: it may see keys 0..S-T+t.
+        mask = causal_mask(T, S, device=x.device) if self.config.causal else None  # (T, S)
+        result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
+        out = result.out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.proj(out)), result.weights
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: C -> mlp_ratio * C -> C."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(config.d_model, config.mlp_ratio * config.d_model, bias=False)
+        self.proj = nn.Linear(config.mlp_ratio * config.d_model, config.d_model, bias=False)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = F.gelu(self.fc(x))  # (B, T, mlp_ratio * C)
+        return self.dropout(self.proj(h))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.norm_attn = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config)
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, positions: Tensor, cache: KVCache | None, layer: int) -> tuple[Tensor, Tensor]:
+        attn_out, weights = self.attn(self.norm_attn(x), positions, cache, layer)
+        x = x + attn_out
+        x = x + self.mlp(self.norm_mlp(x))
+        return x, weights
+
+
+class GPT(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"GPT needs a ModelConfig, got {type(config).__name__}")
+        if config.vocab_size < 1:
+            raise ValueError(
+                f"vocab_size is {config.vocab_size}: fill it from the tokenizer, e.g. preset(name, tok.vocab_size)"
+            )
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.norm_final = nn.LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # weight tying: one (V, C) matrix reads and writes
+        self.apply(self._init_weights)
+        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layer),
+        # so the stream's variance does not grow with depth (two residual additions per block).
+        for name, param in self.named_parameters():
+            if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, the tied embedding / LM head counted once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self, batch_size: int = 1) -> KVCache:
+        """An empty KV cache that fits this model."""
+        param = self.token_embedding.weight
+        return KVCache.for_model(self.config, batch_size, dtype=param.dtype, device=param.device)
+
+    def forward(self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False) -> ModelOutput:
+        """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`."""
+        self._check_idx(idx, cache)
+        B, T = idx.shape
+        start = 0 if cache is None else cache.length
+        positions = torch.arange(start, start + T, device=idx.device)  # (T,) absolute positions
+        x = self.dropout(self.token_embedding(idx))  # (B, T, C)
+        weights = []
+        for layer, block in enumerate(self.blocks):
+            x, layer_weights = block(x, positions, cache, layer)  # (B, T, C), (B, H, T, S)
+            weights.append(layer_weights)
+        x = self.norm_final(x)
+        logits = self.lm_head(x)  # (B, T, V)
+        return ModelOutput(logits=logits, weights=weights if return_weights else None)
+
+    def _check_idx(self, idx: Tensor, cache: KVCache | None) -> None:
+        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype != torch.long:
+            got = f"{tuple(idx.shape)} {idx.dtype}" if isinstance(idx, Tensor) else type(idx).__name__
+            raise ValueError(f"idx must be a 2-D long tensor (B, T), got {got}")
+        B, T = idx.shape
+        if T < 1:
+            raise ValueError(f"idx must hold at least one position, got shape {tuple(idx.shape)}")
+        start = 0 if cache is None else cache.length
+        if start + T > self.config.context_length:
+            where = f"{start} cached + {T} new" if cache is not None else f"T={T}"
+            raise ValueError(
+                f"{where} positions exceed context_length={self.config.context_length}; "
+                "keep the last context_length tokens (or slide the cache window)"
+            )
+        if cache is not None and cache.k.shape[1] != B:
+            raise ValueError(f"cache was built for batch size {cache.k.shape[1]}, got idx {tuple(idx.shape)}")
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= self.config.vocab_size:
+            raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got min {low}, max {high}")

@@ -1,0 +1,186 @@
+"""A character-level tokenizer: one id per Unicode code point of the training corpus.
+
+Ids 0-3 are the special tokens, in this fixed order, then the corpus characters sorted by code point:
+
+    0 <pad>   storage filler for batches of unequal length; never a prediction target
+    1 <bos>   beginning of sequence; generation from an empty prompt starts from it
+    2 <eos>   end of a record; the model learns where a completion stops
+    3 <unk>   any character the corpus never contained
+
+`encode` never raises on a `str`: an unseen character becomes <unk>, and `unknown_chars` tells the app
+which characters those were. "Character" means code point (what `iter(str)` yields), so an accented
+letter typed as a base letter plus a combining mark is two tokens; normalise text (NFC) before both
+training and encoding if that matters for a corpus.
+
+The vocabulary is versioned with the model: `to_dict()` is stored in the bundle and `content_hash` is
+the sha256 of its canonical JSON, so a bundle can refuse a tokenizer that is not the one it trained with.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import unicodedata
+from typing import Any, Iterable, Sequence
+
+SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+FORMAT = "attention-lab/char-tokenizer"
+FORMAT_VERSION = 1
+
+# Glyphs that make whitespace visible in token tables (the piece itself stays the real character).
+WHITESPACE_GLYPHS: dict[str, str] = {"\n": "⏎", " ": "␠", "\t": "⇥", "\r": "␍"}
+# Shown instead of <unk> by decode(skip_special=True): the text keeps a mark where a character was lost.
+REPLACEMENT_CHAR = "\ufffd"
+
+
+class CharTokenizer:
+    """Maps text to ids and back, one character per token. Immutable once built."""
+
+    def __init__(self, chars: Sequence[str]):
+        chars = list(chars)
+        for c in chars:
+            if not isinstance(c, str) or len(c) != 1:
+                raise ValueError(f"every vocabulary entry must be a single character, got {c!r}")
+        if len(set(chars)) != len(chars):
+            duplicates = sorted({c for c in chars if chars.count(c) > 1})
+            raise ValueError(f"vocabulary characters must be unique, got duplicates {duplicates!r}")
+        if chars != sorted(chars):
+            raise ValueError("vocabulary characters must be sorted by code point")
+        if not chars:
+            raise ValueError("the vocabulary needs at least one character besides the special tokens")
+        self._chars: tuple[str, ...] = tuple(chars)
+        self._pieces: tuple[str, ...] = SPECIAL_TOKENS + self._chars
+        self._char_to_id: dict[str, int] = {c: i + len(SPECIAL_TOKENS) for i, c in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        """The vocabulary of `text`: every distinct character, sorted."""
+        if not isinstance(text, str):
+            raise TypeError(f"from_text needs a str, got {type(text).__name__}")
+        if not text:
+            raise ValueError("from_text needs a non-empty corpus, got an empty string")
+        return cls(sorted(set(text)))
+
+    # ---- sizes and pieces ------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """V: special tokens plus corpus characters."""
+        return len(self._pieces)
+
+    @property
+    def chars(self) -> tuple[str, ...]:
+        """The corpus characters, in id order (ids 4, 5, ...)."""
+        return self._chars
+
+    @property
+    def pieces(self) -> list[str]:
+        """id -> piece: special tokens by name, characters as themselves."""
+        return list(self._pieces)
+
+    def display_piece(self, token_id: int) -> str:
+        """The piece of `token_id` made visible for a table: ' ' -> '␠', '\\n' -> '⏎', '\\t' -> '⇥'.
+
+        Special tokens keep their names; other invisible characters (controls, format characters,
+        other spaces) show as their code point, e.g. 'U+00A0'.
+        """
+        piece = self._pieces[self._check_id(token_id)]
+        if token_id < len(SPECIAL_TOKENS):
+            return piece
+        if piece in WHITESPACE_GLYPHS:
+            return WHITESPACE_GLYPHS[piece]
+        if unicodedata.category(piece) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"):
+            return f"U+{ord(piece):04X}"
+        return piece
+
+    # ---- encode / decode -------------------------------------------------------------------------
+
+    def encode(self, s: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Ids of the characters of `s`; unseen characters become <unk> (never raises on a str)."""
+        if not isinstance(s, str):
+            raise TypeError(f"encode needs a str, got {type(s).__name__}")
+        ids = [self._char_to_id.get(c, UNK_ID) for c in s]
+        if add_bos:
+            ids.insert(0, BOS_ID)
+        if add_eos:
+            ids.append(EOS_ID)
+        return ids
+
+    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str:
+        """Text of `ids`. decode(encode(s)) == s whenever every character of s is in the vocabulary.
+
+        skip_special=True drops <pad>, <bos> and <eos> and shows <unk> as U+FFFD ('�') so a lost
+        character stays visible; skip_special=False writes every special token by name.
+        """
+        parts = []
+        for token_id in ids:
+            i = self._check_id(token_id)
+            if i >= len(SPECIAL_TOKENS) or not skip_special:
+                parts.append(self._pieces[i])
+            elif i == UNK_ID:
+                parts.append(REPLACEMENT_CHAR)
+        return "".join(parts)
+
+    def unknown_chars(self, s: str) -> list[str]:
+        """The distinct characters of `s` outside the vocabulary, in order of first appearance."""
+        if not isinstance(s, str):
+            raise TypeError(f"unknown_chars needs a str, got {type(s).__name__}")
+        return list(dict.fromkeys(c for c in s if c not in self._char_to_id))
+
+    # ---- persistence -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description from which `from_dict` rebuilds the same tokenizer."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "special_tokens": list(SPECIAL_TOKENS),
+            "chars": list(self._chars),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "CharTokenizer":
+        """Rebuild from `to_dict()` output; raises ValueError naming what is wrong with a malformed dict."""
+        if not isinstance(d, dict):
+            raise ValueError(f"tokenizer description must be a dict, got {type(d).__name__}")
+        expected = {"format", "version", "special_tokens", "chars"}
+        if set(d) != expected:
+            raise ValueError(f"tokenizer description needs exactly the keys {sorted(expected)}, got {sorted(d)}")
+        if d["format"] != FORMAT:
+            raise ValueError(f"tokenizer format must be {FORMAT!r}, got {d['format']!r}")
+        if d["version"] != FORMAT_VERSION or isinstance(d["version"], bool):
+            raise ValueError(f"tokenizer format version must be {FORMAT_VERSION}, got {d['version']!r}")
+        if d["special_tokens"] != list(SPECIAL_TOKENS):
+            raise ValueError(f"special_tokens must be {list(SPECIAL_TOKENS)}, got {d['special_tokens']!r}")
+        if not isinstance(d["chars"], list):
+            raise ValueError(f"chars must be a list of single characters, got {type(d['chars']).__name__}")
+        return cls(d["chars"])
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 hex digest of the canonical JSON of `to_dict()` (sorted keys, no spaces, ASCII escapes)."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _check_id(self, token_id: Any) -> int:
+        if isinstance(token_id, bool):
+            raise ValueError(f"token ids must be integers, got {token_id!r}")
+        try:
+            i = operator.index(token_id)
+        except TypeError:
+            raise ValueError(f"token ids must be integers, got {token_id!r}") from None
+        if not 0 <= i < self.vocab_size:
+            raise ValueError(f"token id {i} is outside the vocabulary 0..{self.vocab_size - 1}")
+        return i
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CharTokenizer) and self._chars == other._chars
+
+    def __hash__(self) -> int:
+        return hash(self._chars)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size}, hash={self.content_hash[:12]})"

@@ -1,0 +1,167 @@
+"""core.kv_cache: storage, rotated keys, bottom-right mask, cached == uncached, the sliding window."""
+import pytest
+import torch
+
+from core.kv_cache import KVCache, default_keep, next_window_start
+from core.model import GPT, preset
+from core.rope import apply_rope
+from core.sampling import SampleConfig, generate
+
+V = 20
+
+
+def spread_model(seed=0):
+    """The tiny preset with larger random weights, so greedy decoding does not repeat one token."""
+    torch.manual_seed(seed)
+    model = GPT(preset("tiny", V))
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0.0, 0.3)
+    return model.eval()
+
+
+def random_ids(B, T, seed=0):
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+# ---- the cache as storage ----------------------------------------------------------------------
+
+
+def test_append_returns_everything_stored_so_far():
+    cache = KVCache(n_layer=2, batch_size=2, n_head=3, head_dim=4, capacity=10)
+    g = torch.Generator().manual_seed(0)
+    chunks = [(torch.randn(2, 3, T, 4, generator=g), torch.randn(2, 3, T, 4, generator=g)) for T in (4, 1, 3)]
+    for k_new, v_new in chunks:
+        for layer in range(2):
+            k_all, v_all = cache.append(layer, k_new + layer, v_new - layer)
+    assert cache.length == 8 and cache.remaining == 2
+    assert k_all.shape == v_all.shape == (2, 3, 8, 4)
+    torch.testing.assert_close(k_all, torch.cat([k for k, _ in chunks], dim=2) + 1, atol=0, rtol=0)
+    torch.testing.assert_close(v_all, torch.cat([v for _, v in chunks], dim=2) - 1, atol=0, rtol=0)
+    cache.reset()
+    assert cache.length == 0
+
+
+def test_append_rejects_overflow_bad_shapes_and_out_of_order_layers():
+    cache = KVCache(n_layer=2, batch_size=1, n_head=2, head_dim=4, capacity=5)
+    with pytest.raises(ValueError, match="cannot take 6 more"):
+        cache.append(0, torch.zeros(1, 2, 6, 4), torch.zeros(1, 2, 6, 4))
+    with pytest.raises(ValueError, match=r"\(1, 2, 3, 8\)"):
+        cache.append(0, torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 3, 8))
+    with pytest.raises(ValueError, match="layer"):
+        cache.append(2, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+    cache.append(0, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+    with pytest.raises(ValueError, match="in order"):
+        cache.append(0, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # layer 0 twice
+
+
+def test_keys_are_stored_after_rope():
+    model = spread_model()
+    idx = random_ids(1, 6)
+    cache = model.new_cache()
+    model(idx, cache=cache)
+    block = model.blocks[0]
+    C, H = model.config.d_model, model.config.n_head
+    with torch.no_grad():
+        _, k, v = block.attn.qkv(block.norm_attn(model.token_embedding(idx))).split(C, dim=2)
+    k = k.view(1, 6, H, C // H).transpose(1, 2)
+    v = v.view(1, 6, H, C // H).transpose(1, 2)
+    torch.testing.assert_close(cache.k[0, :, :, :6], apply_rope(k, torch.arange(6)), atol=1e-6, rtol=0)
+    torch.testing.assert_close(cache.v[0, :, :, :6], v, atol=1e-6, rtol=0)
+
+
+# ---- cached forward passes == full forward passes ----------------------------------------------
+
+
+def test_cached_logits_equal_full_logits():
+    model = spread_model()
+    L = model.config.context_length
+    idx = random_ids(2, L, seed=1)
+    with torch.no_grad():
+        full = model(idx).logits  # (B, L, V)
+        cache = model.new_cache(batch_size=2)
+        pieces = [model(idx[:, :5], cache=cache).logits]  # prefill 5 tokens at once
+        pieces += [model(idx[:, t : t + 1], cache=cache).logits for t in range(5, L)]  # then one at a time
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=0)
+    assert cache.length == L
+    with pytest.raises(ValueError, match="context_length"):
+        model(idx[:, :1], cache=cache)  # a full cache takes no more
+
+
+def test_mask_with_a_cache_is_bottom_right_aligned():
+    model = spread_model()
+    idx = random_ids(1, 7, seed=2)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(idx[:, :4], cache=cache)
+        out = model(idx[:, 4:], cache=cache, return_weights=True)  # T = 3 new, S = 7
+        full = model(idx, return_weights=True)
+    for w, w_full in zip(out.weights, full.weights):
+        assert w.shape == (1, model.config.n_head, 3, 7)
+        for t in range(3):  # query t is the token at absolute position 4 + t
+            assert torch.all(w[..., t, 4 + t + 1 :] == 0)
+            assert torch.all(w[..., t, : 4 + t + 1] > 0)
+        torch.testing.assert_close(w, w_full[..., 4:, :], atol=1e-6, rtol=0)
+
+
+# ---- the sliding-window policy -----------------------------------------------------------------
+
+
+def test_window_policy_by_hand():
+    assert default_keep(32) == 16 and default_keep(1) == 1
+    assert next_window_start(n_tokens=32, start=0, context_length=32, keep=16) == 0  # exactly full: fits
+    assert next_window_start(n_tokens=33, start=0, context_length=32, keep=16) == 17  # slides
+    assert next_window_start(n_tokens=49, start=17, context_length=32, keep=16) == 17
+    assert next_window_start(n_tokens=50, start=17, context_length=32, keep=16) == 34
+    assert next_window_start(n_tokens=33, start=0, context_length=32, keep=31) == 2
+    with pytest.raises(ValueError, match="keep"):
+        next_window_start(n_tokens=3, start=0, context_length=32, keep=33)
+
+
+def windowed_greedy_reference(model, prompt, n_new, keep):
+    """Uncached greedy decoding written out: the model sees ids[start:]; when that would exceed the
+    context, the window restarts `keep` tokens before the end (positions restart at 0)."""
+    L = model.config.context_length
+    ids, start, tokens, logits_per_step, slid = list(prompt), max(0, len(prompt) - L), [], [], []
+    for _ in range(n_new):
+        slid.append(len(ids) - start > L)
+        if slid[-1]:
+            start = len(ids) - keep
+        with torch.no_grad():
+            logits = model(torch.tensor([ids[start:]])).logits[0, -1]
+        tokens.append(int(logits.argmax()))
+        logits_per_step.append(logits)
+        ids.append(tokens[-1])
+    return tokens, logits_per_step, slid
+
+
+@pytest.mark.parametrize("prompt_len, keep", [(10, None), (40, 1), (32, 31)])
+def test_cached_generation_matches_uncached_across_the_context_boundary(prompt_len, keep):
+    model = spread_model(seed=1)
+    L = model.config.context_length
+    prompt = random_ids(1, prompt_len, seed=3)[0].tolist()
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=50)
+    cached = list(generate(model, prompt, greedy, use_cache=True, keep=keep))
+    tokens, logits, slid = windowed_greedy_reference(model, prompt, 50, keep or L // 2)
+
+    assert [s.token for s in cached] == tokens
+    assert len(set(tokens)) > 2  # the comparison is not between two constant sequences
+    assert any(slid)  # the 50 tokens really cross the context boundary
+    assert [s.reencoded for s in cached] == slid
+    assert all(s.context <= L for s in cached)
+    for step, reference in zip(cached, logits):
+        torch.testing.assert_close(step.logits, reference, atol=1e-5, rtol=0)
+
+
+def test_uncached_generation_follows_the_same_windows():
+    model = spread_model(seed=1)
+    prompt = random_ids(1, 10, seed=3)[0].tolist()
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=50)
+    cached = list(generate(model, prompt, greedy, use_cache=True))
+    uncached = list(generate(model, prompt, greedy, use_cache=False))
+    assert [s.token for s in cached] == [s.token for s in uncached]
+    assert [s.reencoded for s in cached] == [s.reencoded for s in uncached]
+    assert sum(s.reencoded for s in cached) >= 2  # 60 tokens through a 32-token context, keep 16
+    for step_cached, step_uncached in zip(cached, uncached):
+        torch.testing.assert_close(step_cached.logits, step_uncached.logits, atol=1e-5, rtol=0)

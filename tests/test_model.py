@@ -1,0 +1,201 @@
+"""core.model: config validation, shapes, causality, attention maps, the SDPA reference, loss sanity."""
+import dataclasses
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import core.model
+from core.model import GPT, PRESETS, ModelConfig, preset
+from core.rope import apply_rope
+
+V = 23
+
+
+def tiny_model(seed=0, **changes):
+    torch.manual_seed(seed)
+    return GPT(dataclasses.replace(preset("tiny", V), **changes))
+
+
+def random_ids(B, T, seed=0, vocab=V):
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+# ---- configuration -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(d_model=30, n_head=4), "divisible"),
+        (dict(d_model=10, n_head=2), "even"),  # head width 5
+        (dict(n_layer=0), "n_layer"),
+        (dict(context_length=-1), "context_length"),
+        (dict(vocab_size=-5), "vocab_size"),
+        (dict(dropout=1.0), "dropout"),
+        (dict(rope_base=1.0), "rope_base"),
+        (dict(n_head=2.0), "n_head"),
+    ],
+)
+def test_invalid_configs_raise(changes, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(preset("tiny", V), **changes)
+
+
+def test_presets_need_a_vocabulary_size():
+    assert all(config.vocab_size == 0 for config in PRESETS.values())
+    with pytest.raises(ValueError, match="vocab_size"):
+        GPT(PRESETS["tiny"])
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset("huge", V)
+    assert preset("baby", V) == dataclasses.replace(PRESETS["baby"], vocab_size=V)
+
+
+def test_required_preset_shapes():
+    baby, large = PRESETS["baby"], PRESETS["large"]
+    assert (baby.n_layer, baby.n_head, baby.d_model, baby.context_length) == (4, 4, 128, 64)
+    assert large.context_length == 256
+
+
+def test_default_preset_fits_in_8_megabytes_of_fp32_weights():
+    model = GPT(preset("default", 256))  # a generous character vocabulary
+    assert model.num_parameters() * 4 <= 8 * 1024 * 1024
+
+
+def test_parameter_count_closed_form():
+    C, L, r = 32, 2, 4
+    per_block = 2 * (2 * C) + 3 * C * C + C * C + 2 * r * C * C  # two LayerNorms, qkv, proj, MLP
+    expected = V * C + L * per_block + 2 * C  # tied embedding/head counted once, final LayerNorm
+    model = tiny_model()
+    assert model.num_parameters() == expected
+    assert model.lm_head.weight is model.token_embedding.weight
+
+
+def test_residual_projections_use_the_scaled_init():
+    model = tiny_model()
+    std = model.blocks[0].attn.proj.weight.std().item()
+    expected = 0.02 / math.sqrt(2 * model.config.n_layer)
+    assert abs(std - expected) / expected < 0.15
+    assert abs(model.blocks[0].attn.qkv.weight.std().item() - 0.02) / 0.02 < 0.15
+
+
+# ---- forward pass ------------------------------------------------------------------------------
+
+
+def test_shapes_of_logits_and_attention_weights():
+    model = tiny_model()
+    cfg = model.config
+    out = model(random_ids(3, 11), return_weights=True)
+    assert out.logits.shape == (3, 11, V)
+    assert len(out.weights) == cfg.n_layer
+    assert all(w.shape == (3, cfg.n_head, 11, 11) for w in out.weights)
+    assert model(random_ids(3, 11)).weights is None
+
+
+@pytest.mark.parametrize(
+    "idx, message",
+    [
+        (torch.zeros(5, dtype=torch.long), "2-D"),
+        (torch.zeros(1, 5), "long"),
+        (torch.zeros(1, 33, dtype=torch.long), "context_length=32"),
+        (torch.full((1, 4), V, dtype=torch.long), f"0..{V - 1}"),
+        (torch.full((1, 4), -1, dtype=torch.long), "min -1"),
+    ],
+)
+def test_invalid_idx_raises(idx, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_model()(idx)
+
+
+def test_attention_rows_sum_to_one_and_nothing_above_the_diagonal():
+    model = tiny_model()
+    weights = model(random_ids(2, 16), return_weights=True).weights
+    future = torch.triu(torch.ones(16, 16, dtype=torch.bool), diagonal=1)
+    for w in weights:
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-6, rtol=0)
+        assert torch.all(w[..., future] == 0)
+        assert torch.all(w[..., 0, 0] == 1)  # row 0 sees only key 0
+
+
+@pytest.mark.parametrize("j", [0, 5, 31])
+def test_editing_a_token_leaves_earlier_logits_unchanged(j):
+    model = tiny_model().eval()
+    idx = random_ids(2, 32)
+    edited = idx.clone()
+    edited[:, j] = (edited[:, j] + 1) % V
+    with torch.no_grad():
+        before, after = model(idx).logits, model(edited).logits
+    torch.testing.assert_close(after[:, :j], before[:, :j], atol=1e-6, rtol=0)
+    assert (after[:, j] - before[:, j]).abs().max() > 1e-4  # position j itself does see the edit
+
+
+def test_without_the_causal_mask_earlier_positions_see_the_future():
+    model = tiny_model(causal=False).eval()
+    idx = random_ids(1, 16)
+    edited = idx.clone()
+    edited[0, 10] = (edited[0, 10] + 1) % V
+    with torch.no_grad():
+        before, after = model(idx).logits, model(edited).logits
+    assert (after[0, :10] - before[0, :10]).abs().max() > 1e-4
+
+
+def test_block_attention_equals_pytorch_sdpa():
+    model = tiny_model(seed=3)
+    attn = model.blocks[0].attn
+    B, T, C, H = 2, 9, model.config.d_model, model.config.n_head
+    D = C // H
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(4))
+    positions = torch.arange(T)
+    out, weights = attn(x, positions)
+
+    q, k, v = attn.qkv(x).split(C, dim=2)
+    q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+    q, k = apply_rope(q, positions), apply_rope(k, positions)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    reference = attn.proj(reference.transpose(1, 2).reshape(B, T, C))
+    torch.testing.assert_close(out, reference, atol=1e-5, rtol=1.3e-6)
+    # and the weights are softmax(q kᵀ / √D) with the future masked, computed the textbook way
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(D)
+    scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    torch.testing.assert_close(weights, torch.softmax(scores, dim=-1), atol=1e-6, rtol=0)
+
+
+def test_every_block_calls_core_attention(monkeypatch):
+    calls = []
+    original = core.model.scaled_dot_product_attention
+
+    def spy(q, k, v, mask=None, **kwargs):
+        calls.append((tuple(q.shape), None if mask is None else tuple(mask.shape)))
+        return original(q, k, v, mask, **kwargs)
+
+    monkeypatch.setattr(core.model, "scaled_dot_product_attention", spy)
+    model = tiny_model()
+    model(random_ids(1, 7))
+    assert calls == [((1, 2, 7, 16), (7, 7))] * model.config.n_layer
+
+
+# ---- training sanity ---------------------------------------------------------------------------
+
+
+def test_initial_loss_is_close_to_ln_v():
+    model = tiny_model(seed=0)
+    idx = random_ids(8, 33, seed=1)
+    logits = model(idx[:, :-1]).logits
+    loss = F.cross_entropy(logits.reshape(-1, V), idx[:, 1:].reshape(-1))
+    assert abs(loss.item() - math.log(V)) < 0.1
+
+
+def test_a_tiny_batch_overfits():
+    model = tiny_model(seed=0)
+    idx = random_ids(4, 33, seed=2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    for _ in range(300):
+        logits = model(idx[:, :-1]).logits
+        loss = F.cross_entropy(logits.reshape(-1, V), idx[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if loss.item() < 0.05:
+            break
+    assert loss.item() < 0.05

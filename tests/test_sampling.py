@@ -1,0 +1,224 @@
+"""core.sampling: the sampling distribution, its filters, reproducibility, and streaming generation."""
+import math
+
+import pytest
+import torch
+
+from core.model import GPT, preset
+from core.sampling import GenerationStep, SampleConfig, generate, next_token_distribution, sample_next_token
+from core.tokenizer import BOS_ID
+
+V = 20
+
+
+def random_logits(*shape, seed=0, scale=2.0):
+    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    return GPT(preset("tiny", V))
+
+
+# ---- configuration -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(temperature=-0.1),
+        dict(temperature=float("nan")),
+        dict(temperature=float("inf")),
+        dict(top_k=0),
+        dict(top_k=2.5),
+        dict(top_p=0.0),
+        dict(top_p=1.5),
+        dict(top_p=-0.2),
+        dict(max_new_tokens=-1),
+    ],
+)
+def test_invalid_sample_config_raises(kwargs):
+    with pytest.raises(ValueError):
+        SampleConfig(**kwargs)
+    filters = {k: v for k, v in kwargs.items() if k != "max_new_tokens"}
+    if filters:
+        with pytest.raises(ValueError):
+            next_token_distribution(random_logits(V), **{"temperature": 1.0, **filters})
+
+
+def test_invalid_logits_raise():
+    with pytest.raises(ValueError, match=r"\(2, 3, 4\)"):
+        next_token_distribution(torch.zeros(2, 3, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        next_token_distribution(torch.tensor([0.0, float("nan")]))
+    with pytest.raises(ValueError, match="Generator"):
+        sample_next_token(random_logits(V), None, temperature=1.0)
+
+
+# ---- the distribution --------------------------------------------------------------------------
+
+
+def test_temperature_lab_values_from_the_lesson():
+    probs = next_token_distribution(torch.tensor([1.2, 0.3, -0.4, 1.8]), temperature=1.0)
+    torch.testing.assert_close(probs, torch.tensor([0.2915, 0.1185, 0.0589, 0.5311]), atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_temperature_divides_the_logits(temperature):
+    logits = [1.2, 0.3, -0.4, 1.8]
+    exps = [math.exp(x / temperature) for x in logits]
+    expected = torch.tensor([e / sum(exps) for e in exps])
+    probs = next_token_distribution(torch.tensor(logits), temperature=temperature)
+    torch.testing.assert_close(probs, expected, atol=1e-6, rtol=0)
+
+
+def test_temperature_zero_is_argmax():
+    logits = random_logits(8, V)
+    probs = next_token_distribution(logits, temperature=0.0)
+    assert torch.equal(probs, torch.nn.functional.one_hot(logits.argmax(-1), V).float())
+    assert torch.equal(sample_next_token(logits, None, temperature=0.0), logits.argmax(-1))
+    assert sample_next_token(logits[0], None, temperature=0.0).item() == logits[0].argmax().item()
+
+
+def test_top_k_one_is_greedy_even_when_sampling():
+    logits = random_logits(500, V, seed=1)
+    tokens = sample_next_token(logits, gen(0), temperature=1.5, top_k=1)
+    assert torch.equal(tokens, logits.argmax(-1))
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, V - 1, V])
+def test_top_k_keeps_exactly_the_k_largest(k):
+    logits = random_logits(4, V, seed=2)
+    probs = next_token_distribution(logits, temperature=0.8, top_k=k)
+    for row_logits, row in zip(logits, probs):
+        ranked = sorted(range(V), key=lambda i: -row_logits[i].item())
+        kept = set(ranked[:k])
+        assert {i for i in range(V) if row[i] > 0} == kept
+        expected = torch.softmax(row_logits[ranked[:k]] / 0.8, dim=0)
+        torch.testing.assert_close(row[ranked[:k]], expected, atol=1e-6, rtol=0)
+
+
+def test_top_k_above_the_vocabulary_is_clamped():
+    logits = random_logits(3, V, seed=3)
+    torch.testing.assert_close(next_token_distribution(logits, top_k=10 * V), torch.softmax(logits, -1))
+    SampleConfig(top_k=10_000)  # not an error
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.5, 0.9, 0.99])
+def test_top_p_keeps_the_smallest_prefix_reaching_p(p):
+    logits = random_logits(6, V, seed=4, scale=1.5)
+    probs = next_token_distribution(logits, temperature=1.0, top_p=p)
+    full = torch.softmax(logits.double(), -1)
+    for row_full, row in zip(full.tolist(), probs):
+        ranked = sorted(range(V), key=lambda i: -row_full[i])
+        prefix, mass = [], 0.0
+        for i in ranked:  # walk down the ranking until the kept mass reaches p
+            prefix.append(i)
+            mass += row_full[i]
+            if mass >= p:
+                break
+        assert {i for i in range(V) if row[i] > 0} == set(prefix)
+        expected = torch.tensor([row_full[i] / mass for i in prefix], dtype=torch.float32)
+        torch.testing.assert_close(row[prefix], expected, atol=1e-6, rtol=0)
+
+
+def test_top_p_applies_after_top_k():
+    logits = torch.log(torch.tensor([0.4, 0.3, 0.2, 0.1]))
+    # top-k 3 renormalises to 4/9, 3/9, 2/9; top-p 0.7 then needs 4/9 + 3/9 = 7/9 >= 0.7
+    probs = next_token_distribution(logits, top_k=3, top_p=0.7)
+    torch.testing.assert_close(probs, torch.tensor([4 / 7, 3 / 7, 0.0, 0.0]), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "temperature, top_k, top_p", [(1.0, None, None), (0.3, None, None), (2.0, 7, None), (1.0, None, 0.8), (0.7, 5, 0.6)]
+)
+def test_probabilities_sum_to_one(temperature, top_k, top_p):
+    probs = next_token_distribution(random_logits(5, V, seed=5, scale=4.0), temperature, top_k, top_p)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(5), atol=1e-6, rtol=0)
+    assert torch.all(probs >= 0)
+
+
+def test_samples_follow_the_reported_distribution():
+    logits = torch.tensor([1.2, 0.3, -0.4, 1.8, -3.0])
+    probs = next_token_distribution(logits, temperature=1.3, top_k=4)
+    n = 20_000
+    tokens = sample_next_token(logits.expand(n, -1), gen(11), temperature=1.3, top_k=4)
+    frequencies = torch.bincount(tokens, minlength=5).float() / n
+    torch.testing.assert_close(frequencies, probs, atol=0.015, rtol=0)  # ~4 standard errors
+    assert frequencies[4] == 0  # the token top-k removed is never drawn
+
+
+def test_same_generator_seed_same_tokens():
+    logits = random_logits(64, V, seed=6)
+    a = sample_next_token(logits, gen(7), temperature=1.0, top_p=0.9)
+    b = sample_next_token(logits, gen(7), temperature=1.0, top_p=0.9)
+    c = sample_next_token(logits, gen(8), temperature=1.0, top_p=0.9)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+# ---- generate ----------------------------------------------------------------------------------
+
+
+def test_generate_is_reproducible_with_a_seed():
+    model = tiny_model()
+    config = SampleConfig(temperature=1.0, top_k=10, max_new_tokens=20)
+    run = lambda seed: [s.token for s in generate(model, [4, 5, 6], config, seed=seed)]  # noqa: E731
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+    by_generator = [s.token for s in generate(model, [4, 5, 6], config, generator=gen(3))]
+    assert by_generator == run(3)
+
+
+def test_generate_streams_steps_with_their_distribution():
+    model = tiny_model()
+    steps = list(generate(model, [4, 5], SampleConfig(temperature=0.9, top_p=0.9, max_new_tokens=6), seed=0))
+    assert len(steps) == 6 and all(isinstance(s, GenerationStep) for s in steps)
+    assert [s.position for s in steps] == [2, 3, 4, 5, 6, 7]
+    for s in steps:
+        assert s.probs.shape == s.logits.shape == (V,)
+        assert s.probs[s.token] > 0
+        torch.testing.assert_close(s.probs, next_token_distribution(s.logits, 0.9, None, 0.9))
+        assert s.seconds > 0
+    assert list(generate(model, [4], SampleConfig(max_new_tokens=0), seed=0)) == []
+
+
+def test_empty_prompt_starts_from_bos_and_long_prompts_keep_the_last_context():
+    model = tiny_model().eval()
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=1)
+    with torch.no_grad():
+        from_bos = model(torch.tensor([[BOS_ID]])).logits[0, -1]
+    torch.testing.assert_close(next(iter(generate(model, [], greedy))).logits, from_bos, atol=1e-6, rtol=0)
+
+    L = model.config.context_length
+    prompt = torch.randint(0, V, (L + 9,), generator=gen(1)).tolist()
+    with torch.no_grad():
+        last_window = model(torch.tensor([prompt[-L:]])).logits[0, -1]
+    for use_cache in (True, False):
+        step = next(iter(generate(model, prompt, greedy, use_cache=use_cache)))
+        torch.testing.assert_close(step.logits, last_window, atol=1e-5, rtol=0)
+        assert step.context == L
+
+
+def test_generate_restores_training_mode_and_never_leaves_gradients_disabled():
+    model = tiny_model().train()
+    for _ in generate(model, [4], SampleConfig(max_new_tokens=3), seed=0):
+        assert torch.is_grad_enabled()  # the caller's code between steps keeps autograd
+        assert not model.training
+    assert model.training
+
+
+def test_generate_rejects_bad_arguments():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="seed"):
+        generate(model, [4], SampleConfig(temperature=1.0))
+    with pytest.raises(ValueError, match="either"):
+        generate(model, [4], SampleConfig(), seed=1, generator=gen(1))
+    with pytest.raises(ValueError, match="keep"):
+        generate(model, [4], SampleConfig(temperature=0.0), keep=model.config.context_length + 1)
+    with pytest.raises(ValueError, match="prompt ids"):
+        generate(model, [V], SampleConfig(temperature=0.0))
