@@ -6,6 +6,9 @@ st.set_page_config(page_title="Attention Lab", layout="wide")
 PAGES = {
     "Attention": [
         st.Page("pages/home.py", title="Start here", default=True),
+        st.Page("pages/score_geometry.py", title="Score geometry"),
+        st.Page("pages/masks.py", title="Masks"),
+        st.Page("pages/read_row.py", title="Read one row"),
         st.Page("pages/temperature.py", title="Temperature"),
     ],
 }

@@ -1,0 +1,86 @@
+"""Read one row page: its hand computation against PyTorch's own F.scaled_dot_product_attention."""
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from apptest import all_text, decode, figures, open_page
+
+
+@pytest.fixture(autouse=True)
+def _clean(fresh_streamlit_caches):
+    yield
+
+
+def table(at, column):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def vector(cell: str) -> list[float]:
+    return [float(x) for x in cell.strip("()").split(",")]
+
+
+def worked_qkv():
+    """LESSON.md's draws: torch.manual_seed(2), q, k (1, 4, 3), v (1, 4, 2), in that order."""
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        return torch.randn(1, 4, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2)
+
+
+def sdpa_row(q, k, v, t):
+    """Causal attention row t by PyTorch, in float64."""
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)[0, t].tolist()
+
+
+def test_default_row_hand_sum_equals_pytorch():
+    at = open_page("read_row")
+    q, k, v = worked_qkv()
+    expected = sdpa_row(q, k, v, 3)  # default: worked example, last row
+    hand = table(at, "weight × v_s")
+    assert hand["key s"].tolist()[-1] == "sum"
+    assert vector(hand["weight × v_s"].tolist()[-1]) == pytest.approx(expected, abs=1e-9)
+    compare = table(at, "by hand (float64)")
+    assert [float(x) for x in compare["tensor (float32)"]] == pytest.approx(expected, abs=1e-6)
+    assert compare["within atol 1e-06"].tolist() == ["yes", "yes"]
+    weights = torch.softmax(q[0, 3].double() @ k[0].double().T / 3**0.5, -1).tolist()
+    bars = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    assert bars.tolist() == pytest.approx(weights, abs=1e-6)
+    text = all_text(at)
+    assert "PASS: row 3" in text
+    assert not re.search(r"\bnan\b", text, re.I)
+
+
+def test_row_zero_has_a_single_weight_of_exactly_one():
+    at = open_page("read_row", {"row_t": "0"})
+    bar = figures(at)[0]["data"][0]
+    assert decode(bar["y"]).astype(float).tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert list(bar["text"]) == ["1.0000"] + ["masked (0)"] * 3
+    assert table(at, "allowed")["weight"].tolist()[0] == "1.00000000"
+    assert {m.label: m.value for m in at.metric}["|sum − 1|"] == "0.0e+00"
+    assert "its single allowed weight is exactly one: weight 1.0" in all_text(at)
+    q, k, v = worked_qkv()
+    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(v[0, 0].tolist(), abs=1e-9)
+
+
+def test_a_link_to_a_random_row_and_the_slider():
+    link = {"row_src": "random", "row_seed": "5", "row_T": "8", "row_D": "8", "row_t": "6"}
+    at = open_page("read_row", link)
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(1, 1, 8, 8, generator=g), torch.randn(1, 1, 8, 8, generator=g), torch.randn(1, 1, 8, 2, generator=g)
+    q, k, v = q[0], k[0], v[0]  # (1, T, D): one sequence
+    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(sdpa_row(q, k, v, 6), abs=1e-9)
+    before = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    assert before[7] == 0.0 and before[:7].sum() == pytest.approx(1.0, abs=1e-6)
+
+    at.slider(key="row_t").set_value(2).run()
+    after = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    assert not np.allclose(before, after) and (after[3:] == 0).all()
+    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(sdpa_row(q, k, v, 2), abs=1e-9)
+
+
+def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
+    at = open_page("read_row", {"row_t": "9"})
+    assert "The link set 'Query row t' to `9`, which is not usable" in all_text(at)
+    assert figures(at)[0]["layout"]["title"]["text"] == "Weights of query row 3"
