@@ -1,6 +1,8 @@
 """Attention Lab: the entry point. Navigation and the shared sidebar; every lesson lives in pages/."""
 import streamlit as st
 
+from ui import models
+
 st.set_page_config(page_title="Attention Lab", layout="wide")
 
 PAGES = {
@@ -11,6 +13,14 @@ PAGES = {
         st.Page("pages/read_row.py", title="Read one row"),
         st.Page("pages/temperature.py", title="Temperature"),
     ],
+    "Transformer": [
+        st.Page("pages/training.py", title="Training"),
+        st.Page("pages/embeddings.py", title="Embeddings and projections"),
+        st.Page("pages/rope.py", title="RoPE"),
+        st.Page("pages/inspector.py", title="Attention inspector"),
+    ],
 }
 
-st.navigation(PAGES).run()
+page = st.navigation(PAGES)
+models.sidebar()
+page.run()

@@ -1,0 +1,250 @@
+"""The text a model learns from: a corpus of named documents, and its train/validation split.
+
+The default domain is Python source code: `STDLIB_MODULES` pins about fifty modules of the running
+interpreter's standard library (about 1 MB), read at run time from `sysconfig.get_paths()["stdlib"]`,
+one file per document. Nothing is downloaded and nothing is shipped: every Python 3.11+ has them.
+Their exact text depends on the interpreter version, and the corpus `fingerprint` records which text
+a model saw.
+
+Any UTF-8 text file (or an uploaded text) can be used instead. It is cut into documents at
+blank-line boundaries, each about `DOCUMENT_CHARS` characters (a paragraph longer than twice that is
+cut at a line end, or hard-cut if it has none); a short text is cut into about ten documents, and
+never fewer than two, because the validation split takes whole documents: a model is never evaluated
+on characters it trained on, which a split by random characters (or random windows of one stream)
+could not promise. Concatenating the
+documents of a file gives back its text exactly (after CRLF -> LF and a leading BOM removed).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+# Sorted paths relative to the stdlib directory; all exist in CPython 3.11, 3.12 and 3.13, are pure
+# Python (no shims re-exporting a C module) and are nearly all ASCII (shlex.py is left out: its
+# Latin-1 word-character table would add 60 characters seen nowhere else).
+STDLIB_MODULES: tuple[str, ...] = (
+    "abc.py", "argparse.py", "base64.py", "bdb.py", "bisect.py", "calendar.py", "cmd.py",
+    "collections/__init__.py", "colorsys.py", "contextlib.py", "copy.py", "copyreg.py", "csv.py",
+    "dataclasses.py", "fileinput.py", "fnmatch.py", "fractions.py", "functools.py", "genericpath.py",
+    "getopt.py", "gettext.py", "glob.py", "graphlib.py", "gzip.py", "hashlib.py", "heapq.py", "hmac.py",
+    "json/__init__.py", "json/decoder.py", "json/encoder.py", "json/scanner.py", "keyword.py",
+    "linecache.py", "numbers.py", "operator.py", "posixpath.py", "pprint.py", "pyclbr.py", "queue.py",
+    "random.py", "reprlib.py", "sched.py", "secrets.py", "selectors.py", "stat.py", "statistics.py",
+    "string.py", "tempfile.py", "textwrap.py", "timeit.py", "token.py", "tokenize.py", "traceback.py",
+    "types.py", "uuid.py", "weakref.py",
+)
+STDLIB_SOURCE = "stdlib"
+MAX_BYTES = 20 * 1024 * 1024  # larger files would take minutes to tokenise and hours to learn from
+DOCUMENT_CHARS = 4000  # target size of one document cut from a plain text file
+MIN_DOCUMENTS = 2  # one for training, one for validation
+SHORT_TEXT_DOCUMENTS = 10  # a text shorter than 10 documents' worth is cut into about ten
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a boundary between paragraphs
+
+
+class CorpusError(ValueError):
+    """A corpus cannot be used; the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One unit of the train/validation split: a source file or a block of a text file."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents in a fixed order, where they came from, and a fingerprint of their exact text."""
+
+    documents: tuple[Document, ...]
+    fingerprint: str
+    source: str
+
+    def __post_init__(self):
+        if len(self.documents) < MIN_DOCUMENTS:
+            raise CorpusError(f"a corpus needs at least {MIN_DOCUMENTS} documents (one to validate on), "
+                              f"got {len(self.documents)}; give it more text")
+        if fingerprint(self.documents) != self.fingerprint:
+            raise CorpusError("the corpus fingerprint does not match its documents; build a Corpus with "
+                              "load_corpus or corpus_from_text instead of by hand")
+
+    @property
+    def text(self) -> str:
+        """Every document's text, concatenated in order (the tokenizer's alphabet comes from this)."""
+        return "".join(d.text for d in self.documents)
+
+    @property
+    def num_chars(self) -> int:
+        return sum(len(d.text) for d in self.documents)
+
+
+def fingerprint(documents: tuple[Document, ...] | list[Document]) -> str:
+    """sha256 over the (name, text) pairs in order; each field is length-prefixed, so no two
+    different corpora can hash the same bytes by moving text across a document boundary."""
+    h = hashlib.sha256()
+    for doc in documents:
+        for field in (doc.name, doc.text):
+            data = field.encode("utf-8")
+            h.update(len(data).to_bytes(8, "big"))
+            h.update(data)
+    return h.hexdigest()
+
+
+def load_corpus(source: str | os.PathLike) -> Corpus:
+    """The pinned standard-library corpus for "stdlib", otherwise the UTF-8 text file at `source`.
+
+    A file that happens to be called "stdlib" is reached as "./stdlib".
+    """
+    if isinstance(source, str) and source == STDLIB_SOURCE:
+        return _load_stdlib()
+    path = Path(source)
+    if not path.exists():
+        raise CorpusError(f"corpus file {str(path)!r} does not exist; pass 'stdlib' or the path of a UTF-8 text file")
+    if not path.is_file():
+        raise CorpusError(f"corpus {str(path)!r} is not a regular file; pass 'stdlib' or the path of a UTF-8 text file")
+    size = path.stat().st_size
+    _check_size(size, str(path))
+    return corpus_from_text(path.name, path.read_bytes(), source=str(path))
+
+
+def corpus_from_text(name: str, text: str | bytes, *, source: str | None = None) -> Corpus:
+    """A corpus from one text (an upload or a file's bytes), cut into documents at blank lines.
+
+    `name` labels the documents ("name#0", "name#1", ...); `source` defaults to "upload:<name>".
+    """
+    if not isinstance(name, str) or not name:
+        raise CorpusError(f"a corpus text needs a non-empty name, got {name!r}")
+    if isinstance(text, (bytes, bytearray)):
+        _check_size(len(text), name)
+        text = _decode(bytes(text), name)
+    elif isinstance(text, str):
+        _check_size(len(text.encode("utf-8", errors="surrogatepass")), name)
+    else:
+        raise CorpusError(f"corpus text must be str or bytes, got {type(text).__name__}")
+    text = _normalise(text)
+    if not text.strip():
+        raise CorpusError(f"{name!r} is empty (or only whitespace); choose a file with some text in it")
+    pieces = split_text(text)
+    if len(pieces) < MIN_DOCUMENTS:
+        raise CorpusError(f"{name!r} has only {len(text)} character(s), too little for a training and a "
+                          f"validation document; use a longer text")
+    documents = tuple(Document(f"{name}#{i}", piece) for i, piece in enumerate(pieces))
+    return Corpus(documents, fingerprint(documents), source if source is not None else f"upload:{name}")
+
+
+def split_text(text: str, target: int = DOCUMENT_CHARS) -> list[str]:
+    """Cut `text` into contiguous pieces of about `target` characters, preferring blank-line
+    boundaries, then line ends. A text shorter than SHORT_TEXT_DOCUMENTS * target is cut into about ten
+    pieces (so a 10% validation split stays possible); two or more characters always give two or more.
+    "".join(split_text(text)) == text."""
+    if target < 1:
+        raise ValueError(f"target must be a positive number of characters, got {target}")
+    n = len(text)
+    target = max(1, min(target, n // SHORT_TEXT_DOCUMENTS))  # a short text still gives ~10 documents
+    pieces, start = [], 0
+    while n - start > target + target // 2:
+        cut = _cut_point(text, start, target)
+        pieces.append(text[start:cut])
+        start = cut
+    if start < n:
+        if pieces and not text[start:].strip():  # trailing blank lines join the previous document
+            pieces[-1] += text[start:]
+        else:
+            pieces.append(text[start:])
+    return pieces
+
+
+def split_documents(corpus: Corpus, val_fraction: float = 0.1, seed: int = 0
+                    ) -> tuple[tuple[Document, ...], tuple[Document, ...]]:
+    """(train_docs, val_docs): whole documents, disjoint, each tuple in corpus order.
+
+    round(val_fraction * n) documents (at least one, at most n - 1) are drawn for validation by a
+    `random.Random(seed)` shuffle of the document indices, so the split depends only on the seed and
+    the number of documents, never on their text.
+    """
+    if not isinstance(corpus, Corpus):
+        raise TypeError(f"split_documents needs a Corpus, got {type(corpus).__name__}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
+    n = len(corpus.documents)
+    n_val = min(n - 1, max(1, round(val_fraction * n)))
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    val_idx = set(order[:n_val])
+    train = tuple(d for i, d in enumerate(corpus.documents) if i not in val_idx)
+    val = tuple(d for i, d in enumerate(corpus.documents) if i in val_idx)
+    return train, val
+
+
+def check_split_size(train_chars: int, val_chars: int, context_length: int) -> None:
+    """Raise CorpusError unless both token streams hold at least one training window.
+
+    A window is context_length inputs plus one shifted target, so each stream needs context_length + 1
+    tokens (characters plus the <eos> after each document).
+    """
+    need = context_length + 1
+    for label, have in (("training", train_chars), ("validation", val_chars)):
+        if have < need:
+            raise CorpusError(
+                f"the corpus is too small for context length {context_length}: the {label} documents hold "
+                f"{have} tokens and need at least {need}; use a longer text, a smaller val_fraction "
+                f"or a preset with a shorter context")
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def _load_stdlib() -> Corpus:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    documents = []
+    for rel in STDLIB_MODULES:
+        path = root / rel
+        if not path.is_file():
+            raise CorpusError(f"the standard-library module {rel!r} is missing from {str(root)!r}; this "
+                              f"interpreter's stdlib is incomplete: pass a text file with --corpus instead")
+        documents.append(Document(rel, _normalise(_decode(path.read_bytes(), rel))))
+    documents = tuple(documents)
+    return Corpus(documents, fingerprint(documents), STDLIB_SOURCE)
+
+
+def _check_size(n_bytes: int, label: str) -> None:
+    if n_bytes > MAX_BYTES:
+        raise CorpusError(f"{label!r} is {n_bytes:,} bytes, more than the limit of {MAX_BYTES:,} "
+                          f"({MAX_BYTES // 2**20} MB); use a smaller excerpt of it")
+    if n_bytes == 0:
+        raise CorpusError(f"{label!r} is empty (0 bytes); choose a file with some text in it")
+
+
+def _decode(data: bytes, label: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{label!r} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
+                          f"cannot be decoded; save the file as UTF-8 (or use a plain-text file)") from None
+
+
+def _normalise(text: str) -> str:
+    """Drop a leading byte-order mark and turn CRLF / CR line ends into LF."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _cut_point(text: str, start: int, target: int) -> int:
+    """Where the document starting at `start` ends: the first blank-line boundary at or after
+    start + target (within another target), else the first line end there, else a hard cut."""
+    lo, hi = start + target, min(start + 2 * target, len(text) - 1)  # leave at least one character
+    m = _BLANK_LINE.search(text, lo, hi)
+    if m:
+        return m.end()
+    newline = text.find("\n", lo, hi)
+    if newline != -1:
+        return newline + 1
+    return lo
+

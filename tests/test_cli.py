@@ -1,0 +1,161 @@
+"""python -m core: train and generate end to end in a subprocess, and one-line errors with exit 2."""
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.bundle import MANIFEST, WEIGHTS, load_bundle
+from core.cli import COMMANDS, _Progress, main
+from core.training import TrainEvent
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB
+METRICS = {"train_loss", "val_loss", "iters", "seconds", "tokens_per_second"}
+
+
+def run(*args, timeout=120):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(proc, *words):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    corpus = tmp / "code.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp / "bundle"
+    args = ["train", "--corpus", str(corpus), "--out", str(out), "--preset", "tiny", "--max-iters", "6",
+            "--eval-iters", "2", "--batch-size", "4", "--seed", "3", "--threads", "1"]
+    proc = run(*args)
+    return proc, out, args
+
+
+def test_train_writes_a_bundle_and_ends_with_a_json_metrics_line(trained):
+    proc, out, args = trained
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert METRICS <= set(metrics)
+    assert metrics["iters"] == 6 and metrics["stop_reason"] == "max_iters"
+    assert all(isinstance(metrics[k], (int, float)) for k in METRICS)
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, WEIGHTS]
+    bundle = load_bundle(out)
+    assert bundle.manifest["training"]["command"] == ["python", "-m", "core", *args]
+    assert bundle.manifest["training"]["metrics"]["val_loss"] == metrics["val_loss"]
+    assert bundle.version == metrics["version"] and bundle.safe is True
+    assert bundle.manifest["architecture"]["n_layer"] == 2  # the tiny preset
+
+
+def test_train_reports_progress_on_stderr_when_not_a_terminal(trained):
+    proc, _, _ = trained
+    lines = proc.stderr.splitlines()
+    assert "\r" not in proc.stderr
+    assert any("step 0/6" in line and "val" in line for line in lines)  # the first evaluation
+    assert any("step 6/6" in line and "tok/s" in line and "eta" in line for line in lines)
+
+
+def test_generate_prints_the_prompt_and_its_completion(trained):
+    _, out, _ = trained
+    proc = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12",
+               "--temperature", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("def add")
+    completion = proc.stdout[len("def add"):].rstrip("\n")
+    assert 0 < len(completion) <= 12
+    again = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12",
+                "--temperature", "0", "--no-cache", "--completion-only")
+    assert again.stdout.rstrip("\n") == completion  # greedy: cached and uncached agree
+
+
+def test_bad_arguments_give_one_error_line_and_exit_2(tmp_path):
+    assert_one_line_error(run("train", "--corpus", "stdlib"), "--out")
+    assert_one_line_error(run("generate", "--bundle", str(tmp_path / "none"), "--prompt", "x"), "missing bundle")
+
+
+def test_tampered_bundle_is_refused_on_the_command_line(trained, tmp_path, capsys):
+    _, out, _ = trained
+    import shutil
+
+    copy = tmp_path / "b"
+    shutil.copytree(out, copy)
+    data = bytearray((copy / WEIGHTS).read_bytes())
+    data[-1] ^= 0xFF
+    (copy / WEIGHTS).write_bytes(bytes(data))
+    assert main(["generate", "--bundle", str(copy), "--prompt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "sha256 mismatch" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "--corpus", "stdlib", "--out", "x", "--preset", "huge"], "invalid choice: 'huge'"),
+    (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "ten"], "invalid int value"),
+    (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "0"], "--max-iters must be >= 1"),
+    (["train", "--corpus", "stdlib", "--out", "x", "--batch-size", "0"], "batch_size must be >= 1"),
+    (["generate", "--prompt", "x"], "--bundle"),
+    (["explode"], "invalid choice"),
+    ([], "COMMAND"),
+])
+def test_usage_errors_in_process(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
+
+
+def test_bad_corpus_files_are_one_line_errors(tmp_path, capsys):
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"ol\xe1 " * 100)
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("x = 1\n")
+    for path, words in ((latin1, "offset 2"), (tiny, "too small for context length 32"),
+                        (tmp_path / "missing.txt", "does not exist")):
+        code = main(["train", "--corpus", str(path), "--out", str(tmp_path / "o"), "--preset", "tiny",
+                     "--max-iters", "2", "--threads", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_generate_rejects_bad_sampling_options(trained, capsys):
+    _, out, _ = trained
+    assert main(["generate", "--bundle", str(out), "--prompt", "x", "--top-p", "1.5"]) == 2
+    assert "top_p" in capsys.readouterr().err
+
+
+def test_progress_rewrites_one_line_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    progress = _Progress(stream)
+    for kind, step in (("eval", 0), ("step", 1), ("done", 1)):
+        progress(TrainEvent(kind, step, 1, 2.0, 2.5, 1e-3, 1000.0, 1.0, 0.0))
+    text = stream.getvalue()
+    assert text.count("\r") >= 2 and text.endswith("\n") and text.count("\n") == 1
+    assert "1000 tok/s" in text.replace(",", "")
+
+
+def test_a_new_command_is_added_by_appending_a_register_function(monkeypatch, capsys):
+    def register_hello(subparsers):
+        p = subparsers.add_parser("hello")
+        p.add_argument("--name", required=True)
+        p.set_defaults(handler=lambda args: print(f"hello {args.name}") or 0)
+
+    monkeypatch.setattr("core.cli.COMMANDS", [*COMMANDS, register_hello])
+    assert main(["hello", "--name", "lab"]) == 0
+    assert capsys.readouterr().out == "hello lab\n"
+    assert main(["hello"]) == 2  # its own usage errors follow the same one-line rule
+    assert capsys.readouterr().err.startswith("error: python -m core hello: ")

@@ -1,0 +1,179 @@
+"""core.corpus: the pinned stdlib corpus, text files cut into documents, the split, and every refusal."""
+import hashlib
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from core import corpus as corpus_mod
+from core.corpus import (
+    MAX_BYTES,
+    STDLIB_MODULES,
+    Corpus,
+    CorpusError,
+    Document,
+    check_split_size,
+    corpus_from_text,
+    fingerprint,
+    load_corpus,
+    split_documents,
+    split_text,
+)
+
+PARAGRAPHS = "\n\n".join(f"paragraph {i}: " + "word " * (20 + i % 7) for i in range(60))
+
+
+@pytest.fixture(scope="module")
+def stdlib():
+    return load_corpus("stdlib")
+
+
+def test_pinned_modules_are_sorted_unique_and_exist_in_this_interpreter():
+    assert list(STDLIB_MODULES) == sorted(set(STDLIB_MODULES))
+    assert 30 <= len(STDLIB_MODULES) <= 60
+    root = Path(sysconfig.get_paths()["stdlib"])
+    missing = [m for m in STDLIB_MODULES if not (root / m).is_file()]
+    assert missing == []
+
+
+def test_stdlib_corpus_is_one_document_per_module_with_the_file_text(stdlib):
+    assert [d.name for d in stdlib.documents] == list(STDLIB_MODULES)
+    assert stdlib.source == "stdlib"
+    root = Path(sysconfig.get_paths()["stdlib"])
+    for doc in stdlib.documents[:5]:
+        assert doc.text == (root / doc.name).read_text(encoding="utf-8")
+    assert 500_000 <= stdlib.num_chars <= 2_000_000  # "about 1 MB"
+    assert "def " in stdlib.text and "import " in stdlib.text
+
+
+def test_fingerprint_matches_an_independent_sha256_and_is_stable(stdlib):
+    h = hashlib.sha256()
+    for doc in stdlib.documents:
+        for field in (doc.name, doc.text):
+            b = field.encode("utf-8")
+            h.update(len(b).to_bytes(8, "big") + b)
+    assert stdlib.fingerprint == h.hexdigest()
+    assert load_corpus("stdlib").fingerprint == stdlib.fingerprint
+
+
+def test_fingerprint_changes_with_text_name_and_boundaries():
+    base = (Document("a", "xy"), Document("b", "z"))
+    assert fingerprint(base) != fingerprint((Document("a", "xy"), Document("b", "Z")))
+    assert fingerprint(base) != fingerprint((Document("a", "xy"), Document("c", "z")))
+    assert fingerprint(base) != fingerprint((Document("a", "x"), Document("b", "yz")))  # moved boundary
+
+
+def test_corpus_refuses_a_fingerprint_that_does_not_match():
+    docs = (Document("a", "xy"), Document("b", "z"))
+    with pytest.raises(CorpusError, match="fingerprint"):
+        Corpus(docs, "0" * 64, "hand")
+
+
+def test_text_file_is_cut_into_documents_that_rebuild_it(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text(PARAGRAPHS, encoding="utf-8")
+    c = load_corpus(path)
+    assert c.text == PARAGRAPHS
+    assert len(c.documents) >= 2
+    assert c.source == str(path)
+    assert [d.name for d in c.documents] == [f"notes.txt#{i}" for i in range(len(c.documents))]
+    # cuts fall on blank-line boundaries: every document but the last ends with a blank line
+    assert all(d.text.endswith("\n\n") for d in c.documents[:-1])
+
+
+def test_long_text_documents_stay_near_the_target_size():
+    text = "\n\n".join("x" * 300 for _ in range(200))  # ~60 kB of paragraphs
+    pieces = split_text(text, target=4000)
+    assert "".join(pieces) == text
+    assert all(4000 <= len(p) <= 8000 for p in pieces[:-1])
+
+
+def test_a_text_without_blank_lines_or_newlines_still_splits():
+    text = "abcdefghij" * 50
+    pieces = split_text(text)
+    assert "".join(pieces) == text and len(pieces) >= 2
+
+
+def test_two_characters_make_two_documents_and_one_is_refused():
+    assert [d.text for d in corpus_from_text("t", "ab").documents] == ["a", "b"]
+    with pytest.raises(CorpusError, match="too little"):
+        corpus_from_text("t", "a")
+
+
+def test_upload_accepts_bytes_and_str_alike_and_normalises_line_ends():
+    from_bytes = corpus_from_text("up.txt", ("\ufeff" + PARAGRAPHS.replace("\n", "\r\n")).encode("utf-8"))
+    from_str = corpus_from_text("up.txt", PARAGRAPHS)
+    assert from_bytes.fingerprint == from_str.fingerprint
+    assert from_str.source == "upload:up.txt"
+
+
+def test_split_is_by_document_deterministic_disjoint_and_complete(stdlib):
+    train, val = split_documents(stdlib, val_fraction=0.1, seed=0)
+    assert split_documents(stdlib, val_fraction=0.1, seed=0) == (train, val)
+    names_train, names_val = {d.name for d in train}, {d.name for d in val}
+    assert names_train.isdisjoint(names_val)
+    assert names_train | names_val == set(STDLIB_MODULES)
+    assert len(val) == round(0.1 * len(STDLIB_MODULES))
+    assert all(d in stdlib.documents for d in val)  # whole documents, never pieces of one
+    other = split_documents(stdlib, val_fraction=0.1, seed=1)[1]
+    assert {d.name for d in other} != names_val  # the seed matters
+
+
+def test_split_keeps_at_least_one_document_on_each_side():
+    c = corpus_from_text("t", "ab")
+    for fraction in (0.01, 0.99):
+        train, val = split_documents(c, val_fraction=fraction)
+        assert len(train) == 1 and len(val) == 1
+
+
+def test_empty_file_is_refused(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    with pytest.raises(CorpusError, match="empty"):
+        load_corpus(path)
+    with pytest.raises(CorpusError, match="empty"):
+        corpus_from_text("blank.txt", "  \n\n \t\n")
+
+
+def test_non_utf8_bytes_are_refused_with_their_offset(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf".encode() + b"\xe9 au lait")
+    with pytest.raises(CorpusError, match=r"offset 3") as err:
+        load_corpus(path)
+    assert "UTF-8" in str(err.value) and "0xe9" in str(err.value)
+
+
+def test_too_large_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_mod, "MAX_BYTES", 100)
+    path = tmp_path / "big.txt"
+    path.write_text("x" * 101)
+    with pytest.raises(CorpusError, match="more than the limit"):
+        load_corpus(path)
+    with pytest.raises(CorpusError, match="smaller excerpt"):
+        corpus_from_text("big.txt", b"x" * 101)
+    assert MAX_BYTES == 20 * 1024 * 1024
+
+
+def test_missing_file_and_directory_are_refused(tmp_path):
+    with pytest.raises(CorpusError, match="does not exist"):
+        load_corpus(tmp_path / "nope.txt")
+    with pytest.raises(CorpusError, match="not a regular file"):
+        load_corpus(tmp_path)
+
+
+def test_missing_stdlib_module_is_named(monkeypatch):
+    monkeypatch.setattr(corpus_mod, "STDLIB_MODULES", ("abc.py", "no_such_module_xyz.py"))
+    with pytest.raises(CorpusError, match="no_such_module_xyz.py"):
+        load_corpus("stdlib")
+
+
+def test_corpus_too_small_for_the_context_names_the_numbers():
+    check_split_size(33, 33, 32)  # exactly one window each: fine
+    with pytest.raises(CorpusError, match=r"validation documents hold 32 tokens and need at least 33"):
+        check_split_size(1000, 32, 32)
+    with pytest.raises(CorpusError, match=r"training documents"):
+        check_split_size(10, 1000, 32)
+
+
+def test_every_corpus_error_is_a_value_error():
+    assert issubclass(CorpusError, ValueError)

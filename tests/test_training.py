@@ -1,0 +1,257 @@
+"""core.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds."""
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from core.corpus import Corpus, CorpusError, Document, corpus_from_text, fingerprint, split_documents
+from core.model import PRESETS
+from core.tokenizer import EOS_ID, CharTokenizer
+from core.training import (
+    TrainConfig,
+    TrainEvent,
+    document_stream,
+    evaluate_loss,
+    learning_rate_at,
+    make_optimizer,
+    sample_batch,
+    train,
+)
+
+TINY = PRESETS["tiny"]  # context 32
+TOY_TEXT = "\n\n".join(
+    f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(120)
+)  # ~4 kB of repetitive Python
+
+
+def quick(**overrides) -> TrainConfig:
+    base = dict(batch_size=8, max_iters=30, eval_interval=10, eval_iters=2,
+                learning_rate=5e-3, min_lr=5e-4, num_threads=1)
+    base["warmup_iters"] = min(3, overrides.get("max_iters", 30) - 1)
+    return TrainConfig(**{**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return corpus_from_text("toy.py", TOY_TEXT)
+
+
+# ---- the schedule --------------------------------------------------------------------------------
+
+def test_warmup_is_linear_from_lr_over_w_to_lr():
+    cfg = TrainConfig(max_iters=100, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4)
+    rates = [learning_rate_at(s, cfg) for s in range(10)]
+    assert rates[0] == pytest.approx(1e-4) and rates[9] == pytest.approx(1e-3)
+    steps = [b - a for a, b in zip(rates, rates[1:])]
+    assert all(d == pytest.approx(1e-4) for d in steps)  # constant increments: a straight line
+
+
+def test_cosine_matches_closed_form_and_ends_at_min_lr():
+    cfg = TrainConfig(max_iters=101, warmup_iters=20, learning_rate=3e-3, min_lr=3e-4)
+    span = 101 - 1 - 20
+    for step in (20, 35, 60, 77, 100):
+        p = (step - 20) / span
+        expected = 3e-4 + (3e-3 - 3e-4) * (1 + math.cos(math.pi * p)) / 2
+        assert learning_rate_at(step, cfg) == pytest.approx(expected, rel=1e-12)
+    assert learning_rate_at(20, cfg) == pytest.approx(3e-3)
+    assert learning_rate_at(60, cfg) == pytest.approx((3e-3 + 3e-4) / 2)  # half way down the cosine
+    assert learning_rate_at(100, cfg) == pytest.approx(3e-4)
+    assert learning_rate_at(500, cfg) == pytest.approx(3e-4)  # past the end it stays at min_lr
+    decay = [learning_rate_at(s, cfg) for s in range(20, 101)]
+    assert all(b <= a for a, b in zip(decay, decay[1:]))
+
+
+def test_no_warmup_starts_at_the_peak():
+    cfg = TrainConfig(max_iters=10, warmup_iters=0, learning_rate=1e-3, min_lr=0.0)
+    assert learning_rate_at(0, cfg) == pytest.approx(1e-3)
+    assert learning_rate_at(9, cfg) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_a_time_budget_anneals_by_whichever_budget_is_closer_to_its_end():
+    cfg = TrainConfig(max_iters=1000, warmup_iters=0, learning_rate=1e-3, min_lr=1e-4, max_seconds=100.0)
+    assert learning_rate_at(10, cfg, elapsed=50.0) == pytest.approx(5.5e-4)  # half the time: mid-cosine
+    assert learning_rate_at(10, cfg, elapsed=100.0) == pytest.approx(1e-4)  # time is up: min_lr
+    assert learning_rate_at(999, cfg, elapsed=1.0) == pytest.approx(1e-4)  # steps are up first
+    assert learning_rate_at(10, cfg) == learning_rate_at(10, dataclasses.replace(cfg, max_seconds=None))
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(warmup_iters=30, max_iters=30), "warmup_iters"),
+    (dict(min_lr=1.0, learning_rate=0.1), "min_lr"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(max_seconds=0), "max_seconds"),
+    (dict(val_fraction=1.0), "val_fraction"),
+    (dict(causal="no"), "causal"),
+    (dict(num_threads=0), "num_threads"),
+    (dict(learning_rate=float("nan")), "learning_rate"),
+])
+def test_train_config_refuses_bad_values_by_name(bad, words):
+    with pytest.raises(ValueError, match=words):
+        TrainConfig(**bad)
+
+
+# ---- data ----------------------------------------------------------------------------------------
+
+def test_document_stream_joins_documents_with_eos():
+    tok = CharTokenizer.from_text("abc")
+    stream = document_stream([Document("1", "ab"), Document("2", "c")], tok)
+    a, b, c = (tok.encode(ch)[0] for ch in "abc")
+    assert stream.tolist() == [a, b, EOS_ID, c, EOS_ID]
+
+
+def test_batches_are_contiguous_windows_with_targets_shifted_by_one():
+    stream = torch.arange(100, 200)  # values identify their positions
+    x, y = sample_batch(stream, 6, 10, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (6, 10)
+    assert torch.equal(y, x + 1)  # next token of a contiguous window
+    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(6, 9, dtype=torch.long))
+    assert int(y.max()) <= 199
+    x2, _ = sample_batch(stream, 6, 10, torch.Generator().manual_seed(0))
+    assert torch.equal(x, x2)
+
+
+def test_weight_decay_only_on_matrices():
+    from core.model import GPT
+
+    model = GPT(dataclasses.replace(TINY, vocab_size=20))
+    opt = make_optimizer(model, TrainConfig(weight_decay=0.1))
+    decayed, plain = opt.param_groups
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decayed["params"]) and all(p.dim() == 1 for p in plain["params"])
+    assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
+
+
+# ---- training ------------------------------------------------------------------------------------
+
+def test_initial_loss_is_near_ln_v_and_a_few_steps_reduce_it(toy):
+    result = train(TINY, quick(max_iters=40), toy)
+    first, last = result.history[0], result.history[-1]
+    V = result.tokenizer.vocab_size
+    assert first.step == 0 and abs(first.val_loss - math.log(V)) < 0.15
+    assert last.train_loss < first.train_loss - 1.0
+    assert last.val_loss < first.val_loss - 1.0
+    assert result.metrics["iters"] == 40 and result.metrics["stop_reason"] == "max_iters"
+    assert set(result.metrics) >= {"train_loss", "val_loss", "iters", "seconds", "tokens_per_second"}
+    assert result.model.config.vocab_size == V == len(set(toy.text)) + 4
+    assert not result.model.training
+
+
+def test_evaluation_uses_only_the_validation_documents():
+    # 10 documents; those the split holds out are filled with characters no training document has.
+    names = [f"doc{i}" for i in range(10)]
+    placeholder = tuple(Document(n, "p" * 80) for n in names)
+    _, val = split_documents(Corpus(placeholder, fingerprint(placeholder), "t"), val_fraction=0.2, seed=0)
+    held_out = {d.name for d in val}
+    docs = tuple(Document(n, ("xy" if n in held_out else "ab") * 100) for n in names)
+    corpus = Corpus(docs, fingerprint(docs), "t")
+    result = train(TINY, quick(val_fraction=0.2, max_iters=40), corpus)
+    assert set(result.val_documents) == held_out and held_out.isdisjoint(result.train_documents)
+    V = result.tokenizer.vocab_size
+    # Trained on "abab": the train sample is easy, the unseen "xyxy" documents are not. Had the
+    # evaluation read training documents, both losses would be equally low.
+    train_loss, val_loss = result.metrics["train_loss"], result.metrics["val_loss"]
+    assert train_loss < 0.25 * math.log(V), (train_loss, val_loss)
+    assert val_loss > train_loss + 1.0, (train_loss, val_loss)
+
+
+def test_evaluate_loss_is_seeded_and_restores_the_mode(toy):
+    result = train(TINY, quick(max_iters=2), toy)
+    model, tok = result.model, result.tokenizer
+    stream = document_stream(toy.documents, tok)
+    model.train()
+    a = evaluate_loss(model, stream, batch_size=4, iters=3, seed=7)
+    b = evaluate_loss(model, stream, batch_size=4, iters=3, seed=7)
+    c = evaluate_loss(model, stream, batch_size=4, iters=3, seed=8)
+    assert a == b and a != c and model.training
+    # the same number computed by hand from the same windows
+    g = torch.Generator().manual_seed(7)
+    model.eval()
+    with torch.no_grad():
+        losses = []
+        for _ in range(3):
+            x, y = sample_batch(stream, 4, TINY.context_length, g)
+            logits = model(x).logits  # (B, T, V)
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, y[..., None])  # (B, T, 1)
+            losses.append(-logp.mean().item())
+    assert a == pytest.approx(sum(losses) / 3, rel=1e-6)
+
+
+def test_callback_receives_events_in_order(toy):
+    events: list[TrainEvent] = []
+    result = train(TINY, quick(max_iters=25, eval_interval=10), toy, callback=events.append)
+    kinds = [(e.kind, e.step) for e in events]
+    assert kinds[0] == ("eval", 0) and kinds[-1] == ("done", 25)
+    assert [s for k, s in kinds if k == "step"] == list(range(1, 26))
+    assert [s for k, s in kinds if k == "eval"] == [0, 10, 20, 25]
+    assert kinds.index(("eval", 10)) == kinds.index(("step", 10)) + 1  # evaluated right after its step
+    evals = [e for e in events if e.kind == "eval"]
+    assert all(e.model is result.model for e in evals)
+    assert all(e.model is None for e in events if e.kind != "eval")
+    assert [(e.loss, e.val_loss) for e in evals] == [(h.train_loss, h.val_loss) for h in result.history]
+    assert [e.loss for e in events if e.kind == "step"] == list(result.step_losses)
+    assert all(e.max_iters == 25 for e in events)
+    elapsed = [e.elapsed for e in events]
+    assert elapsed == sorted(elapsed)
+    assert events[-1].eta_seconds == 0.0 and events[-1].tokens_per_second > 0
+
+
+def test_should_stop_is_polled_each_step_and_stops_early(toy):
+    polls = []
+
+    def should_stop():
+        polls.append(1)
+        return len(polls) > 7  # allow 7 steps
+
+    events = []
+    result = train(TINY, quick(max_iters=1000), toy, callback=events.append, should_stop=should_stop)
+    assert result.metrics["iters"] == 7 and result.metrics["stop_reason"] == "stopped"
+    assert len(polls) == 8
+    assert events[-1].kind == "done" and result.history[-1].step == 7  # still evaluated at the end
+
+
+def test_a_diverging_run_stops_at_the_first_non_finite_loss(toy):
+    result = train(TINY, quick(max_iters=50, learning_rate=1e6, min_lr=1e6, grad_clip=0.0), toy)
+    assert result.metrics["stop_reason"] == "diverged"
+    assert not math.isfinite(result.step_losses[-1])
+    assert all(math.isfinite(v) for v in result.step_losses[:-1])
+    assert result.metrics["iters"] == len(result.step_losses) < 50
+
+
+def test_time_budget_stops_the_loop():
+    corpus = corpus_from_text("toy.py", TOY_TEXT)
+    result = train(TINY, quick(max_iters=1000, max_seconds=1e-9), corpus)
+    assert result.metrics["iters"] == 0 and result.metrics["stop_reason"] == "max_seconds"
+
+
+def test_same_seed_same_losses_other_seed_other_losses(toy):
+    a = train(TINY, quick(max_iters=8, seed=3), toy)
+    b = train(TINY, quick(max_iters=8, seed=3), toy)
+    c = train(TINY, quick(max_iters=8, seed=4), toy)
+    assert a.step_losses == b.step_losses
+    assert [(h.step, h.train_loss, h.val_loss, h.lr) for h in a.history] == \
+        [(h.step, h.train_loss, h.val_loss, h.lr) for h in b.history]
+    for (_, pa), (_, pb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(pa, pb)
+    assert a.step_losses != c.step_losses
+
+
+def test_training_leaves_global_rng_and_threads_as_they_were(toy):
+    torch.manual_seed(123)
+    state, threads = torch.get_rng_state(), torch.get_num_threads()
+    train(TINY, quick(max_iters=3, num_threads=1), toy)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.get_num_threads() == threads
+
+
+def test_no_causal_mask_builds_a_non_causal_model(toy):
+    result = train(TINY, quick(max_iters=2, causal=False), toy)
+    assert result.model.config.causal is False
+    with pytest.raises(ValueError, match="causal"):
+        train(dataclasses.replace(TINY, causal=False), quick(max_iters=2), toy)
+
+
+def test_corpus_too_small_for_the_context_is_refused():
+    small = corpus_from_text("small.txt", "short text " * 6)  # 66 characters, ~10 documents
+    with pytest.raises(CorpusError, match="too small for context length 32"):
+        train(TINY, quick(max_iters=2), small)
