@@ -30,7 +30,7 @@ chromium:
 	fi
 
 run: $(VENV)/.runtime
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address localhost
+	$(PY) -m ui.serve --server.port $(PORT) --server.address localhost
 
 test: $(VENV)/.dev chromium
 	$(PY) -m pytest

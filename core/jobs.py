@@ -30,7 +30,7 @@ class _Job:
     id: str
     owner: str
     name: str
-    work: Work
+    work: Work | None
     state: str = QUEUED
     events: list[Any] = field(default_factory=list)
     result: Any = None
@@ -88,7 +88,7 @@ class JobQueue:
                 self._cond.wait()
             self._waiting.remove(job.id)
             if job.stop.is_set():  # stopped while waiting: never started
-                job.state, job.finished = STOPPED, time.time()
+                job.state, job.finished, job.work = STOPPED, time.time(), None
                 self._cond.notify_all()
                 return
             self._running += 1
@@ -102,6 +102,7 @@ class JobQueue:
             logging.getLogger(__name__).exception("job %s (%s) failed", job.id, job.name)
         with self._cond:
             job.result, job.error, job.state, job.finished = result, error, outcome, time.time()
+            job.work = None  # the closure may hold a whole corpus: release it with the run
             self._running -= 1
             self._cond.notify_all()
 

@@ -451,6 +451,17 @@ def row_inputs(*, worked: bool, seed: int = 0, T: int = 4, D: int = 3, Dv: int =
     return q[0, 0], k[0, 0], v[0, 0]  # (T, D), (S, D), (S, Dv)
 
 
+def row_inputs_from_lists(q: list, k: list, v: list) -> tuple[Tensor, Tensor, Tensor]:
+    """q (T, D), k (S, D), v (S, Dv) from plain lists (a model's head, passed between pages), validated."""
+    try:
+        q_t, k_t, v_t = (torch.tensor(x, dtype=torch.float32) for x in (q, k, v))  # (T, D), (S, D), (S, Dv)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"q, k, v must be rectangular lists of numbers: {err}") from None
+    if q_t.dim() != 2 or k_t.dim() != 2 or v_t.dim() != 2 or q_t.shape[1] != k_t.shape[1] or k_t.shape[0] != v_t.shape[0]:
+        raise ValueError(f"need q (T, D), k (S, D), v (S, Dv), got {tuple(q_t.shape)}, {tuple(k_t.shape)}, {tuple(v_t.shape)}")
+    return q_t, k_t, v_t
+
+
 @dataclass(frozen=True)
 class RowReading:
     t: int                         # the query row

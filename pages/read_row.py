@@ -10,7 +10,7 @@ from core import lessons
 from ui import charts, params
 from ui.companion import chart
 
-WORKED, RANDOM = "worked example", "random"
+WORKED, RANDOM, MODEL = "worked example", "random", "attention inspector"
 
 
 def num(x: float, digits: int = 6) -> str:
@@ -29,13 +29,20 @@ st.markdown(
     "and compares it with the tensor code."
 )
 
+inspected = st.session_state.get("inspector_row")  # set by the Attention inspector page
 cols = st.columns([2, 1, 1, 1])
 with cols[0]:
-    source = params.radio("Numbers from", "row_src", [WORKED, RANDOM], WORKED, horizontal=True)
+    sources = [WORKED, RANDOM] + ([MODEL] if inspected else [])
+    source = params.radio("Numbers from", "row_src", sources, MODEL if inspected else WORKED, horizontal=True)
 if source == WORKED:
     q, k, v = lessons.row_inputs(worked=True)
     st.caption(f"The lesson's worked example (torch.manual_seed(2), causal mask): q {tuple(q.shape)}, "
                f"k {tuple(k.shape)}, v {tuple(v.shape)} for its one sequence.")
+elif source == MODEL:
+    q, k, v = lessons.row_inputs_from_lists(inspected["q"], inspected["k"], inspected["v"])
+    st.caption(f"The loaded model's layer {inspected['layer']}, head {inspected['head']} on the text the "
+               f"Attention inspector read, queries and keys 0 to {inspected['t']} (after RoPE): "
+               f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}. The last row is the one you picked there.")
 else:
     with cols[1]:
         seed = params.number_input("Random seed", "row_seed", 0, 9999, 0, 1)

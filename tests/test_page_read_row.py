@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from apptest import all_text, decode, figures, open_page
+from apptest import APP, all_text, decode, figures, open_page
+from streamlit.testing.v1 import AppTest
 
 
 @pytest.fixture(autouse=True)
@@ -84,3 +85,24 @@ def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     at = open_page("read_row", {"row_t": "9"})
     assert "The link set 'Query row t' to `9`, which is not usable" in all_text(at)
     assert figures(at)[0]["layout"]["title"]["text"] == "Weights of query row 3"
+
+
+def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
+    """The inspector hands over one head's q, k, v for queries 0..t; the page checks row t of them."""
+
+    torch.manual_seed(7)
+    t, D = 4, 6
+    q, k, v = (torch.randn(t + 1, D) for _ in range(3))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["inspector_row"] = {"text": "abcde", "layer": 1, "head": 2, "t": t, "pieces": list("abcde"),
+                                         "q": q.tolist(), "k": k.tolist(), "v": v.tolist()}
+    at.run()
+    at.switch_page("pages/read_row.py").run()
+    assert not at.exception
+    assert at.radio(key="row_src").value == "attention inspector"
+    assert at.slider(key="row_t").value == t
+    reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[0, t]
+    compare = next(df.value for df in at.dataframe if "by hand (float64)" in df.value.columns)
+    by_hand = [float(x) for x in compare["by hand (float64)"]]
+    assert by_hand == pytest.approx(reference.tolist(), abs=1e-6)
+    assert "PASS" in all_text(at)

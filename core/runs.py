@@ -1,0 +1,397 @@
+"""One training run as a background job: corpus in, progress and attention snapshots out, a bundle saved.
+
+The app's Training page (and any other front end) builds a `RunSpec` and hands
+`functools.partial(run_training, spec)` to `core.jobs.JobQueue.submit`; `training_work(...)` does both
+steps from plain arguments. The work function:
+
+1. trains through `core.training.train`, forwarding a compact `Progress` event per optimizer step (at
+   most one every `STEP_REPORT_SECONDS`, so a long run does not pile up thousands of events), every
+   evaluation and the end;
+2. at every evaluation takes a `Snapshot`: one head's attention weights (T, T) over a fixed probe text,
+   as plain lists, drawn from the real model with `forward(return_weights=True)`;
+3. saves a bundle with `core.bundle.save_bundle`, even when the run was stopped early (it holds what the
+   model learned so far), recording an app command line and the full TrainConfig. A run without the
+   causal mask is saved marked unsafe (save_bundle does that for a causal=False model).
+
+`leak_verdict(history)` is the detector of the leakage lesson; see its docstring for the rule.
+
+Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import torch
+
+from core.bundle import MANIFEST, save_bundle
+from core.corpus import (STDLIB_SOURCE, Corpus, check_split_size, corpus_from_text, load_corpus,
+                         split_documents)
+from core.model import GPT, PRESETS, ModelConfig
+from core.tokenizer import CharTokenizer
+from core.training import TrainConfig, TrainEvent, TrainResult, train
+
+APP_PRESETS = ("tiny", "baby", "default")  # the sizes the app offers ("large" is for benchmarks)
+PYTHON_PROBE = "if key in self:\n    return key"  # 30 characters: fits every preset's context
+PROBE_CHARS = 32  # an uploaded corpus probes with the start of its first validation document
+STEP_REPORT_SECONDS = 0.2
+APP_COMMAND = ("attention-lab-app", "pages/training.py", "train")  # marks a bundle trained from the app
+
+# The leak rule (see leak_verdict).
+LEAK_FLOOR_NATS = 0.4
+LEAK_REFERENCE_RATIO = 0.5
+
+
+# ---- configuration -------------------------------------------------------------------------------
+
+def train_config_for(max_iters: int, *, max_seconds: float | None = None, seed: int = 0, batch_size: int = 12,
+                     learning_rate: float = 2e-3, eval_interval: int | None = None, eval_iters: int = 20,
+                     val_fraction: float = 0.1, causal: bool = True, num_threads: int | None = None) -> TrainConfig:
+    """The TrainConfig the CLI builds from its flags: about ten evaluations (every max_iters / 10 steps,
+    at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10."""
+    if not isinstance(max_iters, int) or isinstance(max_iters, bool) or max_iters < 1:
+        raise ValueError(f"max_iters must be an integer >= 1, got {max_iters!r}")
+    return TrainConfig(
+        batch_size=batch_size, max_iters=max_iters, max_seconds=max_seconds, learning_rate=learning_rate,
+        min_lr=learning_rate / 10, warmup_iters=min(100, max_iters // 10),
+        eval_interval=eval_interval or max(1, min(250, max_iters // 10)), eval_iters=eval_iters, seed=seed,
+        val_fraction=val_fraction, causal=causal, num_threads=num_threads,
+    )
+
+
+def parameter_count(config: ModelConfig, vocab_size: int) -> int:
+    """Trainable parameters of GPT(config) with `vocab_size`, in closed form (the tied embedding counted once):
+    V*C for the embedding, per block two LayerNorms (4C) + qkv and proj (4C^2) + MLP (2 * mlp_ratio * C^2),
+    and the final LayerNorm (2C)."""
+    C = config.d_model
+    per_block = 4 * C + 4 * C * C + 2 * config.mlp_ratio * C * C
+    return vocab_size * C + config.n_layer * per_block + 2 * C
+
+
+def load_run_corpus(source: str, text: str | bytes | None = None) -> Corpus:
+    """The corpus of a run: `text` (an upload: data, never executed) named `source`, or, without text,
+    `load_corpus(source)` ("stdlib" or a file path). Raises CorpusError with a message for the user."""
+    if text is None:
+        return load_corpus(source)
+    return corpus_from_text(source, text)
+
+
+def check_fits(corpus: Corpus, preset_name: str, train_config: TrainConfig) -> None:
+    """Raise CorpusError unless both sides of the document split hold one context window of the preset
+    (the check train() makes, done before a run waits in the queue). One character is one token."""
+    context = _preset(preset_name).context_length
+    train_docs, val_docs = split_documents(corpus, train_config.val_fraction, train_config.seed)
+    check_split_size(sum(len(d.text) + 1 for d in train_docs), sum(len(d.text) + 1 for d in val_docs), context)
+
+
+def default_probe(corpus: Corpus, train_config: TrainConfig) -> str:
+    """PYTHON_PROBE for the standard library; otherwise the first PROBE_CHARS characters of the first
+    validation document (text the model never trains on, in its own alphabet)."""
+    if corpus.source == STDLIB_SOURCE:
+        return PYTHON_PROBE
+    _, val_docs = split_documents(corpus, train_config.val_fraction, train_config.seed)
+    text = val_docs[0].text
+    return (text.lstrip() or text)[:PROBE_CHARS]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run needs. `out_dir` is a Path or a zero-argument callable returning one, called
+    only when the bundle is saved (so a page can name the directory after the job id it gets back)."""
+
+    corpus: Corpus
+    preset_name: str
+    train_config: TrainConfig
+    out_dir: Path | Callable[[], Path]
+    snapshot_text: str = PYTHON_PROBE
+    snapshot_layer: int = 0
+    snapshot_head: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.corpus, Corpus) or not isinstance(self.train_config, TrainConfig):
+            raise ValueError("RunSpec needs a Corpus (load_run_corpus) and a TrainConfig")
+        config = _preset(self.preset_name)
+        if not isinstance(self.snapshot_text, str) or not self.snapshot_text:
+            raise ValueError(f"snapshot_text must be a non-empty string, got {self.snapshot_text!r}")
+        if not 0 <= self.snapshot_layer < config.n_layer or not 0 <= self.snapshot_head < config.n_head:
+            raise ValueError(f"snapshot layer {self.snapshot_layer}, head {self.snapshot_head} do not exist in "
+                             f"preset {self.preset_name!r} ({config.n_layer} layers, {config.n_head} heads)")
+
+    def command(self) -> list[str]:
+        """The command line recorded in the bundle: says it came from the app, with its settings."""
+        cfg = self.train_config
+        argv = [*APP_COMMAND, "--corpus", self.corpus.source, "--preset", self.preset_name,
+                "--max-iters", str(cfg.max_iters), "--seed", str(cfg.seed), "--batch-size", str(cfg.batch_size),
+                "--learning-rate", repr(cfg.learning_rate), "--eval-interval", str(cfg.eval_interval)]
+        if cfg.max_seconds is not None:
+            argv += ["--max-seconds", repr(cfg.max_seconds)]
+        return argv + ([] if cfg.causal else ["--no-causal-mask"])
+
+
+# ---- events and results --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One head's attention over the probe text at one evaluation. weights[t][s]: query t, key s."""
+
+    step: int
+    layer: int
+    head: int
+    tokens: list[str]  # display pieces of the probe ('␠' for a space, '⏎' for a newline)
+    weights: list[list[float]]  # (T, S), S = T
+    causal: bool
+
+    @property
+    def future_weight(self) -> float:
+        """Mean over query rows of the weight on keys to the right of the query (s > t): 0 with the
+        causal mask; without it, the share of attention spent reading ahead."""
+        T = len(self.weights)
+        return math.fsum(math.fsum(row[t + 1:]) for t, row in enumerate(self.weights)) / T
+
+    @property
+    def mean_max_weight(self) -> float:
+        """Mean over query rows of the row's largest weight: 1 = every query reads one key only."""
+        return math.fsum(max(row) for row in self.weights) / len(self.weights)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A compact TrainEvent (no model). `loss` is the batch loss ("step") or the train-sample evaluation
+    ("eval", "done"); eta_seconds is None until the first step."""
+
+    kind: str  # "step" | "eval" | "done"
+    step: int
+    max_iters: int
+    loss: float
+    val_loss: float
+    lr: float
+    tokens_per_second: float
+    elapsed: float
+    eta_seconds: float | None
+    snapshot: Snapshot | None = None  # on "eval" events
+
+    @property
+    def fraction(self) -> float:
+        """Share of the run done, in [0, 1]: by time when an ETA is known (it includes the time budget)."""
+        if self.kind == "done":
+            return 1.0
+        if self.eta_seconds is None or self.elapsed + self.eta_seconds <= 0:
+            return min(1.0, self.step / self.max_iters)
+        return min(1.0, self.elapsed / (self.elapsed + self.eta_seconds))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    bundle_path: Path
+    metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second, stop_reason
+    stopped: bool  # stopped by the user; the bundle still holds what was learned
+    safe: bool
+    unsafe_reason: str | None
+    history: tuple  # EvalRecord per evaluation, step 0 first
+    preset_name: str
+    corpus_source: str
+    corpus_fingerprint: str
+    causal: bool
+    max_iters: int  # the step budget (evaluations fall on the same steps for the same budget)
+    num_parameters: int
+
+
+# ---- the work ------------------------------------------------------------------------------------
+
+def attention_snapshot(model: GPT, tokenizer: CharTokenizer, text: str, *, layer: int, head: int,
+                       step: int) -> Snapshot:
+    """The weights of `head` in `layer` over `text` (cut to the context length), from the model's own forward."""
+    ids = tokenizer.encode(text)[: model.config.context_length]
+    idx = torch.tensor([ids], dtype=torch.long)  # (1, T)
+    with torch.no_grad():
+        weights = model(idx, return_weights=True).weights[layer][0, head]  # (T, S)
+    return Snapshot(step, layer, head, [tokenizer.display_piece(i) for i in ids], weights.tolist(),
+                    model.config.causal)
+
+
+def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop: Callable[[], bool]) -> RunResult:
+    """The job: train, report Progress (with a Snapshot at each evaluation), save the bundle."""
+    tokenizer = CharTokenizer.from_text(spec.corpus.text)  # the one train() builds from the same text
+    last_step_report = [-math.inf]
+
+    def forward(event: TrainEvent) -> None:
+        now = time.monotonic()
+        if event.kind == "step" and event.step < event.max_iters and now - last_step_report[0] < STEP_REPORT_SECONDS:
+            return
+        if event.kind == "step":
+            last_step_report[0] = now
+        snapshot = None
+        if event.kind == "eval" and event.model is not None:
+            snapshot = attention_snapshot(event.model, tokenizer, spec.snapshot_text, layer=spec.snapshot_layer,
+                                          head=spec.snapshot_head, step=event.step)
+        eta = event.eta_seconds if math.isfinite(event.eta_seconds) else None
+        report(Progress(event.kind, event.step, event.max_iters, event.loss, event.val_loss, event.lr,
+                        event.tokens_per_second, event.elapsed, eta, snapshot))
+
+    result, path = train_and_save(spec.corpus, spec.preset_name, spec.train_config, spec.out_dir,
+                                  command=spec.command(), callback=forward, should_stop=should_stop)
+    manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
+    return RunResult(path, dict(result.metrics), result.metrics["stop_reason"] == "stopped", manifest["safe"],
+                     manifest["unsafe_reason"], result.history, spec.preset_name, spec.corpus.source,
+                     spec.corpus.fingerprint, result.model.config.causal, spec.train_config.max_iters,
+                     result.model.num_parameters())
+
+
+def train_and_save(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path], *,
+                   command: Sequence[str], callback: Callable[[TrainEvent], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> tuple[TrainResult, Path]:
+    """Train PRESETS[preset_name] on `corpus` and save the bundle (also after an early stop): the part the
+    CLI and the app share."""
+    result = train(_preset(preset_name), train_config, corpus, callback=callback, should_stop=should_stop)
+    target = out_dir() if callable(out_dir) else Path(out_dir)
+    path = save_bundle(target, result.model, result.tokenizer, metrics=result.metrics, command=list(command),
+                       corpus=corpus, train_config=train_config)
+    return result, path
+
+
+def training_work(corpus_source: str, corpus_text: str | bytes | None, preset_name: str, train_config: TrainConfig,
+                  out_dir: Path | Callable[[], Path], *, snapshot_text: str | None = None, snapshot_layer: int = 0,
+                  snapshot_head: int = 0) -> Callable[[Callable, Callable], RunResult]:
+    """A `work(report, should_stop)` for JobQueue.submit from plain arguments: `corpus_text` (an upload)
+    named `corpus_source`, or without text "stdlib" / a file path. Raises CorpusError now, before the run
+    waits in line."""
+    return work_for_corpus(load_run_corpus(corpus_source, corpus_text), preset_name, train_config, out_dir,
+                           snapshot_text=snapshot_text, snapshot_layer=snapshot_layer, snapshot_head=snapshot_head)
+
+
+def work_for_corpus(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path],
+                    *, snapshot_text: str | None = None, snapshot_layer: int = 0, snapshot_head: int = 0
+                    ) -> Callable[[Callable, Callable], RunResult]:
+    """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise).
+    `snapshot_text` defaults to `default_probe`."""
+    check_fits(corpus, preset_name, train_config)
+    text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
+    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
+    return functools.partial(run_training, spec)
+
+
+class JobDir:
+    """A run directory named after the job id, which JobQueue.submit returns only after the job exists:
+    pass the instance as `out_dir`, then call `name(job_id)`; saving waits (up to `timeout`) for the name."""
+
+    def __init__(self, parent: Path, timeout: float = 60.0):
+        self.parent, self.timeout = Path(parent), timeout
+        self._name: str | None = None
+        self._named = threading.Event()
+
+    def name(self, job_id: str) -> Path:
+        self._name = job_id
+        self._named.set()
+        return self.parent / job_id
+
+    def __call__(self) -> Path:
+        if not self._named.wait(self.timeout):
+            raise RuntimeError("the run directory was never named (JobDir.name was not called after submit)")
+        return self.parent / self._name
+
+
+# ---- the leakage detector ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeakVerdict:
+    leaked: bool
+    rule: str | None  # "floor" | "reference" | None
+    step: int | None  # first evaluation that broke the rule
+    val_loss: float | None  # its validation loss
+    threshold: float | None  # the loss it fell below
+    message: str
+
+
+def leak_verdict(history: Iterable, *, floor: float = LEAK_FLOOR_NATS, reference: Iterable | None = None,
+                 reference_loss: float | None = None, ratio: float = LEAK_REFERENCE_RATIO) -> LeakVerdict:
+    """Is the validation loss impossibly good? `history`: evaluations with `.step` and `.val_loss`
+    (EvalRecord, or eval Progress events), in nats per character. Rules, checked in this order:
+
+    "floor": some evaluation has val_loss < floor (default 0.4 nats = 0.58 bits per character).
+      Shannon (1951) put the entropy of English at 0.6 to 1.3 bits per character; the best published
+      character-level models reach about 0.94 bits on enwik8. A small model trained here for minutes does
+      not honestly predict held-out text or code better than that lower bound; a model that sees its own
+      target does (it copies it). Highly repetitive text (logs, generated tables) can go below the floor
+      honestly: the other rules compare with a causal model on the same text instead.
+    "reference run": `reference` is the history of a causal run on the same corpus, preset and step
+      budget; some step evaluated by both has val_loss < ratio * the reference's val_loss there (default:
+      less than half the loss the causal run had at the same step). Step 0 (untrained) is never compared.
+    "reference model": `reference_loss` is the final validation loss of a causal model trained on the
+      same text (the shipped model, `causal_reference_loss`); some evaluation has val_loss < ratio * it.
+    Every comparison is strict: a loss exactly at its threshold passes.
+    """
+    if not (isinstance(floor, (int, float)) and floor >= 0 and 0 < ratio < 1):
+        raise ValueError(f"floor must be >= 0 and ratio in (0, 1), got floor={floor!r}, ratio={ratio!r}")
+    records = sorted(history, key=lambda r: r.step)
+    for r in records:
+        if r.val_loss < floor:
+            return LeakVerdict(True, "floor", r.step, r.val_loss, floor,
+                               f"validation loss {r.val_loss:.3f} nats per character at step {r.step} is below "
+                               f"{floor} nats ({floor / math.log(2):.2f} bits), better than the lower estimate "
+                               f"of the entropy of natural text: impossibly good")
+    ref = {r.step: r.val_loss for r in (reference or ()) if r.step > 0}
+    for r in records:
+        if r.step in ref and r.val_loss < ratio * ref[r.step]:
+            return LeakVerdict(True, "reference run", r.step, r.val_loss, ratio * ref[r.step],
+                               f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
+                               f"{ref[r.step]:.3f} your causal run had at the same step: impossibly good")
+    if reference_loss is not None:
+        for r in records:
+            if r.val_loss < ratio * reference_loss:
+                return LeakVerdict(True, "reference model", r.step, r.val_loss, ratio * reference_loss,
+                                   f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
+                                   f"{reference_loss:.3f} the shipped causal model reaches on this text: "
+                                   "impossibly good")
+    return LeakVerdict(False, None, None, None, None, "no sign of leakage: the validation loss stays in the range "
+                       "a causal model can reach")
+
+
+def causal_reference_loss(manifest: dict, corpus_fingerprint: str) -> float | None:
+    """The final validation loss recorded in a bundle manifest, if that bundle is a safe, causal model
+    trained on the corpus with `corpus_fingerprint` (for the "reference model" rule); else None."""
+    try:
+        same = manifest["corpus"]["fingerprint"] == corpus_fingerprint
+        causal = manifest["safe"] and manifest["architecture"]["causal"]
+        loss = float(manifest["training"]["metrics"]["val_loss"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return loss if same and causal and math.isfinite(loss) and loss > 0 else None
+
+
+def causal_reference(results: Iterable[RunResult | None], *, corpus_fingerprint: str, preset_name: str,
+                     max_iters: int) -> tuple | None:
+    """The history of the last causal run in `results` (oldest first) on the same corpus and preset with
+    the same step budget (so its evaluations fall on the same steps), for rule 2 of leak_verdict; None if none."""
+    found = None
+    for r in results:
+        if (r is not None and r.causal and r.corpus_fingerprint == corpus_fingerprint
+                and r.preset_name == preset_name and r.max_iters == max_iters):
+            found = r.history
+    return found
+
+
+# ---- display helpers (plain text, used by the page and the tests) --------------------------------
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {s:02d} s" if minutes else f"{s} s"
+
+
+def _preset(name: str) -> ModelConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]
+

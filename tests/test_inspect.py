@@ -1,0 +1,264 @@
+"""core.inspect: the q, k, v it reports are the ones the model attends with, checked against the model's
+own weights and against a reference written without the model's modules (raw weight matrices, the
+pure-Python RoPE trace, an explicit layer norm)."""
+import dataclasses
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from core import handcheck
+from core.attention import scaled_dot_product_attention
+from core.inspect import TOLERANCE, attention_grid, check_row, encode_for_model, head_summaries, projections
+from core.model import GPT, PRESETS
+from core.rope import apply_rope, rope_trace
+from core.tokenizer import UNK_ID, CharTokenizer
+
+TEXT = "def add(a, b):\n    return a + b\n"
+
+
+def make_model(seed=0, spread=1.0):
+    """A tiny GPT whose weights are scaled by `spread`, so its attention is far from uniform."""
+    tok = CharTokenizer.from_text(TEXT)
+    torch.manual_seed(seed)
+    model = GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(spread)
+    return model.eval(), tok
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return make_model(seed=0, spread=20.0)
+
+
+def reference_qkv(model, ids, layer, head):
+    """q (after RoPE), k (after RoPE), v (T, D) in float64, written from the raw weight matrices: an explicit
+    layer norm, the residual stream taken from a forward hook, RoPE by core.rope.rope_trace (pure Python)."""
+    captured = {}
+    block = model.blocks[layer]
+    def keep_input(module, args):
+        captured["x"] = args[0].detach()  # returns None: the forward pass is left unchanged
+
+    handle = block.register_forward_pre_hook(keep_input)
+    with torch.no_grad():
+        model(torch.tensor([list(ids)]))
+    handle.remove()
+    x = captured["x"][0].double()  # (T, C) the residual stream entering the block
+    norm = block.norm_attn
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    gamma, beta = norm.weight.detach().double(), norm.bias.detach().double()  # (C,) each
+    normed = (x - mean) / torch.sqrt(var + norm.eps) * gamma + beta  # (T, C)
+    C, D = model.config.d_model, model.config.head_dim
+    W = block.attn.qkv.weight.detach().double()  # (3C, C): rows 0..C-1 make q, C..2C-1 k, 2C..3C-1 v
+    rows = lambda part: W[part * C + head * D: part * C + (head + 1) * D]  # (D, C)
+    q_raw, k_raw, v = normed @ rows(0).T, normed @ rows(1).T, normed @ rows(2).T  # (T, D) each
+    base = model.config.rope_base
+    rotate = lambda m: torch.tensor([rope_trace(m[t].tolist(), t, base).rotated for t in range(len(m))],
+                                    dtype=torch.float64)  # (T, D)
+    return rotate(q_raw), rotate(k_raw), v, normed
+
+
+def train_tiny_bundle(path, iters=12):
+    """A tiny model trained for a few steps on a small Python text, saved as a bundle at `path` (for page tests)."""
+    from core.bundle import save_bundle
+    from core.corpus import corpus_from_text
+    from core.training import TrainConfig, train
+
+    corpus = corpus_from_text("toy.py", "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(60)))
+    config = TrainConfig(batch_size=4, max_iters=iters, warmup_iters=1, eval_interval=iters, eval_iters=1, num_threads=1)
+    result = train(PRESETS["tiny"], config, corpus)
+    return save_bundle(path, result.model, result.tokenizer, metrics=result.metrics,
+                       command=["tests", "train_tiny_bundle"], corpus=corpus, train_config=config)
+
+
+def reference_weights(model, ids, layer, head):
+    """softmax over the causal prefix of q kᵀ / √D, row by row with math (float64)."""
+    q, k, _, _ = reference_qkv(model, ids, layer, head)
+    T, D = q.shape
+    out = torch.zeros(T, T, dtype=torch.float64)
+    for t in range(T):
+        scores = [float(q[t] @ k[s]) / math.sqrt(D) for s in range(t + 1)]
+        top = max(scores)
+        exps = [math.exp(x - top) for x in scores]
+        for s in range(t + 1):
+            out[t, s] = exps[s] / math.fsum(exps)
+    return out
+
+
+def test_reported_qkv_reproduce_the_models_own_weights(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    grid = attention_grid(model, ids)  # from forward(return_weights=True)
+    for layer in range(model.config.n_layer):
+        for head in range(model.config.n_head):
+            p = projections(model, ids, layer, head)
+            got = scaled_dot_product_attention(p.q[None], p.k[None], p.v[None], p.mask).weights[0]  # (T, T)
+            torch.testing.assert_close(got, grid[layer, head], atol=1e-5, rtol=0)
+            torch.testing.assert_close(p.scores, (p.q @ p.k.T) / math.sqrt(p.head_dim), atol=1e-6, rtol=0)
+    # the weights are far from uniform, so agreeing with them says something
+    assert grid[:, :, -1].max() > 0.5
+
+
+def test_projections_equal_a_reference_built_from_the_raw_weight_matrices(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    for layer, head in [(0, 1), (1, 0)]:
+        p = projections(model, ids, layer, head)
+        q, k, v, normed = reference_qkv(model, ids, layer, head)
+        torch.testing.assert_close(p.q.double(), q, atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(p.k.double(), k, atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(p.v.double(), v, atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(p.normed.double(), normed, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(attention_grid(model, ids)[layer, head].double(),
+                                   reference_weights(model, ids, layer, head), atol=1e-5, rtol=0)
+    p = projections(model, ids, 0, 0)
+    assert torch.equal(p.embeddings, model.token_embedding.weight[torch.tensor(ids)])
+    assert torch.equal(p.block_input, p.embeddings)  # block 0 reads the embeddings (no learned positions)
+    C, D = model.config.d_model, model.config.head_dim
+    assert p.embeddings.shape == p.normed.shape == (len(ids), C)
+    assert p.q.shape == p.k.shape == p.v.shape == p.q_raw.shape == (len(ids), D)
+
+
+def test_q_and_k_after_rope_are_apply_rope_of_before(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    p = projections(model, ids, 1, 1)
+    positions = torch.arange(len(ids))
+    assert torch.equal(p.q, apply_rope(p.q_raw, positions, model.config.rope_base))
+    assert torch.equal(p.k, apply_rope(p.k_raw, positions, model.config.rope_base))
+    assert torch.equal(p.q[0], p.q_raw[0])  # position 0 is rotated by angle 0
+    assert not torch.allclose(p.q[5], p.q_raw[5])  # later positions really turn
+
+
+def test_grid_rows_sum_to_one_and_are_exactly_zero_above_the_diagonal(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    grid = attention_grid(model, ids)
+    L, H, T = model.config.n_layer, model.config.n_head, len(ids)
+    assert grid.shape == (L, H, T, T)
+    torch.testing.assert_close(grid.sum(-1), torch.ones(L, H, T), atol=1e-6, rtol=0)
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    assert (grid[:, :, future] == 0).all()
+    assert (grid[:, :, 0, 0] == 1).all()  # row 0 sees only key 0
+
+
+def test_text_longer_than_the_context_keeps_its_last_tokens():
+    _, tok = make_model()
+    text = "abdefr" * 10  # 60 characters, all in the vocabulary
+    enc = encode_for_model(tok, text, 32)
+    assert enc.truncated and enc.original_length == 60 and enc.dropped == 28
+    assert list(enc.ids) == tok.encode(text[-32:])
+    assert tok.decode(enc.ids) == enc.text == text[-32:]
+    short = encode_for_model(tok, "abd", 32)
+    assert not short.truncated and short.dropped == 0 and short.ids == tuple(tok.encode("abd"))
+
+
+def test_unknown_characters_are_reported_with_their_positions():
+    _, tok = make_model()
+    enc = encode_for_model(tok, "ab€z€ d", 32)  # '€' and 'z' are not in TEXT
+    assert enc.unknown_chars == ("€", "z")
+    assert enc.unknown_positions == (2, 3, 4)
+    assert [enc.ids[t] for t in enc.unknown_positions] == [UNK_ID] * 3
+    assert enc.pieces[2] == "<unk>" and enc.pieces[5] == "␠"
+    assert enc.labels()[5] == "5 ␠"
+    # an unseen character that was cut off is not reported
+    assert encode_for_model(tok, "z" + "a" * 32, 32).unknown_chars == ()
+
+
+def test_empty_text_has_no_ids_and_is_refused_by_the_model_functions(tiny):
+    model, tok = tiny
+    enc = encode_for_model(tok, "", 32)
+    assert enc.ids == () and enc.T == 0 and not enc.truncated
+    with pytest.raises(ValueError, match="no tokens"):
+        projections(model, enc.ids, 0, 0)
+    with pytest.raises(ValueError, match="no tokens"):
+        attention_grid(model, enc.ids)
+
+
+def test_bad_arguments_name_what_was_wrong(tiny):
+    model, tok = tiny
+    ids = tok.encode("abc")
+    with pytest.raises(ValueError, match="layer must be an integer in 0..1"):
+        projections(model, ids, 2, 0)
+    with pytest.raises(ValueError, match="head"):
+        projections(model, ids, 0, -1)
+    with pytest.raises(ValueError, match="context_length=32"):
+        attention_grid(model, [4] * 33)
+    with pytest.raises(ValueError, match="0..%d" % (tok.vocab_size - 1)):
+        attention_grid(model, [tok.vocab_size])
+    with pytest.raises(ValueError, match="context_length"):
+        encode_for_model(tok, "abc", 0)
+
+
+def test_check_row_agrees_with_the_model_within_the_declared_tolerance(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    grid = attention_grid(model, ids)
+    p = projections(model, ids, 1, 0)
+    for t in (0, 7, len(ids) - 1):
+        row = check_row(p, grid[1, 0], t)
+        assert len(row.k_rows) == len(row.model_weights) == t + 1  # the causal prefix only
+        assert row.future_weight == 0.0
+        assert row.within_tolerance and row.max_abs_diff <= TOLERANCE
+        assert row.weight_sum == pytest.approx(1.0, abs=1e-12)
+        # the hand trace's output is the head's output row
+        out = scaled_dot_product_attention(p.q[None], p.k[None], p.v[None], p.mask).out[0, t]
+        torch.testing.assert_close(torch.tensor(row.trace.out, dtype=torch.float32), out, atol=1e-5, rtol=0)
+    assert check_row(p, grid[1, 0], 0).trace.softmax.weights == (1.0,)
+    # a wrong head's weights are caught
+    wrong = check_row(p, grid[1, 1], len(ids) - 1)
+    assert not wrong.within_tolerance
+    with pytest.raises(ValueError, match="query row t"):
+        check_row(p, grid[1, 0], len(ids))
+    assert isinstance(row.trace, handcheck.RowTrace)
+
+
+def test_forward_weights_and_attention_grid_agree_for_a_longer_text_cut_to_the_context(tiny):
+    model, tok = tiny
+    enc = encode_for_model(tok, TEXT * 3, model.config.context_length)
+    assert enc.truncated and enc.T == model.config.context_length
+    grid = attention_grid(model, enc.ids)
+    weights = model(torch.tensor([enc.ids]), return_weights=True).weights
+    for layer in range(model.config.n_layer):
+        assert torch.equal(grid[layer], weights[layer][0])
+    p = projections(model, enc.ids, 1, 1)
+    got = F.softmax(p.scores.masked_fill(~p.mask, float("-inf")), dim=-1)  # PyTorch's own softmax
+    torch.testing.assert_close(got, grid[1, 1], atol=1e-5, rtol=0)
+
+
+def test_head_summaries_match_loops_over_the_weights(tiny):
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    grid = attention_grid(model, ids)
+    T = len(ids)
+    summaries = head_summaries(grid)
+    assert [(s.layer, s.head) for s in summaries] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for s in summaries:
+        w = grid[s.layer, s.head].tolist()
+        assert s.self_weight == pytest.approx(math.fsum(w[t][t] for t in range(T)) / T, abs=1e-9)
+        assert s.previous_weight == pytest.approx(math.fsum(w[t][t - 1] for t in range(1, T)) / (T - 1), abs=1e-9)
+        assert s.first_weight == pytest.approx(math.fsum(w[t][0] for t in range(1, T)) / (T - 1), abs=1e-9)
+        assert s.max_weight == pytest.approx(math.fsum(max(row) for row in w) / T, abs=1e-9)
+    one = head_summaries(attention_grid(model, ids[:1]))
+    assert all(s.self_weight == 1.0 and s.max_weight == 1.0 and math.isnan(s.previous_weight) for s in one)
+    with pytest.raises(ValueError, match="grid"):
+        head_summaries(grid[0])
+
+
+def test_a_model_without_the_causal_mask_is_reproduced_over_every_key():
+    tok = CharTokenizer.from_text(TEXT)
+    torch.manual_seed(1)
+    model = GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size, causal=False)).eval()
+    ids = tok.encode(TEXT[:12])
+    grid = attention_grid(model, ids)
+    p = projections(model, ids, 1, 0)
+    assert p.mask.all()
+    got = scaled_dot_product_attention(p.q[None], p.k[None], p.v[None]).weights[0]  # no mask at all
+    torch.testing.assert_close(got, grid[1, 0], atol=1e-5, rtol=0)
+    row = check_row(p, grid[1, 0], 3)
+    assert len(row.model_weights) == len(ids) and row.future_weight == 0.0 and row.within_tolerance

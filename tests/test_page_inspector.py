@@ -1,0 +1,157 @@
+"""The attention inspector draws the model's own weights for every layer and head, enlarges the chosen one,
+and its hand check of one row agrees with the model within the declared tolerance. Expected values come
+from a reference built from the raw weight matrices (tests/test_inspect.py)."""
+import math
+import re
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from apptest import APP, all_text, decode, figures
+from core.bundle import load_bundle
+from core.inspect import TOLERANCE
+from test_inspect import reference_qkv, reference_weights, train_tiny_bundle
+
+LABEL = "test bundle (tiny)"
+DEFAULT_TEXT = "def add(a, b): return a + b"
+
+
+@pytest.fixture(scope="module")
+def bundle_path(tmp_path_factory):
+    return train_tiny_bundle(tmp_path_factory.mktemp("insp") / "bundle")
+
+
+@pytest.fixture(scope="module")
+def bundle(bundle_path):
+    return load_bundle(bundle_path)
+
+
+@pytest.fixture(autouse=True)
+def _clean(fresh_streamlit_caches):
+    yield
+
+
+def open_inspector(bundle_path, query=None) -> AppTest:
+    """The inspector with the test bundle added to this session and selected in the sidebar."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["lab_session_bundles"] = [(LABEL, str(bundle_path))]
+    at.session_state["lab_bundle"] = LABEL
+    at.run()
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.switch_page("pages/inspector.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def z_of(trace):
+    return [[None if v is None else float(v) for v in row] for row in decode(trace["z"]).tolist()]
+
+
+def figure(at, title_start):
+    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
+    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
+    return found[0]
+
+
+def assert_causal_weights(z, want):
+    """Weights equal `want` (T, T) on and below the diagonal; the future cells are masked (None)."""
+    T = len(want)
+    assert len(z) == T
+    for t in range(T):
+        assert all(z[t][s] is None for s in range(t + 1, T))
+        np.testing.assert_allclose(z[t][: t + 1], want[t][: t + 1], atol=1e-5, rtol=0)
+
+
+def hand_difference(at) -> float:
+    match = re.search(r"Largest difference between the hand computation and the model: (\S+) \(tolerance (\S+)\)",
+                      all_text(at))
+    assert match, all_text(at)
+    assert float(match.group(2)) == TOLERANCE
+    return float(match.group(1))
+
+
+def test_grid_shows_every_layer_and_head_with_the_models_weights(bundle_path, bundle):
+    at = open_inspector(bundle_path)
+    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+    L, H = model.config.n_layer, model.config.n_head
+    fig = figure(at, "attention weights of every layer")
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles == ["<b>layer 0, head 0 (enlarged below)</b>", "layer 0, head 1", "layer 1, head 0", "layer 1, head 1"]
+    assert len(fig["data"]) == L * H
+    for i, trace in enumerate(fig["data"]):
+        layer, head = divmod(i, H)
+        assert_causal_weights(z_of(trace), reference_weights(model, ids, layer, head).tolist())
+        assert trace["hovertemplate"].startswith(f"layer {layer}, head {head}<br>query %{{y}}<br>key %{{x}}<br>weight")
+    assert decode(fig["data"][0]["x"]).tolist()[3] == "3 ␠"  # hover names keys by position and visible piece
+    summary = at.dataframe[0].value
+    assert list(zip(summary["layer"], summary["head"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_enlarged_head_follows_the_selectors(bundle_path, bundle):
+    at = open_inspector(bundle_path)
+    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+    before = z_of(figure(at, "weights of layer 0, head 0")["data"][0])
+    assert_causal_weights(before, reference_weights(model, ids, 0, 0).tolist())
+    at.selectbox(key="insp_layer").set_value(1).run()
+    at.selectbox(key="insp_head").set_value(1).run()
+    assert not at.exception
+    enlarged = figure(at, "weights of layer 1, head 1")["data"][0]
+    after = z_of(enlarged)
+    assert after != before
+    assert_causal_weights(after, reference_weights(model, ids, 1, 1).tolist())
+    assert "query %{y}<br>key %{x}<br>weight" in enlarged["hovertemplate"]
+    grid_titles = [a["text"] for a in figure(at, "attention weights of every layer")["layout"]["annotations"]]
+    assert grid_titles[3] == "<b>layer 1, head 1 (enlarged below)</b>"
+
+
+def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(bundle_path, bundle):
+    at = open_inspector(bundle_path, {"insp_layer": "1", "insp_head": "0"})
+    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+    T = len(ids)
+    want = reference_weights(model, ids, 1, 0)
+    labels = [f"{t} {bundle.tokenizer.display_piece(i)}" for t, i in enumerate(ids)]
+    assert at.selectbox(key="insp_row").value == labels[-1]  # the last query by default
+    at.selectbox(key="insp_row").set_value(labels[6]).run()
+    bars = figure(at, "weights of query 6")["data"][0]
+    np.testing.assert_allclose(decode(bars["y"]).astype(float), want[6, :7].numpy(), atol=1e-5, rtol=0)
+    hand = next(d.value for d in at.dataframe if "weight by hand" in d.value.columns)
+    assert len(hand) == 7  # keys 0..6: the causal prefix
+    np.testing.assert_allclose(hand["weight by hand"], want[6, :7].numpy(), atol=1e-9, rtol=0)
+    q, k, v, _ = reference_qkv(model, ids, 1, 0)
+    np.testing.assert_allclose(hand["q·k (sum of D products)"], (k[:7] @ q[6]).numpy(), atol=1e-5, rtol=0)
+    assert math.fsum(hand["weight by hand"]) == pytest.approx(1.0, abs=1e-12)
+    assert "sum of the hand weights = 1.000000" in all_text(at)
+    difference = hand_difference(at)
+    assert difference == pytest.approx(float(hand["|difference|"].max()), rel=1e-6)
+    assert difference <= TOLERANCE
+    assert "The model's weights for this row are the hand computation's." in all_text(at)
+    # the row handed to the Read one row page: plain lists, the causal prefix of this head
+    row = at.session_state["inspector_row"]
+    assert (row["text"], row["layer"], row["head"], row["t"]) == (DEFAULT_TEXT, 1, 0, 6)
+    assert all(type(x) is float for x in row["q"][0] + row["k"][3] + row["v"][6])
+    np.testing.assert_allclose(row["q"], q[:7].numpy(), atol=1e-5, rtol=0)  # queries 0..t: row t is read
+    np.testing.assert_allclose(row["k"], k[:7].numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(row["v"], v[:7].numpy(), atol=1e-5, rtol=0)
+    assert row["pieces"] == [bundle.tokenizer.display_piece(i) for i in ids[:7]]
+
+
+def test_empty_text_gets_a_clear_message_and_no_charts(bundle_path):
+    at = open_inspector(bundle_path)
+    at.text_input(key="insp_text").set_value("").run()
+    assert not at.exception
+    assert "The text is empty" in all_text(at)
+    assert figures(at) == []
+
+
+def test_unseen_characters_are_listed_and_a_shorter_text_keeps_a_valid_row(bundle_path):
+    at = open_inspector(bundle_path)
+    at.selectbox(key="insp_row").set_value("20 n").run()
+    at.text_input(key="insp_text").set_value("x = ü + ∑").run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = all_text(at)
+    assert "not in the training text and became `<unk>`" in text
+    assert "ü (U+00FC)" in text and "∑ (U+2211)" in text
+    assert at.selectbox(key="insp_row").value == "8 <unk>"  # the old row is gone: back to the last token
+    assert hand_difference(at) <= TOLERANCE

@@ -1,0 +1,152 @@
+"""The RoPE page: its offset check passes with a tiny spread, its score depends only on m - n, its frequency
+table is the closed form, bad links fall back with a note, and with a model its on/off heatmaps are the head's
+scores with and without the rotation. Expected values come from math and from the model's raw weights
+(tests/test_rope_lab.py), never from core.rope_lab."""
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+import ui.models
+from apptest import APP, all_text, decode, figures, open_page
+from core.bundle import load_bundle, save_bundle
+from core.corpus import corpus_from_text
+from core.rope import apply_rope
+from test_rope_lab import TEXT, closed_form_score, raw_qk, reference_scores, tiny_model
+
+LABEL = "test bundle (tiny, untrained)"
+DEFAULT_TEXT = "def add(a, b): return a + b"
+
+
+def seeded_qk(D):
+    """The page's documented vectors: randn(D) twice from torch seed 0, float64."""
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(D, generator=g, dtype=torch.float64).tolist(),
+            torch.randn(D, generator=g, dtype=torch.float64).tolist())
+
+
+@pytest.fixture(autouse=True)
+def _clean(fresh_streamlit_caches, monkeypatch, tmp_path):
+    # No shipped bundle unless a test adds one: the page must work without a model.
+    monkeypatch.setattr(ui.models, "SHIPPED_DIR", tmp_path / "no-shipped-bundle")
+    yield
+
+
+@pytest.fixture(scope="module")
+def bundle_path(tmp_path_factory):
+    model, tok = tiny_model()
+    corpus = corpus_from_text("toy.py", TEXT)
+    return save_bundle(tmp_path_factory.mktemp("rope") / "bundle", model, tok, metrics={},
+                       command=["tests", "test_page_rope"], corpus=corpus)
+
+
+def score_metric(at) -> float:
+    return float(next(m.value for m in at.metric if m.label == "q·k after RoPE, all D features"))
+
+
+def figure(at, title_start):
+    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
+    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
+    return found[0]
+
+
+def test_offset_check_passes_and_the_curves_are_the_closed_form():
+    at = open_page("rope")
+    success = next(s.value for s in at.success if s.value.startswith("Offset check passed"))
+    spread, tolerance = map(float, re.search(r"positions: (\S+), tolerance (\S+) ", success).groups())
+    q, k = seeded_qk(16)
+    norm = math.hypot(*q) * math.hypot(*k)
+    assert spread <= tolerance and tolerance == pytest.approx(1e-12 * norm, rel=1e-2)
+    assert spread < 1e-11  # tiny: float64 rounding of the angles only
+    fig = figure(at, "q·k after RoPE against the offset")
+    curves = [t for t in fig["data"] if t["name"].startswith("earlier token at")]
+    assert [c["name"] for c in curves] == ["earlier token at 0", "earlier token at 2", "earlier token at 100",
+                                           "earlier token at 1000"]  # default m = 5, n = 2
+    for curve in curves:
+        offsets = decode(curve["x"]).astype(int).tolist()
+        assert offsets == list(range(-32, 33))
+        want = [closed_form_score(q, k, r, 10000.0) for r in offsets]
+        np.testing.assert_allclose(decode(curve["y"]).astype(float), want, atol=1e-10, rtol=0)
+
+
+def test_the_reported_score_depends_only_on_m_minus_n():
+    at = open_page("rope", {"rope_m": "5", "rope_n": "2"})
+    q, k = seeded_qk(16)
+    first = score_metric(at)
+    assert first == pytest.approx(closed_form_score(q, k, 3, 10000.0), abs=1e-6)
+    at.slider(key="rope_m").set_value(105).run()
+    at.slider(key="rope_n").set_value(102).run()
+    assert not at.exception
+    assert score_metric(at) == first  # same offset 3, same printed score
+    at.slider(key="rope_m").set_value(106).run()
+    moved = score_metric(at)
+    assert moved != first
+    assert moved == pytest.approx(closed_form_score(q, k, 4, 10000.0), abs=1e-6)
+
+
+def test_frequency_table_is_the_closed_form():
+    at = open_page("rope", {"rope_D": "32", "rope_base": "500.0"})
+    table = next(d.value for d in at.dataframe if "θᵢ (rad per position)" in d.value.columns)
+    assert list(table["pair i"]) == list(range(16))
+    np.testing.assert_allclose(table["θᵢ (rad per position)"], [500.0 ** (-2 * i / 32) for i in range(16)],
+                               rtol=1e-12, atol=0)
+    np.testing.assert_allclose(table["wavelength 2π/θᵢ (positions)"],
+                               [2 * math.pi * 500.0 ** (2 * i / 32) for i in range(16)], rtol=1e-12, atol=0)
+
+
+def test_layout_check_passes_and_the_mapping_moves_pairs_apart():
+    at = open_page("rope", {"rope_D": "8"})
+    assert any(s.value.startswith("Same rotation") for s in at.success)
+    table = next(d.value for d in at.dataframe if "slot in split-half layout" in d.value.columns)
+    assert list(table["slot in split-half layout"]) == [0, 4, 1, 5, 2, 6, 3, 7]
+    np.testing.assert_allclose(table["q after RoPE, adjacent [d]"], table["q after RoPE, split half [slot]"],
+                               atol=1e-12, rtol=0)
+
+
+def test_bad_link_values_fall_back_to_the_defaults_with_a_note():
+    at = open_page("rope", {"rope_m": "minus one", "rope_base": "0.5", "rope_pair": "99"})
+    assert at.slider(key="rope_m").value == 5
+    assert at.number_input(key="rope_base").value == 10000.0
+    assert at.slider(key="rope_pair").value == 0
+    text = all_text(at)
+    for label in ("Query position m", "RoPE base", "Pair index i"):
+        assert f"The link set '{label}'" in text and "not usable" in text
+    assert any(s.value.startswith("Offset check passed") for s in at.success)
+
+
+def test_without_a_bundle_the_model_section_says_what_to_do():
+    at = open_page("rope")
+    assert any("pick a usable bundle in the sidebar, or train one" in i.value for i in at.info)
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("scores, RoPE")]
+
+
+def test_with_a_bundle_the_heatmaps_are_the_heads_scores_with_and_without_rope(bundle_path):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["lab_session_bundles"] = [(LABEL, str(bundle_path))]
+    at.session_state["lab_bundle"] = LABEL
+    at.run()
+    at.query_params["rope_layer"] = "1"
+    at.query_params["rope_head"] = "1"
+    at.switch_page("pages/rope.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    model = load_bundle(bundle_path).model
+    ids = load_bundle(bundle_path).tokenizer.encode(DEFAULT_TEXT)
+    T = len(ids)
+    q_raw, k_raw = raw_qk(model, ids, 1, 1)
+    base = model.config.rope_base
+    want = {"on": reference_scores(apply_rope(q_raw, torch.arange(T), base), apply_rope(k_raw, torch.arange(T), base)),
+            "off": reference_scores(q_raw, k_raw)}
+    for name, title in (("on", "scores, RoPE on (the model), layer 1, head 1"), ("off", "scores, RoPE off, layer 1, head 1")):
+        z = decode(figure(at, title)["data"][0]["z"]).tolist()
+        assert len(z) == T
+        for t in range(T):
+            assert all(v is None for v in z[t][t + 1:])  # the future is masked
+            np.testing.assert_allclose(z[t][: t + 1], want[name][t][: t + 1], atol=1e-4, rtol=1e-5)
+    changes = [abs(a - b) for t in range(T) for a, b in zip(want["on"][t][: t + 1], want["off"][t][: t + 1])]
+    sentence = next(m.value for m in at.markdown if m.value.startswith("With RoPE off"))
+    shown = float(re.search(r"change by up to (\S+) ", sentence).group(1))
+    assert shown == pytest.approx(max(changes), abs=2e-3)  # printed with 3 decimals
+    assert not [i for i in at.info if "pick a usable bundle" in i.value]

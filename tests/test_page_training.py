@@ -1,0 +1,130 @@
+"""The Training page: a tiny run ends with a registered bundle and the page's numbers are the run's;
+sessions see only their own runs and wait their turn; bad uploads are explained; the no-mask lesson."""
+import functools
+import re
+
+import numpy as np
+import pytest
+
+from apptest import all_text, decode, figures, open_page
+from core import runs
+from core.bundle import load_bundle
+from ui import models
+
+TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60)).encode()
+_opened = []
+
+
+@pytest.fixture(autouse=True)
+def _runs_dir(fresh_streamlit_caches, tmp_path, monkeypatch):
+    monkeypatch.setattr(models, "RUNS_DIR", tmp_path / "runs")
+    yield
+    queue = models.job_queue()  # stop any run a failed test left behind (a shared machine)
+    while _opened:
+        at = _opened.pop()
+        if "train_job_id" in at.session_state:
+            queue.stop(at.session_state["train_job_id"])
+            queue.wait(at.session_state["train_job_id"], 60)
+
+
+def page_with_upload(data=TEXT, name="toy.py", iters=10, **toggles):
+    at = open_page("training")
+    _opened.append(at)
+    at.radio(key="train_corpus").set_value("Upload a text file").run()
+    at.file_uploader(key="train_upload").upload(name, data, "text/plain")
+    at.number_input(key="train_iters").set_value(iters)
+    for key, value in toggles.items():
+        at.toggle(key=key).set_value(value)
+    return at.run()
+
+
+def shown(at) -> str:
+    """The page's text as a reader sees it: the markdown escapes the page puts on user text removed."""
+    return re.sub(r"\\(.)", r"\1", all_text(at))
+
+
+def poll(at, done, limit=240):
+    """AppTest never fires run_every: rerun until `done(text)` holds, waiting on the job between reruns."""
+    for _ in range(limit):
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        text = shown(at)
+        if done(text):
+            return text
+        if "train_job_id" in at.session_state:
+            models.job_queue().wait(at.session_state["train_job_id"], 0.5)  # returns early when it finishes
+    raise AssertionError(f"page never showed the expected state; last text:\n{shown(at)[-1500:]}")
+
+
+def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers():
+    at = page_with_upload()
+    at.button(key="train_start").click().run()
+    job_id = at.session_state["train_job_id"]
+    text = poll(at, lambda t: "Finished all 10 steps" in t)
+    result = models.job_queue().view(job_id).result
+    [(label, path)] = at.session_state["lab_session_bundles"]
+    assert path == str(models.RUNS_DIR / job_id) == str(result.bundle_path)
+    assert "toy.py" in label and "registered for this session" in text
+    assert load_bundle(path).manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
+    losses, attention = figures(at)
+    val = [t for t in losses["data"] if t["name"].startswith("validation")][0]
+    assert list(decode(val["x"]).astype(int)) == [r.step for r in result.history]
+    np.testing.assert_allclose(decode(val["y"]).astype(float), [r.val_loss for r in result.history], rtol=1e-12)
+    z = np.array([[np.nan if v is None else v for v in row] for row in attention["data"][0]["z"]], dtype=float)
+    T = z.shape[0]
+    assert np.isnan(z[np.triu_indices(T, 1)]).all()  # drawn as masked above the diagonal
+    np.testing.assert_allclose(np.nansum(z, axis=1), np.ones(T), atol=1e-5)
+    assert f"{result.metrics['val_loss']:.3f}" in text
+    assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step  # follows the newest evaluation
+
+
+def test_sessions_see_only_their_own_runs_and_wait_their_turn():
+    first = page_with_upload(iters=5000)
+    first.number_input(key="train_seconds").set_value(120)
+    first.button(key="train_start").click().run()
+    poll(first, lambda t: "Tokens per second" in "".join(m.label for m in first.metric))
+    second = page_with_upload(iters=10)
+    second.button(key="train_start").click().run()
+    text = poll(second, lambda t: "1st in line" in t)
+    assert "one run at a time on this server" in text
+    a, b = first.session_state["train_job_id"], second.session_state["train_job_id"]
+    assert a != b
+    queue = models.job_queue()
+    assert [v.id for v in queue.jobs_of(first.session_state["lab_session_id"])] == [a]
+    assert [v.id for v in queue.jobs_of(second.session_state["lab_session_id"])] == [b]
+    first.button(key="train_start").click().run()  # a second run for the same session is refused
+    assert "already has a run" in shown(first)
+    assert first.session_state["train_job_id"] == a
+
+    second.button(key="train_stop").click().run()  # cancelled while waiting: never starts
+    assert "stopped before it started" in poll(second, lambda t: "stopped before it started" in t)
+    first.button(key="train_stop").click().run()
+    text = poll(first, lambda t: "Stopped at step" in t)
+    assert "holds what the model learned so far" in text
+    assert [p for _, p in first.session_state["lab_session_bundles"]] == [str(models.RUNS_DIR / a)]
+    assert "lab_session_bundles" not in second.session_state or not second.session_state["lab_session_bundles"]
+
+
+def test_a_non_utf8_upload_is_explained_and_nothing_is_lost():
+    at = page_with_upload(data=b"caf\xe9 au lait\n" * 50, name="latin1.txt", iters=30)
+    text = shown(at)
+    assert "cannot be used" in text and "not UTF-8 text" in text and "0xe9" in text
+    at.button(key="train_start").click().run()
+    assert "Choose a usable text first" in shown(at)
+    assert "train_job_id" not in at.session_state
+    assert at.number_input(key="train_iters").value == 30
+
+
+def test_without_the_causal_mask_the_page_warns_and_marks_the_bundle_unsafe(monkeypatch):
+    at = page_with_upload(train_no_mask=True)
+    at.button(key="train_start").click().run()
+    poll(at, lambda t: "Finished all 10 steps" in t)
+    text = shown(at)
+    assert "marked **unsafe**" in text and "causal mask" in text
+    assert "has not yet fallen below the leak floor" in text  # ten steps cannot reach it
+    [(label, path)] = at.session_state["lab_session_bundles"]
+    assert "NO causal mask" in label and not load_bundle(path).safe
+    # The page shows the detector's verdict: with a floor every loss is below, it says "impossibly good".
+    monkeypatch.setattr(runs, "leak_verdict", functools.partial(runs.leak_verdict, floor=100.0))
+    at.run()
+    assert "Impossibly good validation loss" in shown(at) and "leakage, not skill" in shown(at)
