@@ -44,7 +44,7 @@ class EncodedText:
 
     text: str                       # the characters those ids encode: the end of a text longer than the context
     ids: tuple[int, ...]            # (T,) at most context_length ids: the END of the text
-    pieces: tuple[str, ...]         # (T,) display_piece of each id ('␠' for a space, '<unk>' for an unseen char)
+    pieces: tuple[str, ...]         # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
     unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
     unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
     truncated: bool                 # True when the text had more than context_length tokens
@@ -61,7 +61,7 @@ class EncodedText:
         return self.original_length - len(self.ids)
 
     def labels(self) -> list[str]:
-        """One unique axis label per position: 'position piece', e.g. '3 ␠'."""
+        """One unique axis label per position: 'position piece', e.g. '3 ␣'."""
         return [f"{t} {piece}" for t, piece in enumerate(self.pieces)]
 
 

@@ -143,7 +143,7 @@ class Snapshot:
     step: int
     layer: int
     head: int
-    tokens: list[str]  # display pieces of the probe ('␠' for a space, '⏎' for a newline)
+    tokens: list[str]  # display pieces of the probe ('␣' for a space, '↵' for a newline)
     weights: list[list[float]]  # (T, S), S = T
     causal: bool
 

@@ -13,7 +13,7 @@ Randomness is explicit: a `torch.Generator` or a seed.
 
 `generate` streams one `GenerationStep` per new token. Past the context length it slides the window
 the way `core.kv_cache` documents (reset and re-encode the last `keep` tokens), with or without the
-cache, so both paths produce the same tokens. An empty prompt starts from <bos>. Generation does not
+cache, so both paths produce the same tokens. An empty prompt starts from <eos> (see start_ids). Generation does not
 stop at <eos> by itself: the caller sees each token and stops the loop when it wants.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from core.attention import softmax
 from core.kv_cache import default_keep, next_window_start
-from core.tokenizer import BOS_ID
+from core.tokenizer import EOS_ID
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,16 @@ def sample_next_token(
     return _draw(probs, generator, greedy=temperature == 0)
 
 
+# Training joins documents as "doc <eos> doc <eos> ...", so <eos> is what the model has seen right before
+# the start of a document. An empty prompt starts there; <bos> never occurs in training data.
+EMPTY_PROMPT_ID = EOS_ID
+
+
+def start_ids(prompt_ids: Sequence[int]) -> list[int]:
+    """The ids generation starts from: the prompt's, or [<eos>] (a document start) when it is empty."""
+    return [int(i) for i in prompt_ids] or [EMPTY_PROMPT_ID]
+
+
 @dataclass(frozen=True)
 class GenerationStep:
     token: int  # the new token id
@@ -140,7 +150,7 @@ def generate(
     """Stream up to sample.max_new_tokens new tokens after prompt_ids, one GenerationStep each.
 
     A prompt longer than the context keeps its last context_length tokens; an empty prompt starts
-    from <bos>. `keep` is the number of tokens re-encoded when the window slides (default
+    from <eos>, a document start (start_ids). `keep` is the number of tokens re-encoded when the window slides (default
     context_length // 2, see core.kv_cache). Stochastic sampling needs a seed or a generator.
     The model is put in eval mode for the duration and restored afterwards.
     """
@@ -157,7 +167,7 @@ def generate(
     keep = default_keep(L) if keep is None else keep
     if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= L:
         raise ValueError(f"keep must be an integer in 1..context_length={L}, got {keep!r}")
-    ids = [int(i) for i in prompt_ids] or [BOS_ID]
+    ids = start_ids(prompt_ids)
     if min(ids) < 0 or max(ids) >= config.vocab_size:
         raise ValueError(f"prompt ids must lie in 0..{config.vocab_size - 1}, got min {min(ids)}, max {max(ids)}")
     return _generate(model, ids, sample, generator, use_cache, keep)

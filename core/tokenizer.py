@@ -29,7 +29,9 @@ FORMAT = "attention-lab/char-tokenizer"
 FORMAT_VERSION = 1
 
 # Glyphs that make whitespace visible in token tables (the piece itself stays the real character).
-WHITESPACE_GLYPHS: dict[str, str] = {"\n": "⏎", " ": "␠", "\t": "⇥", "\r": "␍"}
+# Glyphs that common fonts carry (DejaVu, Liberation, Noto): U+2420 "␠" is missing from most of them and
+# showed as an empty box in charts and tables.
+WHITESPACE_GLYPHS: dict[str, str] = {"\n": "↵", " ": "␣", "\t": "→", "\r": "←"}
 # Shown instead of <unk> by decode(skip_special=True): the text keeps a mark where a character was lost.
 REPLACEMENT_CHAR = "\ufffd"
 
@@ -80,7 +82,7 @@ class CharTokenizer:
         return list(self._pieces)
 
     def display_piece(self, token_id: int) -> str:
-        """The piece of `token_id` made visible for a table: ' ' -> '␠', '\\n' -> '⏎', '\\t' -> '⇥'.
+        """The piece of `token_id` made visible for a table: ' ' -> '␣', '\\n' -> '↵', '\\t' -> '→'.
 
         Special tokens keep their names; other invisible characters (controls, format characters,
         other spaces) show as their code point, e.g. 'U+00A0'.

@@ -87,7 +87,7 @@ def named(t: int) -> str:
 st.header("1. Characters become token ids")
 st.markdown(
     "The tokenizer gives every character of the training text its own id (ids 0-3 are special tokens, "
-    "`<unk>` is 3). Spaces and line ends are drawn as ␠ and ⏎ so you can see them."
+    "`<unk>` is 3). Spaces and line ends are drawn as ␣ and ↵ so you can see them."
 )
 tokens = pd.DataFrame({"position t": list(range(T)), "piece": list(enc.pieces), "token id": list(enc.ids),
                        "unseen character": [t in enc.unknown_positions for t in range(T)]})

@@ -95,8 +95,7 @@ def loss_figure(evals, selected, causal):
 
 
 def snapshot_view(snap, key_suffix: str) -> None:
-    # '·' for a space: the '␠' glyph is missing from common chart fonts.
-    labels = [f"{t} {'·' if tok == '␠' else tok}" for t, tok in enumerate(snap.tokens)]
+    labels = [f"{t} {tok}" for t, tok in enumerate(snap.tokens)]
     T = len(labels)
     z = [[(w if (s <= t or not snap.causal) else None) for s, w in enumerate(row)]  # masked cells drawn as gaps
          for t, row in enumerate(snap.weights)]
@@ -106,7 +105,7 @@ def snapshot_view(snap, key_suffix: str) -> None:
     where = ("above the diagonal are masked (0)" if snap.causal
              else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right")
     summary = (f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (· is a space, "
-               f"⏎ a line end): each row sums to 1; "
+               f"↵ a line end): each row sums to 1; "
                f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}.")
     chart(fig, matrix_table(z, labels, labels, value_name="weight"), summary, key=f"train_attention_{key_suffix}")
 

@@ -164,8 +164,8 @@ def test_unknown_characters_are_reported_with_their_positions():
     assert enc.unknown_chars == ("€", "z")
     assert enc.unknown_positions == (2, 3, 4)
     assert [enc.ids[t] for t in enc.unknown_positions] == [UNK_ID] * 3
-    assert enc.pieces[2] == "<unk>" and enc.pieces[5] == "␠"
-    assert enc.labels()[5] == "5 ␠"
+    assert enc.pieces[2] == "<unk>" and enc.pieces[5] == "␣"
+    assert enc.labels()[5] == "5 ␣"
     # an unseen character that was cut off is not reported
     assert encode_for_model(tok, "z" + "a" * 32, 32).unknown_chars == ()
 

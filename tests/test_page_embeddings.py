@@ -69,7 +69,7 @@ def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(bundle_pa
     z, y, title = heatmap(at, "token embedding rows")
     assert f"{T} × {C}" in title
     assert_matrix(z, bundle.model.token_embedding.weight.detach()[ids].tolist(), atol=0)
-    assert y[3] == "3 ␠"
+    assert y[3] == "3 ␣"
     # q, k, v of layer 0, head 0 (after RoPE by default) against the raw-matrix reference
     q, k, v, _ = reference_qkv(bundle.model, ids, 0, 0)
     for name, want in (("Q", q), ("K", k), ("V", v)):

@@ -84,7 +84,7 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(bundle_path, bu
         layer, head = divmod(i, H)
         assert_causal_weights(z_of(trace), reference_weights(model, ids, layer, head).tolist())
         assert trace["hovertemplate"].startswith(f"layer {layer}, head {head}<br>query %{{y}}<br>key %{{x}}<br>weight")
-    assert decode(fig["data"][0]["x"]).tolist()[3] == "3 ␠"  # hover names keys by position and visible piece
+    assert decode(fig["data"][0]["x"]).tolist()[3] == "3 ␣"  # hover names keys by position and visible piece
     summary = at.dataframe[0].value
     assert list(zip(summary["layer"], summary["head"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
 

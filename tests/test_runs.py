@@ -71,7 +71,7 @@ def test_snapshot_rows_sum_to_one_and_nothing_is_above_the_diagonal(causal_run):
         assert (w.triu(diagonal=1) == 0).all()
         assert w[0, 0] == pytest.approx(1.0, abs=1e-6)
         assert snap.future_weight == 0.0
-    assert snap.tokens[3] == "␠" and snap.tokens[10] == "⏎"
+    assert snap.tokens[3] == "␣" and snap.tokens[10] == "↵"
 
 
 def test_the_last_snapshot_is_the_saved_models_own_attention(causal_run):

@@ -6,7 +6,7 @@ import torch
 
 from core.model import GPT, preset
 from core.sampling import GenerationStep, SampleConfig, generate, next_token_distribution, sample_next_token
-from core.tokenizer import BOS_ID
+from core.tokenizer import EOS_ID
 
 V = 20
 
@@ -187,12 +187,12 @@ def test_generate_streams_steps_with_their_distribution():
     assert list(generate(model, [4], SampleConfig(max_new_tokens=0), seed=0)) == []
 
 
-def test_empty_prompt_starts_from_bos_and_long_prompts_keep_the_last_context():
+def test_empty_prompt_starts_from_eos_and_long_prompts_keep_the_last_context():
     model = tiny_model().eval()
     greedy = SampleConfig(temperature=0.0, max_new_tokens=1)
     with torch.no_grad():
-        from_bos = model(torch.tensor([[BOS_ID]])).logits[0, -1]
-    torch.testing.assert_close(next(iter(generate(model, [], greedy))).logits, from_bos, atol=1e-6, rtol=0)
+        from_eos = model(torch.tensor([[EOS_ID]])).logits[0, -1]  # training puts <eos> before every document
+    torch.testing.assert_close(next(iter(generate(model, [], greedy))).logits, from_eos, atol=1e-6, rtol=0)
 
     L = model.config.context_length
     prompt = torch.randint(0, V, (L + 9,), generator=gen(1)).tolist()

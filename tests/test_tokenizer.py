@@ -82,7 +82,7 @@ def test_encode_rejects_non_strings(tok):
 def test_display_piece_makes_whitespace_and_specials_visible():
     tok = CharTokenizer.from_text("a \n\t\u00a0")
     shown = {tok.pieces[i]: tok.display_piece(i) for i in range(4, tok.vocab_size)}
-    assert shown == {"\t": "⇥", "\n": "⏎", " ": "␠", "\u00a0": "U+00A0", "a": "a"}
+    assert shown == {"\t": "→", "\n": "↵", " ": "␣", "\u00a0": "U+00A0", "a": "a"}
     assert [tok.display_piece(i) for i in range(4)] == ["<pad>", "<bos>", "<eos>", "<unk>"]
     assert tok.pieces[tok.encode(" ")[0]] == " "  # the piece itself stays the real character
 
