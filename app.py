@@ -14,6 +14,7 @@ PAGES = {
         st.Page("pages/temperature.py", title="Temperature"),
     ],
     "Transformer": [
+        st.Page("pages/autocomplete.py", title="Autocomplete"),
         st.Page("pages/training.py", title="Training"),
         st.Page("pages/embeddings.py", title="Embeddings and projections"),
         st.Page("pages/rope.py", title="RoPE"),

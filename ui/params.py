@@ -74,3 +74,8 @@ def toggle(label: str, key: str, default: bool, **kw) -> bool:
 
 def text_input(label: str, key: str, default: str, **kw) -> str:
     return st.text_input(label, default, key=key, bind="query-params", **kw)
+
+
+def text_area(label: str, key: str, default: str, **kw) -> str:
+    """Multi-line text (code prompts span lines); bound to the URL like the other widgets."""
+    return st.text_area(label, default, key=key, bind="query-params", **kw)

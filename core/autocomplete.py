@@ -1,0 +1,460 @@
+"""Domain autocomplete with the from-scratch transformer: prompt, candidates, completion, parity.
+
+Everything here is built on `core.sampling`, so the numbers the app shows are the ones generation uses:
+
+    prepare_prompt        text -> the ids the model sees, and what happened on the way: characters the
+                          vocabulary lacks (they become <unk>), a prompt longer than the context (only
+                          its last context_length tokens are kept), an empty prompt (the model starts
+                          from <eos>, a document start: core.sampling.start_ids)
+    next_token_candidates the top k of core.sampling.next_token_distribution: exactly what a sampler
+                          draws the next token from (temperature, then top-k, then top-p)
+    complete              a streamed completion with each token's wall-clock time and position
+    compare_latency       per-token latency with the KV cache and without it, side by side
+    parity_trace          at every step of a cached generation, the largest |cached - uncached| logit and
+                          whether the two would have chosen a different token
+    suggest               the completion up to the end of the next word: what an editor would offer
+
+A character tokenizer maps one character to one token, so "the last N tokens" of a prompt are its
+last N characters. Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import torch
+from torch import Tensor
+
+from core.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
+from core.kv_cache import default_keep, next_window_start
+from core.model import ModelConfig
+from core.sampling import SampleConfig, generate, next_token_distribution, sample_next_token, start_ids
+from core.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
+
+# Cached and uncached logits are close when |cached - uncached| <= PARITY_ATOL + PARITY_RTOL * |uncached| for
+# every entry: torch.testing.assert_close's float32 defaults. Both paths sum in a different order, so float32
+# rounding grows with the logits' size; a cache bug (a wrong position or mask) is off by whole units instead.
+PARITY_ATOL = 1e-5
+PARITY_RTOL = 1.3e-6
+SUGGESTION_MAX_CHARS = 40
+
+
+# ---- the prompt ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str  # what the user typed
+    model_text: str  # after the bundle's prompt template
+    ids: tuple[int, ...]  # (T,) what the model sees: the last context_length tokens, or (<eos>,) if empty
+    pieces: tuple[str, ...]  # (T,) each id made visible: '␣' for a space, '↵' for a newline, '<unk>', '<bos>'
+    unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary
+    n_tokens: int  # tokens of model_text before the cut
+    context_length: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to encode: the model starts from <eos>, a document start (core.sampling.start_ids)."""
+        return self.n_tokens == 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_tokens > self.context_length
+
+    @property
+    def dropped(self) -> int:
+        """Tokens (= characters) cut from the front of the prompt."""
+        return max(0, self.n_tokens - self.context_length)
+
+
+def prepare_prompt(
+    source: Bundle | CharTokenizer, text: str, config: ModelConfig | None = None, *, template: str | None = None
+) -> Prompt:
+    """Encode `text` for a bundle, or for a tokenizer and the ModelConfig of its model.
+
+    The bundle's prompt_template is applied (a tokenizer alone uses "{prompt}", or `template`).
+    """
+    if isinstance(source, Bundle):
+        tokenizer, config = source.tokenizer, source.config
+        template = source.manifest["prompt_template"] if template is None else template
+    elif isinstance(source, CharTokenizer):
+        tokenizer = source
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"with a tokenizer, pass the model's ModelConfig too, got {type(config).__name__}")
+        template = DEFAULT_PROMPT_TEMPLATE if template is None else template
+    else:
+        raise ValueError(f"source must be a Bundle or a CharTokenizer, got {type(source).__name__}")
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(template, str) or "{prompt}" not in template:
+        raise ValueError(f"template must be a str containing '{{prompt}}', got {template!r}")
+    L = config.context_length
+    model_text = template.replace("{prompt}", text)
+    all_ids = tokenizer.encode(model_text)  # (N,) one id per character
+    kept = all_ids[-L:]  # (min(N, L),)
+    kept_text = model_text[len(model_text) - len(kept):]  # one character per token
+    ids = tuple(start_ids(kept))
+    return Prompt(
+        text=text,
+        model_text=model_text,
+        ids=ids,
+        pieces=tuple(tokenizer.display_piece(i) for i in ids),
+        unknown_chars=tuple(tokenizer.unknown_chars(kept_text)),
+        n_tokens=len(all_ids),
+        context_length=L,
+    )
+
+
+# ---- the next token ------------------------------------------------------------------------------
+
+
+def code_point(tokenizer: CharTokenizer, token_id: int) -> str:
+    """'U+0020' for a character token, the special token's name for the others: unambiguous in any font."""
+    piece = tokenizer.pieces[token_id]
+    return piece if token_id < len(SPECIAL_TOKENS) else f"U+{ord(piece):04X}"
+
+
+class Candidate(NamedTuple):
+    id: int
+    piece: str  # visible piece (tokenizer.display_piece), or 'id N' without a tokenizer
+    prob: float  # probability under the sampling distribution
+
+
+def _window(model: torch.nn.Module, ids: Sequence[int]) -> list[int]:
+    """The ids the model sees for the next token: the last context_length of them, <eos> if none."""
+    ids = start_ids(ids)
+    V, L = model.config.vocab_size, model.config.context_length
+    if min(ids) < 0 or max(ids) >= V:
+        raise ValueError(f"ids must lie in 0..{V - 1}, got min {min(ids)}, max {max(ids)}")
+    return ids[-L:]
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _forward_last(model: torch.nn.Module, window: list[int]) -> Tensor:
+    """Uncached logits (V,) after `window`, recomputed from scratch."""
+    device = next(model.parameters()).device
+    return model(torch.tensor([window], device=device)).logits[0, -1]  # (1, T, V) -> (V,)
+
+
+def next_token_logits(model: torch.nn.Module, ids: Sequence[int]) -> Tensor:
+    """The model's logits (V,) for the token after `ids` (cut to the context; empty -> <eos>)."""
+    window = _window(model, ids)
+    with _eval_mode(model):
+        return _forward_last(model, window)  # (V,)
+
+
+def next_token_candidates(
+    model: torch.nn.Module, ids: Sequence[int], sample: SampleConfig, k: int | None = 10, *,
+    tokenizer: CharTokenizer | None = None,
+) -> list[Candidate]:
+    """The k most likely next tokens under core.sampling.next_token_distribution, most likely first.
+
+    k=None (or k >= V) lists the whole vocabulary, whose probabilities sum to one. Ties are listed
+    in id order. sample.max_new_tokens is not used.
+    """
+    if not isinstance(sample, SampleConfig):
+        raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
+    V = model.config.vocab_size
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k must be None or an integer >= 1, got {k!r}")
+    logits = next_token_logits(model, ids)  # (V,)
+    probs = next_token_distribution(logits, sample.temperature, sample.top_k, sample.top_p).tolist()  # V floats
+    order = sorted(range(V), key=lambda i: (-probs[i], i))[: V if k is None else min(k, V)]
+    piece = tokenizer.display_piece if tokenizer is not None else (lambda i: f"id {i}")
+    return [Candidate(i, piece(i), probs[i]) for i in order]
+
+
+# ---- completion and its latency -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str  # decoded tokens (<unk> shows as U+FFFD)
+    tokens: tuple[int, ...]  # new ids, without a final <eos>
+    per_token_seconds: tuple[float, ...]  # wall clock of each step (forward pass + sampling)
+    positions: tuple[int, ...]  # index of each new token in prompt + generated tokens
+    reencoded_steps: tuple[int, ...]  # steps at which the window slid (cache reset, last `keep` re-encoded)
+    use_cache: bool
+    stop_reason: str  # "eos" (the model ended the text) or "length" (max_new_tokens reached)
+
+    @property
+    def mean_ms_per_token(self) -> float | None:
+        """Mean step time in milliseconds; None when no token was generated."""
+        s = self.per_token_seconds
+        return 1000 * math.fsum(s) / len(s) if s else None
+
+
+def complete(
+    model: torch.nn.Module, tokenizer: CharTokenizer, ids: Sequence[int], sample: SampleConfig, *,
+    seed: int | None = 0, use_cache: bool = True, keep: int | None = None, stop_at_eos: bool = True,
+) -> Completion:
+    """Up to sample.max_new_tokens tokens after `ids` through core.sampling.generate.
+
+    The same seed gives the same completion. With stop_at_eos the completion ends before <eos>.
+    """
+    tokens, seconds, positions, reencoded = [], [], [], []
+    stop_reason = "length"
+    for step in generate(model, ids, sample, seed=seed, use_cache=use_cache, keep=keep):
+        if stop_at_eos and step.token == EOS_ID:
+            stop_reason = "eos"
+            break
+        if step.reencoded:
+            reencoded.append(len(tokens))
+        tokens.append(step.token)
+        seconds.append(step.seconds)
+        positions.append(step.position)
+    return Completion(
+        text=tokenizer.decode(tokens),
+        tokens=tuple(tokens),
+        per_token_seconds=tuple(seconds),
+        positions=tuple(positions),
+        reencoded_steps=tuple(reencoded),
+        use_cache=use_cache,
+        stop_reason=stop_reason,
+    )
+
+
+@dataclass(frozen=True)
+class LatencyComparison:
+    positions: tuple[int, ...]  # position of each step (the longer run's)
+    tokens: tuple[int, ...]  # the token generated at each step (the longer run's)
+    cached_ms: tuple[float | None, ...]  # per step, None past the end of a shorter run
+    uncached_ms: tuple[float | None, ...]
+    mean_cached_ms: float | None
+    mean_uncached_ms: float | None
+    first_cached_ms: float | None  # the first cached step also encodes the whole prompt (prefill)
+    mean_cached_one_token_ms: float | None  # cached steps that fed one token: not the first, not a re-encode
+
+    @property
+    def speedup(self) -> float | None:
+        """Mean uncached / mean cached time per token."""
+        if not self.mean_cached_ms or self.mean_uncached_ms is None:
+            return None
+        return self.mean_uncached_ms / self.mean_cached_ms
+
+
+def compare_latency(cached: Completion, uncached: Completion) -> LatencyComparison:
+    """Per-step milliseconds of a cached and an uncached completion of the same prompt, aligned by step."""
+    if not cached.use_cache or uncached.use_cache:
+        raise ValueError("compare_latency needs a completion with the cache, then one without it")
+    n = max(len(cached.tokens), len(uncached.tokens))
+    full_window = {0, *cached.reencoded_steps}  # steps that encoded a whole window, not one token
+    one_token = [s for i, s in enumerate(cached.per_token_seconds) if i not in full_window]
+    longer = cached if len(cached.tokens) >= len(uncached.tokens) else uncached
+
+    def ms(c: Completion) -> tuple[float | None, ...]:
+        return tuple(1000 * s for s in c.per_token_seconds) + (None,) * (n - len(c.per_token_seconds))
+
+    return LatencyComparison(
+        positions=longer.positions,
+        tokens=longer.tokens,
+        cached_ms=ms(cached),
+        uncached_ms=ms(uncached),
+        mean_cached_ms=cached.mean_ms_per_token,
+        mean_uncached_ms=uncached.mean_ms_per_token,
+        first_cached_ms=1000 * cached.per_token_seconds[0] if cached.per_token_seconds else None,
+        mean_cached_one_token_ms=1000 * math.fsum(one_token) / len(one_token) if one_token else None,
+    )
+
+
+# ---- cached / uncached parity -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParityStep:
+    step: int
+    position: int  # index of the new token in prompt + generated tokens
+    token: int  # chosen by the cached generation
+    uncached_token: int  # chosen from the uncached logits with the same random draw
+    max_abs_diff: float  # max over the vocabulary of |cached logit - uncached logit|
+    allowed: float  # PARITY_ATOL + PARITY_RTOL * |uncached logit| at the entry of max_abs_diff
+    worst_ratio: float  # max over the vocabulary of |difference| / its allowance; <= 1 means close
+    reencoded: bool  # the window slid at this step (sliding-window policy of core.kv_cache)
+    context: int  # tokens the model saw for this step
+    window_agrees: bool  # generate's own window (reencoded, context) matches the policy recomputed here
+
+    @property
+    def token_differs(self) -> bool:
+        return self.token != self.uncached_token
+
+
+@dataclass(frozen=True)
+class ParityTrace:
+    steps: tuple[ParityStep, ...]
+    atol: float
+    rtol: float
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((s.max_abs_diff for s in self.steps), default=0.0)
+
+    @property
+    def worst_step(self) -> int | None:
+        if not self.steps:
+            return None
+        return max(self.steps, key=lambda s: s.max_abs_diff).step
+
+    @property
+    def flagged_steps(self) -> tuple[int, ...]:
+        """Steps whose chosen token differs between the cached and the uncached logits."""
+        return tuple(s.step for s in self.steps if s.token_differs)
+
+    @property
+    def slid_steps(self) -> tuple[int, ...]:
+        """Steps at which the window slid past the context (cache reset, last `keep` tokens re-encoded)."""
+        return tuple(s.step for s in self.steps if s.reencoded)
+
+    @property
+    def exact_zero_steps(self) -> tuple[int, ...]:
+        """Steps whose logits agree exactly (a log-scale chart cannot draw them)."""
+        return tuple(s.step for s in self.steps if s.max_abs_diff == 0)
+
+    @property
+    def worst_ratio(self) -> float:
+        """The largest |difference| / allowance of any logit at any step: <= 1 means every step is close."""
+        return max((s.worst_ratio for s in self.steps), default=0.0)
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.worst_ratio <= 1.0
+
+    @property
+    def passed(self) -> bool:
+        return self.within_tolerance and not self.flagged_steps and all(s.window_agrees for s in self.steps)
+
+
+def parity_trace(
+    model: torch.nn.Module, ids: Sequence[int], n_steps: int, sample: SampleConfig, seed: int | None = 0, *,
+    keep: int | None = None, atol: float = PARITY_ATOL, rtol: float = PARITY_RTOL,
+) -> ParityTrace:
+    """Run a cached generation and, at every step, recompute the logits without the cache.
+
+    The uncached pass sees the window the sliding-window policy gives (core.kv_cache.next_window_start,
+    recomputed here, not read from generate), so the comparison holds across the context boundary.
+    The uncached token is drawn from the uncached logits with the random generator in the state the
+    cached draw started from: any difference comes from the logits, never from the randomness.
+    """
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
+        raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
+    if not isinstance(sample, SampleConfig):
+        raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
+    for name, tol in (("atol", atol), ("rtol", rtol)):
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+            raise ValueError(f"{name} must be a number >= 0, got {tol!r}")
+    if atol == 0 and rtol == 0:
+        raise ValueError("atol and rtol cannot both be 0: float32 paths that sum in another order differ by rounding")
+    L = model.config.context_length
+    keep = default_keep(L) if keep is None else keep
+    greedy = sample.temperature == 0
+    if seed is None and not greedy:
+        raise ValueError(f"sampling at temperature {sample.temperature} needs a seed")
+    generator = torch.Generator().manual_seed(0 if seed is None else seed)  # unused when greedy
+    prefix = start_ids(ids)
+    start = max(0, len(prefix) - L)  # the window is prefix[start:], as in generate
+    steps = []
+    cached = generate(model, prefix, dataclasses.replace(sample, max_new_tokens=n_steps),
+                      generator=generator, use_cache=True, keep=keep)
+    with contextlib.closing(cached):
+        for i in range(n_steps):
+            state = generator.get_state()  # before this step's draw
+            step = next(cached)
+            new_start = next_window_start(len(prefix), start, L, keep)
+            reencoded, start = new_start != start, new_start
+            with _eval_mode(model):
+                uncached_logits = _forward_last(model, prefix[start:])  # (V,) from scratch
+            replay = None if greedy else torch.Generator().set_state(state)
+            uncached_token = int(sample_next_token(uncached_logits, replay, sample.temperature, sample.top_k,
+                                                   sample.top_p))
+            context = len(prefix) - start
+            diff = (step.logits - uncached_logits).abs()  # (V,)
+            allowance = atol + rtol * uncached_logits.abs()  # (V,)
+            worst = int(diff.argmax())
+            steps.append(ParityStep(
+                step=i,
+                position=step.position,
+                token=step.token,
+                uncached_token=uncached_token,
+                max_abs_diff=float(diff[worst]),
+                allowed=float(allowance[worst]),
+                worst_ratio=float((diff / allowance).max()),
+                reencoded=reencoded,
+                context=context,
+                window_agrees=step.reencoded == reencoded and step.context == context,
+            ))
+            prefix.append(step.token)  # both paths continue from the cached choice
+    return ParityTrace(steps=tuple(steps), atol=float(atol), rtol=float(rtol))
+
+
+# ---- the suggestion -----------------------------------------------------------------------------
+
+
+def is_word_char(c: str) -> bool:
+    """Letters, digits and '_' make words; every other character is a boundary."""
+    return c.isalnum() or c == "_"
+
+
+def cut_suggestion(generated: str) -> tuple[str, str | None]:
+    """(suggestion, why it ended) for generated text; why is None while the word is still open.
+
+    The suggestion keeps leading non-word characters (so after 'import' it is ' os', with its space),
+    then the word; it ends before the first boundary character (space, punctuation) after a word
+    character ("word boundary"), or before any newline ("end of line": a suggestion stays on its line).
+    """
+    seen_word = False
+    for i, c in enumerate(generated):
+        if c in "\r\n":
+            return generated[:i], "end of line"
+        if is_word_char(c):
+            seen_word = True
+        elif seen_word:
+            return generated[:i], "word boundary"
+    return generated, None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    text: str  # what the user would accept
+    stop_reason: str  # "word boundary", "end of line", "eos" or "limit"
+    generated: str  # every character generated, including the one that ended the suggestion
+    prompt: Prompt
+
+
+def suggest(
+    model: torch.nn.Module, tokenizer: CharTokenizer, text: str, sample: SampleConfig | None = None, *,
+    seed: int | None = 0, use_cache: bool = True, max_chars: int = SUGGESTION_MAX_CHARS,
+    template: str = DEFAULT_PROMPT_TEMPLATE,
+) -> Suggestion:
+    """Complete `text` up to the end of the next word (see cut_suggestion); greedy unless `sample` says so.
+
+    Generation stops as soon as the suggestion is decided, at <eos>, or after max_chars characters.
+    With the same sample and seed the suggestion is a prefix of `complete`'s completion.
+    """
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        raise ValueError(f"max_chars must be an integer >= 1, got {max_chars!r}")
+    sample = SampleConfig(temperature=0.0) if sample is None else sample
+    prompt = prepare_prompt(tokenizer, text, model.config, template=template)
+    generated = ""
+    steps = generate(model, prompt.ids, dataclasses.replace(sample, max_new_tokens=max_chars), seed=seed,
+                     use_cache=use_cache)
+    with contextlib.closing(steps):
+        for step in steps:
+            if step.token == EOS_ID:
+                return Suggestion(cut_suggestion(generated)[0], "eos", generated, prompt)
+            generated += tokenizer.decode([step.token])
+            suggestion, why = cut_suggestion(generated)
+            if why is not None:
+                return Suggestion(suggestion, why, generated, prompt)
+    return Suggestion(generated, "limit", generated, prompt)
