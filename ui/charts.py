@@ -19,10 +19,11 @@ MASKED_TEXT = "masked"
 Matrix = Sequence[Sequence[float | None]]
 
 
-def _layout(fig: go.Figure, title: str, height: int | None = None) -> go.Figure:
+def _layout(fig: go.Figure, title: str, height: int | None = None, top: int = 50) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0.0, xanchor="left"),
-        margin=dict(l=10, r=10, t=50, b=10),
+        # Pinned to the top edge: heatmaps put their key axis (ticks and title) right under it.
+        title=dict(text=title, x=0.0, xanchor="left", y=1.0, yanchor="top", yref="container", pad=dict(t=10)),
+        margin=dict(l=10, r=10, t=top, b=10),
         height=height,
         font=dict(size=14),
         plot_bgcolor="#e9ecef",
@@ -71,7 +72,8 @@ def heatmap(
     )
     fig.update_yaxes(autorange="reversed", title=y_title, type="category")
     fig.update_xaxes(title=x_title, side="top", type="category")
-    return _layout(fig, title, height)
+    # The key axis sits on top, under the title: leave room for title, tick labels and axis title.
+    return _layout(fig, title, height, top=100)
 
 
 def bars(
