@@ -66,7 +66,11 @@ def register_train(subparsers) -> None:
                    help="steps between evaluations (default: max_iters / 10, at most 250)")
     p.add_argument("--eval-iters", type=int, default=20, help="batches per evaluation")
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    # One thread by default: on a shared 2-core machine torch's 2 threads measured 10-25x slower
+    # (OpenMP workers spin while another process holds a core); see bench/bench_train.py.
+    p.add_argument("--threads", type=int, default=1, help="torch threads during training (default 1)")
+    p.add_argument("--fast-attention", action="store_true",
+                   help="train through PyTorch's fused attention kernel (parity-tested with core.attention)")
     p.add_argument("--no-causal-mask", action="store_true",
                    help="remove the causal mask (the leakage lesson); the bundle is marked unsafe")
     p.set_defaults(handler=_run_train)
@@ -86,7 +90,7 @@ def _run_train(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate, min_lr=args.learning_rate / 10,
         warmup_iters=min(100, args.max_iters // 10), eval_interval=eval_interval, eval_iters=args.eval_iters,
         seed=args.seed, val_fraction=args.val_fraction, causal=not args.no_causal_mask,
-        num_threads=args.threads,
+        num_threads=args.threads, fast_attention=args.fast_attention,
     )
     corpus = load_corpus(args.corpus)
     model_config = PRESETS[args.preset]
@@ -203,7 +207,14 @@ def _run_generate(args: argparse.Namespace) -> int:
 
 # ---- entry point ---------------------------------------------------------------------------------
 
-COMMANDS: list[Callable] = [register_train, register_generate]
+def register_release(subparsers) -> None:
+    """`evaluate`, `baseline` and `release {check,promote,rollback,status}`: see core/release.py."""
+    from core.release import register_commands
+
+    register_commands(subparsers)
+
+
+COMMANDS: list[Callable] = [register_train, register_generate, register_release]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,7 +29,7 @@ from torch import Tensor
 from core import handcheck
 from core.attention import causal_mask
 from core.model import GPT
-from core.rope import apply_rope
+from core.rope import apply_rope, rope_cos_sin
 from core.tokenizer import UNK_ID, CharTokenizer
 
 # Hand-check (float64, one number at a time) against the model's float32 weights: the project's fp32 tolerance.
@@ -166,8 +166,9 @@ def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) 
     positions = torch.arange(T, device=idx.device)  # (T,) a fresh sequence: no cache
     embeddings = model.token_embedding(idx)  # (1, T, C)
     x = model.dropout(embeddings)  # (1, T, C), identity in eval mode
+    rope = rope_cos_sin(positions, D, config.rope_base, x.dtype)  # (T, D/2) each, as forward computes them
     for i, block in enumerate(model.blocks[:layer]):
-        x, _ = block(x, positions, None, i)  # (1, T, C): the residual stream after block i
+        x, _ = block(x, rope, None, i)  # (1, T, C): the residual stream after block i
     block = model.blocks[layer]
     normed = block.norm_attn(x)  # (1, T, C)
     q_all, k_all, v_all = block.attn.qkv(normed).split(C, dim=2)  # (1, T, C) each: heads side by side

@@ -11,6 +11,11 @@ The attention inside every block is `core.attention.scaled_dot_product_attention
 lesson pages show, with `core.attention.causal_mask`. With `return_weights=True` the forward pass
 returns every layer's attention weights (B, H, T, S), so the app draws the maps of the real model.
 
+`forward(..., fast_attention=True)` is the one exception, for training throughput only: it calls
+PyTorch's fused F.scaled_dot_product_attention instead (it cannot return weights), and
+tests/test_model.py holds it to parity with core.attention (logits and gradients). Everything the app
+shows, and generation, takes the core.attention path.
+
 `ModelConfig.causal=False` exists only for the leakage lesson: without the mask every position sees
 the token it has to predict and the training loss becomes impossibly good.
 
@@ -30,7 +35,7 @@ from torch import Tensor
 
 from core.attention import causal_mask, scaled_dot_product_attention
 from core.kv_cache import KVCache
-from core.rope import apply_rope
+from core.rope import rope_cos_sin, rotate_pairs
 
 
 @dataclass(frozen=True)
@@ -110,24 +115,33 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, x: Tensor, positions: Tensor, cache: KVCache | None = None, layer: int = 0
-    ) -> tuple[Tensor, Tensor]:
+        self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None = None, layer: int = 0, fast: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         B, T, C = x.shape
         H, D = self.config.n_head, self.config.head_dim
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        q = apply_rope(q, positions, self.config.rope_base)
-        k = apply_rope(k, positions, self.config.rope_base)  # rotated before it enters the cache
+        q = rotate_pairs(q, *rope)  # RoPE at the new tokens' absolute positions
+        k = rotate_pairs(k, *rope)  # rotated before it enters the cache
         if cache is not None:
             k, v = cache.append(layer, k, v)  # (B, H, S, D) each: cached keys + the T new ones
         S = k.shape[2]
         # With a cache, query row t is the token at absolute position S - T + t: it may see keys 0..S-T+t.
         mask = causal_mask(T, S, device=x.device) if self.config.causal else None  # (T, S)
-        result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
-        out = result.out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
-        return self.resid_dropout(self.proj(out)), result.weights
+        if fast:
+            # Training's fused kernel, held to parity with core.attention (tests/test_model.py).
+            # is_causal is top-left aligned, so it is only used when there is no cache (S == T).
+            causal_square = mask is not None and S == T
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal_square else mask,
+                                                 is_causal=causal_square)  # (B, H, T, D)
+            weights = None
+        else:
+            result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
+            out, weights = result.out, result.weights
+        out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.proj(out)), weights
 
 
 class MLP(nn.Module):
@@ -154,8 +168,9 @@ class Block(nn.Module):
         self.norm_mlp = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, positions: Tensor, cache: KVCache | None, layer: int) -> tuple[Tensor, Tensor]:
-        attn_out, weights = self.attn(self.norm_attn(x), positions, cache, layer)
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None, layer: int,
+                fast: bool = False) -> tuple[Tensor, Tensor | None]:
+        attn_out, weights = self.attn(self.norm_attn(x), rope, cache, layer, fast)
         x = x + attn_out
         x = x + self.mlp(self.norm_mlp(x))
         return x, weights
@@ -200,16 +215,25 @@ class GPT(nn.Module):
         param = self.token_embedding.weight
         return KVCache.for_model(self.config, batch_size, dtype=param.dtype, device=param.device)
 
-    def forward(self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False) -> ModelOutput:
-        """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`."""
+    def forward(self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False,
+                fast_attention: bool = False) -> ModelOutput:
+        """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`.
+
+        fast_attention=True swaps core.attention for PyTorch's fused kernel (training throughput only;
+        it has no weights to return).
+        """
+        if fast_attention and return_weights:
+            raise ValueError("fast_attention has no attention weights to return: use return_weights without it")
         self._check_idx(idx, cache)
         B, T = idx.shape
         start = 0 if cache is None else cache.length
         positions = torch.arange(start, start + T, device=idx.device)  # (T,) absolute positions
+        dtype = self.token_embedding.weight.dtype
+        rope = rope_cos_sin(positions, self.config.head_dim, self.config.rope_base, dtype)  # (T, D/2) each, all layers
         x = self.dropout(self.token_embedding(idx))  # (B, T, C)
         weights = []
         for layer, block in enumerate(self.blocks):
-            x, layer_weights = block(x, positions, cache, layer)  # (B, T, C), (B, H, T, S)
+            x, layer_weights = block(x, rope, cache, layer, fast_attention)  # (B, T, C), (B, H, T, S)
             weights.append(layer_weights)
         x = self.norm_final(x)
         logits = self.lm_head(x)  # (B, T, V)

@@ -75,9 +75,18 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     positions (T,) are absolute positions: 0..T-1 for a fresh sequence, cache.length + 0..T-1 with a cache.
     """
     _check_x(x, positions)
-    angles = rope_angles(positions, x.shape[-1], base)  # (T, D/2)
-    cos = angles.cos().to(x.dtype)  # (T, D/2)
-    sin = angles.sin().to(x.dtype)  # (T, D/2)
+    return rotate_pairs(x, *rope_cos_sin(positions, x.shape[-1], base, x.dtype))
+
+
+def rope_cos_sin(positions: Tensor, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """cos and sin (T, D/2) of the angles, computed in float64 then cast: the model computes them once
+    per forward pass and every layer's q and k share them."""
+    angles = rope_angles(positions, D, base)  # (T, D/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)  # (T, D/2) each
+
+
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The 2x2 rotation of every adjacent pair of x (..., T, D) by angles given as cos, sin (T, D/2)."""
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each: first and second of each pair
     out_even = x_even * cos - x_odd * sin  # (..., T, D/2)
     out_odd = x_even * sin + x_odd * cos  # (..., T, D/2)

@@ -55,6 +55,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.99
     num_threads: int | None = None  # torch threads during training; None keeps the current setting
+    fast_attention: bool = False  # train through PyTorch's fused attention (parity-tested; see core.model)
 
     def __post_init__(self):
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
@@ -84,6 +85,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal must be a bool, got {self.causal!r}")
+        if not isinstance(self.fast_attention, bool):
+            raise ValueError(f"fast_attention must be a bool, got {self.fast_attention!r}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise ValueError(f"num_threads must be an integer >= 1 or None, got {self.num_threads!r}")
 
@@ -291,7 +294,7 @@ class _Run:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         x, y = sample_batch(self.train_stream, cfg.batch_size, self.T, self.data_generator)  # (B, T), (B, T)
-        loss = _loss(self.model, x, y)
+        loss = _loss(self.model, x, y, fast_attention=self.cfg.fast_attention)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
@@ -348,8 +351,8 @@ class _Run:
                 "stop_reason": self.stop_reason}
 
 
-def _loss(model: GPT, x: Tensor, y: Tensor) -> Tensor:
-    logits = model(x).logits  # (B, T, V)
+def _loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:
+    logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T
 
 

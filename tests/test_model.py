@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import core.model
 from core.model import GPT, PRESETS, ModelConfig, preset
-from core.rope import apply_rope
+from core.rope import apply_rope, rope_cos_sin
 
 V = 23
 
@@ -147,7 +147,7 @@ def test_block_attention_equals_pytorch_sdpa():
     D = C // H
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(4))
     positions = torch.arange(T)
-    out, weights = attn(x, positions)
+    out, weights = attn(x, rope_cos_sin(positions, D))
 
     q, k, v = attn.qkv(x).split(C, dim=2)
     q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
@@ -199,3 +199,31 @@ def test_a_tiny_batch_overfits():
         if loss.item() < 0.05:
             break
     assert loss.item() < 0.05
+
+
+def test_fast_attention_path_matches_core_attention_in_logits_and_gradients():
+    """The optional training fast path (PyTorch's fused kernel) is held to parity with core.attention."""
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(preset("tiny", 23), n_layer=2)
+    model = GPT(cfg)
+    idx = torch.randint(0, 23, (3, cfg.context_length))
+    targets = torch.randint(0, 23, (3, cfg.context_length))
+    grads = []
+    for fast in (False, True):
+        model.zero_grad()
+        logits = model(idx, fast_attention=fast).logits
+        F.cross_entropy(logits.reshape(-1, 23), targets.reshape(-1)).backward()
+        grads.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-5, rtol=1.3e-6)
+    for fast_grad, core_grad in zip(grads[1][1], grads[0][1]):
+        torch.testing.assert_close(fast_grad, core_grad, atol=1e-5, rtol=1e-4)
+    # With a cache (S > T) the fast path uses the bottom-right mask, not is_causal's top-left one.
+    model.eval()
+    with torch.no_grad():
+        full = model(idx[:1]).logits
+        cache = model.new_cache()
+        model(idx[:1, :10], cache=cache, fast_attention=True)
+        step = model(idx[:1, 10:13], cache=cache, fast_attention=True).logits
+    torch.testing.assert_close(step, full[:, 10:13], atol=1e-5, rtol=1.3e-6)
+    with pytest.raises(ValueError, match="no attention weights"):
+        model(idx, return_weights=True, fast_attention=True)
