@@ -29,16 +29,13 @@ import torch
 from torch import Tensor
 
 from core.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
-from core.kv_cache import default_keep, next_window_start
+from core.kv_cache import CACHE_ATOL, CACHE_RTOL, cache_closeness, default_keep, next_window_start
 from core.model import ModelConfig
 from core.sampling import SampleConfig, generate, next_token_distribution, sample_next_token, start_ids
 from core.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
 
-# Cached and uncached logits are close when |cached - uncached| <= PARITY_ATOL + PARITY_RTOL * |uncached| for
-# every entry: torch.testing.assert_close's float32 defaults. Both paths sum in a different order, so float32
-# rounding grows with the logits' size; a cache bug (a wrong position or mask) is off by whole units instead.
-PARITY_ATOL = 1e-5
-PARITY_RTOL = 1.3e-6
+# The parity rule of core.kv_cache: |cached - uncached| <= atol + rtol * |uncached| for every logit.
+PARITY_ATOL, PARITY_RTOL = CACHE_ATOL, CACHE_RTOL
 SUGGESTION_MAX_CHARS = 40
 
 
@@ -380,16 +377,16 @@ def parity_trace(
                                                    sample.top_p))
             context = len(prefix) - start
             diff = (step.logits - uncached_logits).abs()  # (V,)
-            allowance = atol + rtol * uncached_logits.abs()  # (V,)
             worst = int(diff.argmax())
+            max_abs_diff, worst_ratio = cache_closeness(step.logits, uncached_logits, atol=atol, rtol=rtol)
             steps.append(ParityStep(
                 step=i,
                 position=step.position,
                 token=step.token,
                 uncached_token=uncached_token,
-                max_abs_diff=float(diff[worst]),
-                allowed=float(allowance[worst]),
-                worst_ratio=float((diff / allowance).max()),
+                max_abs_diff=max_abs_diff,
+                allowed=atol + rtol * float(uncached_logits[worst].abs()),
+                worst_ratio=worst_ratio,
                 reencoded=reencoded,
                 context=context,
                 window_agrees=step.reencoded == reencoded and step.context == context,
@@ -458,3 +455,26 @@ def suggest(
             if why is not None:
                 return Suggestion(suggestion, why, generated, prompt)
     return Suggestion(generated, "limit", generated, prompt)
+
+
+# ---- serving a baseline ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineSuggestion:
+    candidates: tuple[Candidate, ...]  # the k most likely next characters, most likely first
+    suggestion: str  # the predictor's word completion of the text
+
+
+def baseline_suggestion(predictor, text: str, k: int = 10) -> BaselineSuggestion:
+    """Next-character candidates and the word suggestion of any core.baselines.Predictor (the n-gram the
+    registry falls back to): what the service still offers when no transformer version loads."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    tok = predictor.tokenizer
+    ids = start_ids(tok.encode(text))
+    # log_probs row t is the distribution of ids[t] given ids[:t]: ask for the slot after the text.
+    probs = predictor.log_probs(ids + [EOS_ID], range(len(ids), len(ids) + 1))[0].exp()  # (V,)
+    top = torch.topk(probs, min(k, probs.numel()))
+    candidates = tuple(Candidate(int(i), tok.display_piece(int(i)), float(p)) for p, i in zip(top.values, top.indices))
+    return BaselineSuggestion(candidates, tok.decode(predictor.suggest(ids)))

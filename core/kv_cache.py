@@ -148,3 +148,20 @@ class KVCache:
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape
         return f"KVCache(n_layer={n_layer}, B={B}, H={H}, D={D}, length={self.length}/{capacity})"
+
+
+# ---- the parity rule ------------------------------------------------------------------------------
+# Cached and full logits are close when |cached - full| <= CACHE_ATOL + CACHE_RTOL * |full| for every entry:
+# torch.testing.assert_close's float32 defaults. The two paths add in a different order, so float32 rounding
+# grows with the logits' size; a cache bug (a wrong position, mask or window) is off by whole units instead.
+CACHE_ATOL = 1e-5
+CACHE_RTOL = 1.3e-6
+
+
+def cache_closeness(cached: Tensor, full: Tensor, *, atol: float = CACHE_ATOL, rtol: float = CACHE_RTOL) -> tuple[float, float]:
+    """(max |cached - full|, max |cached - full| / (atol + rtol |full|)): the second is <= 1 when close."""
+    if cached.shape != full.shape:
+        raise ValueError(f"cached logits {tuple(cached.shape)} and full logits {tuple(full.shape)} differ in shape")
+    diff = (cached - full).abs()  # (..., V)
+    return float(diff.max()), float((diff / (atol + rtol * full.abs())).max())
+

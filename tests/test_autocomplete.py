@@ -339,3 +339,29 @@ def test_parity_allowance_is_torch_testing_float32_closeness():
     # An allowance below the rounding actually present turns the verdict.
     strict = parity_trace(model, ids, 12, greedy, seed=0, atol=1e-12, rtol=0.0)
     assert (strict.max_abs_diff > 1e-12) == (not strict.within_tolerance)
+
+
+def test_baseline_suggestion_reads_the_predictors_distribution_after_the_text():
+    """With a stub predictor whose next-character distribution is known, candidates and suggestion follow it."""
+    from core.autocomplete import baseline_suggestion
+
+    class Stub:
+        kind = "stub"
+        tokenizer = TOK
+
+        def log_probs(self, ids, positions):
+            assert list(positions) == [len(ids) - 1]  # the slot after the text
+            p = torch.full((TOK.vocab_size,), 1e-3, dtype=torch.float64)
+            p[TOK.encode("e")[0]] = 0.6
+            p[TOK.encode("f")[0]] = 0.3
+            return (p / p.sum()).log().unsqueeze(0)
+
+        def suggest(self, ids, max_chars=16):
+            return TOK.encode("fe")
+
+    result = baseline_suggestion(Stub(), "def ", k=3)
+    assert [c.piece for c in result.candidates[:2]] == ["e", "f"]
+    assert result.candidates[0].prob == pytest.approx(0.6 / (0.9 + 1e-3 * (TOK.vocab_size - 2)))
+    assert result.suggestion == "fe"
+    with pytest.raises(ValueError):
+        baseline_suggestion(Stub(), "def", k=0)

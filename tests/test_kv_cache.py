@@ -165,3 +165,21 @@ def test_uncached_generation_follows_the_same_windows():
     assert sum(s.reencoded for s in cached) >= 2  # 60 tokens through a 32-token context, keep 16
     for step_cached, step_uncached in zip(cached, uncached):
         torch.testing.assert_close(step_cached.logits, step_uncached.logits, atol=1e-5, rtol=0)
+
+
+def test_cache_closeness_agrees_with_torch_testing_float32_rule():
+    from core.kv_cache import cache_closeness
+
+    full = torch.tensor([10.0, -3.0, 0.0])
+    for delta in ([2.0e-5, 0.0, 0.0], [2.4e-5, 0.0, 0.0], [0.0, 0.0, 1.1e-5], [0.0, 1.3e-5, 0.0]):
+        cached = full + torch.tensor(delta, dtype=torch.float64).float()
+        max_diff, ratio = cache_closeness(cached, full)
+        try:
+            torch.testing.assert_close(cached, full, atol=1e-5, rtol=1.3e-6)
+            accepted = True
+        except AssertionError:
+            accepted = False
+        assert accepted == (ratio <= 1.0), (delta, ratio)
+        assert max_diff == pytest.approx(float((cached - full).abs().max()))
+    with pytest.raises(ValueError, match="differ in shape"):
+        cache_closeness(full, full[:2])

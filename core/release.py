@@ -1,0 +1,557 @@
+"""The release gate: a leak detector and a production rubric, each check with its measured figure.
+
+`check_release(bundle_dir)` runs, on a transformer bundle:
+
+  integrity        verify_bundle finds no problem (hashes, fields, tensor names, shapes, finiteness)
+  marked safe      the manifest's `safe` flag (a model trained without the mask is saved unsafe)
+  causality        editing token j changes no logit at a position < j by more than 1e-6, for several
+                   j in several seeded random sequences (the figure: the largest such change)
+  cache logits     logits computed token by token through the KV cache equal the full forward pass
+                   within 1e-5
+  cache greedy     greedy generation with and without the cache gives identical tokens, over more
+                   than one context length (so across a window slide)
+  held-out split   the evaluation runs on the split the manifest records, on the corpus whose
+                   fingerprint it records (else the "held-out" text may have been trained on)
+  plausible: no-peek  the validation loss measured the way training measures it (a target in the
+                   middle of a full window, later tokens in the input) against the loss of the same
+                   targets predicted from a window that ends just before each of them, so no model can
+                   see its target. A causal model gets the same or worse with half the context; a model
+                   that peeks loses its advantage. Rule: windowed >= 0.9 x no-peek, on 256 seeded
+                   held-out positions.
+  plausible: canary  the held-out text with its characters shuffled (several seeded shuffles, joined)
+                   has no structure a causal model can use: given the past, each next character is
+                   (almost exactly) a draw from the text's character frequencies, so no causal model can
+                   average less than their entropy H. Rule: loss on the canary >= (1 - 0.10) H; the 10%
+                   covers sampling noise and what a window of earlier characters says about the rest of
+                   a shuffle. One-sided: a causal model cannot fail it, but a leaking model need not pass
+                   it either -- its copying may not carry over to shuffled text (a tiny model trained
+                   1500 steps without the mask scored 9.2 nats there against an entropy of 2.7).
+  plausible: vs n-gram  held-out loss >= 0.25 x the n-gram's: a character model of this size does
+                   not get four times better than a 5-gram; a leaking one does.
+  beats n-gram: loss, beats n-gram: keystrokes   lower held-out loss and more keystrokes saved per
+                   100 characters than the n-gram baseline, same positions, same code
+  named fallback   the n-gram baseline trained on the same split saves and loads back as a bundle
+
+Any failure fails the rubric. Where the rubric goes: a bundle directory must hold exactly the files
+its manifest lists (verify_bundle refuses any other), so nothing is written into it. `write_release_record`
+writes a side directory beside it, `<bundle>.release/rubric.json` (and, on request, the fallback
+`ngram/` bundle); the registry keeps its own copy of both with each promoted version.
+
+The command line (`python -m core evaluate | baseline | release ...`) is registered from
+core/cli.py through `register_commands`; its handlers are the only code here that prints.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from core.baselines import DEFAULT_ORDER, NGramModel, load_baseline, save_baseline, train_ngram
+from core.bundle import BundleError, load_bundle, verify_bundle
+from core.corpus import Corpus, CorpusError
+from core.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
+from core.kv_cache import CACHE_ATOL, CACHE_RTOL, cache_closeness
+from core.model import GPT
+from core.sampling import SampleConfig, generate
+from core.training import document_stream
+
+RUBRIC = "rubric.json"
+FALLBACK = "ngram"
+EXIT_FAILED = 1  # the rubric failed or a promotion was refused (2 stays a usage error)
+
+
+@dataclass(frozen=True)
+class ReleasePolicy:
+    causality_atol: float = 1e-6
+    causality_sequences: int = 4
+    cache_atol: float = CACHE_ATOL  # the parity rule of core.kv_cache
+    cache_rtol: float = CACHE_RTOL
+    peek_positions: int = 256
+    peek_ratio: float = 0.9
+    canary_chars: int = 2048
+    canary_tolerance: float = 0.10
+    ngram_floor_ratio: float = 0.25
+    require_beats_baseline: bool = True  # False only where a test needs a known-good model in seconds
+    ngram_order: int = DEFAULT_ORDER
+    evaluation: EvalConfig = field(default_factory=lambda: EvalConfig(latency_samples=0))
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.evaluation, EvalConfig) or self.evaluation.typing_chars < 1:
+            raise ValueError("the release policy needs an EvalConfig with typing_chars >= 1 (keystrokes are compared)")
+        for name in ("causality_sequences", "peek_positions", "canary_chars", "ngram_order"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    figure: str  # the measured figure, as shown
+    value: float | None  # the same as a number, when there is one
+    threshold: str  # the rule it was held to
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Rubric:
+    bundle: str
+    version: str | None
+    created: str
+    checks: tuple[CheckResult, ...]
+    fallback: dict | None  # kind, version, order of the named fallback
+    summary: dict  # the held-out split and the figures compared
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def failures(self) -> list[str]:
+        return [f"{c.name}: {c.figure} ({c.threshold})" for c in self.checks if not c.passed]
+
+    def table(self) -> list[dict]:
+        return [{"check": c.name, "result": "pass" if c.passed else "FAIL", "figure": c.figure,
+                 "threshold": c.threshold, "detail": c.detail} for c in self.checks]
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class ReleaseCheck:
+    rubric: Rubric
+    fallback: NGramModel | None  # trained on the bundle's split, to be saved beside it or in the registry
+    corpus: Corpus | None
+    split: dict | None  # {"val_fraction", "seed"}
+
+
+def check_release(bundle_dir, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = ReleasePolicy()
+                  ) -> ReleaseCheck:
+    """Run every check of the module docstring on the bundle at `bundle_dir` (never writes anything)."""
+    path = Path(bundle_dir)
+    checks: list[CheckResult] = []
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    problems = verify_bundle(path)
+    checks.append(CheckResult("integrity", not problems, f"{len(problems)} problem(s)", len(problems),
+                              "verify_bundle finds none", "; ".join(problems)))
+    if problems:
+        checks += [_not_run(name, "the bundle does not load") for name in _LATER_CHECKS]
+        return ReleaseCheck(Rubric(str(path), None, created, tuple(checks), None, {}), None, None, None)
+    bundle = load_bundle(path)
+    model, manifest = bundle.model, bundle.manifest
+    checks.append(CheckResult("marked safe", bundle.safe, str(bundle.safe).lower(), None, "manifest safe is true",
+                              manifest["unsafe_reason"] or ""))
+    checks.append(causality_check(model, policy))
+    checks.extend(cache_checks(model, policy))
+    try:
+        split = held_out(manifest, corpus)
+    except (CorpusError, OSError) as e:
+        checks += [_not_run(name, f"the held-out text is unavailable ({e})") for name in _DATA_CHECKS]
+        return ReleaseCheck(Rubric(str(path), bundle.version, created, tuple(checks), None, {}), None, None, None)
+    checks.append(CheckResult("held-out split", not split.warnings,
+                              f"val_fraction {split.val_fraction}, seed {split.seed}, {len(split.val)} documents",
+                              None, "the training split, on the training corpus (fingerprint)",
+                              "; ".join(split.warnings)))
+    predictor = TransformerPredictor(model, bundle.tokenizer)
+    ngram = train_ngram(split.train, bundle.tokenizer, order=policy.ngram_order)
+    ev = policy.evaluation
+    mine = evaluate_predictor(predictor, split.val, ev, measure_latency=False).overall
+    theirs = evaluate_predictor(ngram, split.val, ev, measure_latency=False).overall
+    checks.append(peek_check(model, document_stream(split.val, bundle.tokenizer).tolist(), policy))
+    checks.append(canary_check(predictor, split.val, policy))
+    floor = policy.ngram_floor_ratio * theirs.loss
+    checks.append(CheckResult("plausible: vs n-gram", mine.loss >= floor, f"loss {mine.loss:.4f} vs n-gram {theirs.loss:.4f}",
+                              mine.loss / theirs.loss, f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
+                              f"ratio {mine.loss / theirs.loss:.3f}"))
+    required = "" if policy.require_beats_baseline else " (not required by this policy)"
+    checks.append(CheckResult("beats n-gram: loss", mine.loss < theirs.loss or not policy.require_beats_baseline,
+                              f"{mine.loss:.4f} vs {theirs.loss:.4f} nats/char", mine.loss - theirs.loss,
+                              "lower held-out loss than the n-gram" + required))
+    checks.append(CheckResult("beats n-gram: keystrokes",
+                              mine.keystrokes_saved_per_100 > theirs.keystrokes_saved_per_100 or not policy.require_beats_baseline,
+                              f"{mine.keystrokes_saved_per_100:.2f} vs {theirs.keystrokes_saved_per_100:.2f} per 100 chars",
+                              mine.keystrokes_saved_per_100 - theirs.keystrokes_saved_per_100,
+                              "more keystrokes saved than the n-gram" + required))
+    fallback_check, fallback = _fallback_check(ngram, split, policy)
+    checks.append(fallback_check)
+    summary = {"held_out": split.describe(), "warnings": list(split.warnings), "evaluation": dataclasses.asdict(ev),
+               "model": {"loss": mine.loss, "top1": mine.top1, "keystrokes_saved_per_100": mine.keystrokes_saved_per_100},
+               "ngram": {"loss": theirs.loss, "top1": theirs.top1, "keystrokes_saved_per_100": theirs.keystrokes_saved_per_100}}
+    rubric = Rubric(str(path), bundle.version, created, tuple(checks), fallback, summary)
+    return ReleaseCheck(rubric, ngram, split.corpus, {"val_fraction": split.val_fraction, "seed": split.seed})
+
+
+_DATA_CHECKS = ("held-out split", "plausible: no-peek", "plausible: canary", "plausible: vs n-gram", "beats n-gram: loss", "beats n-gram: keystrokes",
+                "named fallback")
+_LATER_CHECKS = ("marked safe", "causality", "cache logits", "cache greedy") + _DATA_CHECKS
+
+
+def _not_run(name: str, why: str) -> CheckResult:
+    return CheckResult(name, False, "not run", None, "must run", why)
+
+
+@torch.no_grad()
+def causality_check(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
+    """Edit token j of seeded random sequences; the logits at positions < j must not move."""
+    L, V = model.config.context_length, model.config.vocab_size
+    g = torch.Generator().manual_seed(policy.seed)
+    seqs = torch.randint(0, V, (policy.causality_sequences, L), generator=g)  # (B, L)
+    edits = sorted({1, L // 4, L // 2, 3 * L // 4, L - 1} - {0})
+    base = model(seqs).logits  # (B, L, V)
+    before = after = 0.0
+    for j in edits:
+        edited = seqs.clone()
+        edited[:, j] = (seqs[:, j] + 1) % V  # a different token at j
+        out = model(edited).logits  # (B, L, V)
+        before = max(before, float((out[:, :j] - base[:, :j]).abs().max()))
+        after = max(after, float((out[:, j:] - base[:, j:]).abs().max()))
+    return CheckResult("causality", before <= policy.causality_atol, f"max |change| before the edit {before:.2e}", before,
+                       f"<= {policy.causality_atol:g}",
+                       f"{len(edits)} edit positions {edits} x {policy.causality_sequences} sequences of {L}; "
+                       f"largest change at or after the edit {after:.2e}")
+
+
+@torch.no_grad()
+def cache_checks(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> list[CheckResult]:
+    """Cached vs full logits over one context, and greedy tokens with vs without the cache."""
+    L, V = model.config.context_length, model.config.vocab_size
+    g = torch.Generator().manual_seed(policy.seed + 1)
+    seq = torch.randint(0, V, (1, L), generator=g)  # (1, L)
+    full = model(seq).logits[0]  # (L, V)
+    cache = model.new_cache(batch_size=1)
+    prefill = max(1, L // 2)
+    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
+    parts += [model(seq[:, t:t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
+    diff, ratio = cache_closeness(torch.cat(parts), full, atol=policy.cache_atol, rtol=policy.cache_rtol)
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=L + 8)
+    prompt = seq[0, :prefill].tolist()
+    cached = [s.token for s in generate(model, prompt, greedy, use_cache=True)]
+    uncached = [s.token for s in generate(model, prompt, greedy, use_cache=False)]
+    same = sum(1 for a, b in zip(cached, uncached) if a == b)
+    first = next((i for i, (a, b) in enumerate(zip(cached, uncached)) if a != b), None)
+    return [
+        CheckResult("cache logits", ratio <= 1.0, f"max |cached - full| {diff:.2e} ({ratio:.2f} of its allowance)",
+                    diff, f"<= {policy.cache_atol:g} + {policy.cache_rtol:g}·|logit|",
+                    f"prefill {prefill} tokens, then {L - prefill} one at a time"),
+        CheckResult("cache greedy", cached == uncached, f"{same}/{len(cached)} tokens identical", float(same),
+                    "all identical", "" if first is None else f"first difference at generated token {first}"),
+    ]
+
+
+@torch.no_grad()
+def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
+    """Windowed loss (target mid-window, later tokens visible) vs no-peek loss (window ends before it)."""
+    L, N = model.config.context_length, len(ids)
+    if N < 2:
+        return _not_run("plausible: no-peek", "the held-out stream has fewer than two tokens")
+    rng = random.Random(policy.seed + 2)
+    targets = sorted(rng.sample(range(1, N), min(policy.peek_positions, N - 1)))
+    windowed, blind = [], []  # (window, row, target) per position
+    for t in targets:
+        s = max(0, min(t - L // 2, N - L))  # the target sits mid-window, later tokens follow it
+        windowed.append((ids[s:s + L], t - s - 1, ids[t]))
+        blind.append((ids[max(0, t - L):t], min(t, L) - 1, ids[t]))  # the window ends just before it
+    mine, cut = _nll(model, windowed), _nll(model, blind)
+    floor = policy.peek_ratio * cut
+    return CheckResult("plausible: no-peek", mine >= floor, f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
+                       mine / cut if cut > 0 else None, f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
+                       f"{len(targets)} seeded held-out positions")
+
+
+def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:
+    """Mean -ln P(target) at row `row` of each window, windows of equal length run as one batch."""
+    by_length: dict[int, list[tuple[list[int], int, int]]] = {}
+    for case in cases:
+        by_length.setdefault(len(case[0]), []).append(case)
+    total = 0.0
+    for group in by_length.values():
+        for i in range(0, len(group), 64):
+            batch = group[i:i + 64]
+            x = torch.tensor([w for w, _, _ in batch])  # (B, T)
+            logits = model(x).logits  # (B, T, V)
+            rows = logits[torch.arange(len(batch)), torch.tensor([r for _, r, _ in batch])]  # (B, V)
+            total += float(torch.nn.functional.cross_entropy(rows.double(), torch.tensor([y for _, _, y in batch]),
+                                                             reduction="sum"))
+    return total / len(cases)
+
+
+def canary_text(documents, n_chars: int, seed: int) -> str:
+    """Seeded shuffles of the documents' characters, joined until n_chars long."""
+    chars = list("".join(d.text for d in documents))
+    if not chars:
+        raise ValueError("the canary needs held-out text")
+    rng, out = random.Random(seed), []
+    while len(out) < n_chars:
+        block = chars[:]
+        rng.shuffle(block)
+        out.extend(block)
+    return "".join(out[:n_chars])
+
+
+def canary_check(predictor: TransformerPredictor, documents, policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
+    text = canary_text(documents, policy.canary_chars, policy.seed)
+    ids = predictor.tokenizer.encode(text)
+    nll = []
+    for a in range(1, len(ids), 256):
+        lp = predictor.log_probs(ids, range(a, min(a + 256, len(ids))))  # (P, V)
+        nll.append(-lp.gather(1, torch.tensor(ids[a:a + lp.shape[0]])[:, None])[:, 0])
+    loss = float(torch.cat(nll).mean())
+    counts = Counter(text[1:])
+    n = sum(counts.values())
+    entropy = -sum(c / n * math.log(c / n) for c in counts.values())
+    floor = (1 - policy.canary_tolerance) * entropy
+    return CheckResult("plausible: canary", loss >= floor, f"loss {loss:.4f} on shuffled text, entropy {entropy:.4f}",
+                       loss, f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
+                       f"{len(text)} characters: seeded shuffles of the held-out text")
+
+
+def _fallback_check(ngram: NGramModel, split, policy: ReleasePolicy) -> tuple[CheckResult, dict | None]:
+    with tempfile.TemporaryDirectory(prefix="fallback-") as tmp:
+        try:
+            path = save_baseline(Path(tmp) / FALLBACK, ngram, corpus=split.corpus, val_fraction=split.val_fraction,
+                                 seed=split.seed)
+            loaded = load_baseline(path)
+        except (BundleError, OSError, ValueError) as e:
+            return CheckResult("named fallback", False, "none", None, "an n-gram baseline bundle loads", str(e)), None
+    info = {"kind": "ngram", "version": loaded.version, "order": ngram.order}
+    return CheckResult("named fallback", True, f"n-gram order {ngram.order}, version {loaded.version}", None,
+                       "an n-gram baseline bundle on the same split loads back",
+                       "served when no known-good model version loads"), info
+
+
+def side_dir(bundle_dir) -> Path:
+    """Where `release check` writes beside a bundle: <parent>/<name>.release/."""
+    path = Path(bundle_dir).resolve()
+    return path.parent / f"{path.name}.release"
+
+
+def write_release_record(check: ReleaseCheck, out_dir=None, *, save_fallback: bool = False) -> Path:
+    """rubric.json (atomically) into `out_dir` (default: side_dir of the bundle), and with save_fallback
+    the fallback n-gram bundle as `ngram/` (its counts are deterministic, so it gets the version the rubric
+    names; the registry stores its own copy). Never writes into the bundle itself."""
+    out = side_dir(check.rubric.bundle) if out_dir is None else Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if save_fallback and check.fallback is not None:
+        save_baseline(out / FALLBACK, check.fallback, corpus=check.corpus, command=(),
+                      val_fraction=check.split["val_fraction"], seed=check.split["seed"])
+    write_json_atomic(out / RUBRIC, check.rubric.to_dict())
+    return out
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write to a temporary sibling, fsync, os.replace: readers see the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            json.dump(data, f, indent=2, ensure_ascii=True, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A plain-text table of `rows` (dicts); floats with 4 significant decimals, None as n/a."""
+    columns = columns or (list(rows[0]) if rows else [])
+
+    def cell(v) -> str:
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    cells = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def register_commands(subparsers) -> None:
+    """`evaluate`, `baseline` and `release {check,promote,rollback,status}`."""
+    p = subparsers.add_parser("evaluate", help="held-out metrics of a bundle (any kind)")
+    p.add_argument("--bundle", required=True, help="bundle directory (transformer, ngram or rule)")
+    p.add_argument("--corpus", default=None, help="'stdlib' or a text file (default: the bundle's own corpus)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--compare", action="store_true", help="also train the rule and the n-gram on the same split")
+    p.add_argument("--max-positions", type=int, default=EvalConfig.max_positions)
+    p.add_argument("--typing-chars", type=int, default=EvalConfig.typing_chars)
+    p.add_argument("--latency-samples", type=int, default=EvalConfig.latency_samples)
+    p.add_argument("--seed", type=int, default=0, help="seed of the position and segment samples")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
+    p.set_defaults(handler=_run_evaluate)
+
+    p = subparsers.add_parser("baseline", help="train a rule or n-gram baseline bundle on a bundle's split")
+    p.add_argument("--kind", choices=("ngram", "rule"), required=True)
+    p.add_argument("--out", required=True, help="baseline bundle directory to write")
+    p.add_argument("--like", default=None, help="take corpus, split and tokenizer from this bundle")
+    p.add_argument("--corpus", default=None, help="'stdlib' or a text file (default: the --like bundle's)")
+    p.add_argument("--val-fraction", type=float, default=0.1, help="without --like (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="without --like (default 0)")
+    p.add_argument("--order", type=int, default=DEFAULT_ORDER, help="n-gram order (default 5)")
+    p.set_defaults(handler=_run_baseline)
+
+    release = subparsers.add_parser("release", help="the release gate and the model registry")
+    sub = release.add_subparsers(dest="release_command", required=True, metavar="ACTION", parser_class=type(release))
+    p = sub.add_parser("check", help="run the rubric; exit 1 if any check fails")
+    p.add_argument("bundle", help="bundle directory")
+    p.add_argument("--corpus", default=None)
+    p.add_argument("--out", default=None, help="directory for rubric.json (default: <bundle>.release/ beside the bundle)")
+    p.add_argument("--save-fallback", action="store_true", help="also write the n-gram fallback bundle there")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    p.set_defaults(handler=_run_check)
+    p = sub.add_parser("promote", help="check a bundle and, if it passes, make it the current version")
+    p.add_argument("bundle")
+    p.add_argument("--registry", default="registry")
+    p.add_argument("--corpus", default=None)
+    p.add_argument("--threads", type=int, default=1)
+    p.set_defaults(handler=_run_promote)
+    p = sub.add_parser("rollback", help="switch current back to the version before it")
+    p.add_argument("--registry", default="registry")
+    p.add_argument("--to", default=None, help="a promoted version to switch to (default: the previous one)")
+    p.add_argument("--reason", default="manual rollback")
+    p.set_defaults(handler=_run_rollback)
+    p = sub.add_parser("status", help="current version, history, what would be served and why")
+    p.add_argument("--registry", default="registry")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_run_status)
+
+
+def _threads(n: int | None) -> None:
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"--threads must be >= 1, got {n}")
+        torch.set_num_threads(n)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from core.evaluation import evaluate_bundle
+
+    _threads(args.threads)
+    config = EvalConfig(max_positions=args.max_positions, typing_chars=args.typing_chars,
+                        latency_samples=args.latency_samples, seed=args.seed)
+    result = evaluate_bundle(args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare)
+    for w in result.report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), allow_nan=False))
+        return 0
+    r = result.report
+    o = r.overall
+    print(f"{r.predictor} {r.version}: {len(r.held_out['documents'])} held-out documents, "
+          f"{o.positions} positions scored, {o.typed_chars} characters typed ({r.seconds:.1f} s)")
+    rows = [{"metric": k, "value": v} for k, v in (
+        ("loss (nats/char)", o.loss), ("bits per character", o.bits_per_char), ("top-1 accuracy", o.top1),
+        ("top-3 accuracy", o.top3), ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100),
+        ("acceptance rate", o.acceptance_rate))]
+    print(format_table(rows))
+    print()
+    print(format_table(r.slice_table(), ["slice", "positions", "loss", "top1", "top1_ci_low", "top1_ci_high",
+                                         "offered", "acceptance_rate", "keystrokes_saved_per_100"]))
+    for w in r.worst:
+        ci = f" [{w.ci.low:.4f}, {w.ci.high:.4f}]" if w.ci else ""
+        print(f"worst slice by {w.metric}: {w.slice} = {w.value:.4f}{ci} over {w.positions} positions")
+    for mode, lat in r.latency.items():
+        if lat is not None:
+            print(f"latency per suggestion ({mode}): p50 {lat.p50_ms:.2f} ms, p95 {lat.p95_ms:.2f} ms ({lat.samples} samples)")
+    if result.comparison:
+        print()
+        kinds = [b.predictor for b in result.baselines] + [r.predictor]
+        print(format_table(list(result.comparison), ["metric", *kinds, "better"]))
+    return 0
+
+
+def _run_baseline(args: argparse.Namespace) -> int:
+    from core.baselines import train_baseline
+    from core.corpus import load_corpus
+
+    if args.like:
+        bundle = load_bundle(args.like)
+        split = held_out(bundle.manifest, args.corpus)
+        corpus, fraction, seed, tokenizer = split.corpus, split.val_fraction, split.seed, bundle.tokenizer
+    else:
+        if args.corpus is None:
+            raise ValueError("pass --like BUNDLE or --corpus")
+        corpus, fraction, seed, tokenizer = load_corpus(args.corpus), args.val_fraction, args.seed, None
+    model = train_baseline(args.kind, corpus, val_fraction=fraction, seed=seed, tokenizer=tokenizer, order=args.order)
+    path = save_baseline(args.out, model, corpus=corpus, val_fraction=fraction, seed=seed,
+                         command=args.command_line)
+    print(json.dumps({"bundle": str(path), "kind": args.kind, "version": load_baseline(path).version}))
+    return 0
+
+
+def _print_rubric(rubric: Rubric) -> None:
+    print(f"release check of {rubric.bundle} (version {rubric.version}): {'PASS' if rubric.passed else 'FAIL'}")
+    print(format_table(rubric.table(), ["check", "result", "figure", "threshold"]))
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    _threads(args.threads)
+    check = check_release(args.bundle, corpus=args.corpus)
+    try:
+        where = write_release_record(check, args.out, save_fallback=args.save_fallback)
+    except (OSError, BundleError) as e:
+        where = None
+        print(f"warning: could not write the rubric ({e})", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**check.rubric.to_dict(), "written_to": str(where) if where else None}, allow_nan=False))
+    else:
+        _print_rubric(check.rubric)
+        if where is not None:
+            print(f"rubric written to {where / RUBRIC}")
+    return 0 if check.rubric.passed else EXIT_FAILED
+
+
+def _run_promote(args: argparse.Namespace) -> int:
+    from core.registry import promote
+
+    _threads(args.threads)
+    result = promote(args.bundle, args.registry, corpus=args.corpus)
+    if result.rubric is not None:
+        _print_rubric(result.rubric)
+    print(("promoted: " if result.promoted else "refused: ") + result.reason)
+    return 0 if result.promoted else EXIT_FAILED
+
+
+def _run_rollback(args: argparse.Namespace) -> int:
+    from core.registry import rollback
+
+    result = rollback(args.registry, to=args.to, reason=args.reason)
+    print(("rolled back: " if result.switched else "refused: ") + result.reason)
+    return 0 if result.switched else EXIT_FAILED
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    from core.registry import status
+
+    st = status(args.registry)
+    if args.json:
+        print(json.dumps(st.to_dict(), allow_nan=False))
+        return 0
+    print(f"registry {st.registry}: current {st.current or 'none'}; history {list(st.history) or 'empty'}")
+    if st.versions:
+        print(format_table([dataclasses.asdict(v) for v in st.versions], ["version", "promoted", "verifies", "problem"]))
+    print(f"served: {st.served.kind or 'nothing'} {st.served.version or ''} -- {st.served.reason}")
+    for entry in st.log:
+        print(json.dumps(entry))
+    return 0

@@ -1,0 +1,132 @@
+"""core.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's suggestion,
+and baseline bundles that round-trip and refuse tampering."""
+import json
+import math
+import shutil
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.baselines import (
+    COUNTS,
+    NGramModel,
+    greedy_completion,
+    load_any,
+    load_baseline,
+    save_baseline,
+    train_baseline,
+    train_ngram,
+    train_rule,
+    verify_any,
+    verify_baseline,
+)
+from core.bundle import MANIFEST, BundleError, write_manifest
+from core.corpus import Document, corpus_from_text
+from core.tokenizer import CharTokenizer
+
+TEXT = "\n\n".join(f"def f{i}(self, x):\n    return self.value + x * {i % 5}\n" for i in range(40))
+TOK = CharTokenizer.from_text(TEXT)
+DOCS = [Document(f"d{i}", TEXT[i * 200:(i + 1) * 200]) for i in range(len(TEXT) // 200 + 1)]
+NGRAM = train_ngram(DOCS, TOK, order=4)
+RULE = train_rule(DOCS, TOK)
+
+
+@given(st.lists(st.integers(0, TOK.vocab_size - 1), min_size=1, max_size=12))
+def test_ngram_and_rule_rows_are_distributions(prefix):
+    for model in (NGRAM, RULE):
+        rows = model.log_probs(prefix, range(1, len(prefix) + 1))  # (P, V)
+        assert rows.shape == (len(prefix), TOK.vocab_size)
+        probs = rows.exp()
+        assert torch.all(probs > 0)  # add-k at the bottom: no event is impossible, the loss stays finite
+        torch.testing.assert_close(probs.sum(-1), torch.ones(len(prefix), dtype=torch.float64), atol=1e-12, rtol=0)
+
+
+def test_witten_bell_by_hand():
+    tok = CharTokenizer.from_text("ab")  # V = 6: four special tokens, 'a', 'b'
+    model = train_ngram([Document("d", "abab")], tok, order=2, add_k=0.5)  # stream: a b a b <eos>
+    # unigram: a 2, b 2, <eos> 1 of N = 5; P0(a) = (2 + 0.5) / (5 + 0.5 * 6) = 0.3125
+    # context 'b' was followed by 'a' once and <eos> once: c(b) = 2, T(b) = 2
+    # P(a | b) = (1 + 2 * 0.3125) / (2 + 2) = 0.40625; P(b | b) = (0 + 2 * P0(b)) / 4 = 0.15625
+    row = model.log_probs(tok.encode("ab"), range(2, 3))[0].exp()
+    assert row[tok.encode("a")[0]].item() == pytest.approx(0.40625, rel=1e-12)
+    assert row[tok.encode("b")[0]].item() == pytest.approx(0.15625, rel=1e-12)
+
+
+def test_rule_completes_the_most_frequent_word_and_mixes_its_letters_with_the_unigram():
+    tok = CharTokenizer.from_text("self sel seldom sex .")
+    docs = [Document("d", "self self self seldom sex sel .")]
+    rule = train_rule(docs, tok)
+    assert tok.decode(rule.suggest(tok.encode("x = se"))) == "lf"  # "self" (3) beats "seldom", "sex", "sel"
+    assert rule.suggest(tok.encode("x = ")) == []  # no word being typed: no suggestion
+    # after "sel": continuations f x3, d x1 (n = 4); "sel" ends a word once (e = 1): lam = 4 / (4 + 1 + 1)
+    lam = 4 / 6
+    row = rule.log_probs(tok.encode(" sel"), range(4, 5))[0].exp()
+    p0 = rule.p0
+    assert row[tok.encode("f")[0]].item() == pytest.approx(lam * 3 / 4 + (1 - lam) * p0[tok.encode("f")[0]])
+    assert row[tok.encode("d")[0]].item() == pytest.approx(lam * 1 / 4 + (1 - lam) * p0[tok.encode("d")[0]])
+
+
+def test_ngram_suggestion_is_the_greedy_word_completion():
+    ids = TOK.encode("    return sel")
+    assert NGRAM.suggest(ids) == greedy_completion(NGRAM, ids[-3:])
+    assert TOK.decode(NGRAM.suggest(ids)) == "f"  # one character: the evaluation does not show it
+    assert TOK.decode(NGRAM.suggest(TOK.encode("    return "))) == "self"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    corpus = corpus_from_text("toy.py", TEXT)
+    root = tmp_path_factory.mktemp("baselines")
+    paths = {}
+    for kind in ("ngram", "rule"):
+        model = train_baseline(kind, corpus, val_fraction=0.2, seed=1, order=4)
+        paths[kind] = (save_baseline(root / kind, model, corpus=corpus, val_fraction=0.2, seed=1), model)
+    return paths, corpus
+
+
+@pytest.mark.parametrize("kind", ["ngram", "rule"])
+def test_baseline_bundles_round_trip(saved, kind, tmp_path):
+    (path, model), corpus = saved[0][kind], saved[1]
+    loaded = load_baseline(path)
+    manifest = json.loads((path / MANIFEST).read_text())
+    assert loaded.kind == kind == manifest["kind"] and manifest["files"].keys() == {COUNTS}
+    assert manifest["training"]["config"] == {"val_fraction": 0.2, "seed": 1}
+    assert manifest["corpus"]["fingerprint"] == corpus.fingerprint
+    ids = model.tokenizer.encode("    return self.value")
+    torch.testing.assert_close(loaded.model.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))),
+                               atol=0, rtol=0)
+    assert loaded.model.suggest(ids[:-3]) == model.suggest(ids[:-3])
+    again = save_baseline(tmp_path / "again", model, corpus=corpus, val_fraction=0.2, seed=1)
+    assert load_baseline(again).version == loaded.version  # same counts, same version
+    assert type(load_any(path).model) is type(model) and verify_any(path) == []
+
+
+@pytest.mark.parametrize("tamper, words", [
+    (lambda p: (p / COUNTS).write_text((p / COUNTS).read_text().replace("1", "2", 1)), "sha256 mismatch"),
+    (lambda p: (p / "notes.txt").write_text("hi"), "unexpected file 'notes.txt'"),
+    (lambda p: (p / COUNTS).unlink(), "counts.json is missing"),
+])
+def test_tampered_baseline_bundles_are_refused(saved, tmp_path, tamper, words):
+    path = shutil.copytree(saved[0]["ngram"][0], tmp_path / "copy")
+    tamper(path)
+    with pytest.raises(BundleError, match=words.replace("(", r"\(")):
+        load_baseline(path)
+    assert any(words in p for p in verify_baseline(path))
+
+
+def test_an_edited_manifest_is_refused(saved, tmp_path):
+    path = shutil.copytree(saved[0]["rule"][0], tmp_path / "copy")
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["architecture"]["add_k"] = 5.0  # a different model under the old version
+    write_manifest(path, manifest)
+    with pytest.raises(BundleError, match="does not match its content"):
+        load_any(path)
+
+
+def test_probabilities_stay_proper_for_unseen_contexts():
+    unseen = TOK.encode("zzzz") if "z" in TOK.chars else [3, 3, 3, 3]  # <unk> contexts never occurred
+    row = NGRAM.log_probs(unseen, range(4, 5))[0].exp()
+    assert math.isclose(float(row.sum()), 1.0, abs_tol=1e-12)
+    assert isinstance(NGRAM, NGramModel) and NGRAM.order == 4

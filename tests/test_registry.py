@@ -1,0 +1,139 @@
+"""core.registry: the gate refuses a leaking model and current stays put, a tampered current version
+falls back (to the last known-good version, then to the n-gram), rollback restores the previous version."""
+import json
+import stat
+
+import pytest
+import torch
+
+from core.bundle import load_bundle, save_bundle, verify_bundle
+from core.cli import main
+from core.corpus import load_corpus
+from core.evaluation import EvalConfig
+from core.model import PRESETS
+from core.registry import (
+    CURRENT,
+    read_current,
+    read_log,
+    promote,
+    resolve_served,
+    rollback,
+    status,
+)
+from core.release import ReleasePolicy, check_release
+from core.training import TrainConfig, train
+
+TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
+# Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
+POLICY = ReleasePolicy(require_beats_baseline=False,
+                       evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread: the machine is shared, and two threads fighting other jobs run slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("registry")
+    (root / "toy.py").write_text(TEXT)
+    corpus = load_corpus(root / "toy.py")
+    paths = {}
+    for name, causal in (("leak", False), ("a", True)):
+        cfg = TrainConfig(batch_size=8, max_iters=20, warmup_iters=2, eval_interval=20, eval_iters=1,
+                          learning_rate=5e-3, min_lr=5e-4, causal=causal, num_threads=1)
+        result = train(PRESETS["tiny"], cfg, corpus)
+        paths[name] = save_bundle(root / name, result.model, result.tokenizer, metrics={"run": name},
+                                  command=["test"], corpus=corpus, train_config=cfg)
+    # A second known-good version: the same weights under other metrics (so another version hash).
+    a = load_bundle(paths["a"])
+    paths["b"] = save_bundle(root / "b", a.model, a.tokenizer, metrics={"run": "b"}, command=["test"],
+                             corpus=corpus, train_config=cfg)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def checks(bundles):
+    """Each bundle's rubric, computed once; promote() re-checks the installed copy's version against it."""
+    return {name: check_release(path, policy=POLICY) for name, path in bundles.items()}
+
+
+def _version(path):
+    return json.loads((path / "manifest.json").read_text())["version"]
+
+
+def _tamper(path):
+    weights = path / "model.safetensors"
+    weights.chmod(stat.S_IRUSR | stat.S_IWUSR)  # versions are installed read-only; tampering takes intent
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+
+
+def test_a_model_trained_without_the_mask_is_refused_and_current_stays(bundles, checks, tmp_path):
+    reg = tmp_path / "registry"
+    assert promote(bundles["a"], reg, check=checks["a"]).promoted
+    result = promote(bundles["leak"], reg, check=checks["leak"])
+    assert not result.promoted and result.current == _version(bundles["a"])
+    assert read_current(reg)["version"] == _version(bundles["a"])
+    refusal = read_log(reg)[-1]
+    assert refusal["event"] == "refuse" and refusal["version"] == _version(bundles["leak"])
+    assert {"causality", "cache logits"} <= set(refusal["failed"]) and "causality" in refusal["reason"]
+    assert not (reg / "versions" / _version(bundles["leak"])).exists()
+    assert verify_bundle(bundles["leak"]) == []  # nothing the user trained is deleted or changed
+    served = resolve_served(reg)
+    assert (served.version, served.degraded) == (_version(bundles["a"]), False)
+
+
+def test_a_tampered_current_version_falls_back_to_known_good_then_to_the_ngram(bundles, checks, tmp_path):
+    reg = tmp_path / "registry"
+    va, vb = _version(bundles["a"]), _version(bundles["b"])
+    assert promote(bundles["a"], reg, check=checks["a"]).promoted
+    assert promote(bundles["b"], reg, check=checks["b"]).promoted
+    assert resolve_served(reg).version == vb
+    _tamper(reg / "versions" / vb / "bundle")
+    served = resolve_served(reg)
+    assert (served.version, served.kind, served.degraded) == (va, "transformer", True)
+    assert f"current version {vb} fails to load or verify" in served.reason
+    assert f"last known-good version {va}" in served.reason
+    _tamper(reg / "versions" / va / "bundle")
+    served = resolve_served(reg)
+    assert served.kind == "ngram" and served.degraded and "n-gram baseline" in served.reason
+    assert served.predictor.suggest is not None and served.model.version in served.reason
+    assert read_current(reg)["version"] == vb  # serving never moves the pointer
+
+
+def test_rollback_restores_the_previous_version_and_logs_everything(bundles, checks, tmp_path):
+    reg = tmp_path / "registry"
+    va, vb = _version(bundles["a"]), _version(bundles["b"])
+    promote(bundles["a"], reg, check=checks["a"])
+    promote(bundles["b"], reg, check=checks["b"])
+    assert (read_current(reg)["version"], read_current(reg)["history"]) == (vb, [va])
+    result = rollback(reg, reason="users saw bad suggestions")
+    assert result.switched and (result.version, result.previous) == (va, vb)
+    assert read_current(reg)["version"] == va and resolve_served(reg).version == va
+    assert not rollback(reg).switched  # nothing older than the first version
+    events = [(e["event"], e["version"]) for e in read_log(reg)]
+    assert events == [("promote", va), ("promote", vb), ("rollback", va), ("rollback-refused", va)]
+    assert all("time" in e and "reason" in e for e in read_log(reg))
+    assert sorted(p.name for p in reg.iterdir()) == [".lock", CURRENT, "log.jsonl", "versions"]  # no temp files
+    stored = reg / "versions" / vb / "bundle" / "model.safetensors"
+    assert stat.S_IMODE(stored.stat().st_mode) & 0o222 == 0  # installed read-only
+    st = status(reg)
+    assert st.current == va and [v.version for v in st.versions] == [va, vb] and all(v.verifies for v in st.versions)
+
+
+def test_promote_and_status_commands(bundles, tmp_path, capsys):
+    reg = tmp_path / "registry"
+    (tmp_path / "not-a-bundle").mkdir()
+    assert main(["release", "promote", str(tmp_path / "not-a-bundle"), "--registry", str(reg)]) == 1
+    assert "refused:" in capsys.readouterr().out and read_current(reg) is None
+    assert main(["release", "status", "--registry", str(reg), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["current"] is None and st["served"]["version"] is None and st["log"][-1]["event"] == "refuse"
+    assert main(["release", "rollback", "--registry", str(reg)]) == 1

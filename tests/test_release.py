@@ -1,0 +1,166 @@
+"""core.release: the leak detector and the rubric, each check with its measured figure."""
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from core.baselines import load_baseline
+from core.bundle import save_bundle, verify_bundle
+from core.cli import main
+from core.corpus import Document, load_corpus
+from core.evaluation import EvalConfig
+from core.model import PRESETS
+from core.release import (
+    RUBRIC,
+    ReleasePolicy,
+    canary_check,
+    causality_check,
+    check_release,
+    peek_check,
+    side_dir,
+    write_release_record,
+)
+from core.tokenizer import CharTokenizer
+from core.training import TrainConfig, train
+
+TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(80))
+QUICK = EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
+# The registry and these tests need a known-good model in seconds; a 30-step model does not beat the
+# n-gram, so only that comparison is waived here (test_default_policy_... holds the full gate).
+RELAXED = ReleasePolicy(require_beats_baseline=False, evaluation=QUICK)
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread: the machine is shared, and two threads fighting other jobs run slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+
+def train_bundle(corpus, out, *, causal: bool):
+    cfg = TrainConfig(batch_size=8, max_iters=30, warmup_iters=3, eval_interval=30, eval_iters=1,
+                      learning_rate=5e-3, min_lr=5e-4, causal=causal, num_threads=1)
+    result = train(PRESETS["tiny"], cfg, corpus)
+    return save_bundle(out, result.model, result.tokenizer, metrics=result.metrics, command=["test"],
+                       corpus=corpus, train_config=cfg)
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    (root / "toy.py").write_text(TEXT)
+    corpus = load_corpus(root / "toy.py")
+    return {"good": train_bundle(corpus, root / "good", causal=True),
+            "leak": train_bundle(corpus, root / "leak", causal=False)}
+
+
+def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside_it(bundles, tmp_path):
+    check = check_release(bundles["good"], policy=RELAXED)
+    rubric = check.rubric
+    assert rubric.passed, rubric.failures()
+    by_name = {c.name: c for c in rubric.checks}
+    assert set(by_name) == {"integrity", "marked safe", "held-out split", "causality", "cache logits", "cache greedy",
+                            "plausible: no-peek", "plausible: canary", "plausible: vs n-gram", "beats n-gram: loss",
+                            "beats n-gram: keystrokes", "named fallback"}
+    assert by_name["causality"].value <= 1e-6 and by_name["cache logits"].value <= 1e-5
+    assert rubric.fallback["kind"] == "ngram"
+    where = write_release_record(check, save_fallback=True)
+    assert where == side_dir(bundles["good"]) and where.parent == bundles["good"].parent
+    saved = json.loads((where / RUBRIC).read_text())
+    assert saved["passed"] is True and len(saved["checks"]) == 12
+    assert load_baseline(where / "ngram").version == rubric.fallback["version"]
+    assert verify_bundle(bundles["good"]) == []  # nothing was written into the bundle
+
+
+def test_a_model_trained_without_the_mask_fails_with_its_figures(bundles):
+    rubric = check_release(bundles["leak"], policy=RELAXED).rubric
+    by_name = {c.name: c for c in rubric.checks}
+    assert not rubric.passed
+    assert not by_name["causality"].passed and by_name["causality"].value > 1e-6
+    assert not by_name["cache logits"].passed and by_name["cache logits"].value > 1e-5
+    assert not by_name["marked safe"].passed
+    assert by_name["integrity"].passed  # a well-formed bundle: the measured checks are what refuse it
+
+
+def test_the_default_policy_requires_beating_the_ngram(bundles):
+    rubric = check_release(bundles["good"], policy=ReleasePolicy(evaluation=QUICK)).rubric
+    by_name = {c.name: c for c in rubric.checks}
+    # 30 training steps leave the model far behind a 5-gram on this text: refused, with both figures
+    assert not by_name["beats n-gram: loss"].passed and by_name["beats n-gram: loss"].value > 0
+    assert not by_name["beats n-gram: keystrokes"].passed
+    assert not rubric.passed and by_name["causality"].passed
+
+
+class Peeking:
+    """A 'model' that reads the token it must predict: what a missing mask amounts to."""
+
+    kind = "transformer"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def log_probs(self, ids, positions):
+        V = self.tokenizer.vocab_size
+        rows = torch.full((len(positions), V), 0.01 / (V - 1), dtype=torch.float64)
+        for row, t in enumerate(positions):
+            rows[row, ids[t]] = 0.99
+        return rows.log()
+
+
+class Unigram(Peeking):
+    def log_probs(self, ids, positions):
+        counts = torch.bincount(torch.tensor(ids), minlength=self.tokenizer.vocab_size).double() + 1e-3
+        return (counts / counts.sum()).log().expand(len(positions), -1)
+
+
+def test_the_shuffled_canary_catches_a_model_that_sees_its_target():
+    tok = CharTokenizer.from_text(TEXT)
+    docs = [Document("d", TEXT[:600])]
+    assert not canary_check(Peeking(tok), docs).passed  # good on text where no causal model can be
+    assert canary_check(Unigram(tok), docs).passed  # the best a causal model can do there, about the entropy
+
+
+class Copier(torch.nn.Module):
+    """A sequence model without a mask that has learned the shortcut: row t copies input t + 1."""
+
+    def __init__(self, V=12, L=16):
+        super().__init__()
+        self.config = SimpleNamespace(context_length=L, vocab_size=V)
+
+    def forward(self, x):
+        logits = torch.zeros(*x.shape, self.config.vocab_size)  # (B, T, V)
+        logits[:, :-1] = 8.0 * torch.nn.functional.one_hot(x[:, 1:], self.config.vocab_size)  # sees its target
+        return SimpleNamespace(logits=logits)
+
+
+def test_the_no_peek_loss_exposes_a_model_that_sees_its_target():
+    ids = torch.randint(0, 12, (400,), generator=torch.Generator().manual_seed(0)).tolist()
+    peeking = peek_check(Copier(), ids)
+    assert not peeking.passed and peeking.value < 0.1  # windowed loss ~0.003, no-peek loss ln 12
+    assert not causality_check(Copier()).passed
+
+
+def test_a_tampered_bundle_fails_integrity_and_nothing_else_runs(bundles, tmp_path):
+    path = shutil.copytree(bundles["good"], tmp_path / "copy")
+    data = bytearray((path / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (path / "model.safetensors").write_bytes(bytes(data))
+    rubric = check_release(path, policy=RELAXED).rubric
+    assert [c.name for c in rubric.checks if c.passed] == []
+    assert "sha256" in rubric.checks[0].detail and rubric.checks[1].figure == "not run"
+
+
+def test_release_check_command_exits_non_zero_and_writes_the_rubric(bundles, tmp_path, capsys):
+    path = shutil.copytree(bundles["good"], tmp_path / "copy")
+    (path / "model.safetensors").write_bytes((path / "model.safetensors").read_bytes()[:-8])  # truncated
+    out = tmp_path / "record"
+    code = main(["release", "check", str(path), "--out", str(out), "--json"])
+    assert code == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["passed"] is False and printed["written_to"] == str(out)
+    assert json.loads((out / RUBRIC).read_text())["checks"][0]["name"] == "integrity"
+    assert verify_bundle(bundles["good"]) == []
