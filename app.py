@@ -14,14 +14,15 @@ PAGES = {
         st.Page("pages/temperature.py", title="Temperature"),
     ],
     "Transformer": [
-        st.Page("pages/autocomplete.py", title="Autocomplete"),
-        st.Page("pages/training.py", title="Training"),
         st.Page("pages/embeddings.py", title="Embeddings and projections"),
         st.Page("pages/rope.py", title="RoPE"),
+        st.Page("pages/training.py", title="Training"),
+        st.Page("pages/autocomplete.py", title="Autocomplete"),
         st.Page("pages/inspector.py", title="Attention inspector"),
     ],
 }
 
 page = st.navigation(PAGES)
 models.sidebar()
+models.banner()
 page.run()

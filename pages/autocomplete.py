@@ -5,10 +5,11 @@ import streamlit as st
 import torch
 
 from core import autocomplete as ac
+from core.baselines import BaselineBundle
 from core.sampling import SampleConfig
 from ui import charts, params
 from ui.companion import chart
-from ui.models import require_bundle
+from ui.models import require_bundle, selected_served
 
 
 # The runs below are deterministic for a bundle version, prompt, sampling settings and seed, so a rerun
@@ -33,6 +34,27 @@ st.markdown(
     "**suggestion** an editor would offer. Everything below is computed live by the selected model."
 )
 
+PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"
+
+fallback = selected_served()
+if isinstance(fallback, BaselineBundle):
+    # The registry could not load any transformer version and serves its named fallback: the service
+    # still suggests, from the n-gram; the transformer views below do not apply to it.
+    st.warning(f"Serving the {fallback.kind} baseline `{fallback.version}` (the named fallback): no released "
+               "transformer version loads. Its suggestions come from counted character sequences, not attention.")
+    text = params.text_area(PROMPT_LABEL, "ac_prompt", "def main(", height=100)
+    offered = ac.baseline_suggestion(fallback.model, text)
+    labels = [c.piece for c in offered.candidates]
+    probs = [c.prob for c in offered.candidates]
+    chart(charts.bars(labels, probs, title=f"Top {len(labels)} next characters ({fallback.kind} baseline)",
+                      y_title="probability", highlight=0),
+          pd.DataFrame({"character (visible)": labels, "probability": [round(p, 4) for p in probs]}),
+          f"The {fallback.kind} baseline's most likely next character is '{labels[0]}' with probability {probs[0]:.4f}.",
+          key="ac_baseline")
+    st.markdown("**Suggestion** (what pressing Tab would accept):")
+    st.code(offered.suggestion or "(no suggestion)", language=None)
+    st.stop()
+
 bundle = require_bundle()
 tok, model, arch = bundle.tokenizer, bundle.model, bundle.config
 if not bundle.safe:
@@ -43,7 +65,7 @@ if not bundle.safe:
 
 left, right = st.columns([1, 2])
 with left:
-    text = params.text_area("Text to complete (the prompt; Ctrl+Enter to apply)", "ac_prompt", "def main(", height=100)
+    text = params.text_area(PROMPT_LABEL, "ac_prompt", "def main(", height=100)
     temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
     top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
     top_p = params.slider("Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05)

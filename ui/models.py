@@ -1,9 +1,12 @@
 """Which model bundle the pages use, loaded once per server, and the shared training queue.
 
-The sidebar offers the shipped default bundle plus the bundles this browser session trained (other
-sessions' runs are never listed). A bundle is loaded through core.bundle.load_bundle, which verifies
-it first; the loaded model is cached per server, keyed by the files' identity so an edited bundle is
-verified again. Pages call `require_bundle()`.
+The sidebar offers, in this order: the released version from the registry (when anything was promoted;
+core.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
+fallback, and says why), the shipped default bundle, and the bundles this browser session trained
+(other sessions' runs are never listed). A bundle is loaded through core.bundle.load_bundle, which
+verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
+verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
+can suggest).
 """
 from __future__ import annotations
 
@@ -14,13 +17,17 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from core.baselines import BaselineBundle
 from core.bundle import Bundle, BundleError, load_bundle
 from core.jobs import JobQueue
+from core.registry import CURRENT, VERSIONS, Served, resolve_served
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DIR = ROOT / "models" / "default"
 SHIPPED_LABEL = "Shipped default (Python standard library)"
 RUNS_DIR = Path(os.environ.get("LAB_RUNS_DIR", ROOT / "runs"))
+REGISTRY_DIR = Path(os.environ.get("LAB_REGISTRY_DIR", ROOT / "registry"))
+RELEASED_LABEL = "Released version (registry)"
 MAX_RUNNING = int(os.environ.get("LAB_MAX_TRAINING_RUNS", "1"))
 _SESSION_BUNDLES = "lab_session_bundles"
 
@@ -69,11 +76,45 @@ def add_session_bundle(label: str, path: Path) -> None:
     session_bundles().append((label, str(path)))
 
 
-def choices() -> dict[str, Path]:
-    options = {SHIPPED_LABEL: SHIPPED_DIR} if SHIPPED_DIR.is_dir() else {}
+def _registry_identity() -> tuple:
+    """Changes whenever a promotion, a rollback or an edit of an installed version changes what is served."""
+    versions = REGISTRY_DIR / VERSIONS
+    stamps = [_identity(REGISTRY_DIR)]
+    if versions.is_dir():
+        stamps += [(v.name, _identity(v / "bundle")) for v in sorted(versions.iterdir())]
+    return tuple(stamps)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Resolving the released version...")
+def _served(registry: str, identity: tuple) -> Served:
+    return resolve_served(registry)
+
+
+def served() -> Served | None:
+    """What the registry serves now, or None when nothing was ever promoted."""
+    if not ((REGISTRY_DIR / CURRENT).exists() or (REGISTRY_DIR / VERSIONS).is_dir()):
+        return None
+    return _served(str(REGISTRY_DIR), _registry_identity())
+
+
+def choices() -> dict[str, Path | None]:
+    """Sidebar label -> bundle directory (None for the registry's served version, resolved on use)."""
+    options: dict[str, Path | None] = {RELEASED_LABEL: None} if served() is not None else {}
+    if SHIPPED_DIR.is_dir():
+        options[SHIPPED_LABEL] = SHIPPED_DIR
     for label, path in session_bundles():
         options[label] = Path(path)
     return options
+
+
+def _describe(bundle: Bundle) -> None:
+    arch = bundle.config
+    st.caption(f"Version `{bundle.version}` · {arch.n_layer} layers, {arch.n_head} heads, width {arch.d_model}, "
+               f"context {arch.context_length}, vocabulary {arch.vocab_size}")
+    if bundle.safe:
+        st.caption("Safety: passed its training checks (causal mask on).")
+    else:
+        st.warning(f"Unsafe bundle: {bundle.manifest.get('unsafe_reason') or 'marked unsafe'}")
 
 
 def sidebar() -> None:
@@ -85,36 +126,59 @@ def sidebar() -> None:
             st.caption("No model bundle yet: train one on the Training page.")
             return
         label = st.selectbox("Model bundle", list(options), key="lab_bundle")
+        if options[label] is None:
+            release = served()
+            if isinstance(release.model, Bundle):
+                _describe(release.model)
+            elif isinstance(release.model, BaselineBundle):
+                st.caption(f"Version `{release.version}` · {release.kind} baseline (the named fallback)")
+            return
         try:
             bundle = load(options[label])
         except BundleError as err:
             st.error(f"This bundle cannot be used: {err}")
             return
-        arch = bundle.config
-        st.caption(f"Version `{bundle.version}` · {arch.n_layer} layers, {arch.n_head} heads, width {arch.d_model}, "
-                   f"context {arch.context_length}, vocabulary {arch.vocab_size}")
-        if bundle.safe:
-            st.caption("Safety: passed its training checks (causal mask on).")
-        else:
-            st.warning(f"Unsafe bundle: {bundle.manifest.get('unsafe_reason') or 'marked unsafe'}")
+        _describe(bundle)
 
 
-def selected_bundle() -> Bundle | None:
+def banner() -> None:
+    """Above every page while the registry's version is selected and the service is degraded."""
+    if st.session_state.get("lab_bundle", next(iter(choices()), None)) != RELEASED_LABEL:
+        return
+    release = served()
+    if release is not None and release.degraded:
+        st.warning(f"Serving {release.kind or 'nothing'} version {release.version or '(none)'}: {release.reason}.")
+
+
+def selected_served() -> Bundle | BaselineBundle | None:
+    """The selected model, which may be a baseline when the registry had to fall back to one."""
     options = choices()
     label = st.session_state.get("lab_bundle")
-    path = options.get(label) or next(iter(options.values()), None)
-    if path is None:
+    label = label if label in options else next(iter(options), None)
+    if label is None:
         return None
+    if options[label] is None:
+        return served().model
     try:
-        return load(path)
+        return load(options[label])
     except BundleError:
         return None
 
 
+def selected_bundle() -> Bundle | None:
+    """The selected transformer bundle (None when nothing usable, or when a baseline is served)."""
+    model = selected_served()
+    return model if isinstance(model, Bundle) else None
+
+
 def require_bundle() -> Bundle:
     """The selected bundle, or a message saying what to do and a stop of this page's run."""
-    bundle = selected_bundle()
-    if bundle is None:
+    model = selected_served()
+    if isinstance(model, BaselineBundle):
+        st.info(f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention "
+                "to show. Pick a transformer bundle in the sidebar for this page.")
+        st.stop()
+    if model is None:
         st.info("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page.")
         st.stop()
-    return bundle
+    return model

@@ -1,0 +1,79 @@
+"""The registry's served version in the app: default selection, the fallback banner, n-gram suggestions."""
+import stat
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+import ui.models
+from apptest import APP, all_text
+from core.bundle import save_bundle
+from core.corpus import load_corpus
+from core.evaluation import EvalConfig
+from core.model import PRESETS
+from core.registry import promote, resolve_served
+from core.release import ReleasePolicy
+from core.training import TrainConfig, train
+
+TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
+# A known-good version in seconds: only the beats-the-n-gram comparison is waived (as in test_registry).
+POLICY = ReleasePolicy(require_beats_baseline=False,
+                       evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch, fresh_streamlit_caches):
+    (tmp_path / "toy.py").write_text(TEXT)
+    corpus = load_corpus(tmp_path / "toy.py")
+    cfg = TrainConfig(batch_size=8, max_iters=20, warmup_iters=2, eval_interval=20, eval_iters=1,
+                      learning_rate=5e-3, min_lr=5e-4, num_threads=1)
+    result = train(PRESETS["tiny"], cfg, corpus)
+    bundle = save_bundle(tmp_path / "a", result.model, result.tokenizer, metrics={}, command=["test"],
+                         corpus=corpus, train_config=cfg)
+    reg = tmp_path / "registry"
+    promoted = promote(bundle, reg, policy=POLICY)
+    assert promoted.promoted, promoted.reason
+    monkeypatch.setattr(ui.models, "REGISTRY_DIR", reg)
+    return reg, promoted.version
+
+
+def run_page(page: str | None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    if page:
+        at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_released_version_is_selected_first_and_served_without_a_banner(registry):
+    reg, version = registry
+    at = run_page(None)
+    assert at.sidebar.selectbox(key="lab_bundle").value == ui.models.RELEASED_LABEL
+    assert version in all_text(at) or any(version in c.value for c in at.sidebar.caption)
+    assert not [w for w in at.warning if "Serving" in w.value]
+
+
+def test_a_tampered_current_version_falls_back_to_the_ngram_with_a_banner_and_still_suggests(registry):
+    reg, version = registry
+    weights = reg / "versions" / version / "bundle" / "model.safetensors"
+    weights.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    served = resolve_served(reg)
+    assert served.kind == "ngram" and served.degraded
+
+    # app.py draws the banner above every page; AppTest keeps app.py's own elements only on the first page.
+    at = run_page(None)
+    banner = [w.value for w in at.warning if w.value.startswith("Serving ngram version")]
+    assert banner and served.version in banner[0] and version in banner[0] and "fails to load or verify" in banner[0]
+
+    at = run_page("autocomplete")
+    assert "Serving the ngram baseline" in all_text(at)
+    suggestion = at.code[0].value
+    expected = served.model.tokenizer.decode(served.model.model.suggest(served.model.tokenizer.encode("def main(")))
+    assert suggestion == (expected or "(no suggestion)")
+
+    at = run_page("inspector")  # a transformer view says why it cannot show the baseline
+    assert "has no attention to show" in all_text(at)
