@@ -77,33 +77,28 @@ def register_train(subparsers) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from core.bundle import save_bundle
     from core.corpus import load_corpus
-    from core.model import PRESETS
-    from core.training import TrainConfig, train
+    from core.runs import train_and_save, train_config_for
 
     if args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
-    eval_interval = args.eval_interval or max(1, min(250, args.max_iters // 10))
-    train_config = TrainConfig(
-        batch_size=args.batch_size, max_iters=args.max_iters, max_seconds=args.max_seconds,
-        learning_rate=args.learning_rate, min_lr=args.learning_rate / 10,
-        warmup_iters=min(100, args.max_iters // 10), eval_interval=eval_interval, eval_iters=args.eval_iters,
-        seed=args.seed, val_fraction=args.val_fraction, causal=not args.no_causal_mask,
-        num_threads=args.threads, fast_attention=args.fast_attention,
+    # One rule with the app (core.runs) for what the flags leave open: evaluation interval, warmup, final lr.
+    train_config = train_config_for(
+        args.max_iters, max_seconds=args.max_seconds, seed=args.seed, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, eval_interval=args.eval_interval, eval_iters=args.eval_iters,
+        val_fraction=args.val_fraction, causal=not args.no_causal_mask, num_threads=args.threads,
+        fast_attention=args.fast_attention,
     )
     corpus = load_corpus(args.corpus)
-    model_config = PRESETS[args.preset]
     progress = _Progress(sys.stderr)
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if _main_thread() else None
-    try:
-        result = train(model_config, train_config, corpus, callback=progress, should_stop=stop.is_set)
+    try:  # Ctrl-C stops training early; the bundle is then saved from the weights so far
+        result, path = train_and_save(corpus, args.preset, train_config, args.out, command=args.command_line,
+                                      callback=progress, should_stop=stop.is_set)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    path = save_bundle(args.out, result.model, result.tokenizer, metrics=result.metrics,
-                       command=args.command_line, corpus=corpus, train_config=train_config)
     version = json.loads((path / "manifest.json").read_text(encoding="ascii"))["version"]
     print(f"wrote {path} (version {version}, {result.model.num_parameters():,} parameters)", file=sys.stderr)
     line = {k: result.metrics[k] for k in ("train_loss", "val_loss", "iters", "seconds", "tokens_per_second")}

@@ -10,6 +10,7 @@ from core.sampling import SampleConfig
 from ui import charts, params
 from ui.companion import chart
 from ui.models import require_bundle, selected_served
+from ui.text import verdict
 
 
 # The runs below are deterministic for a bundle version, prompt, sampling settings and seed, so a rerun
@@ -255,13 +256,12 @@ if trace.steps:
                + (f" {len(trace.exact_zero_steps)} step(s) differ by exactly 0, which a log scale cannot draw "
                   "(see the table)." if trace.exact_zero_steps else ""))
     chart(fig, table, summary, key="ac_parity")
-    if trace.passed:
-        st.success(f"PASS: every logit of every step within {ac.PARITY_ATOL:g} + {ac.PARITY_RTOL:g}·|logit| "
-                   f"(largest difference {trace.max_abs_diff:.2e}, worst ratio {trace.worst_ratio:.2f}), "
-                   "and the chosen character never differs.")
-    else:
-        st.error(f"FAIL: a logit differs by more than {ac.PARITY_ATOL:g} + {ac.PARITY_RTOL:g}·|logit| "
-                 f"(worst |difference|/allowance {trace.worst_ratio:.2f}; largest difference {trace.max_abs_diff:.2e}).")
+    verdict(trace.passed,
+            f"PASS: every logit of every step within {ac.PARITY_ATOL:g} + {ac.PARITY_RTOL:g}·|logit| "
+            f"(largest difference {trace.max_abs_diff:.2e}, worst ratio {trace.worst_ratio:.2f}), "
+            "and the chosen character never differs.",
+            f"FAIL: a logit differs by more than {ac.PARITY_ATOL:g} + {ac.PARITY_RTOL:g}·|logit| "
+            f"(worst |difference|/allowance {trace.worst_ratio:.2f}; largest difference {trace.max_abs_diff:.2e}).")
     if trace.flagged_steps:
         st.warning("The cached and uncached logits choose a different character at step(s) "
                    + ", ".join(map(str, trace.flagged_steps)) + ".")

@@ -1,34 +1,14 @@
 """Embeddings and projections: a text through the loaded model, up to the scores of one head."""
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
-from streamlit.errors import StreamlitPageNotFoundError
 
 from core.inspect import encode_for_model, projections
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
+from ui.text import code_points, escape_markdown, link_if_registered
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEXT = "def add(a, b):"
-MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~"
-
-
-def escape(text: str) -> str:
-    """User text made inert for st.markdown: every markdown character preceded by a backslash."""
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
-
-
-def link_if_registered(page: str, label: str) -> bool:
-    """st.page_link to `page` when the file exists and app.py registered it; False otherwise."""
-    if not (ROOT / page).is_file():
-        return False
-    try:
-        st.page_link(page, label=label)
-    except StreamlitPageNotFoundError:  # the file exists but is not (yet) in the navigation
-        return False
-    return True
 
 
 def height(rows: int) -> int:
@@ -66,7 +46,7 @@ if enc.T == 0:
     st.info("The text is empty, so there is nothing to embed. Type at least one character above.")
     st.stop()
 if enc.unknown_chars:
-    listed = ", ".join(f"{escape(c)} (U+{ord(c):04X})" for c in enc.unknown_chars)
+    listed = code_points(enc.unknown_chars)
     st.warning(f"These characters were not in the training text and became `<unk>`: {listed}. "
                "The model cannot tell them apart: every one of them reads the same embedding row.")
 if enc.truncated:
@@ -80,7 +60,7 @@ labels = enc.labels()  # 'position piece', one per token
 
 def named(t: int) -> str:
     """Token t for a sentence: its position and its piece in quotes, made inert for markdown."""
-    return f"{t} ('{escape(enc.pieces[t])}')"
+    return f"{t} ('{escape_markdown(enc.pieces[t])}')"
 
 
 # ---- 1. tokens ----------------------------------------------------------------------------------
@@ -106,7 +86,8 @@ dims = [str(c) for c in range(C)]
 repeats = {p: [t for t, q in enumerate(enc.pieces) if q == p] for p in enc.pieces}
 repeats = {p: ts for p, ts in repeats.items() if len(ts) > 1}
 repeat_text = ("; identical rows for repeated characters, e.g. "
-               + ", ".join(f"'{escape(p)}' at positions {', '.join(map(str, ts))}" for p, ts in list(repeats.items())[:3])
+               + ", ".join(f"'{escape_markdown(p)}' at positions {', '.join(map(str, ts))}"
+                           for p, ts in list(repeats.items())[:3])
                if repeats else "")
 chart(
     charts.heatmap(embeddings, title=f"token embedding rows (T × C = {T} × {C})", x_labels=dims, y_labels=labels,

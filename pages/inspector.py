@@ -1,40 +1,20 @@
 """Attention inspector: every layer's and head's weights for a text, one head enlarged, one row by hand."""
-from pathlib import Path
-
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
-from streamlit.errors import StreamlitPageNotFoundError
 
 from core.inspect import attention_grid, check_row, encode_for_model, head_summaries, projections
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
+from ui.text import code_points, escape_markdown, link_if_registered, verdict
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEXT = "def add(a, b): return a + b"
-MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~"
 GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
 GRID_TICKS_UP_TO = 16  # tokens; longer texts draw the small multiples without tick labels
 GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without cell borders
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
-
-
-def escape(text: str) -> str:
-    """User text made inert for st.markdown: every markdown character preceded by a backslash."""
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
-
-
-def link_if_registered(page: str, label: str) -> bool:
-    """st.page_link to `page` when the file exists and app.py registered it; False otherwise."""
-    if not (ROOT / page).is_file():
-        return False
-    try:
-        st.page_link(page, label=label)
-    except StreamlitPageNotFoundError:  # the file exists but is not (yet) in the navigation
-        return False
-    return True
 
 
 def masked(weights, mask):
@@ -92,7 +72,7 @@ if enc.T == 0:
     st.info("The text is empty, so there is nothing to attend to. Type at least one character above.")
     st.stop()
 if enc.unknown_chars:
-    listed = ", ".join(f"{escape(c)} (U+{ord(c):04X})" for c in enc.unknown_chars)
+    listed = code_points(enc.unknown_chars)
     st.warning(f"These characters were not in the training text and became `<unk>`: {listed}.")
 if enc.truncated:
     st.info(f"The text has {enc.original_length} characters but the model reads at most "
@@ -107,7 +87,7 @@ labels = enc.labels()  # 'position piece', unique per token
 
 def named(t: int) -> str:
     """Token t for a sentence: its position and its piece in quotes, made inert for markdown."""
-    return f"{t} ('{escape(enc.pieces[t])}')"
+    return f"{t} ('{escape_markdown(enc.pieces[t])}')"
 
 
 cols = st.columns(2)
@@ -211,12 +191,10 @@ st.markdown(
     f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
     f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
 )
-verdict = (f"Largest difference between the hand computation and the model: {check.max_abs_diff:.2e} "
-           f"(tolerance {check.tolerance:.0e}).")
-if check.within_tolerance:
-    st.success(verdict + " The model's weights for this row are the hand computation's.")
-else:
-    st.error(verdict + " The hand computation and the model disagree: this head's q, k, v do not give its weights.")
+check_text = (f"Largest difference between the hand computation and the model: {check.max_abs_diff:.2e} "
+              f"(tolerance {check.tolerance:.0e}).")
+verdict(check.within_tolerance, check_text + " The model's weights for this row are the hand computation's.",
+        check_text + " The hand computation and the model disagree: this head's q, k, v do not give its weights.")
 
 with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
     terms = pd.DataFrame([list(d.terms) + [d.total] for d in tr.dots],

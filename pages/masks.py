@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from core import lessons
+from core import lessons, masking
 from core.attention import causal_mask
 from ui import charts, params
 from ui.companion import chart, matrix_table
@@ -48,10 +48,10 @@ st.markdown(
 )
 text = params.text_input("A short sentence (one token per word, up to 8 words)", "mask_text", DEFAULT_SENTENCE)
 try:
-    words = lessons.word_tokens(text)
+    words = masking.word_tokens(text)
 except ValueError as err:
     st.warning(f"That sentence could not be used: {err}. Showing '{DEFAULT_SENTENCE}' instead.")
-    words = lessons.word_tokens(DEFAULT_SENTENCE)
+    words = masking.word_tokens(DEFAULT_SENTENCE)
 word_labels = [f"{i} {w}" for i, w in enumerate(words)]
 causal_words = causal_mask(len(words)).tolist()  # (T, S)
 chart(
@@ -89,10 +89,10 @@ with cols[2]:
 with cols[3]:
     seed = params.number_input("Random seed for the scores", "mask_seed", 0, 9999, 0, 1)
 try:
-    masks = lessons.ragged_masks(lengths, side=side, causal=use_causal, padding=use_padding)
+    masks = masking.ragged_masks(lengths, side=side, causal=use_causal, padding=use_padding)
 except ValueError as err:
     st.warning(f"Those lengths cannot form a batch: {err}. Showing lengths {list(DEFAULT_LENGTHS)} instead.")
-    masks = lessons.ragged_masks(DEFAULT_LENGTHS, side=side, causal=use_causal, padding=use_padding)
+    masks = masking.ragged_masks(DEFAULT_LENGTHS, side=side, causal=use_causal, padding=use_padding)
 T = len(masks.causal)
 pos = [str(i) for i in range(T)]
 seqs = [f"sequence {i}" for i in range(len(masks.lengths))]
@@ -147,7 +147,7 @@ chart(
 )
 
 # ---------------------------------------------------------------------------------------------------
-exp = lessons.mask_experiment(masks, seed=seed)
+exp = masking.mask_experiment(masks, seed=seed)
 cmp = exp.comparison
 st.header("3. Mask before softmax, or zero the weights after?")
 st.markdown(
@@ -206,7 +206,7 @@ example = lessons.worked_example()
 spike = params.number_input("Forbidden logit (key 3 of row 2 of the worked example)", "mask_spike",
                             0.0, 10000.0, 1000.0, 10.0)
 row_scores, row_allowed = example.result.scores[0, 2], example.mask[2]  # (S,), (S,)
-case = lessons.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=spike)
+case = masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=spike)
 keys = list(range(len(case.logits)))
 plain = [NAN_TEXT if case.undefined else f"{x:.6f}" for x in case.renormalised.tolist()]
 st.dataframe(
@@ -234,8 +234,8 @@ else:
         f"With a forbidden logit of {spike:g}, the allowed keys keep {case.kept_mass:.6g} of the weight; "
         f"renormalising differs from the masked softmax by at most {case.max_error:.3g}."
     )
-sweep = [lessons.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=x)
-         for x in lessons.RENORMALISE_SWEEP]
+sweep = [masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=x)
+         for x in masking.RENORMALISE_SWEEP]
 first_bad = next((r for r in sweep if r.undefined), None)
 last_good = [r for r in sweep if r.max_error <= 1e-6][-1]  # logit 0 always qualifies
 sweep_fig = charts.lines(

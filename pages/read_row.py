@@ -6,9 +6,10 @@ to a given row with its own numbers.
 import pandas as pd
 import streamlit as st
 
-from core import lessons
+from core import row_reading
 from ui import charts, params
 from ui.companion import chart
+from ui.text import verdict
 
 WORKED, RANDOM, MODEL = "worked example", "random", "attention inspector"
 
@@ -35,11 +36,11 @@ with cols[0]:
     sources = [WORKED, RANDOM] + ([MODEL] if inspected else [])
     source = params.radio("Numbers from", "row_src", sources, MODEL if inspected else WORKED, horizontal=True)
 if source == WORKED:
-    q, k, v = lessons.row_inputs(worked=True)
+    q, k, v = row_reading.row_inputs(worked=True)
     st.caption(f"The lesson's worked example (torch.manual_seed(2), causal mask): q {tuple(q.shape)}, "
                f"k {tuple(k.shape)}, v {tuple(v.shape)} for its one sequence.")
 elif source == MODEL:
-    q, k, v = lessons.row_inputs_from_lists(inspected["q"], inspected["k"], inspected["v"])
+    q, k, v = row_reading.row_inputs_from_lists(inspected["q"], inspected["k"], inspected["v"])
     st.caption(f"The loaded model's layer {inspected['layer']}, head {inspected['head']} on the text the "
                f"Attention inspector read, queries and keys 0 to {inspected['t']} (after RoPE): "
                f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}. The last row is the one you picked there.")
@@ -50,12 +51,12 @@ else:
         T_random = params.slider("Sequence length T", "row_T", 2, 8, 5)
     with cols[3]:
         D_random = params.slider("Head width D", "row_D", 1, 8, 3)
-    q, k, v = lessons.row_inputs(worked=False, seed=seed, T=T_random, D=D_random)
+    q, k, v = row_reading.row_inputs(worked=False, seed=seed, T=T_random, D=D_random)
 T, D = q.shape  # (T, D)
 with st.columns([2, 3])[0]:
     t = params.slider("Query row t", "row_t", 0, T - 1, T - 1)
 
-reading = lessons.read_row(q, k, v, t)
+reading = row_reading.read_row(q, k, v, t)
 trace = reading.trace
 keys = list(range(len(reading.weights)))
 
@@ -138,9 +139,7 @@ compare = pd.DataFrame({
     f"within atol {reading.atol:g}": ["yes" if x <= reading.atol else "no" for x in reading.difference],
 })
 st.dataframe(compare, hide_index=True, key="row_compare")
-verdict = (f"largest |difference| {reading.max_difference:.2e} against atol {reading.atol:g}; "
-           f"|sum of weights − 1| = {reading.sum_error:.1e}.")
-if reading.passed:
-    st.success(f"PASS: row {t} by hand matches the tensor result: {verdict}")
-else:
-    st.error(f"FAIL: row {t} by hand does not match the tensor result: {verdict}")
+check = (f"largest |difference| {reading.max_difference:.2e} against atol {reading.atol:g}; "
+         f"|sum of weights − 1| = {reading.sum_error:.1e}.")
+verdict(reading.passed, f"PASS: row {t} by hand matches the tensor result: {check}",
+        f"FAIL: row {t} by hand does not match the tensor result: {check}")

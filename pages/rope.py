@@ -11,16 +11,11 @@ from core.inspect import encode_for_model
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import selected_bundle
+from ui.text import code_points, escape_markdown, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 WIDTHS = [4, 8, 16, 32, 64, 128]
-MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~"
 Q_COLOUR, K_COLOUR = charts.OKABE_ITO[0], charts.OKABE_ITO[5]  # blue, vermillion
-
-
-def escape(text: str) -> str:
-    """User text made inert for st.markdown: every markdown character preceded by a backslash."""
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
 
 
 def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
@@ -159,10 +154,7 @@ chart(fig, offset_table,
       key="rope_offsets")
 check = (f"largest spread across absolute positions: {off.max_spread:.2e}, tolerance {off.tolerance:.2e} "
          f"(= {rope_lab.SPREAD_TOLERANCE:g} × |q||k|, |q||k| = {off.norm_product:.4f}, float64)")
-if off.passed:
-    st.success(f"Offset check passed: {check}.")
-else:
-    st.error(f"Offset check failed: {check}.")
+verdict(off.passed, f"Offset check passed: {check}.", f"Offset check failed: {check}.")
 st.caption("The spread is not exactly 0 because m·θ is rounded to float64; the rounding grows with the position.")
 
 # ---- 3. frequencies ---------------------------------------------------------------------------------
@@ -218,10 +210,7 @@ mapping = pd.DataFrame({
 st.dataframe(mapping, hide_index=True, key="rope_layout_table", height=min(400, 38 + 35 * D))
 layout_check = (f"largest difference between the two layouts after the permutation (q at m = {m}, k at n = {n}): "
                 f"{layout.max_abs_diff:.2e}, tolerance {layout.tolerance:.0e}")
-if layout.passed:
-    st.success(f"Same rotation: {layout_check}.")
-else:
-    st.error(f"The layouts disagree: {layout_check}.")
+verdict(layout.passed, f"Same rotation: {layout_check}.", f"The layouts disagree: {layout_check}.")
 st.caption(f"Without the permutation (rotating the adjacent layout as if it were split half) the largest "
            f"difference is {layout.unpermuted_max_abs_diff:.4f}: the pairing has to match the layout the weights were "
            "trained with.")
@@ -251,7 +240,7 @@ if enc.T == 0:
     st.stop()
 if enc.unknown_chars:
     st.warning("These characters were not in the training text and became `<unk>`: "
-               + ", ".join(f"{escape(c)} (U+{ord(c):04X})" for c in enc.unknown_chars) + ".")
+               + code_points(enc.unknown_chars) + ".")
 if enc.truncated:
     st.info(f"The text has {enc.original_length} characters but the model reads at most {config.context_length}: "
             f"the first {enc.dropped} were cut.")
@@ -282,7 +271,8 @@ for column, z, name, key in zip(st.columns(2), maps, names, keys):
         fig.update_layout(margin=dict(t=130), title=dict(yref="container", y=0.995, yanchor="top"))
         chart(fig,
               matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),
-              f"{name}: the last query ({escape(labels[-1])}) scores its {len(last)} allowed keys from {min(last):.3f} to "
-              f"{last[best]:.3f}, highest for key {escape(labels[best])}; {hidden} future cells are masked.",
+              f"{name}: the last query ({escape_markdown(labels[-1])}) scores its {len(last)} allowed keys from "
+              f"{min(last):.3f} to {last[best]:.3f}, highest for key {escape_markdown(labels[best])}; "
+              f"{hidden} future cells are masked.",
               key=key)
 st.caption(f"Both maps share one colour scale (−{bound:.2f} to {bound:.2f}); orange is negative, purple positive.")

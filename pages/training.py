@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from core import runs
+from core import leak, runs
 from core.bundle import BundleError
 from core.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
@@ -10,17 +10,12 @@ from core.model import PRESETS
 from core.tokenizer import SPECIAL_TOKENS
 from ui import charts, models, params
 from ui.companion import chart, matrix_table
+from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"
-_MD_SPECIAL = "\\`*_{}[]()#+-.!|<>~$:"
-
-
-def plain(text: str) -> str:
-    """User text (a file name, a message quoting it) made inert for st.markdown: every markup character escaped."""
-    return "".join("\\" + c if c in _MD_SPECIAL else c for c in str(text))
 
 
 @st.cache_resource(show_spinner="Reading the standard-library corpus...")
@@ -53,7 +48,7 @@ def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), work, name=name)
     except (JobError, CorpusError) as err:
-        st.warning(plain(err))
+        st.warning(escape_markdown(err))
         return False
     run_dir.name(job_id)
     st.session_state[JOB_KEY] = job_id
@@ -89,8 +84,8 @@ def loss_figure(evals, selected, causal):
                   annotation_position="top left" if selected > max_iters / 2 else "top right")
     fig.update_xaxes(range=[0, max_iters])  # the curve grows into the whole budget
     if not causal:
-        fig.add_hline(y=runs.LEAK_FLOOR_NATS, line_dash="dash", line_color=charts.OKABE_ITO[5],
-                      annotation_text=f"leak floor {runs.LEAK_FLOOR_NATS} nats", annotation_position="bottom left")
+        fig.add_hline(y=leak.LEAK_FLOOR_NATS, line_dash="dash", line_color=charts.OKABE_ITO[5],
+                      annotation_text=f"leak floor {leak.LEAK_FLOOR_NATS} nats", annotation_position="bottom left")
     return fig
 
 
@@ -113,27 +108,27 @@ def snapshot_view(snap, key_suffix: str) -> None:
 def shipped_reference_loss(fingerprint: str):
     """The shipped causal model's validation loss, when it was trained on this same text."""
     try:
-        return runs.causal_reference_loss(models.load(models.SHIPPED_DIR).manifest, fingerprint)
+        return leak.causal_reference_loss(models.load(models.SHIPPED_DIR).manifest, fingerprint)
     except (BundleError, OSError):
         return None
 
 
 def leak_section(evals, info, view) -> None:
-    reference = runs.causal_reference(
+    reference = leak.causal_reference(
         [j.result for j in models.job_queue().jobs_of(models.session_id()) if j.id != view.id],
         corpus_fingerprint=info["fingerprint"], preset_name=info["preset"], max_iters=info["max_iters"])
-    verdict = runs.leak_verdict(evals, reference=reference, reference_loss=shipped_reference_loss(info["fingerprint"]))
+    verdict = leak.leak_verdict(evals, reference=reference, reference_loss=shipped_reference_loss(info["fingerprint"]))
     if verdict.leaked:
-        st.error(f"**Impossibly good validation loss.** The {plain(verdict.message)}. "
+        st.error(f"**Impossibly good validation loss.** The {escape_markdown(verdict.message)}. "
                  + ("Without the causal mask each position attends to the character it has to predict and copies it: "
                     "the low loss is leakage, not skill." if not info["causal"] else
                     "The causal mask was on: is the text very repetitive? Check it before trusting this model."))
     elif not info["causal"]:
         st.warning(f"The causal mask is removed. The validation loss has not yet fallen below the leak floor of "
-                   f"{runs.LEAK_FLOOR_NATS} nats per character"
+                   f"{leak.LEAK_FLOOR_NATS} nats per character"
                    + " or half of what a causal model reached on this text; a run of a few hundred steps shows it.")
     if not info["causal"]:
-        st.caption(f"The detector flags a validation loss below {runs.LEAK_FLOOR_NATS} nats per character (better than "
+        st.caption(f"The detector flags a validation loss below {leak.LEAK_FLOOR_NATS} nats per character (better than "
                    "the lower estimate of the entropy of natural text), or below half of what a causal model "
                    "reached on "
                    "the same text: the shipped model (on the standard library), or your own causal run with the same "
@@ -167,7 +162,8 @@ def show_run(job_id: str, polling: bool) -> None:
             b.metric("Time left (estimate)", runs.format_duration(last.eta_seconds))
             c.metric("Elapsed", runs.format_duration(last.elapsed))
     elif view.state == FAILED:
-        st.error(f"The run failed: {plain(view.error)}. Nothing was saved; change the settings and start again.")
+        st.error(f"The run failed: {escape_markdown(view.error)}. "
+                 "Nothing was saved; change the settings and start again.")
     elif view.result is None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:
@@ -182,11 +178,11 @@ def show_run(job_id: str, polling: bool) -> None:
         st.success(f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
                    f"per character; {result.num_parameters:,} parameters, "
                    f"{metrics['tokens_per_second']:,.0f} tokens/s. "
-                   f"The bundle is registered for this session as \"{plain(label)}\": pick it in the sidebar's "
-                   "model picker to use it on the other pages.")
-        st.caption(f"Saved in {plain(result.bundle_path)}")
+                   f"The bundle is registered for this session as \"{escape_markdown(label)}\": "
+                   "pick it in the sidebar's model picker to use it on the other pages.")
+        st.caption(f"Saved in {escape_markdown(result.bundle_path)}")
         if not result.safe:
-            st.error(f"This bundle is marked **unsafe**: {plain(result.unsafe_reason)}.")
+            st.error(f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}.")
 
     if not evals:
         return
@@ -247,7 +243,7 @@ with left:
         if upload is not None:
             corpus, error = uploaded_corpus(upload)
             if error:
-                st.warning(f"This file cannot be used: {plain(error)}")
+                st.warning(f"This file cannot be used: {escape_markdown(error)}")
             else:
                 corpus_label = upload.name
                 st.caption(f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters. The beginning:")

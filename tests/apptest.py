@@ -9,9 +9,17 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:
-    """Run app.py, switch to pages/<page>.py (with optional query parameters) and return the AppTest."""
+def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60, *,
+              bundle: tuple[str, str | Path] | None = None) -> AppTest:
+    """Run app.py, switch to pages/<page>.py (with optional query parameters) and return the AppTest.
+
+    `bundle` = (label, path): that bundle is added to this session and selected in the sidebar first.
+    """
     at = AppTest.from_file(APP, default_timeout=timeout)
+    if bundle is not None:
+        label, path = bundle
+        at.session_state["lab_session_bundles"] = [(label, str(path))]
+        at.session_state["lab_bundle"] = label
     at.run()
     for k, v in (query or {}).items():
         at.query_params[k] = v
@@ -23,6 +31,18 @@ def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 6
 def figures(at: AppTest) -> list[dict]:
     """The Plotly figures the page rendered, as JSON dicts."""
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def figure(at: AppTest, title_start: str) -> dict:
+    """The one figure whose title starts with `title_start` (fails, listing the titles, unless exactly one does)."""
+    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
+    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
+    return found[0]
+
+
+def table(at: AppTest, column: str):
+    """The first dataframe the page rendered that has a column named `column`."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
 def decode(array) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Shared test settings: hypothesis without deadlines (a shared 2-core CI machine), fresh Streamlit caches."""
+"""Shared test settings: hypothesis without deadlines (a shared 2-core CI machine), fresh Streamlit caches,
+one trained tiny bundle for the model pages."""
 import os
 import sys
 from pathlib import Path
@@ -26,3 +27,19 @@ def fresh_streamlit_caches():
     st.cache_data.clear()
     st.cache_resource.clear()
     yield
+
+
+@pytest.fixture(scope="session")
+def trained_bundle_path(tmp_path_factory):
+    """A tiny model trained for a few steps, saved once per session; the model pages' tests only read it."""
+    from bundles import train_tiny_bundle
+
+    return train_tiny_bundle(tmp_path_factory.mktemp("trained") / "bundle")
+
+
+@pytest.fixture(scope="session")
+def trained_bundle(trained_bundle_path):
+    """trained_bundle_path loaded with core.bundle.load_bundle: the reference side of the page tests."""
+    from core.bundle import load_bundle
+
+    return load_bundle(trained_bundle_path)

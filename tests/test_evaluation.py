@@ -21,15 +21,6 @@ TEXT20 = "ab ab abc ac ab abab"  # 20 characters
 FIRST = {"a": "b", "b": " ", " ": "a", "c": " "}  # the toy's most likely next character
 SECOND = {"a": "c", "b": "c", " ": "c", "c": "a"}  # its second choice
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: the machine is shared, and two threads fighting other jobs run slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 
 class Toy:
     """Deterministic bigram predictor: 0.6 on FIRST[prev], 0.3 on SECOND[prev], 0.1 shared by the rest."""

@@ -8,86 +8,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bundles import TEXT, tiny_model
 from core import handcheck
 from core.attention import scaled_dot_product_attention
 from core.inspect import TOLERANCE, attention_grid, check_row, encode_for_model, head_summaries, projections
 from core.model import GPT, PRESETS
-from core.rope import apply_rope, rope_trace
+from core.rope import apply_rope
 from core.tokenizer import UNK_ID, CharTokenizer
-
-TEXT = "def add(a, b):\n    return a + b\n"
-
-
-def make_model(seed=0, spread=1.0):
-    """A tiny GPT whose weights are scaled by `spread`, so its attention is far from uniform."""
-    tok = CharTokenizer.from_text(TEXT)
-    torch.manual_seed(seed)
-    model = GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size))
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(spread)
-    return model.eval(), tok
+from references import reference_qkv, reference_weights
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return make_model(seed=0, spread=20.0)
-
-
-def reference_qkv(model, ids, layer, head):
-    """q (after RoPE), k (after RoPE), v (T, D) in float64, written from the raw weight matrices: an explicit
-    layer norm, the residual stream taken from a forward hook, RoPE by core.rope.rope_trace (pure Python)."""
-    captured = {}
-    block = model.blocks[layer]
-    def keep_input(module, args):
-        captured["x"] = args[0].detach()  # returns None: the forward pass is left unchanged
-
-    handle = block.register_forward_pre_hook(keep_input)
-    with torch.no_grad():
-        model(torch.tensor([list(ids)]))
-    handle.remove()
-    x = captured["x"][0].double()  # (T, C) the residual stream entering the block
-    norm = block.norm_attn
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    gamma, beta = norm.weight.detach().double(), norm.bias.detach().double()  # (C,) each
-    normed = (x - mean) / torch.sqrt(var + norm.eps) * gamma + beta  # (T, C)
-    C, D = model.config.d_model, model.config.head_dim
-    W = block.attn.qkv.weight.detach().double()  # (3C, C): rows 0..C-1 make q, C..2C-1 k, 2C..3C-1 v
-    rows = lambda part: W[part * C + head * D: part * C + (head + 1) * D]  # (D, C)
-    q_raw, k_raw, v = normed @ rows(0).T, normed @ rows(1).T, normed @ rows(2).T  # (T, D) each
-    base = model.config.rope_base
-    rotate = lambda m: torch.tensor([rope_trace(m[t].tolist(), t, base).rotated for t in range(len(m))],
-                                    dtype=torch.float64)  # (T, D)
-    return rotate(q_raw), rotate(k_raw), v, normed
-
-
-def train_tiny_bundle(path, iters=12):
-    """A tiny model trained for a few steps on a small Python text, saved as a bundle at `path` (for page tests)."""
-    from core.bundle import save_bundle
-    from core.corpus import corpus_from_text
-    from core.training import TrainConfig, train
-
-    corpus = corpus_from_text("toy.py", "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(60)))
-    config = TrainConfig(batch_size=4, max_iters=iters, warmup_iters=1, eval_interval=iters, eval_iters=1, num_threads=1)
-    result = train(PRESETS["tiny"], config, corpus)
-    return save_bundle(path, result.model, result.tokenizer, metrics=result.metrics,
-                       command=["tests", "train_tiny_bundle"], corpus=corpus, train_config=config)
-
-
-def reference_weights(model, ids, layer, head):
-    """softmax over the causal prefix of q kᵀ / √D, row by row with math (float64)."""
-    q, k, _, _ = reference_qkv(model, ids, layer, head)
-    T, D = q.shape
-    out = torch.zeros(T, T, dtype=torch.float64)
-    for t in range(T):
-        scores = [float(q[t] @ k[s]) / math.sqrt(D) for s in range(t + 1)]
-        top = max(scores)
-        exps = [math.exp(x - top) for x in scores]
-        for s in range(t + 1):
-            out[t, s] = exps[s] / math.fsum(exps)
-    return out
+    return tiny_model(seed=0, spread=20.0)
 
 
 def test_reported_qkv_reproduce_the_models_own_weights(tiny):
@@ -148,7 +81,7 @@ def test_grid_rows_sum_to_one_and_are_exactly_zero_above_the_diagonal(tiny):
 
 
 def test_text_longer_than_the_context_keeps_its_last_tokens():
-    _, tok = make_model()
+    _, tok = tiny_model()
     text = "abdefr" * 10  # 60 characters, all in the vocabulary
     enc = encode_for_model(tok, text, 32)
     assert enc.truncated and enc.original_length == 60 and enc.dropped == 28
@@ -159,7 +92,7 @@ def test_text_longer_than_the_context_keeps_its_last_tokens():
 
 
 def test_unknown_characters_are_reported_with_their_positions():
-    _, tok = make_model()
+    _, tok = tiny_model()
     enc = encode_for_model(tok, "ab€z€ d", 32)  # '€' and 'z' are not in TEXT
     assert enc.unknown_chars == ("€", "z")
     assert enc.unknown_positions == (2, 3, 4)

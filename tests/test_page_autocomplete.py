@@ -7,7 +7,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP, all_text, decode, figures
+from apptest import all_text, decode, figures, open_page
 from core.bundle import load_bundle, save_bundle
 from core.corpus import corpus_from_text
 from core.model import GPT, preset
@@ -16,10 +16,7 @@ from core.tokenizer import EOS_ID, CharTokenizer
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 LABEL = "tiny test bundle"
 
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 
 def _save(path, unsafe_reason=None):
@@ -41,15 +38,7 @@ def bundle_path(tmp_path_factory):
 
 def open_autocomplete(path, query=None) -> AppTest:
     """app.py with `path` as this session's selected bundle, switched to the autocomplete page."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["lab_session_bundles"] = [(LABEL, str(path))]
-    at.session_state["lab_bundle"] = LABEL
-    at.run()
-    for k, v in {"ac_length": "20", **(query or {})}.items():
-        at.query_params[k] = v
-    at.switch_page("pages/autocomplete.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page("autocomplete", {"ac_length": "20", **(query or {})}, bundle=(LABEL, path))
 
 
 def figure(at, title_part):

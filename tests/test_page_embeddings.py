@@ -1,54 +1,31 @@
 """The embeddings page draws the model's own embedding rows, q, k, v and scores for the typed text,
-checked against a reference built from the raw weight matrices (tests/test_inspect.py)."""
+checked against a reference built from the raw weight matrices (tests/references.py)."""
 import math
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP, all_text, decode, figures
-from core.bundle import load_bundle
-from test_inspect import reference_qkv, train_tiny_bundle
+from apptest import all_text, decode, figure, figures, open_page
+from references import reference_qkv
 
 LABEL = "test bundle (tiny)"
 DEFAULT_TEXT = "def add(a, b):"
 
-
-@pytest.fixture(scope="module")
-def bundle_path(tmp_path_factory):
-    return train_tiny_bundle(tmp_path_factory.mktemp("emb") / "bundle")
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 
-@pytest.fixture(scope="module")
-def bundle(bundle_path):
-    return load_bundle(bundle_path)
-
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
-
-
-def open_embeddings(bundle_path, query=None) -> AppTest:
+def open_embeddings(path, query=None) -> AppTest:
     """The embeddings page with the test bundle added to this session and selected in the sidebar."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["lab_session_bundles"] = [(LABEL, str(bundle_path))]
-    at.session_state["lab_bundle"] = LABEL
-    at.run()
-    for k, v in (query or {}).items():
-        at.query_params[k] = v
-    at.switch_page("pages/embeddings.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page("embeddings", query, bundle=(LABEL, path))
 
 
 def heatmap(at, title_start):
     """z (as float rows, None for masked) and y labels of the figure whose title starts with `title_start`."""
-    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
-    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    trace = found[0]["data"][0]
+    found = figure(at, title_start)
+    trace = found["data"][0]
     z = [[None if v is None else float(v) for v in row] for row in decode(trace["z"]).tolist()]
-    return z, list(decode(trace["y"]).tolist()), found[0]["layout"]["title"]["text"]
+    return z, list(decode(trace["y"]).tolist()), found["layout"]["title"]["text"]
 
 
 def assert_matrix(z, want, atol):
@@ -57,21 +34,21 @@ def assert_matrix(z, want, atol):
     np.testing.assert_allclose(np.asarray(z, dtype=float), want, atol=atol, rtol=0)
 
 
-def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(bundle_path, bundle):
-    at = open_embeddings(bundle_path)
-    ids = bundle.tokenizer.encode(DEFAULT_TEXT)
-    T, C, D = len(ids), bundle.config.d_model, bundle.config.head_dim
+def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_bundle_path, trained_bundle):
+    at = open_embeddings(trained_bundle_path)
+    ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    T, C, D = len(ids), trained_bundle.config.d_model, trained_bundle.config.head_dim
     # token table
     table = at.dataframe[0].value
     assert list(table["token id"]) == ids
-    assert list(table["piece"]) == [bundle.tokenizer.display_piece(i) for i in ids]
+    assert list(table["piece"]) == [trained_bundle.tokenizer.display_piece(i) for i in ids]
     # embedding rows: the rows of the embedding matrix picked by the ids
     z, y, title = heatmap(at, "token embedding rows")
     assert f"{T} × {C}" in title
-    assert_matrix(z, bundle.model.token_embedding.weight.detach()[ids].tolist(), atol=0)
+    assert_matrix(z, trained_bundle.model.token_embedding.weight.detach()[ids].tolist(), atol=0)
     assert y[3] == "3 ␣"
     # q, k, v of layer 0, head 0 (after RoPE by default) against the raw-matrix reference
-    q, k, v, _ = reference_qkv(bundle.model, ids, 0, 0)
+    q, k, v, _ = reference_qkv(trained_bundle.model, ids, 0, 0)
     for name, want in (("Q", q), ("K", k), ("V", v)):
         z, _, title = heatmap(at, f"{name} (T × D")
         assert f"{T} × {D}" in title
@@ -86,41 +63,41 @@ def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(bundle_pa
                 assert z[t][s] == pytest.approx(float(q[t] @ k[s]) / math.sqrt(D), abs=1e-5)
 
 
-def test_changing_layer_and_head_changes_the_projections(bundle_path, bundle):
-    at = open_embeddings(bundle_path)
+def test_changing_layer_and_head_changes_the_projections(trained_bundle_path, trained_bundle):
+    at = open_embeddings(trained_bundle_path)
     before, _, _ = heatmap(at, "Q (T × D")
     at.selectbox(key="emb_layer").set_value(1).run()
     at.selectbox(key="emb_head").set_value(1).run()
     assert not at.exception
     after, _, _ = heatmap(at, "Q (T × D")
     assert after != before
-    ids = bundle.tokenizer.encode(DEFAULT_TEXT)
-    q, _, v, _ = reference_qkv(bundle.model, ids, 1, 1)
+    ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    q, _, v, _ = reference_qkv(trained_bundle.model, ids, 1, 1)
     assert_matrix(after, q.tolist(), atol=1e-5)
     assert_matrix(heatmap(at, "V (T × D")[0], v.tolist(), atol=1e-5)
     assert "layer 1, head 1" in heatmap(at, "scores")[2]
 
 
-def test_rope_toggle_shows_q_before_rotation(bundle_path, bundle):
-    at = open_embeddings(bundle_path, {"emb_rope": "false"})
+def test_rope_toggle_shows_q_before_rotation(trained_bundle_path, trained_bundle):
+    at = open_embeddings(trained_bundle_path, {"emb_rope": "false"})
     z, _, title = heatmap(at, "Q (T × D")
     assert "before RoPE" in title
-    ids = bundle.tokenizer.encode(DEFAULT_TEXT)
-    q_rotated, *_ = reference_qkv(bundle.model, ids, 0, 0)
+    ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    q_rotated, *_ = reference_qkv(trained_bundle.model, ids, 0, 0)
     assert z[0] == pytest.approx(q_rotated[0].tolist(), abs=1e-5)  # position 0 is not rotated
     assert z[5] != pytest.approx(q_rotated[5].tolist(), abs=1e-5)  # later positions are
 
 
-def test_empty_text_gets_a_clear_message_and_no_charts(bundle_path):
-    at = open_embeddings(bundle_path)
+def test_empty_text_gets_a_clear_message_and_no_charts(trained_bundle_path):
+    at = open_embeddings(trained_bundle_path)
     at.text_input(key="emb_text").set_value("").run()
     assert not at.exception
     assert "The text is empty" in all_text(at)
     assert figures(at) == []
 
 
-def test_unseen_characters_are_listed_and_long_text_is_cut(bundle_path, bundle):
-    at = open_embeddings(bundle_path, {"emb_text": "def é(a): return ∑"})
+def test_unseen_characters_are_listed_and_long_text_is_cut(trained_bundle_path, trained_bundle):
+    at = open_embeddings(trained_bundle_path, {"emb_text": "def é(a): return ∑"})
     text = all_text(at)
     assert "not in the training text and became `<unk>`" in text
     assert "é (U+00E9)" in text and "∑ (U+2211)" in text
@@ -129,4 +106,4 @@ def test_unseen_characters_are_listed_and_long_text_is_cut(bundle_path, bundle):
     long = "a + b " * 10  # 60 characters, context 32
     at.text_input(key="emb_text").set_value(long).run()
     assert "the first 28 were cut and the last 32 are shown" in all_text(at)
-    assert list(at.dataframe[0].value["token id"]) == bundle.tokenizer.encode(long[-32:])
+    assert list(at.dataframe[0].value["token id"]) == trained_bundle.tokenizer.encode(long[-32:])

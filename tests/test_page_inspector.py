@@ -1,6 +1,6 @@
 """The attention inspector draws the model's own weights for every layer and head, enlarges the chosen one,
 and its hand check of one row agrees with the model within the declared tolerance. Expected values come
-from a reference built from the raw weight matrices (tests/test_inspect.py)."""
+from a reference built from the raw weight matrices (tests/references.py)."""
 import math
 import re
 
@@ -8,51 +8,23 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP, all_text, decode, figures
-from core.bundle import load_bundle
+from apptest import all_text, decode, figure, figures, open_page
 from core.inspect import TOLERANCE
-from test_inspect import reference_qkv, reference_weights, train_tiny_bundle
+from references import reference_qkv, reference_weights
 
 LABEL = "test bundle (tiny)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
 
-
-@pytest.fixture(scope="module")
-def bundle_path(tmp_path_factory):
-    return train_tiny_bundle(tmp_path_factory.mktemp("insp") / "bundle")
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 
-@pytest.fixture(scope="module")
-def bundle(bundle_path):
-    return load_bundle(bundle_path)
-
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
-
-
-def open_inspector(bundle_path, query=None) -> AppTest:
+def open_inspector(path, query=None) -> AppTest:
     """The inspector with the test bundle added to this session and selected in the sidebar."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["lab_session_bundles"] = [(LABEL, str(bundle_path))]
-    at.session_state["lab_bundle"] = LABEL
-    at.run()
-    for k, v in (query or {}).items():
-        at.query_params[k] = v
-    at.switch_page("pages/inspector.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page("inspector", query, bundle=(LABEL, path))
 
 
 def z_of(trace):
     return [[None if v is None else float(v) for v in row] for row in decode(trace["z"]).tolist()]
-
-
-def figure(at, title_start):
-    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
-    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    return found[0]
 
 
 def assert_causal_weights(z, want):
@@ -72,9 +44,9 @@ def hand_difference(at) -> float:
     return float(match.group(1))
 
 
-def test_grid_shows_every_layer_and_head_with_the_models_weights(bundle_path, bundle):
-    at = open_inspector(bundle_path)
-    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_path, trained_bundle):
+    at = open_inspector(trained_bundle_path)
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     L, H = model.config.n_layer, model.config.n_head
     fig = figure(at, "attention weights of every layer")
     titles = [a["text"] for a in fig["layout"]["annotations"]]
@@ -89,9 +61,9 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(bundle_path, bu
     assert list(zip(summary["layer"], summary["head"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
-def test_enlarged_head_follows_the_selectors(bundle_path, bundle):
-    at = open_inspector(bundle_path)
-    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle):
+    at = open_inspector(trained_bundle_path)
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     before = z_of(figure(at, "weights of layer 0, head 0")["data"][0])
     assert_causal_weights(before, reference_weights(model, ids, 0, 0).tolist())
     at.selectbox(key="insp_layer").set_value(1).run()
@@ -106,12 +78,12 @@ def test_enlarged_head_follows_the_selectors(bundle_path, bundle):
     assert grid_titles[3] == "<b>layer 1, head 1 (enlarged below)</b>"
 
 
-def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(bundle_path, bundle):
-    at = open_inspector(bundle_path, {"insp_layer": "1", "insp_head": "0"})
-    model, ids = bundle.model, bundle.tokenizer.encode(DEFAULT_TEXT)
+def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bundle_path, trained_bundle):
+    at = open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"})
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     T = len(ids)
     want = reference_weights(model, ids, 1, 0)
-    labels = [f"{t} {bundle.tokenizer.display_piece(i)}" for t, i in enumerate(ids)]
+    labels = [f"{t} {trained_bundle.tokenizer.display_piece(i)}" for t, i in enumerate(ids)]
     assert at.selectbox(key="insp_row").value == labels[-1]  # the last query by default
     at.selectbox(key="insp_row").set_value(labels[6]).run()
     bars = figure(at, "weights of query 6")["data"][0]
@@ -134,19 +106,19 @@ def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(bundle_path,
     np.testing.assert_allclose(row["q"], q[:7].numpy(), atol=1e-5, rtol=0)  # queries 0..t: row t is read
     np.testing.assert_allclose(row["k"], k[:7].numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(row["v"], v[:7].numpy(), atol=1e-5, rtol=0)
-    assert row["pieces"] == [bundle.tokenizer.display_piece(i) for i in ids[:7]]
+    assert row["pieces"] == [trained_bundle.tokenizer.display_piece(i) for i in ids[:7]]
 
 
-def test_empty_text_gets_a_clear_message_and_no_charts(bundle_path):
-    at = open_inspector(bundle_path)
+def test_empty_text_gets_a_clear_message_and_no_charts(trained_bundle_path):
+    at = open_inspector(trained_bundle_path)
     at.text_input(key="insp_text").set_value("").run()
     assert not at.exception
     assert "The text is empty" in all_text(at)
     assert figures(at) == []
 
 
-def test_unseen_characters_are_listed_and_a_shorter_text_keeps_a_valid_row(bundle_path):
-    at = open_inspector(bundle_path)
+def test_unseen_characters_are_listed_and_a_shorter_text_keeps_a_valid_row(trained_bundle_path):
+    at = open_inspector(trained_bundle_path)
     at.selectbox(key="insp_row").set_value("20 n").run()
     at.text_input(key="insp_text").set_value("x = ü + ∑").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -6,22 +6,11 @@ import re
 import pytest
 import torch
 
-from apptest import all_text, decode, figures, open_page
+from apptest import all_text, decode, figure, open_page, table
 
 NAN_TEXT = "NaN (undefined)"
 
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
-
-
-def figure(at, title_start):
-    return next(f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start))
-
-
-def table(at, column):
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 
 def softmax(xs, allowed=None):

@@ -6,17 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from apptest import APP, all_text, decode, figures, open_page
+from apptest import APP, all_text, decode, figures, open_page, table
 from streamlit.testing.v1 import AppTest
 
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
-
-
-def table(at, column):
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 
 def vector(cell: str) -> list[float]:

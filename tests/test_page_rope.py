@@ -1,21 +1,21 @@
 """The RoPE page: its offset check passes with a tiny spread, its score depends only on m - n, its frequency
 table is the closed form, bad links fall back with a note, and with a model its on/off heatmaps are the head's
 scores with and without the rotation. Expected values come from math and from the model's raw weights
-(tests/test_rope_lab.py), never from core.rope_lab."""
+(tests/references.py), never from core.rope_lab."""
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 import ui.models
-from apptest import APP, all_text, decode, figures, open_page
+from apptest import all_text, decode, figure, figures, open_page
+from bundles import TEXT, tiny_model
 from core.bundle import load_bundle, save_bundle
 from core.corpus import corpus_from_text
 from core.rope import apply_rope
-from test_rope_lab import TEXT, closed_form_score, raw_qk, reference_scores, tiny_model
+from references import closed_form_score, head_inputs, reference_scores
 
 LABEL = "test bundle (tiny, untrained)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
@@ -45,12 +45,6 @@ def bundle_path(tmp_path_factory):
 
 def score_metric(at) -> float:
     return float(next(m.value for m in at.metric if m.label == "q·k after RoPE, all D features"))
-
-
-def figure(at, title_start):
-    found = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(title_start)]
-    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    return found[0]
 
 
 def test_offset_check_passes_and_the_curves_are_the_closed_form():
@@ -124,18 +118,11 @@ def test_without_a_bundle_the_model_section_says_what_to_do():
 
 
 def test_with_a_bundle_the_heatmaps_are_the_heads_scores_with_and_without_rope(bundle_path):
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["lab_session_bundles"] = [(LABEL, str(bundle_path))]
-    at.session_state["lab_bundle"] = LABEL
-    at.run()
-    at.query_params["rope_layer"] = "1"
-    at.query_params["rope_head"] = "1"
-    at.switch_page("pages/rope.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_page("rope", {"rope_layer": "1", "rope_head": "1"}, bundle=(LABEL, bundle_path))
     model = load_bundle(bundle_path).model
     ids = load_bundle(bundle_path).tokenizer.encode(DEFAULT_TEXT)
     T = len(ids)
-    q_raw, k_raw = raw_qk(model, ids, 1, 1)
+    q_raw, k_raw, _, _ = head_inputs(model, ids, 1, 1)
     base = model.config.rope_base
     want = {"on": reference_scores(apply_rope(q_raw, torch.arange(T), base), apply_rope(k_raw, torch.arange(T), base)),
             "off": reference_scores(q_raw, k_raw)}

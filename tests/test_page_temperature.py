@@ -7,6 +7,8 @@ from apptest import all_text, decode, figures, open_page
 
 LESSON_SCORES = [1.2, 0.3, -0.4, 1.8]
 
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
+
 
 def by_formula(scores, tau):
     e = [math.exp(s / tau) for s in scores]
@@ -15,11 +17,6 @@ def by_formula(scores, tau):
 
 def bar_values(at):
     return [float(y) for y in decode(figures(at)[0]["data"][0]["y"])]
-
-
-@pytest.fixture(autouse=True)
-def _clean(fresh_streamlit_caches):
-    yield
 
 
 def test_default_shows_the_lesson_distribution_in_chart_table_and_summary():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from apptest import all_text, decode, figures, open_page
-from core import runs
+from core import leak
 from core.bundle import load_bundle
 from ui import models
 
@@ -125,6 +125,6 @@ def test_without_the_causal_mask_the_page_warns_and_marks_the_bundle_unsafe(monk
     [(label, path)] = at.session_state["lab_session_bundles"]
     assert "NO causal mask" in label and not load_bundle(path).safe
     # The page shows the detector's verdict: with a floor every loss is below, it says "impossibly good".
-    monkeypatch.setattr(runs, "leak_verdict", functools.partial(runs.leak_verdict, floor=100.0))
+    monkeypatch.setattr(leak, "leak_verdict", functools.partial(leak.leak_verdict, floor=100.0))
     at.run()
     assert "Impossibly good validation loss" in shown(at) and "leakage, not skill" in shown(at)

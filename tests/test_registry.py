@@ -4,7 +4,6 @@ import json
 import stat
 
 import pytest
-import torch
 
 from core.bundle import load_bundle, save_bundle, verify_bundle
 from core.cli import main
@@ -27,15 +26,6 @@ TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
 POLICY = ReleasePolicy(require_beats_baseline=False,
                        evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: the machine is shared, and two threads fighting other jobs run slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 
 @pytest.fixture(scope="module")

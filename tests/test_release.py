@@ -31,15 +31,6 @@ QUICK = EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
 # n-gram, so only that comparison is waived here (test_default_policy_... holds the full gate).
 RELAXED = ReleasePolicy(require_beats_baseline=False, evaluation=QUICK)
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: the machine is shared, and two threads fighting other jobs run slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 
 def train_bundle(corpus, out, *, causal: bool):
     cfg = TrainConfig(batch_size=8, max_iters=30, warmup_iters=3, eval_interval=30, eval_iters=1,

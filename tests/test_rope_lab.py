@@ -1,13 +1,12 @@
 """core.rope_lab against references written without it: the single-pair closed form
 |q||k| cos(φ_q - φ_k + (m - n)θ) with math, θ_i = base^(-2i/D) with math, Hugging Face's rotate_half written
 out by hand, and a tiny model's q, k taken from its raw weight matrices."""
-import dataclasses
 import math
 
 import pytest
 import torch
 
-from core.model import GPT, PRESETS
+from bundles import TEXT, tiny_model
 from core.rope import apply_rope, rope_trace
 from core.rope_lab import (
     SPREAD_TOLERANCE,
@@ -19,21 +18,7 @@ from core.rope_lab import (
     rotate_pair,
     seeded_qk,
 )
-from core.tokenizer import CharTokenizer
-
-TEXT = "def add(a, b):\n    return a + b\n"
-
-
-def closed_form_score(q, k, offset, base):
-    """Σ_i |q_i||k_i| cos(φ_q,i - φ_k,i + offset·θ_i) over the pairs, with math only."""
-    D = len(q)
-    total = []
-    for i in range(D // 2):
-        theta = base ** (-2.0 * i / D)
-        qx, qy, kx, ky = q[2 * i], q[2 * i + 1], k[2 * i], k[2 * i + 1]
-        total.append(math.hypot(qx, qy) * math.hypot(kx, ky)
-                     * math.cos(math.atan2(qy, qx) - math.atan2(ky, kx) + offset * theta))
-    return math.fsum(total)
+from references import closed_form_score, head_inputs, reference_scores
 
 
 def test_single_pair_score_is_the_closed_form_of_the_offset_alone():
@@ -145,54 +130,12 @@ def test_bad_inputs_are_refused_with_a_message():
 
 # ---- the model section ----------------------------------------------------------------------------
 
-def tiny_model(seed=0, spread=20.0):
-    """A seeded, untrained tiny GPT with its weights scaled up so its scores are far from zero."""
-    tok = CharTokenizer.from_text(TEXT)
-    torch.manual_seed(seed)
-    model = GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size))
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(spread)
-    return model.eval(), tok
-
-
-def raw_qk(model, ids, layer, head):
-    """The head's q, k BEFORE RoPE (T, D), float64, from the raw weight matrices: the block input from a forward
-    hook, an explicit layer norm, then the head's rows of the qkv weight."""
-    captured = {}
-    block = model.blocks[layer]
-
-    def keep_input(module, args):
-        captured["x"] = args[0].detach()  # returns None: the forward pass is left unchanged
-
-    handle = block.register_forward_pre_hook(keep_input)
-    with torch.no_grad():
-        model(torch.tensor([list(ids)]))
-    handle.remove()
-    x = captured["x"][0].double()  # (T, C)
-    norm = block.norm_attn
-    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
-    normed = (x - mean) / torch.sqrt(var + norm.eps) * norm.weight.detach().double() + norm.bias.detach().double()  # (T, C)
-    C, D = model.config.d_model, model.config.head_dim
-    W = block.attn.qkv.weight.detach().double()  # (3C, C)
-    q = normed @ W[head * D:(head + 1) * D].T  # (T, D)
-    k = normed @ W[C + head * D:C + (head + 1) * D].T  # (T, D)
-    return q, k
-
-
-def reference_scores(q, k):
-    """q kᵀ / √D by loops (T, T) with the future as None."""
-    T, D = q.shape
-    return [[float(q[t] @ k[s]) / math.sqrt(D) if s <= t else None for s in range(T)] for t in range(T)]
-
-
 @pytest.mark.parametrize("layer, head", [(0, 0), (1, 1)])
 def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(layer, head):
     model, tok = tiny_model()
     ids = tok.encode(TEXT)
     T = len(ids)
-    q_raw, k_raw = raw_qk(model, ids, layer, head)
+    q_raw, k_raw, _, _ = head_inputs(model, ids, layer, head)
     positions = torch.arange(T)
     want_on = reference_scores(apply_rope(q_raw, positions, model.config.rope_base),
                                apply_rope(k_raw, positions, model.config.rope_base))

@@ -1,4 +1,5 @@
-"""core.runs: a training run as a job (events, snapshots, bundle, early stop, no mask) and the leak detector."""
+"""core.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), and real runs' histories
+against the leak detector (core.leak; its rules at their boundaries are in tests/test_leak.py)."""
 import dataclasses
 import threading
 from types import SimpleNamespace
@@ -6,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from core import runs
+from core import leak, runs
 from core.bundle import load_bundle
 from core.corpus import CorpusError
 from core.jobs import STOPPED, JobQueue
@@ -133,57 +134,28 @@ def test_a_bad_corpus_fails_early_with_the_corpus_message(tmp_path, text, words)
     assert not (tmp_path / "never").exists()
 
 
-# ---- the leak rule -------------------------------------------------------------------------------
-
-def history(*points):
-    return [SimpleNamespace(step=s, val_loss=v) for s, v in points]
-
-
-def test_the_floor_rule_at_its_boundary():
-    floor = runs.LEAK_FLOOR_NATS
-    assert not runs.leak_verdict(history((0, 4.5), (100, 1.2), (200, floor))).leaked  # exactly at the floor passes
-    verdict = runs.leak_verdict(history((0, 4.5), (100, 1.2), (200, floor - 1e-9), (300, 0.1)))
-    assert verdict.leaked and verdict.rule == "floor" and verdict.step == 200 and verdict.threshold == floor
-    assert "impossibly good" in verdict.message
-
-
-def test_the_reference_rule_compares_the_same_steps_only():
-    ref = history((0, 4.5), (100, 2.4), (200, 2.2))
-    assert not runs.leak_verdict(history((0, 4.5), (100, 1.2), (200, 1.5)), reference=ref).leaked  # 1.2 == 0.5 * 2.4
-    verdict = runs.leak_verdict(history((0, 4.5), (100, 1.2 - 1e-9)), reference=ref)
-    assert verdict.leaked and verdict.rule == "reference run" and verdict.step == 100
-    assert verdict.threshold == pytest.approx(1.2)
-    assert not runs.leak_verdict(history((0, 1.0), (150, 1.0)), reference=history((0, 4.5), (100, 2.4))).leaked
-    assert not runs.leak_verdict(history((0, 2.0)), reference=history((0, 4.5))).leaked  # step 0 is never compared
-
-
-def test_the_reference_model_rule_at_its_boundary():
-    assert not runs.leak_verdict(history((0, 4.5), (400, 0.95)), reference_loss=1.9).leaked  # 0.95 == 0.5 * 1.9
-    verdict = runs.leak_verdict(history((0, 4.5), (200, 1.2), (400, 0.95 - 1e-9)), reference_loss=1.9)
-    assert verdict.leaked and verdict.rule == "reference model" and verdict.step == 400
-    assert verdict.threshold == pytest.approx(0.95) and "shipped causal model" in verdict.message
-
+# ---- a run's history against the leak rule (core.leak) -------------------------------------------
 
 def test_the_reference_loss_comes_only_from_a_safe_causal_bundle_on_the_same_text(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
     manifest = load_bundle(causal.bundle_path).manifest
-    assert runs.causal_reference_loss(manifest, causal.corpus_fingerprint) == pytest.approx(causal.metrics["val_loss"])
-    assert runs.causal_reference_loss(manifest, "another text") is None
-    assert runs.causal_reference_loss(load_bundle(leaky.bundle_path).manifest, leaky.corpus_fingerprint) is None
-    assert runs.causal_reference_loss({}, causal.corpus_fingerprint) is None
+    assert leak.causal_reference_loss(manifest, causal.corpus_fingerprint) == pytest.approx(causal.metrics["val_loss"])
+    assert leak.causal_reference_loss(manifest, "another text") is None
+    assert leak.causal_reference_loss(load_bundle(leaky.bundle_path).manifest, leaky.corpus_fingerprint) is None
+    assert leak.causal_reference_loss({}, causal.corpus_fingerprint) is None
 
 
 def test_a_real_causal_run_passes_and_the_no_mask_run_is_flagged_against_it(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
-    assert not runs.leak_verdict(causal.history).leaked
-    reference = runs.causal_reference([causal, leaky], corpus_fingerprint=leaky.corpus_fingerprint,
+    assert not leak.leak_verdict(causal.history).leaked
+    reference = leak.causal_reference([causal, leaky], corpus_fingerprint=leaky.corpus_fingerprint,
                                       preset_name="tiny", max_iters=leaky.max_iters)
     assert reference == causal.history
-    assert runs.causal_reference([leaky], corpus_fingerprint=leaky.corpus_fingerprint, preset_name="tiny",
+    assert leak.causal_reference([leaky], corpus_fingerprint=leaky.corpus_fingerprint, preset_name="tiny",
                                  max_iters=leaky.max_iters) is None
     # Scaled to what a leaking model reaches (less than half the causal loss at every step), the rule fires.
     scaled = [SimpleNamespace(step=r.step, val_loss=0.45 * r.val_loss) for r in causal.history]
-    assert runs.leak_verdict(scaled, floor=0.0, reference=reference).step == 2
+    assert leak.leak_verdict(scaled, floor=0.0, reference=reference).step == 2
 
 
 def test_parameter_count_matches_the_model():

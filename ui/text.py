@@ -1,0 +1,53 @@
+"""What pages write around their charts: user and model text made inert for markdown, links to other
+pages that may not be registered, and the pass/fail line of a check.
+
+User text (uploads, prompts, file names, model output, error messages quoting them) is data: it goes
+through `escape_markdown` before it reaches st.markdown, st.warning and friends (CONTRIBUTING.md).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
+
+ROOT = Path(__file__).resolve().parent.parent
+# Every character markdown (or Streamlit's `:colour[...]` / `:emoji:` directives) gives a meaning to.
+MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~:"
+
+
+def escape_markdown(text) -> str:
+    """`text` (anything, through str) made inert for st.markdown: every markup character preceded by a backslash.
+
+    A backslash before ASCII punctuation renders as the character itself, so the reader sees `text` unchanged.
+    """
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in str(text))
+
+
+def code_points(chars: Iterable[str]) -> str:
+    """Characters named for a sentence, each with its code point: 'é (U+00E9), ∑ (U+2211)', escaped."""
+    return ", ".join(f"{escape_markdown(c)} (U+{ord(c):04X})" for c in chars)
+
+
+def link_if_registered(page: str, label: str) -> bool:
+    """st.page_link to `page` (a path from the repository root) when the file exists and app.py registered it;
+    False otherwise, so the page can say where to find it instead."""
+    if not (ROOT / page).is_file():
+        return False
+    try:
+        st.page_link(page, label=label)
+    except StreamlitPageNotFoundError:  # the file exists but is not (yet) in the navigation
+        return False
+    return True
+
+
+def verdict(passed: bool, if_passed: str, if_failed: str) -> None:
+    """A check's outcome: `if_passed` in a success box, or `if_failed` in an error box.
+
+    The two messages say in words which way it went, so colour is never the only channel.
+    """
+    if passed:
+        st.success(if_passed)
+    else:
+        st.error(if_failed)
