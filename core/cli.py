@@ -203,8 +203,8 @@ def _run_generate(args: argparse.Namespace) -> int:
 # ---- entry point ---------------------------------------------------------------------------------
 
 def register_release(subparsers) -> None:
-    """`evaluate`, `baseline` and `release {check,promote,rollback,status}`: see core/release.py."""
-    from core.release import register_commands
+    """`evaluate`, `baseline` and `release {check,promote,rollback,status}`: see core/cli_release.py."""
+    from core.cli_release import register_commands
 
     register_commands(subparsers)
 
