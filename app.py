@@ -20,6 +20,9 @@ PAGES = {
         st.Page("pages/autocomplete.py", title="Autocomplete"),
         st.Page("pages/inspector.py", title="Attention inspector"),
     ],
+    "Release": [
+        st.Page("pages/release.py", title="Release"),
+    ],
 }
 
 page = st.navigation(PAGES)
