@@ -6,21 +6,27 @@ Shape legend, used in every shape comment of the project:
     D  head width (d_k)           C  model width (d_model)
     V  vocabulary size
 
-Masks are bool with True = may attend, broadcastable to (B, H, T, S).
-This package never imports streamlit and never prints: progress goes through callbacks.
+Masks are bool with True = may attend, broadcastable to (B, H, T, S); with a cache the causal mask is
+bottom-right aligned (query t sits at absolute position S - T + t).
+This package never imports streamlit; only its command line (core.cli, core.cli_release) prints.
+docs/ARCHITECTURE.md lists every module and its concept.
 """
-from core.attention import (
-    AttentionResult,
-    causal_mask,
-    padding_mask,
-    scaled_dot_product_attention,
-    softmax,
-)
+from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from core.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
+from core.corpus import Corpus, CorpusError, load_corpus
+from core.kv_cache import KVCache
+from core.model import GPT, PRESETS, ModelConfig, preset
+from core.sampling import SampleConfig, generate, sample_next_token
+from core.tokenizer import CharTokenizer
+from core.training import TrainConfig, train
 
 __all__ = [
-    "AttentionResult",
-    "causal_mask",
-    "padding_mask",
-    "scaled_dot_product_attention",
-    "softmax",
+    "AttentionResult", "causal_mask", "padding_mask", "scaled_dot_product_attention", "softmax",
+    "Bundle", "BundleError", "load_bundle", "save_bundle", "verify_bundle",
+    "Corpus", "CorpusError", "load_corpus",
+    "KVCache",
+    "GPT", "PRESETS", "ModelConfig", "preset",
+    "SampleConfig", "generate", "sample_next_token",
+    "CharTokenizer",
+    "TrainConfig", "train",
 ]
