@@ -99,7 +99,7 @@ def snapshot_view(snap, key_suffix: str) -> None:
     fig.update_layout(margin=dict(t=125), title=dict(y=0.995, yanchor="top"))  # the title above the key labels
     where = ("above the diagonal are masked (0)" if snap.causal
              else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right")
-    summary = (f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (· is a space, "
+    summary = (f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
                f"↵ a line end): each row sums to 1; "
                f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}.")
     chart(fig, matrix_table(z, labels, labels, value_name="weight"), summary, key=f"train_attention_{key_suffix}")

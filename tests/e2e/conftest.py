@@ -210,8 +210,12 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
         "--server.fileWatcherType", "none",
     ]
     with open(log_path, "wb") as log:
+        # Runs and the registry go to this test session's own folders: a developer's local registry
+        # would change which model the pages select, and test runs must not land in the repo's runs/.
+        env = dict(os.environ, LAB_RUNS_DIR=str(log_dir / "runs"), LAB_REGISTRY_DIR=str(log_dir / "registry"))
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=env,
         )
         server = Server(url=url, log_path=log_path)
         try:
