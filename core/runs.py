@@ -33,6 +33,7 @@ import torch
 from core.bundle import MANIFEST, save_bundle
 from core.corpus import (STDLIB_SOURCE, Corpus, check_split_size, corpus_from_text, load_corpus,
                          split_documents)
+from core.leak import LeakVerdict, leak_verdict
 from core.model import GPT, PRESETS, ModelConfig
 from core.tokenizer import CharTokenizer
 from core.training import TrainConfig, TrainEvent, TrainResult, train
@@ -109,6 +110,10 @@ class RunSpec:
     snapshot_text: str = PYTHON_PROBE
     snapshot_layer: int = 0
     snapshot_head: int = 0
+    # The leakage lesson's stop condition: end the run at the first evaluation core.leak calls impossibly
+    # good (the bundle is still saved; without the mask it is marked unsafe and the release gate refuses it).
+    stop_on_leak: bool = False
+    leak_reference_loss: float | None = None  # a causal model's validation loss on this text, if known
 
     def __post_init__(self):
         if not isinstance(self.corpus, Corpus) or not isinstance(self.train_config, TrainConfig):
@@ -188,6 +193,7 @@ class RunResult:
     bundle_path: Path
     metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second, stop_reason
     stopped: bool  # stopped by the user; the bundle still holds what was learned
+    leak: LeakVerdict | None  # the verdict that stopped the run (stop_on_leak), else None
     safe: bool
     unsafe_reason: str | None
     history: tuple  # EvalRecord per evaluation, step 0 first
@@ -216,6 +222,8 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
     """The job: train, report Progress (with a Snapshot at each evaluation), save the bundle."""
     tokenizer = CharTokenizer.from_text(spec.corpus.text)  # the one train() builds from the same text
     last_step_report = [-math.inf]
+    evals: list[TrainEvent] = []
+    leaked: list[LeakVerdict] = []  # the first leaking verdict, once found
 
     def forward(event: TrainEvent) -> None:
         now = time.monotonic()
@@ -227,14 +235,21 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
         if event.kind == "eval" and event.model is not None:
             snapshot = attention_snapshot(event.model, tokenizer, spec.snapshot_text, layer=spec.snapshot_layer,
                                           head=spec.snapshot_head, step=event.step)
+        if event.kind == "eval" and spec.stop_on_leak and not leaked:
+            evals.append(event)
+            verdict = leak_verdict(evals, reference_loss=spec.leak_reference_loss)
+            if verdict.leaked:
+                leaked.append(verdict)  # should_stop below ends the run before the next step
         eta = event.eta_seconds if math.isfinite(event.eta_seconds) else None
         report(Progress(event.kind, event.step, event.max_iters, event.loss, event.val_loss, event.lr,
                         event.tokens_per_second, event.elapsed, eta, snapshot))
 
     result, path = train_and_save(spec.corpus, spec.preset_name, spec.train_config, spec.out_dir,
-                                  command=spec.command(), callback=forward, should_stop=should_stop)
+                                  command=spec.command(), callback=forward,
+                                  should_stop=lambda: bool(leaked) or should_stop())
     manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
-    return RunResult(path, dict(result.metrics), result.metrics["stop_reason"] == "stopped", manifest["safe"],
+    stopped_by_user = result.metrics["stop_reason"] == "stopped" and not leaked
+    return RunResult(path, dict(result.metrics), stopped_by_user, leaked[0] if leaked else None, manifest["safe"],
                      manifest["unsafe_reason"], result.history, spec.preset_name, spec.corpus.source,
                      spec.corpus.fingerprint, result.model.config.causal, spec.train_config.max_iters,
                      result.model.num_parameters())
@@ -263,13 +278,15 @@ def training_work(corpus_source: str, corpus_text: str | bytes | None, preset_na
 
 
 def work_for_corpus(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path],
-                    *, snapshot_text: str | None = None, snapshot_layer: int = 0, snapshot_head: int = 0
+                    *, snapshot_text: str | None = None, snapshot_layer: int = 0, snapshot_head: int = 0,
+                    stop_on_leak: bool = False, leak_reference_loss: float | None = None,
                     ) -> Callable[[Callable, Callable], RunResult]:
     """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise).
     `snapshot_text` defaults to `default_probe`."""
     check_fits(corpus, preset_name, train_config)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
-    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
+    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head,
+                   stop_on_leak, leak_reference_loss)
     return functools.partial(run_training, spec)
 
 

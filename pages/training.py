@@ -40,11 +40,12 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
-def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
+def start_run(corpus, corpus_label, preset_name, train_config, stop_on_leak) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short) is shown, not raised."""
     try:
         run_dir = runs.JobDir(models.RUNS_DIR)
-        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir)
+        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, stop_on_leak=stop_on_leak,
+                                    leak_reference_loss=shipped_reference_loss(corpus.fingerprint))
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), work, name=name)
     except (JobError, CorpusError) as err:
@@ -169,8 +170,11 @@ def show_run(job_id: str, polling: bool) -> None:
     else:
         result = view.result
         metrics = result.metrics
-        how = {"stopped": f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
-                          "model learned so far.",
+        how = {"stopped": (f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters} "
+                           "(the stop condition): the bundle holds what the model learned by then."
+                           if result.leak else
+                           f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
+                           "model learned so far."),
                "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
                               "holds what the model learned by then.",
                }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
@@ -259,6 +263,9 @@ with right:
     seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
     seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
     no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
+    stop_on_leak = params.toggle("Stop the run when the validation loss is impossibly good", "train_stop_leak", True,
+                                 help="The leak detector's stop condition. Very repetitive text can fall below the "
+                                      "floor honestly: switch this off to train on such text anyway.")
     st.caption("Without the causal mask every position may also look at the characters to its right, including "
                "the one it has to predict. Training loss and validation loss then fall far below what any honest "
                "model reaches. The lab detects this and marks such a model **unsafe**.")
@@ -279,7 +286,7 @@ if start:
         # One torch thread: the server's other core stays free for the pages of everyone else.
         train_config = runs.train_config_for(int(iters), max_seconds=float(seconds), seed=int(seed),
                                              causal=not no_mask, num_threads=1)
-        if start_run(corpus, corpus_label, preset_name, train_config):
+        if start_run(corpus, corpus_label, preset_name, train_config, stop_on_leak):
             st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 
 st.header("2. The run")

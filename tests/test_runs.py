@@ -167,3 +167,28 @@ def test_text_helpers():
     assert [runs.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 111)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "111th"]
     assert runs.format_duration(None) == "unknown" and runs.format_duration(75.4) == "1 min 15 s"
+
+
+def test_the_leak_stop_condition_ends_the_run_at_the_first_impossibly_good_evaluation(tmp_path):
+    """Same seed, so the run without the stop condition gives the history the stopping run will see;
+    a reference loss placed between two evaluations must stop the run right at the later one."""
+    cfg = runs.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    free = runs.work_for_corpus(corpus, "tiny", cfg, tmp_path / "free", snapshot_text=PROBE)(lambda e: None, lambda: False)
+    losses = {r.step: r.val_loss for r in free.history}
+    assert losses[10] > losses[20]  # the loss falls, so a threshold between them splits the evaluations
+    threshold = (losses[10] + losses[20]) / 2  # leaked when val_loss < 0.5 * reference_loss
+    reference_loss = threshold / leak.LEAK_REFERENCE_RATIO
+    assert min(losses[s] for s in (0, 10)) > threshold and all(losses[s] >= leak.LEAK_FLOOR_NATS for s in (0, 10, 20))
+
+    events = []
+    stopping = runs.work_for_corpus(corpus, "tiny", cfg, tmp_path / "stopped", snapshot_text=PROBE,
+                                    stop_on_leak=True, leak_reference_loss=reference_loss)
+    result = stopping(events.append, lambda: False)
+    assert result.leak is not None and result.leak.step == 20 and result.leak.rule == "reference model"
+    assert result.metrics["iters"] == 20 and result.metrics["stop_reason"] == "stopped"
+    assert not result.stopped  # the detector stopped it, not the user
+    assert not result.safe and load_bundle(result.bundle_path).manifest["safe"] is False
+    assert [e.step for e in events if e.kind == "eval"] == [0, 10, 20]
+    # Without the stop condition the same run goes on to its budget.
+    assert free.leak is None and free.metrics["iters"] == 40

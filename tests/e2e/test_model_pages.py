@@ -18,14 +18,14 @@ def body_text(page) -> str:
 def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, base_url, tmp_path, requests_seen):
     # The tiny preset (the page's default) with a budget large enough that Stop comes first.
     open_page(page, base_url, "/training?train_iters=3000&train_seconds=600")
-    page.get_by_role("button", name="Start training").click()
+    page.get_by_role("button", name="Start training", exact=True).click()
     wait_until(page, lambda: "Loss while training" in plot_titles(page), RUN_TIMEOUT_MS,
                lambda: f"no loss curve appeared; the page says:\n{body_text(page)[-1500:]}")
     # The curve grows while the run goes on: at least one evaluation after step 0 before we stop.
     wait_until(page, lambda: page.locator(".js-plotly-plot .scatterlayer .trace").count() > 0, RUN_TIMEOUT_MS,
                lambda: "the loss chart has no line")
     save_screenshot(page, tmp_path, "training-running")
-    page.get_by_role("button", name="Stop").click()
+    page.get_by_role("button", name="Stop", exact=True).click()
     wait_until(page, lambda: "Stopped at step" in body_text(page), RUN_TIMEOUT_MS,
                lambda: f"the run did not report its stop; the page says:\n{body_text(page)[-1500:]}")
     wait_for_app_idle(page, APP_IDLE_TIMEOUT_MS)
