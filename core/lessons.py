@@ -107,6 +107,7 @@ class SaturationStats:
     entropy_bits: Tensor        # (..., T) entropy of each row in bits
     jacobian_norm: Tensor       # (..., T) Frobenius norm of d weights / d scores for each row
     share_one_hot: float        # share of rows whose largest weight >= ONE_HOT_THRESHOLD
+    mean_max_weight: float      # mean over rows of the largest weight
     mean_entropy_bits: float
     mean_jacobian_norm: float
 
@@ -140,6 +141,7 @@ def saturation(result: AttentionResult, mask: Tensor | None = None) -> Saturatio
         entropy_bits=entropy,
         jacobian_norm=jac,
         share_one_hot=(max_weight >= ONE_HOT_THRESHOLD).float().mean().item(),
+        mean_max_weight=max_weight.mean().item(),
         mean_entropy_bits=entropy.mean().item(),
         mean_jacobian_norm=jac.mean().item(),
     )

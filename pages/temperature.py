@@ -55,7 +55,7 @@ if revealed:
     example = lessons.worked_example()
     exp = lessons.scaling_experiment(example.q, example.k, example.v, factor=factor, causal=causal)
     rows = [
-        ("mean of each row's largest weight", exp.baseline.max_weight.mean().item(), exp.unscaled.max_weight.mean().item()),
+        ("mean of each row's largest weight", exp.baseline.mean_max_weight, exp.unscaled.mean_max_weight),
         (f"share of rows with a weight ≥ {lessons.ONE_HOT_THRESHOLD}", exp.baseline.share_one_hot, exp.unscaled.share_one_hot),
         ("mean row entropy (bits)", exp.baseline.mean_entropy_bits, exp.unscaled.mean_entropy_bits),
         ("mean softmax gradient norm ‖∂weights/∂scores‖", exp.baseline.mean_jacobian_norm, exp.unscaled.mean_jacobian_norm),

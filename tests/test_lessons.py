@@ -192,3 +192,10 @@ def test_score_geometry_against_an_independent_computation(scaled):
     assert {s.name: s.shape for s in geo.steps} == {
         "Q": (B, H, T, D), "K": (B, H, T, D), "Kᵀ": (B, H, D, T), "scores": (B, H, T, T),
         "weights": (B, H, T, T), "V": (B, H, T, D), "out": (B, H, T, D)}
+
+
+def test_saturation_mean_max_weight_is_the_mean_of_each_rows_largest_weight():
+    ex = lessons.worked_example()
+    stats = lessons.saturation(ex.result, ex.mask)
+    rows = ex.result.weights[0].tolist()
+    assert stats.mean_max_weight == pytest.approx(sum(max(r) for r in rows) / len(rows), abs=1e-7)
