@@ -6,7 +6,7 @@ from core.inspect import encode_for_model, projections
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
-from ui.text import code_points, escape_markdown, link_if_registered
+from ui.text import escape_markdown, explain_encoding, link_if_registered
 
 DEFAULT_TEXT = "def add(a, b):"
 
@@ -42,16 +42,7 @@ with right:
     head = params.selectbox("Head", "emb_head", list(range(H)), 0)
 
 enc = encode_for_model(bundle.tokenizer, text, config.context_length)
-if enc.T == 0:
-    st.info("The text is empty, so there is nothing to embed. Type at least one character above.")
-    st.stop()
-if enc.unknown_chars:
-    listed = code_points(enc.unknown_chars)
-    st.warning(f"These characters were not in the training text and became `<unk>`: {listed}. "
-               "The model cannot tell them apart: every one of them reads the same embedding row.")
-if enc.truncated:
-    st.info(f"The text has {enc.original_length} characters but the model reads at most "
-            f"{config.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown.")
+explain_encoding(enc, "embed", "The model cannot tell them apart: every one of them reads the same embedding row.")
 
 proj = projections(bundle.model, enc.ids, layer, head)
 T = enc.T

@@ -8,7 +8,7 @@ from core.inspect import attention_grid, check_row, encode_for_model, head_summa
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
-from ui.text import code_points, escape_markdown, link_if_registered, verdict
+from ui.text import escape_markdown, explain_encoding, link_if_registered, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
@@ -68,15 +68,7 @@ L, H, D = config.n_layer, config.n_head, config.head_dim
 
 text = params.text_input("Text to send through the model", "insp_text", DEFAULT_TEXT)
 enc = encode_for_model(bundle.tokenizer, text, config.context_length)
-if enc.T == 0:
-    st.info("The text is empty, so there is nothing to attend to. Type at least one character above.")
-    st.stop()
-if enc.unknown_chars:
-    listed = code_points(enc.unknown_chars)
-    st.warning(f"These characters were not in the training text and became `<unk>`: {listed}.")
-if enc.truncated:
-    st.info(f"The text has {enc.original_length} characters but the model reads at most "
-            f"{config.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown.")
+explain_encoding(enc, "attend to")
 
 if not config.causal:
     st.warning("This model was trained without the causal mask: every query also sees the keys to its right, "

@@ -11,7 +11,7 @@ from core.inspect import encode_for_model
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.models import selected_bundle
-from ui.text import code_points, escape_markdown, verdict
+from ui.text import escape_markdown, explain_encoding, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 WIDTHS = [4, 8, 16, 32, 64, 128]
@@ -235,15 +235,7 @@ with mid:
 with right:
     head = params.selectbox("Head", "rope_head", list(range(config.n_head)), 0)
 enc = encode_for_model(bundle.tokenizer, text, config.context_length)
-if enc.T == 0:
-    st.info("The text is empty, so there are no scores to draw. Type at least one character above.")
-    st.stop()
-if enc.unknown_chars:
-    st.warning("These characters were not in the training text and became `<unk>`: "
-               + code_points(enc.unknown_chars) + ".")
-if enc.truncated:
-    st.info(f"The text has {enc.original_length} characters but the model reads at most {config.context_length}: "
-            f"the first {enc.dropped} were cut.")
+explain_encoding(enc, "draw scores for")
 onoff = rope_lab.rope_on_off_scores(bundle.model, enc.ids, layer, head)
 T, labels = onoff.T, enc.labels()
 st.caption(f"The model rotates with its own base {config.rope_base:g} and head width {config.head_dim}, "

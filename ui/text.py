@@ -51,3 +51,18 @@ def verdict(passed: bool, if_passed: str, if_failed: str) -> None:
         st.success(if_passed)
     else:
         st.error(if_failed)
+
+
+def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
+    """The notes every page that feeds text to the model owes the reader (`enc`: core.inspect.EncodedText):
+    an empty text stops the page ('...so there is nothing to <nothing_to>'), unseen characters are listed,
+    and a text longer than the context says what was cut."""
+    if enc.T == 0:
+        st.info(f"The text is empty, so there is nothing to {nothing_to}. Type at least one character above.")
+        st.stop()
+    if enc.unknown_chars:
+        st.warning(f"These characters were not in the training text and became `<unk>`: "
+                   f"{code_points(enc.unknown_chars)}.{' ' + unknown_note if unknown_note else ''}")
+    if enc.truncated:
+        st.info(f"The text has {enc.original_length} characters but the model reads at most "
+                f"{enc.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown.")
