@@ -1,0 +1,127 @@
+"""One rule for numerical agreement: when do two computations of the same numbers agree?
+
+Two correct computations of the same quantity (cached and full logits, a row by hand and by tensor, a
+fast kernel and the teaching one) add the same terms in a different order, so they differ by rounding
+alone. For a sum of n terms that difference is bounded by about n * eps * sum(|term|) (Higham,
+"Accuracy and Stability of Numerical Algorithms", 2nd ed., section 3.1: gamma_n = n u / (1 - n u) with
+u = eps / 2). A real bug (a wrong cache position, a missing mask, a shifted window) is off by whole
+units instead. So the allowance is derived, never tuned to the CPU a test happened to run on:
+
+    allowed = SAFETY * eps(dtype) * terms * scale
+
+    eps    torch.finfo(dtype).eps: 2.2e-16 for float64, 1.2e-7 for float32
+    terms  the length of the longest chain of additions behind one compared number (for a model:
+           model_terms(config), every layer's longest sum added up)
+    scale  the magnitude the rounding is relative to: max |reference| (at least 1) unless the caller
+           knows a sharper one (the absolute sum of a dot product's terms)
+    SAFETY 16: the bound above is per operation; a forward pass chains a few of them (norms, softmax,
+           exp), each adding a small multiple of eps
+
+Anything that decides (a release check, a PASS shown to a learner, a test) compares in float64: both
+computations run on a float64 copy of the model (`float64_copy`) or of the inputs. Then summation order
+moves results by about 1e-15 relative on every CPU and kernel set (ATEN_CPU_CAPABILITY=avx512, avx2,
+default), the allowance is around 1e-10, and a bug sits ten orders of magnitude above it. float32
+comparisons remain only as figures shown beside the verdict, with their own float32 allowance.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+SAFETY = 16
+DECIDING_DTYPE = torch.float64
+
+
+def allowance(dtype: torch.dtype, terms: int, scale: float = 1.0) -> float:
+    """SAFETY * eps(dtype) * terms * max(1, scale): the largest difference rounding alone explains."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
+    if not isinstance(terms, int) or isinstance(terms, bool) or terms < 1:
+        raise ValueError(f"terms must be an integer >= 1 (the length of the longest sum), got {terms!r}")
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
+        raise ValueError(f"scale must be a finite number >= 0, got {scale!r}")
+    return SAFETY * torch.finfo(dtype).eps * terms * max(1.0, float(scale))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How far two computations of the same numbers are apart, and what rounding alone allows."""
+
+    max_abs_diff: float  # max |a - b| over every entry (inf when either holds a non-finite entry)
+    allowed: float  # allowance(dtype, terms, scale)
+    dtype: str  # the dtype both were compared in ("float64" when it decides)
+    terms: int
+    scale: float
+
+    @property
+    def passed(self) -> bool:
+        return math.isfinite(self.max_abs_diff) and self.max_abs_diff <= self.allowed
+
+    @property
+    def ratio(self) -> float:
+        """The share of the allowance used: <= 1 when they agree."""
+        return self.max_abs_diff / self.allowed
+
+    @property
+    def rule(self) -> str:
+        """The allowance with its derivation, to print beside the figure."""
+        eps = torch.finfo(getattr(torch, self.dtype)).eps
+        return (f"<= {SAFETY} x eps({self.dtype}) {eps:.2e} x {self.terms} terms x scale {max(1.0, self.scale):.3g} "
+                f"= {self.allowed:.2e}")
+
+    def describe(self) -> str:
+        """One line: the figure, the allowance, the verdict."""
+        return (f"max |difference| {self.max_abs_diff:.2e} in {self.dtype} {self.rule} "
+                f"({'agree' if self.passed else 'DISAGREE'})")
+
+
+def agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, terms: int,
+              scale: float | None = None, dtype: torch.dtype | None = None) -> Agreement:
+    """Compare a with the reference b entry by entry. Both are cast to `dtype` (default: float64 when
+    either already is, else their common dtype), so pass float64 results for a deciding comparison.
+    `scale` defaults to max |b|; a NaN or inf anywhere makes the difference inf (never agreeing)."""
+    a_t, b_t = _as_tensor(a, "a"), _as_tensor(b, "b")
+    if a_t.shape != b_t.shape:
+        raise ValueError(f"cannot compare shapes {tuple(a_t.shape)} and {tuple(b_t.shape)}")
+    if dtype is None:
+        dtype = torch.promote_types(a_t.dtype, b_t.dtype)
+    a_t, b_t = a_t.to(dtype), b_t.to(dtype)
+    if a_t.numel() == 0:
+        diff = 0.0
+    elif not (torch.isfinite(a_t).all() and torch.isfinite(b_t).all()):
+        diff = math.inf
+    else:
+        diff = float((a_t - b_t).abs().max())
+    if scale is None:
+        scale = float(b_t.abs().max()) if b_t.numel() and torch.isfinite(b_t).all() else 1.0
+    return Agreement(diff, allowance(dtype, terms, scale), str(dtype).removeprefix("torch."), terms, float(scale))
+
+
+def model_terms(config) -> int:
+    """The longest chain of additions behind one logit of a `core.model.ModelConfig` model: per layer the
+    longest sum (the MLP's down projection, mlp_ratio * C terms, or attention over the context), plus the
+    LM head's C. Residual connections add the layers' roundings up, hence the sum over layers."""
+    per_layer = max(config.mlp_ratio * config.d_model, config.context_length, config.d_model)
+    return config.n_layer * per_layer + config.d_model
+
+
+def float64_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of `model` in eval mode (the original is untouched): deciding comparisons run on it."""
+    return copy.deepcopy(model).to(DECIDING_DTYPE).eval()
+
+
+def _as_tensor(x, name: str) -> Tensor:
+    if isinstance(x, Tensor):
+        t = x.detach()
+        if not t.dtype.is_floating_point:
+            t = t.to(DECIDING_DTYPE)
+        return t
+    try:
+        return torch.tensor(x, dtype=DECIDING_DTYPE)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a tensor or a (nested) list of numbers: {e}") from None
