@@ -102,6 +102,21 @@ def agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, terms
     return Agreement(diff, allowance(dtype, terms, scale), str(dtype).removeprefix("torch."), terms, float(scale))
 
 
+def row_agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, q_row: Sequence[float],
+                  k_rows: Sequence[Sequence[float]], v_rows: Sequence[Sequence[float]], scale: float,
+                  dtype: torch.dtype | None = None) -> Agreement:
+    """Two computations of one attention row (weights or output), e.g. core.handcheck against core.attention
+    on the same q (D,), k and v rows (S, D). The chain is a D-term dot product, an S-term softmax normaliser
+    and an S-term weighted sum (terms D + 2S); rounding is relative to the largest sum of |q_d k_d| (times
+    the score scale, 1/sqrt(D)) and the largest |v| entry: Higham's bound for a dot product is
+    gamma_n * sum |x_i y_i|, not |sum x_i y_i|."""
+    if not k_rows:
+        raise ValueError("row_agreement needs at least one key row")
+    dots = max(math.fsum(abs(x * y) for x, y in zip(q_row, k)) for k in k_rows) * abs(scale)
+    values = max((abs(x) for row in v_rows for x in row), default=0.0)
+    return agreement(a, b, terms=len(q_row) + 2 * len(k_rows), scale=max(dots, values), dtype=dtype)
+
+
 def model_terms(config) -> int:
     """The longest chain of additions behind one logit of a `core.model.ModelConfig` model: per layer the
     longest sum (the MLP's down projection, mlp_ratio * C terms, or attention over the context), plus the

@@ -11,7 +11,8 @@ them, so what the pages draw is what the model computes:
     scores = q kᵀ / √D (T, T), the causal mask, softmax -> the weights forward(return_weights=True) gives
 
 `check_row` then recomputes one query row by hand (`core.handcheck.attention_row`: lists, `math`,
-loops) and compares it with the model's own weights within a declared tolerance.
+loops) and compares it with core.attention on the same q, k, v in float64, within core.agreement's
+allowance (the verdict); the model's own float32 weights are compared too, as a figure only.
 
 Shapes use the legend of `core/__init__.py`: T positions, C model width, D head width, H heads,
 L layers (n_layer).
@@ -27,13 +28,12 @@ import torch
 from torch import Tensor
 
 from core import handcheck
-from core.attention import causal_mask
+from core.agreement import Agreement, row_agreement
+from core.attention import causal_mask, scaled_dot_product_attention
 from core.model import GPT
 from core.rope import apply_rope, rope_cos_sin
 from core.tokenizer import UNK_ID, CharTokenizer
 
-# Hand-check (float64, one number at a time) against the model's float32 weights: the project's fp32 tolerance.
-TOLERANCE = 1e-5
 
 
 # ---- text -> ids -----------------------------------------------------------------------------------
@@ -200,51 +200,57 @@ def attention_grid(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class RowCheck:
-    """Query row t of one head, recomputed by hand and compared with the model's own weights."""
+    """Query row t of one head, recomputed by hand and compared with the model's attention code."""
 
     t: int
     q_row: tuple[float, ...]                  # (D,) q[t] after RoPE
     k_rows: tuple[tuple[float, ...], ...]     # (t+1, D) the keys query t may see: 0 .. t
     v_rows: tuple[tuple[float, ...], ...]     # (t+1, D) their values
     trace: handcheck.RowTrace                 # dots term by term, scores, softmax, weighted values, out
-    model_weights: tuple[float, ...]          # (t+1,) forward's weights for keys 0 .. t
+    tensor_weights: tuple[float, ...]         # (t+1,) core.attention's weights on the same q, k, v in float64
+    decided: Agreement                        # hand vs tensor_weights, float64: the verdict
+    model_weights: tuple[float, ...]          # (t+1,) the model's own float32 weights for keys 0 .. t
+    model_float32: Agreement                  # hand vs model_weights, float32 allowance: a figure, not a verdict
     future_weight: float                      # forward's total weight on keys t+1 .. T-1 (0 for causal)
-    differences: tuple[float, ...]            # (t+1,) |hand - model| per key
-    max_abs_diff: float
+    differences: tuple[float, ...]            # (t+1,) |hand - model float32| per key (shown)
     weight_sum: float                         # the hand-computed weights' sum (math.fsum)
-    tolerance: float
 
     @property
     def within_tolerance(self) -> bool:
-        return self.max_abs_diff <= self.tolerance
+        return self.decided.passed
 
 
-def check_row(proj: Projections, weights: Tensor, t: int, *, tolerance: float = TOLERANCE) -> RowCheck:
-    """Recompute row t of `proj`'s head with `core.handcheck.attention_row` from its q, k, v (keys 0..t:
-    the causal prefix) and compare with `weights` (T, T), the model's own weights for that layer and head
-    (attention_grid(...)[layer, head])."""
+def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
+    """Recompute row t of `proj`'s head with `core.handcheck.attention_row` from its q, k, v (the keys the
+    mask allows) and compare it with core.attention's weights on the same q, k, v cast to float64 (the
+    verdict) and with `weights` (T, T), the model's own float32 weights for that layer and head
+    (attention_grid(...)[layer, head], shown as a figure)."""
     T = proj.q.shape[0]
     if not isinstance(weights, Tensor) or tuple(weights.shape) != (T, T):
         got = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
         raise ValueError(f"weights must be the (T, T) = ({T}, {T}) weights of this head, got {got}")
     if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < T:
         raise ValueError(f"query row t must be an integer in 0..{T - 1}, got {t!r}")
-    if not isinstance(tolerance, (int, float)) or not tolerance > 0:
-        raise ValueError(f"tolerance must be a number > 0, got {tolerance!r}")
     allowed = [s for s in range(T) if bool(proj.mask[t, s])]  # keys query t may see
     forbidden = [s for s in range(T) if not bool(proj.mask[t, s])]
     q_row = tuple(proj.q[t].tolist())  # (D,)
     k_rows = tuple(tuple(proj.k[s].tolist()) for s in allowed)  # (t+1, D)
     v_rows = tuple(tuple(proj.v[s].tolist()) for s in allowed)  # (t+1, D)
     trace = handcheck.attention_row(q_row, k_rows, v_rows, scale=proj.scale)
+    q64, k64, v64 = (x.detach().double()[None] for x in (proj.q, proj.k, proj.v))  # (1, T, D) each, exact casts
+    weights64 = scaled_dot_product_attention(q64, k64, v64, proj.mask, scale=proj.scale).weights[0, t]  # (T,)
+    tensor_weights = tuple(weights64[allowed].tolist())  # (t+1,)
     row = weights[t].tolist()  # (T,)
     model_weights = tuple(row[s] for s in allowed)
-    differences = tuple(abs(a - b) for a, b in zip(trace.softmax.weights, model_weights))
+    same = dict(q_row=q_row, k_rows=k_rows, v_rows=v_rows, scale=proj.scale)
     return RowCheck(
-        t=t, q_row=q_row, k_rows=k_rows, v_rows=v_rows, trace=trace, model_weights=model_weights,
+        t=t, q_row=q_row, k_rows=k_rows, v_rows=v_rows, trace=trace, tensor_weights=tensor_weights,
+        decided=row_agreement(trace.softmax.weights, tensor_weights, **same),
+        model_weights=model_weights,
+        model_float32=row_agreement(model_weights, trace.softmax.weights, dtype=torch.float32, **same),
         future_weight=math.fsum(row[s] for s in forbidden),
-        differences=differences, max_abs_diff=max(differences),
-        weight_sum=math.fsum(trace.softmax.weights), tolerance=float(tolerance),
+        differences=tuple(abs(a - b) for a, b in zip(trace.softmax.weights, model_weights)),
+        weight_sum=math.fsum(trace.softmax.weights),
     )
 
 

@@ -25,6 +25,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from core.agreement import allowance
 from core.attention import softmax
 from core.inspect import projections
 from core.model import GPT
@@ -38,11 +39,10 @@ from core.rope import (
 )
 
 SEED = 0  # the page's fixed q, k come from torch.Generator().manual_seed(SEED)
-# The offset check: the spread of q·k across absolute positions, relative to |q||k| (the largest a score can
-# be). Float64 angles m·θ carry a rounding error of about m · 1e-16 radians, so positions up to a few
-# thousand stay far below this.
-SPREAD_TOLERANCE = 1e-12
-LAYOUT_TOLERANCE = 1e-12  # both layouts compute the same products in float64
+# The verdicts use core.agreement's allowance in float64. The offset check: the spread of q·k across absolute
+# positions, relative to |q||k| (the largest a score can be); an angle m·θ carries a rounding error of about
+# m · eps radians, so the chain behind one score is D products plus the largest position. The layout check:
+# each rotated feature is x·cos + x'·sin, two terms, in both layouts.
 
 
 def _check_width(D: int) -> None:
@@ -173,7 +173,7 @@ class OffsetScores:
     scores: tuple[tuple[float, ...], ...]     # (P, R) unscaled q·k after rotation
     spreads: tuple[float, ...]                # (R,) max - min over the P positions, for each offset
     norm_product: float                       # |q| |k|, the largest |q·k| can be
-    tolerance: float                          # SPREAD_TOLERANCE * |q||k|
+    tolerance: float                          # core.agreement allowance: float64, D + max position terms, scale |q||k|
 
     @property
     def max_spread(self) -> float:
@@ -211,7 +211,8 @@ def offset_scores(q: Tensor, k: Tensor, offsets: Sequence[int], positions: Seque
     return OffsetScores(
         offsets=tuple(offsets), positions=tuple(positions),
         scores=tuple(tuple(row) for row in scores.tolist()), spreads=tuple(spreads.tolist()),
-        norm_product=norm_product, tolerance=SPREAD_TOLERANCE * norm_product,
+        norm_product=norm_product,
+        tolerance=allowance(torch.float64, q.shape[-1] + max(m + n), norm_product),
     )
 
 
@@ -276,7 +277,7 @@ def layout_equivalence(x: Tensor, positions: Tensor, base: float = 10000.0) -> L
         adjacent=adjacent, split_half=split,
         max_abs_diff=(back - adjacent).abs().max().item(),
         unpermuted_max_abs_diff=(unpermuted - adjacent).abs().max().item(),
-        tolerance=LAYOUT_TOLERANCE,
+        tolerance=allowance(torch.float64, 2, x.abs().max().item()),
     )
 
 

@@ -1,7 +1,10 @@
 """Read one row: the release checkpoint. A row of the tensor result against the hand computation.
 
 `read_row` runs causal attention on one sequence with the tensor code and row t of it with
-core.handcheck (plain Python floats), and says whether the two agree within ROW_ATOL.
+core.handcheck (plain Python floats), and says whether the two agree. The verdict compares in float64:
+the tensor code runs on the same numbers cast to float64, within core.agreement's allowance (derived
+from float64's epsilon and the length of the row's sums, so the verdict is the same on every CPU). The
+float32 tensor result is shown beside it, with float32's allowance, and does not decide.
 """
 from __future__ import annotations
 
@@ -12,12 +15,9 @@ import torch
 from torch import Tensor
 
 from core import handcheck
+from core.agreement import Agreement, allowance, row_agreement
 from core.attention import causal_mask, scaled_dot_product_attention
 from core.lessons import random_qkv, worked_example
-
-
-# float32 tensor result against the float64 hand computation.
-ROW_ATOL = 1e-6
 
 
 def row_inputs(*, worked: bool, seed: int = 0, T: int = 4, D: int = 3, Dv: int = 2) -> tuple[Tensor, Tensor, Tensor]:
@@ -46,31 +46,51 @@ class RowReading:
     allowed: tuple[bool, ...]      # (S,) keys row t may attend to (causal: s <= t)
     trace: handcheck.RowTrace      # the computation by hand, in Python floats (float64)
     hand_weight_sum: float         # sum of the hand weights (math.fsum)
-    weights: tuple[float, ...]     # (S,) the tensor's weights of row t, exactly 0 on masked keys
+    weights: tuple[float, ...]     # (S,) the tensor's weights of row t in float64, exactly 0 on masked keys
     weight_sum: float              # exact sum of the allowed tensor weights
     sum_error: float               # |weight_sum - 1|
-    out: tuple[float, ...]         # (Dv,) the tensor's output row
+    sum_allowed: float             # what rounding allows for a sum of S weights in float64
+    out: tuple[float, ...]         # (Dv,) the tensor's output row, float64 on the same numbers
     difference: tuple[float, ...]  # (Dv,) |hand out - tensor out|
-    max_difference: float
-    atol: float
-    passed: bool                   # max_difference <= atol, weight_sum within atol of 1, outputs finite
+    decided: Agreement             # hand out vs tensor out, float64: the verdict
+    out32: tuple[float, ...]       # (Dv,) the tensor's output row in float32 (shown)
+    shown32: Agreement             # hand out vs float32 out, with float32's allowance (shown, not decided)
+
+    @property
+    def max_difference(self) -> float:
+        return self.decided.max_abs_diff
+
+    @property
+    def atol(self) -> float:
+        """The allowance the verdict used (derived, not chosen)."""
+        return self.decided.allowed
+
+    @property
+    def passed(self) -> bool:
+        """Hand and tensor agree within rounding, the weights sum to one within rounding, outputs finite."""
+        return self.decided.passed and self.sum_error <= self.sum_allowed and all(math.isfinite(x) for x in self.out)
 
 
-def read_row(q: Tensor, k: Tensor, v: Tensor, t: int, *, atol: float = ROW_ATOL) -> RowReading:
-    """Causal attention row t of q (T, D), k (S, D), v (S, Dv), by tensor and by hand, compared within atol."""
+def read_row(q: Tensor, k: Tensor, v: Tensor, t: int) -> RowReading:
+    """Causal attention row t of q (T, D), k (S, D), v (S, Dv), by tensor and by hand, compared in float64."""
     if q.dim() != 2 or k.dim() != 2 or v.dim() != 2:
         raise ValueError(f"read_row needs q (T, D), k (S, D), v (S, Dv), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     T, S = q.shape[0], k.shape[0]
     if not (isinstance(t, int) and 0 <= t < T):
         raise ValueError(f"row t must be an integer in 0..{T - 1}, got {t!r}")
     mask = causal_mask(T, S)  # (T, S)
-    result = scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), mask)  # (1, T, S), (1, T, Dv)
+    q64, k64, v64 = (x.double().unsqueeze(0) for x in (q, k, v))  # (1, T, D), (1, S, D), (1, S, Dv): exact casts
+    result = scaled_dot_product_attention(q64, k64, v64, mask)  # (1, T, S), (1, T, Dv) in float64
+    result32 = scaled_dot_product_attention(q.float().unsqueeze(0), k.float().unsqueeze(0), v.float().unsqueeze(0), mask)
     allowed = tuple(mask[t].tolist())
     trace = handcheck.attention_row(q[t].tolist(), k.tolist(), v.tolist(), allowed=allowed)
     weights = tuple(result.weights[0, t].tolist())
     weight_sum = math.fsum(w for w, ok in zip(weights, allowed) if ok)
     out = tuple(result.out[0, t].tolist())
-    difference = tuple(abs(h - x) for h, x in zip(trace.out, out))
-    max_difference = max(difference)
-    passed = max_difference <= atol and abs(weight_sum - 1.0) <= atol and all(math.isfinite(x) for x in out)
-    return RowReading(t, allowed, trace, math.fsum(trace.softmax.weights), weights, weight_sum, abs(weight_sum - 1.0), out, difference, max_difference, atol, passed)
+    seen = dict(q_row=q[t].tolist(), k_rows=[r for r, ok in zip(k.tolist(), allowed) if ok],
+                v_rows=[r for r, ok in zip(v.tolist(), allowed) if ok], scale=1.0 / math.sqrt(q.shape[1]))
+    out32 = tuple(result32.out[0, t].tolist())
+    return RowReading(
+        t, allowed, trace, math.fsum(trace.softmax.weights), weights, weight_sum, abs(weight_sum - 1.0),
+        allowance(torch.float64, S), out, tuple(abs(h - x) for h, x in zip(trace.out, out)),
+        row_agreement(trace.out, out, **seen), out32, row_agreement(out32, trace.out, dtype=torch.float32, **seen))

@@ -172,21 +172,29 @@ hand = pd.DataFrame({
     f"score = q·k × {tr.scale:.4f}": list(tr.scores),
     "exp(score − max)": list(tr.softmax.exps),
     "weight by hand": list(tr.softmax.weights),
-    "weight from the model": list(check.model_weights),
-    "|difference|": list(check.differences),
+    "weight by core.attention (float64)": list(check.tensor_weights),
+    "weight from the model (float32)": list(check.model_weights),
+    "|hand − model float32|": list(check.differences),
 })
 number = st.column_config.NumberColumn(format="%.6f")
 st.dataframe(hand, hide_index=True, key="insp_hand", height=min(420, 38 + 35 * len(keys)),
              column_config={c: number for c in hand.columns[1:-1]}
-             | {"|difference|": st.column_config.NumberColumn(format="%.2e")})
+             | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")})
 st.markdown(
     f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
     f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
 )
-check_text = (f"Largest difference between the hand computation and the model: {check.max_abs_diff:.2e} "
-              f"(tolerance {check.tolerance:.0e}).")
-verdict(check.within_tolerance, check_text + " The model's weights for this row are the hand computation's.",
-        check_text + " The hand computation and the model disagree: this head's q, k, v do not give its weights.")
+decided, shown = check.decided, check.model_float32
+check_text = (f"Largest difference between the hand computation and the model's attention code: "
+              f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). ")
+how = (f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
+       f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
+       f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
+       f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
+       f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide.")
+verdict(check.within_tolerance, check_text + "The model's attention for this row is the hand computation's.",
+        check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.")
+st.caption(how)
 
 with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
     terms = pd.DataFrame([list(d.terms) + [d.total] for d in tr.dots],

@@ -152,8 +152,8 @@ chart(fig, offset_table,
       f"{', '.join(map(str, anchors))}) coincide: the largest spread is {off.max_spread:.2e}. "
       f"At your offset {rot.offset} the score is {rot.score_after:.6f}.",
       key="rope_offsets")
-check = (f"largest spread across absolute positions: {off.max_spread:.2e}, tolerance {off.tolerance:.2e} "
-         f"(= {rope_lab.SPREAD_TOLERANCE:g} × |q||k|, |q||k| = {off.norm_product:.4f}, float64)")
+check = (f"largest spread across absolute positions: {off.max_spread:.2e}, allowance {off.tolerance:.2e} "
+         f"(float64's epsilon × the length of the sums × |q||k|, |q||k| = {off.norm_product:.4f})")
 verdict(off.passed, f"Offset check passed: {check}.", f"Offset check failed: {check}.")
 st.caption("The spread is not exactly 0 because m·θ is rounded to float64; the rounding grows with the position.")
 

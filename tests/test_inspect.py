@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from bundles import TEXT, tiny_model
 from core import handcheck
 from core.attention import scaled_dot_product_attention
-from core.inspect import TOLERANCE, attention_grid, check_row, encode_for_model, head_summaries, projections
+from core.inspect import attention_grid, check_row, encode_for_model, head_summaries, projections
 from core.model import GPT, PRESETS
 from core.rope import apply_rope
 from core.tokenizer import UNK_ID, CharTokenizer
@@ -137,15 +137,35 @@ def test_check_row_agrees_with_the_model_within_the_declared_tolerance(tiny):
         row = check_row(p, grid[1, 0], t)
         assert len(row.k_rows) == len(row.model_weights) == t + 1  # the causal prefix only
         assert row.future_weight == 0.0
-        assert row.within_tolerance and row.max_abs_diff <= TOLERANCE
+        # the verdict: float64 on both sides, within an allowance derived from eps (about 1e-13 here)
+        assert row.within_tolerance and row.decided.dtype == "float64" and row.decided.allowed < 1e-11
+        # the model's own float32 weights: a figure, within float32's allowance
+        assert row.model_float32.passed and row.model_float32.dtype == "float32"
         assert row.weight_sum == pytest.approx(1.0, abs=1e-12)
-        # the hand trace's output is the head's output row
-        out = scaled_dot_product_attention(p.q[None], p.k[None], p.v[None], p.mask).out[0, t]
-        torch.testing.assert_close(torch.tensor(row.trace.out, dtype=torch.float32), out, atol=1e-5, rtol=0)
+        # the hand trace's output is the head's output row (PyTorch's own kernel, float64 on the same numbers)
+        q, k, v = (x.double()[None] for x in (p.q, p.k, p.v))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)[0, t]
+        torch.testing.assert_close(torch.tensor(row.trace.out, dtype=torch.float64), out, atol=1e-12, rtol=0)
     assert check_row(p, grid[1, 0], 0).trace.softmax.weights == (1.0,)
-    # a wrong head's weights are caught
+    # a wrong head's weights are caught by the shown float32 figure
     wrong = check_row(p, grid[1, 1], len(ids) - 1)
-    assert not wrong.within_tolerance
+    assert not wrong.model_float32.passed
+
+
+def test_a_broken_attention_kernel_fails_the_hand_check_by_orders_of_magnitude(tiny, monkeypatch):
+    """The deliberately broken variant: a kernel that forgets the 1/sqrt(D) scaling. The hand check must
+    catch it far above its allowance on every CPU (a rounding difference is ~1e-16, this is ~1e-2)."""
+    import core.inspect as inspect_module
+    from core.attention import scaled_dot_product_attention as real
+
+    model, tok = tiny
+    ids = tok.encode(TEXT)
+    grid = attention_grid(model, ids)
+    p = projections(model, ids, 1, 0)
+    monkeypatch.setattr(inspect_module, "scaled_dot_product_attention",
+                        lambda q, k, v, mask, *, scale: real(q, k, v, mask, scale=1.0))
+    row = check_row(p, grid[1, 0], len(ids) - 1)
+    assert not row.within_tolerance and row.decided.ratio > 1e6
     with pytest.raises(ValueError, match="query row t"):
         check_row(p, grid[1, 0], len(ids))
     assert isinstance(row.trace, handcheck.RowTrace)

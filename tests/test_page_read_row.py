@@ -36,8 +36,10 @@ def test_default_row_hand_sum_equals_pytorch():
     assert hand["key s"].tolist()[-1] == "sum"
     assert vector(hand["weight × v_s"].tolist()[-1]) == pytest.approx(expected, abs=1e-9)
     compare = table(at, "by hand (float64)")
-    assert [float(x) for x in compare["tensor (float32)"]] == pytest.approx(expected, abs=1e-6)
-    assert compare["within atol 1e-06"].tolist() == ["yes", "yes"]
+    assert [float(x) for x in compare["tensor (float64)"]] == pytest.approx(expected, abs=1e-12)
+    within = next(c for c in compare.columns if c.startswith("within "))
+    assert float(within.removeprefix("within ")) < 1e-12 and compare[within].tolist() == ["yes", "yes"]
+    assert [float(x) for x in compare["tensor (float32, shown)"]] == pytest.approx(expected, abs=1e-6)
     weights = torch.softmax(q[0, 3].double() @ k[0].double().T / 3**0.5, -1).tolist()
     bars = decode(figures(at)[0]["data"][0]["y"]).astype(float)
     assert bars.tolist() == pytest.approx(weights, abs=1e-6)
@@ -76,7 +78,7 @@ def test_a_link_to_a_random_row_and_the_slider():
 
 def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     at = open_page("read_row", {"row_t": "9"})
-    assert "The link set 'Query row t' to `9`, which is not usable" in all_text(at)
+    assert "The link set 'Query row t' to '9', which is not usable" in all_text(at)
     assert figures(at)[0]["layout"]["title"]["text"] == "Weights of query row 3"
 
 
