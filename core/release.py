@@ -4,20 +4,24 @@
 
   integrity        verify_bundle finds no problem (hashes, fields, tensor names, shapes, finiteness)
   marked safe      the manifest's `safe` flag (a model trained without the mask is saved unsafe)
-  causality        editing token j changes no logit at a position < j by more than 1e-6, for several
-                   j in several seeded random sequences (the figure: the largest such change)
-  cache logits     logits computed token by token through the KV cache equal the full forward pass
-                   within 1e-5
+  causality        core.leak.causality_probe: token j of seeded random sequences is edited, for EVERY
+                   position j, and no logit at a position < j may move by more than rounding allows
+                   (core.agreement, float64 copy of the model); the figure is the largest such move
+  cache logits     logits computed token by token through the KV cache equal the full forward pass, both
+                   on a float64 copy of the model, within core.agreement's allowance (derived from
+                   float64's epsilon and the length of the model's sums); the float32 difference is shown
+                   beside it, never decides
   cache greedy     greedy generation with and without the cache gives identical tokens, over more
-                   than one context length (so across a window slide)
+                   than one context length (so across a window slide), on the float64 copy
   held-out split   the evaluation runs on the split the manifest records, on the corpus whose
                    fingerprint it records (else the "held-out" text may have been trained on)
-  plausible: no-peek  the validation loss measured the way training measures it (a target in the
-                   middle of a full window, later tokens in the input) against the loss of the same
+  plausible: no-peek  the validation loss measured the way training measures it (a target inside a full
+                   window at a seeded random row, cycling through every row so every residue of the
+                   position is probed, later tokens in the input) against the loss of the same
                    targets predicted from a window that ends just before each of them, so no model can
                    see its target. A causal model gets the same or worse with half the context; a model
                    that peeks loses its advantage. Rule: windowed >= 0.9 x no-peek, on 256 seeded
-                   held-out positions.
+                   held-out positions (at least one per row of the window).
   plausible: canary  the held-out text with its characters shuffled (several seeded shuffles, joined)
                    has no structure a causal model can use: given the past, each next character is
                    (almost exactly) a draw from the text's character frequencies, so no causal model can
@@ -59,7 +63,8 @@ from core.baselines import DEFAULT_ORDER, NGramModel, load_baseline, save_baseli
 from core.bundle import BundleError, load_bundle, verify_bundle
 from core.corpus import Corpus, CorpusError
 from core.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
-from core.kv_cache import CACHE_ATOL, CACHE_RTOL, cache_closeness
+from core.leak import causality_probe
+from core.agreement import agreement, allowance, float64_copy, model_terms
 from core.model import GPT
 from core.sampling import SampleConfig, generate
 from core.training import document_stream
@@ -71,10 +76,7 @@ EXIT_FAILED = 1  # the rubric failed or a promotion was refused (2 stays a usage
 
 @dataclass(frozen=True)
 class ReleasePolicy:
-    causality_atol: float = 1e-6
-    causality_sequences: int = 4
-    cache_atol: float = CACHE_ATOL  # the parity rule of core.kv_cache
-    cache_rtol: float = CACHE_RTOL
+    causality_sequences: int = 2  # each edits every position of one context-long sequence
     peek_positions: int = 256
     peek_ratio: float = 0.9
     canary_chars: int = 2048
@@ -124,7 +126,15 @@ class Rubric:
                  "threshold": c.threshold, "detail": c.detail} for c in self.checks]
 
     def to_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "passed": self.passed}
+        """JSON-ready; a non-finite number (a figure of a broken model) becomes None, never NaN or inf."""
+        def finite(v):
+            if isinstance(v, float):
+                return v if math.isfinite(v) else None
+            if isinstance(v, dict):
+                return {k: finite(x) for k, x in v.items()}
+            return type(v)(finite(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+        return finite({**dataclasses.asdict(self), "passed": self.passed})
 
 
 @dataclass(frozen=True)
@@ -200,72 +210,82 @@ def _not_run(name: str, why: str) -> CheckResult:
     return CheckResult(name, False, "not run", None, "must run", why)
 
 
-@torch.no_grad()
 def causality_check(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
-    """Edit token j of seeded random sequences; the logits at positions < j must not move."""
-    L, V = model.config.context_length, model.config.vocab_size
-    g = torch.Generator().manual_seed(policy.seed)
-    seqs = torch.randint(0, V, (policy.causality_sequences, L), generator=g)  # (B, L)
-    edits = sorted({1, L // 4, L // 2, 3 * L // 4, L - 1} - {0})
-    base = model(seqs).logits  # (B, L, V)
-    before = after = 0.0
-    for j in edits:
-        edited = seqs.clone()
-        edited[:, j] = (seqs[:, j] + 1) % V  # a different token at j
-        out = model(edited).logits  # (B, L, V)
-        before = max(before, float((out[:, :j] - base[:, :j]).abs().max()))
-        after = max(after, float((out[:, j:] - base[:, j:]).abs().max()))
-    return CheckResult("causality", before <= policy.causality_atol, f"max |change| before the edit {before:.2e}", before,
-                       f"<= {policy.causality_atol:g}",
-                       f"{len(edits)} edit positions {edits} x {policy.causality_sequences} sequences of {L}; "
-                       f"largest change at or after the edit {after:.2e}")
+    """Edit every position j of seeded random sequences; the logits at positions < j must not move
+    (core.leak.causality_probe, in float64, within core.agreement's allowance)."""
+    probe = causality_probe(model, sequences=policy.causality_sequences, seed=policy.seed)
+    a = probe.agreement
+    where = "" if probe.first_leak is None else (f"; editing position {probe.first_leak[0]} moved the logits at "
+                                                 f"position {probe.first_leak[1]}")
+    return CheckResult("causality", probe.passed, f"max |change| before the edit {a.max_abs_diff:.2e} (float64)",
+                       a.max_abs_diff, a.rule,
+                       f"every position 1..{probe.length - 1} edited x {probe.sequences} sequences of {probe.length}; "
+                       f"largest change at or after the edit {probe.max_change_after:.2e}{where}")
 
 
 @torch.no_grad()
 def cache_checks(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> list[CheckResult]:
-    """Cached vs full logits over one context, and greedy tokens with vs without the cache."""
+    """Cached vs full logits over one context, and greedy tokens with vs without the cache: decided on a
+    float64 copy of the model (core.agreement); the float32 difference is reported as a figure only."""
     L, V = model.config.context_length, model.config.vocab_size
     g = torch.Generator().manual_seed(policy.seed + 1)
     seq = torch.randint(0, V, (1, L), generator=g)  # (1, L)
-    full = model(seq).logits[0]  # (L, V)
-    cache = model.new_cache(batch_size=1)
     prefill = max(1, L // 2)
-    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
-    parts += [model(seq[:, t:t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
-    diff, ratio = cache_closeness(torch.cat(parts), full, atol=policy.cache_atol, rtol=policy.cache_rtol)
+    cached64, full64 = _cached_and_full(float64_copy(model), seq, prefill)  # (L, V) each, float64
+    decided = agreement(cached64, full64, terms=model_terms(model.config))
+    cached32, full32 = _cached_and_full(model, seq, prefill)  # (L, V) each, float32: shown only
+    diff32 = float((cached32 - full32).abs().max())
+    shown32 = allowance(torch.float32, model_terms(model.config), float(full32.abs().max()))
     greedy = SampleConfig(temperature=0.0, max_new_tokens=L + 8)
     prompt = seq[0, :prefill].tolist()
-    cached = [s.token for s in generate(model, prompt, greedy, use_cache=True)]
-    uncached = [s.token for s in generate(model, prompt, greedy, use_cache=False)]
+    model64 = float64_copy(model)
+    cached = [s.token for s in generate(model64, prompt, greedy, use_cache=True)]
+    uncached = [s.token for s in generate(model64, prompt, greedy, use_cache=False)]
     same = sum(1 for a, b in zip(cached, uncached) if a == b)
     first = next((i for i, (a, b) in enumerate(zip(cached, uncached)) if a != b), None)
     return [
-        CheckResult("cache logits", ratio <= 1.0, f"max |cached - full| {diff:.2e} ({ratio:.2f} of its allowance)",
-                    diff, f"<= {policy.cache_atol:g} + {policy.cache_rtol:g}·|logit|",
-                    f"prefill {prefill} tokens, then {L - prefill} one at a time"),
+        CheckResult("cache logits", decided.passed,
+                    f"max |cached - full| {decided.max_abs_diff:.2e} (float64)", decided.max_abs_diff, decided.rule,
+                    f"prefill {prefill} tokens, then {L - prefill} one at a time; in float32 (shown, not decided) "
+                    f"{diff32:.2e} against a float32 allowance of {shown32:.2e}"),
         CheckResult("cache greedy", cached == uncached, f"{same}/{len(cached)} tokens identical", float(same),
                     "all identical", "" if first is None else f"first difference at generated token {first}"),
     ]
 
 
+def _cached_and_full(model: GPT, seq: torch.Tensor, prefill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (L, V) of seq (1, L) through the cache (a prefill, then one token at a time) and in one pass."""
+    L = seq.shape[1]
+    full = model(seq).logits[0]  # (L, V)
+    cache = model.new_cache(batch_size=1)
+    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
+    parts += [model(seq[:, t:t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
+    return torch.cat(parts), full  # (L, V), (L, V)
+
+
 @torch.no_grad()
 def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
-    """Windowed loss (target mid-window, later tokens visible) vs no-peek loss (window ends before it)."""
+    """Windowed loss (target at row r of a full window, later tokens visible) vs no-peek loss (the window
+    ends just before it). The rows cycle through every row of the window, in seeded order, so a leak that
+    opens only at some positions (say every fourth) is probed too."""
     L, N = model.config.context_length, len(ids)
-    if N < 2:
-        return _not_run("plausible: no-peek", "the held-out stream has fewer than two tokens")
+    if N < 3:
+        return _not_run("plausible: no-peek", "the held-out stream has fewer than three tokens")
+    W = min(L, N - 1)  # window length: a full context when the stream allows
     rng = random.Random(policy.seed + 2)
-    targets = sorted(rng.sample(range(1, N), min(policy.peek_positions, N - 1)))
+    rows = [i % (W - 1) for i in range(policy.peek_positions)]  # every row 0..W-2 has a later token in its window
+    rng.shuffle(rows)
     windowed, blind = [], []  # (window, row, target) per position
-    for t in targets:
-        s = max(0, min(t - L // 2, N - L))  # the target sits mid-window, later tokens follow it
-        windowed.append((ids[s:s + L], t - s - 1, ids[t]))
+    for r in rows:
+        s = rng.randint(0, N - W)  # window ids[s:s+W], row r predicts ids[s+r+1]
+        t = s + r + 1
+        windowed.append((ids[s:s + W], r, ids[t]))
         blind.append((ids[max(0, t - L):t], min(t, L) - 1, ids[t]))  # the window ends just before it
     mine, cut = _nll(model, windowed), _nll(model, blind)
     floor = policy.peek_ratio * cut
     return CheckResult("plausible: no-peek", mine >= floor, f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
                        mine / cut if cut > 0 else None, f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
-                       f"{len(targets)} seeded held-out positions")
+                       f"{len(rows)} seeded held-out positions over all {W - 1} rows of a {W}-token window")
 
 
 def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:

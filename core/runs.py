@@ -8,12 +8,18 @@ steps from plain arguments. The work function:
    most one every `STEP_REPORT_SECONDS`, so a long run does not pile up thousands of events), every
    evaluation and the end;
 2. at every evaluation takes a `Snapshot`: one head's attention weights (T, T) over a fixed probe text,
-   as plain lists, drawn from the real model with `forward(return_weights=True)`;
+   as plain lists, drawn from the real model with `forward(return_weights=True)`, and forwards the
+   evaluation's causality probe (core.leak, run by core.training at every evaluation);
 3. saves a bundle with `core.bundle.save_bundle`, even when the run was stopped early (it holds what the
-   model learned so far), recording an app command line and the full TrainConfig. A run without the
-   causal mask is saved marked unsafe (save_bundle does that for a causal=False model).
+   model learned so far), recording an app command line and the full TrainConfig. The output directory
+   is checked before training starts (`core.bundle.check_out_dir`) and never replaced without
+   overwrite. A run without the causal mask, or whose own evaluations broke the leak rule (a failed
+   causality probe), is saved marked unsafe. The loss symptom (core.leak.leak_verdict) is shown, never
+   decides: very repetitive text goes below any loss floor honestly, and a probe that edits every
+   position already catches a model that reads ahead.
 
-Whether a run's validation loss is impossibly good (the leakage lesson) is core.leak's question.
+`train_config_for` turns the leak stop on (TrainConfig.leak_stop): a run ends at its first evaluation
+whose causality probe fails, on any text, with stop_reason "leak".
 
 Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
 """
@@ -24,19 +30,20 @@ import json
 import math
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 
-from core.bundle import MANIFEST, save_bundle
+from core.bundle import MANIFEST, check_out_dir, save_bundle
 from core.corpus import (STDLIB_SOURCE, Corpus, check_split_size, corpus_from_text, load_corpus,
                          split_documents)
-from core.leak import LeakVerdict, leak_verdict
+from core.leak import CausalityProbe, first_failed_probe, leak_verdict
 from core.model import GPT, PRESETS, ModelConfig
 from core.tokenizer import CharTokenizer
-from core.training import TrainConfig, TrainEvent, TrainResult, train
+from core.training import EvalRecord, TrainConfig, TrainEvent, TrainResult, train
 
 APP_PRESETS = ("tiny", "baby", "default")  # the sizes the app offers ("large" is for benchmarks)
 PYTHON_PROBE = "if key in self:\n    return key"  # 30 characters: fits every preset's context
@@ -50,9 +57,10 @@ APP_COMMAND = ("attention-lab-app", "pages/training.py", "train")  # marks a bun
 def train_config_for(max_iters: int, *, max_seconds: float | None = None, seed: int = 0, batch_size: int = 12,
                      learning_rate: float = 2e-3, eval_interval: int | None = None, eval_iters: int = 20,
                      val_fraction: float = 0.1, causal: bool = True, num_threads: int | None = None,
-                     fast_attention: bool = False) -> TrainConfig:
+                     fast_attention: bool = False, leak_stop: bool = True) -> TrainConfig:
     """The TrainConfig of a run, the CLI's and the app's alike: about ten evaluations (every max_iters / 10
-    steps, at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10."""
+    steps, at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10,
+    and the leak stop on (the first evaluation whose causality probe fails ends the run)."""
     if not isinstance(max_iters, int) or isinstance(max_iters, bool) or max_iters < 1:
         raise ValueError(f"max_iters must be an integer >= 1, got {max_iters!r}")
     return TrainConfig(
@@ -60,6 +68,7 @@ def train_config_for(max_iters: int, *, max_seconds: float | None = None, seed: 
         min_lr=learning_rate / 10, warmup_iters=min(100, max_iters // 10),
         eval_interval=eval_interval or max(1, min(250, max_iters // 10)), eval_iters=eval_iters, seed=seed,
         val_fraction=val_fraction, causal=causal, num_threads=num_threads, fast_attention=fast_attention,
+        leak_stop=leak_stop,
     )
 
 
@@ -100,8 +109,9 @@ def default_probe(corpus: Corpus, train_config: TrainConfig) -> str:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything one run needs. `out_dir` is a Path or a zero-argument callable returning one, called
-    only when the bundle is saved (so a page can name the directory after the job id it gets back)."""
+    """Everything one run needs. `out_dir` is a Path or a zero-argument callable returning one (a JobDir:
+    the page names the directory after the job id it gets back), called when the run starts, so the
+    directory is checked before training."""
 
     corpus: Corpus
     preset_name: str
@@ -110,10 +120,6 @@ class RunSpec:
     snapshot_text: str = PYTHON_PROBE
     snapshot_layer: int = 0
     snapshot_head: int = 0
-    # The leakage lesson's stop condition: end the run at the first evaluation core.leak calls impossibly
-    # good (the bundle is still saved; without the mask it is marked unsafe and the release gate refuses it).
-    stop_on_leak: bool = False
-    leak_reference_loss: float | None = None  # a causal model's validation loss on this text, if known
 
     def __post_init__(self):
         if not isinstance(self.corpus, Corpus) or not isinstance(self.train_config, TrainConfig):
@@ -133,7 +139,7 @@ class RunSpec:
                 "--learning-rate", repr(cfg.learning_rate), "--eval-interval", str(cfg.eval_interval)]
         if cfg.max_seconds is not None:
             argv += ["--max-seconds", repr(cfg.max_seconds)]
-        return argv + ([] if cfg.causal else ["--no-causal-mask"])
+        return argv + ([] if cfg.causal else ["--no-causal-mask"]) + ([] if cfg.leak_stop else ["--no-leak-stop"])
 
 
 # ---- events and results --------------------------------------------------------------------------
@@ -177,6 +183,7 @@ class Progress:
     elapsed: float
     eta_seconds: float | None
     snapshot: Snapshot | None = None  # on "eval" events
+    probe: CausalityProbe | None = None  # on "eval" events: core.leak.causality_probe at this step
 
     @property
     def fraction(self) -> float:
@@ -191,9 +198,10 @@ class Progress:
 @dataclass(frozen=True)
 class RunResult:
     bundle_path: Path
-    metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second, stop_reason
+    metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second, stop_reason ("leak": the probe)
     stopped: bool  # stopped by the user; the bundle still holds what was learned
-    leak: LeakVerdict | None  # the verdict that stopped the run (stop_on_leak), else None
+    leak: EvalRecord | None  # the first evaluation whose causality probe failed (it stopped the run when
+    # metrics["stop_reason"] == "leak"), else None
     safe: bool
     unsafe_reason: str | None
     history: tuple  # EvalRecord per evaluation, step 0 first
@@ -222,8 +230,6 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
     """The job: train, report Progress (with a Snapshot at each evaluation), save the bundle."""
     tokenizer = CharTokenizer.from_text(spec.corpus.text)  # the one train() builds from the same text
     last_step_report = [-math.inf]
-    evals: list[TrainEvent] = []
-    leaked: list[LeakVerdict] = []  # the first leaking verdict, once found
 
     def forward(event: TrainEvent) -> None:
         now = time.monotonic()
@@ -235,36 +241,41 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
         if event.kind == "eval" and event.model is not None:
             snapshot = attention_snapshot(event.model, tokenizer, spec.snapshot_text, layer=spec.snapshot_layer,
                                           head=spec.snapshot_head, step=event.step)
-        if event.kind == "eval" and spec.stop_on_leak and not leaked:
-            evals.append(event)
-            verdict = leak_verdict(evals, reference_loss=spec.leak_reference_loss)
-            if verdict.leaked:
-                leaked.append(verdict)  # should_stop below ends the run before the next step
         eta = event.eta_seconds if math.isfinite(event.eta_seconds) else None
         report(Progress(event.kind, event.step, event.max_iters, event.loss, event.val_loss, event.lr,
-                        event.tokens_per_second, event.elapsed, eta, snapshot))
+                        event.tokens_per_second, event.elapsed, eta, snapshot, event.probe))
 
     result, path = train_and_save(spec.corpus, spec.preset_name, spec.train_config, spec.out_dir,
-                                  command=spec.command(), callback=forward,
-                                  should_stop=lambda: bool(leaked) or should_stop())
+                                  command=spec.command(), callback=forward, should_stop=should_stop)
     manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
-    stopped_by_user = result.metrics["stop_reason"] == "stopped" and not leaked
-    return RunResult(path, dict(result.metrics), stopped_by_user, leaked[0] if leaked else None, manifest["safe"],
-                     manifest["unsafe_reason"], result.history, spec.preset_name, spec.corpus.source,
-                     spec.corpus.fingerprint, result.model.config.causal, spec.train_config.max_iters,
-                     result.model.num_parameters())
+    return RunResult(path, dict(result.metrics), result.metrics["stop_reason"] == "stopped",
+                     first_failed_probe(result.history), manifest["safe"], manifest["unsafe_reason"], result.history,
+                     spec.preset_name, spec.corpus.source, spec.corpus.fingerprint, result.model.config.causal,
+                     spec.train_config.max_iters, result.model.num_parameters())
 
 
 def train_and_save(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path], *,
                    command: Sequence[str], callback: Callable[[TrainEvent], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> tuple[TrainResult, Path]:
+                   should_stop: Callable[[], bool] | None = None, overwrite: bool = False,
+                   ) -> tuple[TrainResult, Path]:
     """Train PRESETS[preset_name] on `corpus` and save the bundle (also after an early stop): the part the
-    CLI and the app share."""
+    CLI and the app share. The output directory is resolved and checked (check_out_dir) before training,
+    so a bad path fails in a second, not after the run. The bundle is marked unsafe when the run's own
+    evaluations broke the leak rule (`leak_unsafe_reason`)."""
+    target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite)
     result = train(_preset(preset_name), train_config, corpus, callback=callback, should_stop=should_stop)
-    target = out_dir() if callable(out_dir) else Path(out_dir)
     path = save_bundle(target, result.model, result.tokenizer, metrics=result.metrics, command=list(command),
-                       corpus=corpus, train_config=train_config)
+                       corpus=corpus, train_config=train_config, overwrite=overwrite,
+                       unsafe_reason=leak_unsafe_reason(result.history))
     return result, path
+
+
+def leak_unsafe_reason(history: Sequence[EvalRecord]) -> str | None:
+    """Why a run's own evaluations make its model unsafe, or None: its first failed causality probe."""
+    failed = first_failed_probe(history)
+    if failed is not None:
+        return f"its causality probe failed at the evaluation of step {failed.step}: {failed.probe.describe()}"
+    return None
 
 
 def training_work(corpus_source: str, corpus_text: str | bytes | None, preset_name: str, train_config: TrainConfig,
@@ -279,25 +290,33 @@ def training_work(corpus_source: str, corpus_text: str | bytes | None, preset_na
 
 def work_for_corpus(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path],
                     *, snapshot_text: str | None = None, snapshot_layer: int = 0, snapshot_head: int = 0,
-                    stop_on_leak: bool = False, leak_reference_loss: float | None = None,
                     ) -> Callable[[Callable, Callable], RunResult]:
-    """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise).
-    `snapshot_text` defaults to `default_probe`."""
+    """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise) and that
+    the run can save where it is told (BundleError otherwise: a JobDir's parent must be writable, a path
+    new or empty). `snapshot_text` defaults to `default_probe`."""
     check_fits(corpus, preset_name, train_config)
+    if isinstance(out_dir, JobDir):
+        out_dir.check()
+    elif not callable(out_dir):
+        check_out_dir(out_dir)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
-    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head,
-                   stop_on_leak, leak_reference_loss)
+    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
     return functools.partial(run_training, spec)
 
 
 class JobDir:
     """A run directory named after the job id, which JobQueue.submit returns only after the job exists:
-    pass the instance as `out_dir`, then call `name(job_id)`; saving waits (up to `timeout`) for the name."""
+    pass the instance as `out_dir`, then call `name(job_id)`; the run waits (up to `timeout`) for the name.
+    A run directory that already exists with anything in it is refused, never replaced (check_out_dir)."""
 
     def __init__(self, parent: Path, timeout: float = 60.0):
         self.parent, self.timeout = Path(parent), timeout
         self._name: str | None = None
         self._named = threading.Event()
+
+    def check(self) -> None:
+        """BundleError unless a new run directory can be created under `parent` (before the job is queued)."""
+        check_out_dir(self.parent / f".unnamed-{uuid.uuid4().hex}")  # a name no run has: checks the parent
 
     def name(self, job_id: str) -> Path:
         self._name = job_id

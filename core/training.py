@@ -17,6 +17,12 @@ Progress goes through one callback, used by the CLI's progress bar and by the ap
 optimizer step, and one "done". `should_stop` is polled before every step (the app's Stop button sets a
 threading.Event); a stopped run still ends with an evaluation and a "done" event.
 
+The leak detector runs at every evaluation: `core.leak.causality_probe` edits every position of a seeded
+random sequence and checks that no earlier position's logits move (on a float64 copy, so training's RNG
+and weights are untouched). Its result rides on the EvalRecord and the "eval" event; with
+`leak_stop=True` (the CLI's and the app's default, through core.runs.train_config_for) the run stops at
+the first evaluation whose probe failed (`core.leak.first_failed_probe`), with stop_reason "leak".
+
 Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
 """
 from __future__ import annotations
@@ -33,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.corpus import Corpus, Document, check_split_size, split_documents
+from core.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model import GPT, ModelConfig
 from core.tokenizer import EOS_ID, CharTokenizer
 
@@ -56,6 +63,7 @@ class TrainConfig:
     beta2: float = 0.99
     num_threads: int | None = None  # torch threads during training; None keeps the current setting
     fast_attention: bool = False  # train through PyTorch's fused attention (parity-tested; see core.model)
+    leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
 
     def __post_init__(self):
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
@@ -85,8 +93,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal must be a bool, got {self.causal!r}")
-        if not isinstance(self.fast_attention, bool):
-            raise ValueError(f"fast_attention must be a bool, got {self.fast_attention!r}")
+        for name in ("fast_attention", "leak_stop"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise ValueError(f"num_threads must be an integer >= 1 or None, got {self.num_threads!r}")
 
@@ -96,7 +105,7 @@ class TrainEvent:
     """One progress report. `loss` is the step's batch loss ("step") or the train-sample evaluation
     ("eval", "done"); `val_loss` is the latest validation loss. `model` is set on "eval" events only,
     while the model is in eval mode, so a callback can draw attention maps under torch.no_grad();
-    it must not modify the model."""
+    it must not modify the model. `probe` is that evaluation's causality probe ("eval" events only)."""
 
     kind: str  # "step" | "eval" | "done"
     step: int  # optimizer steps completed
@@ -108,6 +117,7 @@ class TrainEvent:
     elapsed: float  # seconds since training started, evaluation included
     eta_seconds: float  # estimated seconds until max_iters (or max_seconds) is reached
     model: GPT | None = field(default=None, compare=False, repr=False)
+    probe: CausalityProbe | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,7 @@ class EvalRecord:
     val_loss: float
     lr: float
     elapsed: float
+    probe: CausalityProbe | None = None  # core.leak.causality_probe of the model at this step
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,7 @@ class TrainResult:
     history: tuple[EvalRecord, ...]  # every evaluation, step 0 first
     metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second,
     # stop_reason: "max_iters" | "max_seconds" | "stopped" (should_stop) | "diverged" (non-finite loss)
+    #   | "leak" (leak_stop and a causality probe failed)
     step_losses: tuple[float, ...]  # the batch loss of every optimizer step
     train_documents: tuple[str, ...]  # document names
     val_documents: tuple[str, ...]
@@ -268,6 +280,9 @@ class _Run:
         self.model.train()
         self.evaluate()
         while self.step < cfg.max_iters:
+            if cfg.leak_stop and first_failed_probe(self.history) is not None:
+                self.stop_reason = "leak"
+                break
             if should_stop is not None and should_stop():
                 self.stop_reason = "stopped"
                 break
@@ -311,18 +326,20 @@ class _Run:
         kwargs = dict(batch_size=cfg.batch_size, iters=cfg.eval_iters, context_length=self.T)
         train_loss = evaluate_loss(self.model, self.train_stream, seed=cfg.seed + 1, **kwargs)
         val_loss = evaluate_loss(self.model, self.val_stream, seed=cfg.seed + 2, **kwargs)
-        self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed()))
+        probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
+        self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe))
         self.model.eval()
         try:
-            self.emit("eval", train_loss, val_loss, model=self.model)
+            self.emit("eval", train_loss, val_loss, model=self.model, probe=probe)
         finally:
             self.model.train()
 
-    def emit(self, kind: str, loss: float, val_loss: float, model: GPT | None = None) -> None:
+    def emit(self, kind: str, loss: float, val_loss: float, model: GPT | None = None,
+             probe: CausalityProbe | None = None) -> None:
         if self.callback is None:
             return
         self.callback(TrainEvent(kind, self.step, self.cfg.max_iters, loss, val_loss, self.lr(),
-                                 self.tokens_per_second(), self.elapsed(), self.eta(), model))
+                                 self.tokens_per_second(), self.elapsed(), self.eta(), model, probe))
 
     def lr(self) -> float:
         """The rate of the last step taken (the first step's before any)."""

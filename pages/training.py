@@ -40,22 +40,26 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
-def start_run(corpus, corpus_label, preset_name, train_config, stop_on_leak) -> bool:
-    """Queue a run for this session; a refusal (a run already active, a text too short) is shown, not raised."""
+def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
+    """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
+    server cannot write) is shown, not raised. The run writes into runs/<job id>, never over anything."""
     try:
         run_dir = runs.JobDir(models.RUNS_DIR)
-        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, stop_on_leak=stop_on_leak,
-                                    leak_reference_loss=shipped_reference_loss(corpus.fingerprint))
+        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir)
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), work, name=name)
     except (JobError, CorpusError) as err:
         st.warning(escape_markdown(err))
         return False
+    except BundleError as err:
+        st.warning(f"The run could not start: {escape_markdown(err)}. Ask the server's operator to fix the runs "
+                   "directory (LAB_RUNS_DIR).")
+        return False
     run_dir.name(job_id)
     st.session_state[JOB_KEY] = job_id
     st.session_state.setdefault(RUNS_KEY, {})[job_id] = dict(
         corpus=corpus_label, fingerprint=corpus.fingerprint, preset=preset_name, causal=train_config.causal,
-        max_iters=train_config.max_iters, seed=train_config.seed)
+        max_iters=train_config.max_iters, seed=train_config.seed, leak_stop=train_config.leak_stop)
     st.session_state.pop(PINNED_KEY, None)
     return True
 
@@ -74,19 +78,24 @@ def register(view, info) -> None:
     st.rerun()
 
 
-def loss_figure(evals, selected, causal):
+def loss_figure(evals, selected, reference=None, reference_loss=None):
+    """The run's two losses; beside them, where known, an honest (causal) reference on the same text: the
+    session's own causal run at the same steps, or the shipped model's final validation loss."""
     steps = [e.step for e in evals]
     max_iters = evals[-1].max_iters
-    fig = charts.lines(steps, {"train loss (sample of training text)": [e.loss for e in evals],
-                               "validation loss (held-out documents)": [e.val_loss for e in evals]},
-                       title="Loss while training", x_title="optimizer step",
+    series = {"train loss (sample of training text)": [e.loss for e in evals],
+              "validation loss (held-out documents)": [e.val_loss for e in evals]}
+    if reference:
+        honest = {r.step: r.val_loss for r in reference}
+        series["your causal run: validation loss"] = [honest.get(s) for s in steps]
+    fig = charts.lines(steps, series, title="Loss while training", x_title="optimizer step",
                        y_title="cross-entropy (nats per character)")
     fig.add_vline(x=selected, line_dash="dot", line_color="#555555", annotation_text=f"map: step {selected}",
                   annotation_position="top left" if selected > max_iters / 2 else "top right")
     fig.update_xaxes(range=[0, max_iters])  # the curve grows into the whole budget
-    if not causal:
-        fig.add_hline(y=leak.LEAK_FLOOR_NATS, line_dash="dash", line_color=charts.OKABE_ITO[5],
-                      annotation_text=f"leak floor {leak.LEAK_FLOOR_NATS} nats", annotation_position="bottom left")
+    if reference_loss is not None:
+        fig.add_hline(y=reference_loss, line_dash="dash", line_color=charts.OKABE_ITO[5],
+                      annotation_text=f"shipped causal model {reference_loss:.3f}", annotation_position="bottom left")
     return fig
 
 
@@ -114,26 +123,62 @@ def shipped_reference_loss(fingerprint: str):
         return None
 
 
-def leak_section(evals, info, view) -> None:
+def honest_reference(info, view):
+    """(history of this session's last causal run with the same text, preset and budget, or None;
+    the shipped causal model's validation loss on this text, or None)."""
     reference = leak.causal_reference(
         [j.result for j in models.job_queue().jobs_of(models.session_id()) if j.id != view.id],
         corpus_fingerprint=info["fingerprint"], preset_name=info["preset"], max_iters=info["max_iters"])
-    verdict = leak.leak_verdict(evals, reference=reference, reference_loss=shipped_reference_loss(info["fingerprint"]))
-    if verdict.leaked:
-        st.error(f"**Impossibly good validation loss.** The {escape_markdown(verdict.message)}. "
-                 + ("Without the causal mask each position attends to the character it has to predict and copies it: "
-                    "the low loss is leakage, not skill." if not info["causal"] else
-                    "The causal mask was on: is the text very repetitive? Check it before trusting this model."))
-    elif not info["causal"]:
-        st.warning(f"The causal mask is removed. The validation loss has not yet fallen below the leak floor of "
-                   f"{leak.LEAK_FLOOR_NATS} nats per character"
-                   + " or half of what a causal model reached on this text; a run of a few hundred steps shows it.")
-    if not info["causal"]:
-        st.caption(f"The detector flags a validation loss below {leak.LEAK_FLOOR_NATS} nats per character (better than "
-                   "the lower estimate of the entropy of natural text), or below half of what a causal model "
-                   "reached on "
-                   "the same text: the shipped model (on the standard library), or your own causal run with the same "
-                   "preset and step budget at the same step.")
+    return reference, shipped_reference_loss(info["fingerprint"])
+
+
+def leak_section(evals, info, view, reference, reference_loss) -> None:
+    """The detector's finding (the causality probe), then the lesson's symptom as the evidence."""
+    failed = leak.first_failed_probe(evals)
+    verdict = leak.leak_verdict(evals, reference=reference, reference_loss=reference_loss)
+    if failed is None:
+        probed = [e for e in evals if e.probe is not None]
+        if verdict.leaked:
+            st.warning(f"The causality probe passes, yet the {escape_markdown(verdict.message)}. With the mask on "
+                       "this is not a leak: is the text very repetitive? Check it before trusting this model.")
+        if probed:
+            st.caption(f"Causality probe at every evaluation, passed so far. Latest (step {probed[-1].step}): "
+                       f"{escape_markdown(probed[-1].probe.describe())}.")
+        return
+    probe, now = failed.probe, evals[-1]
+    j, t = probe.first_leak
+    result = view.result
+    if result is not None and result.metrics["stop_reason"] == "leak":
+        what = f"**The causality probe stopped the run at step {failed.step}.**"
+    elif info.get("leak_stop", True) and result is None:
+        what = f"**The causality probe failed at step {failed.step}: the run stops there.**"
+    else:
+        what = (f"**The causality probe failed at step {failed.step}.** The stop is off, so the run goes on: "
+                "watch the validation loss fall.")
+    st.error(f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
+             f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
+             f"{probe.length - 1}), the largest change of an earlier prediction was "
+             f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
+             f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance.")
+    st.caption(f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "
+               "model's structure, not the loss.")
+    honest = {r.step: r.val_loss for r in (reference or ())}
+    if now.step in honest:
+        compared = f"your causal run had {honest[now.step]:.3f} at the same step"
+    elif reference_loss is not None:
+        compared = f"the shipped causal model reaches {reference_loss:.3f} on this text"
+    else:
+        compared = ("no honest reference is known for this text yet (train the same preset and step budget once "
+                    "with the mask to get one)")
+    symptom = (f"The loss shows the symptom: the {escape_markdown(verdict.message)}." if verdict.leaked else
+               "The loss does not show it yet: the probe finds the leak before the loss can.")
+    snap = next((e.snapshot for e in reversed(evals) if e.snapshot is not None), None)
+    reads = ("" if snap is None else
+             f" In the attention map (layer {snap.layer}, head {snap.head}, step {snap.step}) "
+             f"{snap.future_weight:.1%} of each row's weight, on average, sits above the diagonal, on characters to "
+             "the right of the query; a causal model puts exactly 0 there.")
+    st.markdown(f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
+                f"{compared}. {symptom}{reads}")
 
 
 def show_run(job_id: str, polling: bool) -> None:
@@ -170,10 +215,10 @@ def show_run(job_id: str, polling: bool) -> None:
     else:
         result = view.result
         metrics = result.metrics
-        how = {"stopped": (f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters} "
-                           "(the stop condition): the bundle holds what the model learned by then."
-                           if result.leak else
-                           f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
+        how = {"leak": (f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
+                        "causality probe failed (the stop condition). The bundle holds what the model learned by "
+                        "then."),
+               "stopped": (f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
                            "model learned so far."),
                "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
                               "holds what the model learned by then.",
@@ -190,8 +235,9 @@ def show_run(job_id: str, polling: bool) -> None:
 
     if not evals:
         return
+    reference, reference_loss = honest_reference(info, view) if info else (None, None)
     if info:
-        leak_section(evals, info, view)
+        leak_section(evals, info, view, reference, reference_loss)
     steps = [e.step for e in evals]
     if st.session_state.get(PINNED_KEY) != job_id or st.session_state.get(SNAP_KEY) not in steps:
         st.session_state[SNAP_KEY] = steps[-1]  # follow the newest evaluation until the learner moves the slider
@@ -206,14 +252,19 @@ def show_run(job_id: str, polling: bool) -> None:
         table = pd.DataFrame({"step": steps, "train loss": [round(e.loss, 4) for e in evals],
                               "validation loss": [round(e.val_loss, 4) for e in evals],
                               "learning rate": [e.lr for e in evals],
-                              "elapsed (s)": [round(e.elapsed, 1) for e in evals]})
+                              "elapsed (s)": [round(e.elapsed, 1) for e in evals],
+                              "causality probe": [probe_word(e.probe) for e in evals]})
         first, now = evals[0], evals[-1]
         summary = (f"At step {now.step} the train loss is {now.loss:.3f} and the validation loss {now.val_loss:.3f} "
                    f"nats per character (at step 0: {first.loss:.3f} and {first.val_loss:.3f}); "
                    f"the dotted line marks step {selected}.")
-        chart(loss_figure(evals, selected, info.get("causal", True)), table, summary, key="train_losses")
+        chart(loss_figure(evals, selected, reference, reference_loss), table, summary, key="train_losses")
     with right:
         snapshot_view(snap, "map")
+
+
+def probe_word(probe) -> str:
+    return "not run" if probe is None else "passed" if probe.passed else f"FAILED (x{probe.agreement.ratio:.3g})"
 
 
 def _pin(job_id: str) -> None:
@@ -263,12 +314,13 @@ with right:
     seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
     seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
     no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
-    stop_on_leak = params.toggle("Stop the run when the validation loss is impossibly good", "train_stop_leak", True,
-                                 help="The leak detector's stop condition. Very repetitive text can fall below the "
-                                      "floor honestly: switch this off to train on such text anyway.")
+    stop_on_leak = params.toggle("Stop at the first evaluation where the causality probe fails", "train_stop_leak",
+                                 True, help="The leak detector's stop condition. Switch it off to watch the leak "
+                                            "happen: the loss then falls impossibly low.")
     st.caption("Without the causal mask every position may also look at the characters to its right, including "
-               "the one it has to predict. Training loss and validation loss then fall far below what any honest "
-               "model reaches. The lab detects this and marks such a model **unsafe**.")
+               "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
+               "detector does not wait for that: at every evaluation it edits every position of a random sequence, "
+               "one at a time, and checks that no earlier prediction moves. A model that fails is marked **unsafe**.")
 
 job_id = st.session_state.get(JOB_KEY)
 queue = models.job_queue()
@@ -285,8 +337,8 @@ if start:
     else:
         # One torch thread: the server's other core stays free for the pages of everyone else.
         train_config = runs.train_config_for(int(iters), max_seconds=float(seconds), seed=int(seed),
-                                             causal=not no_mask, num_threads=1)
-        if start_run(corpus, corpus_label, preset_name, train_config, stop_on_leak):
+                                             causal=not no_mask, num_threads=1, leak_stop=bool(stop_on_leak))
+        if start_run(corpus, corpus_label, preset_name, train_config):
             st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 
 st.header("2. The run")

@@ -1,13 +1,15 @@
 """The Training page: a tiny run ends with a registered bundle and the page's numbers are the run's;
-sessions see only their own runs and wait their turn; bad uploads are explained; the no-mask lesson."""
+sessions see only their own runs and wait their turn; bad uploads are explained; the no-mask lesson: stopped
+by the causality probe at its first evaluation, with the probe's figure and the symptom as evidence."""
 import functools
+import random
 import re
 
 import numpy as np
 import pytest
 
 from apptest import all_text, decode, figures, open_page
-from core import leak
+from core import leak, runs
 from core.bundle import load_bundle
 from ui import models
 
@@ -76,6 +78,8 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers():
     np.testing.assert_allclose(np.nansum(z, axis=1), np.ones(T), atol=1e-5)
     assert f"{result.metrics['val_loss']:.3f}" in text
     assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step  # follows the newest evaluation
+    assert "Causality probe at every evaluation, passed so far" in text
+    assert table_of(at, "causality probe") == ["passed"] * len(result.history)
 
 
 def test_sessions_see_only_their_own_runs_and_wait_their_turn():
@@ -115,16 +119,64 @@ def test_a_non_utf8_upload_is_explained_and_nothing_is_lost():
     assert at.number_input(key="train_iters").value == 30
 
 
-def test_without_the_causal_mask_the_page_warns_and_marks_the_bundle_unsafe(monkeypatch):
-    at = page_with_upload(train_no_mask=True)
+def prose(n_words=700, seed=0) -> bytes:
+    """An uploaded text that is neither the standard library nor code: seeded random words (~4 kB)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("aeioulnrstmdk") for _ in range(rng.randint(2, 8))) for _ in range(n_words)]
+    return "\n\n".join(" ".join(words[i:i + 14]) + "." for i in range(0, n_words, 14)).encode()
+
+
+def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_with_the_probes_figure():
+    at = page_with_upload(data=prose(), name="notes.txt", iters=200, train_no_mask=True)
+    assert at.toggle(key="train_stop_leak").value is True  # the stop is on by default
     at.button(key="train_start").click().run()
-    poll(at, lambda t: "Finished all 10 steps" in t)
-    text = shown(at)
-    assert "marked **unsafe**" in text and "causal mask" in text
-    assert "has not yet fallen below the leak floor" in text  # ten steps cannot reach it
-    [(label, path)] = at.session_state["lab_session_bundles"]
-    assert "NO causal mask" in label and not load_bundle(path).safe
-    # The page shows the detector's verdict: with a floor every loss is below, it says "impossibly good".
+    job_id = at.session_state["train_job_id"]
+    text = poll(at, lambda t: "registered for this session" in t)
+    result = models.job_queue().view(job_id).result
+    assert result.metrics["stop_reason"] == "leak" and result.metrics["iters"] == 0
+    assert "leak detector stopped the run at step 0 of 200" in text
+    assert "The causality probe stopped the run at step 0." in text
+    assert "has not yet fallen below" not in text  # the old, false wording
+    # The probe's figure, measured again on the saved weights, apart from the page.
+    bundle = load_bundle(result.bundle_path)
+    probe = leak.causality_probe(bundle.model, sequences=leak.TRAINING_PROBE_SEQUENCES, seed=0)
+    j, t = probe.first_leak
+    assert f"Editing the character at position {j} of a random sequence changed the model's predictions at " \
+           f"position {t}" in text
+    assert f"{probe.agreement.max_abs_diff:.2e}" in text and f"{probe.agreement.allowed:.2e}" in text
+    # The symptom: the loss not yet (an untrained model), the attention above the diagonal already.
+    assert "The loss does not show it yet" in text and f"{result.metrics['val_loss']:.3f} nats" in text
+    corpus = runs.load_run_corpus("notes.txt", prose())
+    snap = runs.attention_snapshot(bundle.model, bundle.tokenizer, runs.default_probe(corpus, runs.train_config_for(200)),
+                                   layer=0, head=0, step=0)
+    assert snap.future_weight > 0.1 and f"{snap.future_weight:.1%} of each row's weight" in text
+    assert "marked **unsafe**" in text and "causality probe failed" in text and not bundle.safe
+    [(label, _)] = at.session_state["lab_session_bundles"]
+    assert "NO causal mask" in label
+
+
+def test_with_the_stop_off_the_leak_is_watched_and_the_symptom_shown(monkeypatch):
+    at = page_with_upload(train_no_mask=True, train_stop_leak=False)
+    at.button(key="train_start").click().run()
+    text = poll(at, lambda t: "Finished all 10 steps" in t)
+    assert "The causality probe failed at step 0." in text and "The stop is off" in text
+    result = models.job_queue().view(at.session_state["train_job_id"]).result
+    probes = table_of(at, "causality probe")
+    assert len(probes) == len(result.history) == 11 and all(v.startswith("FAILED") for v in probes)  # every step
+    # The loss rule is the symptom shown: with a floor every loss is below, the page says so.
     monkeypatch.setattr(leak, "leak_verdict", functools.partial(leak.leak_verdict, floor=100.0))
     at.run()
-    assert "Impossibly good validation loss" in shown(at) and "leakage, not skill" in shown(at)
+    assert "The loss shows the symptom" in shown(at) and "impossibly good" in shown(at)
+
+
+def table_of(at, column):
+    return next(list(d.value[column]) for d in at.dataframe if column in d.value.columns)
+
+
+def test_a_runs_directory_the_server_cannot_write_is_refused_before_the_run(tmp_path, monkeypatch):
+    (tmp_path / "blocked").write_text("a file where the runs directory should be")
+    monkeypatch.setattr(models, "RUNS_DIR", tmp_path / "blocked")
+    at = page_with_upload()
+    at.button(key="train_start").click().run()
+    assert "could not start" in shown(at) and "is a file" in shown(at)
+    assert "train_job_id" not in at.session_state

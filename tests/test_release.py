@@ -57,7 +57,9 @@ def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside
     assert set(by_name) == {"integrity", "marked safe", "held-out split", "causality", "cache logits", "cache greedy",
                             "plausible: no-peek", "plausible: canary", "plausible: vs n-gram", "beats n-gram: loss",
                             "beats n-gram: keystrokes", "named fallback"}
-    assert by_name["causality"].value <= 1e-6 and by_name["cache logits"].value <= 1e-5
+    # decided in float64 within a derived allowance (about 1e-10 here): rounding alone, on every CPU
+    assert by_name["causality"].value <= 1e-10 and by_name["cache logits"].value <= 1e-10
+    assert "eps(float64)" in by_name["cache logits"].threshold and "float32" in by_name["cache logits"].detail
     assert rubric.fallback["kind"] == "ngram"
     where = write_release_record(check, save_fallback=True)
     assert where == side_dir(bundles["good"]) and where.parent == bundles["good"].parent
@@ -71,8 +73,9 @@ def test_a_model_trained_without_the_mask_fails_with_its_figures(bundles):
     rubric = check_release(bundles["leak"], policy=RELAXED).rubric
     by_name = {c.name: c for c in rubric.checks}
     assert not rubric.passed
-    assert not by_name["causality"].passed and by_name["causality"].value > 1e-6
-    assert not by_name["cache logits"].passed and by_name["cache logits"].value > 1e-5
+    # a leak moves logits by whole units, orders of magnitude above the float64 allowance
+    assert not by_name["causality"].passed and by_name["causality"].value > 1e-3
+    assert not by_name["cache logits"].passed and by_name["cache logits"].value > 1e-3
     assert not by_name["marked safe"].passed
     assert by_name["integrity"].passed  # a well-formed bundle: the measured checks are what refuse it
 
@@ -116,15 +119,21 @@ def test_the_shuffled_canary_catches_a_model_that_sees_its_target():
 
 
 class Copier(torch.nn.Module):
-    """A sequence model without a mask that has learned the shortcut: row t copies input t + 1."""
+    """A sequence model without a mask that has learned the shortcut: row t copies input t + 1 (with
+    `every`: only where (t + 1) % every == 2, the blind spot of checks that probe fixed positions)."""
 
-    def __init__(self, V=12, L=16):
+    def __init__(self, V=12, L=16, every=None):
         super().__init__()
-        self.config = SimpleNamespace(context_length=L, vocab_size=V)
+        self.every = every
+        self.config = SimpleNamespace(context_length=L, vocab_size=V, n_layer=1, d_model=V, mlp_ratio=1)
 
     def forward(self, x):
         logits = torch.zeros(*x.shape, self.config.vocab_size)  # (B, T, V)
-        logits[:, :-1] = 8.0 * torch.nn.functional.one_hot(x[:, 1:], self.config.vocab_size)  # sees its target
+        copied = 8.0 * torch.nn.functional.one_hot(x[:, 1:], self.config.vocab_size).float()  # (B, T-1, V)
+        if self.every is not None:
+            rows = torch.arange(1, x.shape[1])  # t + 1 for rows t = 0 .. T-2
+            copied = copied * ((rows % self.every) == 2)[None, :, None]
+        logits[:, :-1] = copied  # sees its target
         return SimpleNamespace(logits=logits)
 
 
@@ -133,6 +142,18 @@ def test_the_no_peek_loss_exposes_a_model_that_sees_its_target():
     peeking = peek_check(Copier(), ids)
     assert not peeking.passed and peeking.value < 0.1  # windowed loss ~0.003, no-peek loss ln 12
     assert not causality_check(Copier()).passed
+
+
+def test_a_leak_at_every_fourth_position_is_caught_by_causality_and_no_peek():
+    """Issue 8: a mask that lets t see t + 1 only when (t + 1) % 4 == 2 passed edits at 1, L/4, L/2, 3L/4, L-1
+    and a no-peek check that always put the target mid-window. Every position is probed now."""
+    model = Copier(L=16, every=4)
+    causality = causality_check(model)
+    assert not causality.passed and causality.value > 1.0  # a whole logit unit, not rounding
+    assert "moved the logits at position" in causality.detail
+    ids = torch.randint(0, 12, (400,), generator=torch.Generator().manual_seed(0)).tolist()
+    peeking = peek_check(model, ids)
+    assert not peeking.passed and peeking.value < 0.9  # a quarter of the rows copy: about 0.75 x no-peek
 
 
 def test_a_tampered_bundle_fails_integrity_and_nothing_else_runs(bundles, tmp_path):

@@ -1,14 +1,25 @@
-"""core.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), and real runs' histories
-against the leak detector (core.leak; its rules at their boundaries are in tests/test_leak.py)."""
+"""core.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
+(the causality probe at every evaluation; the probe itself and the loss rules at their boundaries are in
+tests/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
+training, never replaced without overwrite."""
 import dataclasses
+import functools
+import os
+import random
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+import core.bundle as bundle_module
+import core.model
 from core import leak, runs
-from core.bundle import load_bundle
+from core.attention import causal_mask
+from core.bundle import BundleError, check_out_dir, load_bundle, save_bundle
 from core.corpus import CorpusError
 from core.jobs import STOPPED, JobQueue
 from core.model import GPT, PRESETS, preset
@@ -169,26 +180,172 @@ def test_text_helpers():
     assert runs.format_duration(None) == "unknown" and runs.format_duration(75.4) == "1 min 15 s"
 
 
-def test_the_leak_stop_condition_ends_the_run_at_the_first_impossibly_good_evaluation(tmp_path):
-    """Same seed, so the run without the stop condition gives the history the stopping run will see;
-    a reference loss placed between two evaluations must stop the run right at the later one."""
-    cfg = runs.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
-    corpus = runs.load_run_corpus("toy.py", TEXT)
-    free = runs.work_for_corpus(corpus, "tiny", cfg, tmp_path / "free", snapshot_text=PROBE)(lambda e: None, lambda: False)
-    losses = {r.step: r.val_loss for r in free.history}
-    assert losses[10] > losses[20]  # the loss falls, so a threshold between them splits the evaluations
-    threshold = (losses[10] + losses[20]) / 2  # leaked when val_loss < 0.5 * reference_loss
-    reference_loss = threshold / leak.LEAK_REFERENCE_RATIO
-    assert min(losses[s] for s in (0, 10)) > threshold and all(losses[s] >= leak.LEAK_FLOOR_NATS for s in (0, 10, 20))
+def prose(n_words=700, seed=0):
+    """An uploaded text that is not the standard library and not code: seeded random words (~4 kB)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("aeioulnrstmdk") for _ in range(rng.randint(2, 8))) for _ in range(n_words)]
+    return "\n\n".join(" ".join(words[i:i + 14]) + "." for i in range(0, n_words, 14))
 
+
+def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tmp_path):
+    """The structural detector needs no loss threshold: the untrained maskless model fails the probe at
+    step 0, before its loss says anything, and the run ends there."""
     events = []
-    stopping = runs.work_for_corpus(corpus, "tiny", cfg, tmp_path / "stopped", snapshot_text=PROBE,
-                                    stop_on_leak=True, leak_reference_loss=reference_loss)
-    result = stopping(events.append, lambda: False)
-    assert result.leak is not None and result.leak.step == 20 and result.leak.rule == "reference model"
-    assert result.metrics["iters"] == 20 and result.metrics["stop_reason"] == "stopped"
-    assert not result.stopped  # the detector stopped it, not the user
-    assert not result.safe and load_bundle(result.bundle_path).manifest["safe"] is False
-    assert [e.step for e in events if e.kind == "eval"] == [0, 10, 20]
-    # Without the stop condition the same run goes on to its budget.
-    assert free.leak is None and free.metrics["iters"] == 40
+    cfg = runs.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
+    result = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "stopped")(events.append, lambda: False)
+    assert result.metrics["stop_reason"] == "leak" and result.metrics["iters"] == 0 and not result.stopped
+    evals = [e for e in events if e.kind == "eval"]
+    assert [e.step for e in evals] == [0] and events[-1].kind == "done"
+    assert result.leak is not None and result.leak.step == 0 and result.leak.probe is evals[0].probe
+    assert result.leak.probe.first_leak == (1, 0)  # editing position 1 moved position 0
+    # The symptom is not there yet: an untrained model's loss is near ln V, far from impossibly good.
+    assert not leak.leak_verdict(result.history).leaked
+    assert evals[0].snapshot.future_weight > 0.1  # but its attention already reads ahead
+    bundle = load_bundle(result.bundle_path)
+    assert not bundle.safe and "causality probe failed at the evaluation of step 0" in bundle.manifest["unsafe_reason"]
+    # The same probe, measured again on the saved weights, apart from the run.
+    again = leak.causality_probe(bundle.model, sequences=leak.TRAINING_PROBE_SEQUENCES, seed=cfg.seed)
+    assert again.first_leak == result.leak.probe.first_leak
+    assert again.agreement.max_abs_diff == pytest.approx(result.leak.probe.agreement.max_abs_diff, rel=1e-9)
+
+
+def test_with_the_leak_stop_off_the_run_goes_on_and_every_probe_fails(tmp_path):
+    cfg = runs.train_config_for(20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False,
+                                leak_stop=False)
+    work = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "free")
+    result = work(lambda e: None, lambda: False)
+    assert result.metrics["stop_reason"] == "max_iters" and result.metrics["iters"] == 20
+    assert [r.step for r in result.history] == [0, 10, 20] and all(not r.probe.passed for r in result.history)
+    assert result.leak.step == 0 and not result.safe
+    assert "--no-leak-stop" in load_bundle(result.bundle_path).manifest["training"]["command"]
+
+
+def leaky_mask(T, S=None, *, device=None):
+    """A subtle bug: query t also sees key t + 1 whenever (t + 1) % 4 == 2."""
+    mask = causal_mask(T, S, device=device).clone()  # (T, S)
+    for t in range(1, T - 1, 4):
+        mask[t, t + 1] = True
+    return mask
+
+
+def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path, monkeypatch):
+    monkeypatch.setattr(core.model, "causal_mask", leaky_mask)
+    cfg = quick(max_iters=6)
+    result = runs.training_work("toy.py", TEXT, "tiny", cfg, tmp_path / "subtle", snapshot_text=PROBE)(
+        lambda e: None, lambda: False)
+    assert result.causal  # the architecture claims the mask
+    assert result.metrics["stop_reason"] == "leak" and result.leak.probe.first_leak == (2, 1)
+    manifest = load_bundle(result.bundle_path).manifest
+    assert manifest["architecture"]["causal"] is True and manifest["safe"] is False
+    assert "causality probe failed" in manifest["unsafe_reason"] and "position 2" in manifest["unsafe_reason"]
+
+
+def test_a_causal_run_whose_loss_only_looks_too_good_stays_safe(tmp_path):
+    """The loss rule is the symptom, not the detector: a causal run whose every probe passed is saved safe even
+    when its loss falls below half a reference (very repetitive text does that honestly)."""
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    result, path = runs.train_and_save(corpus, "tiny", quick(max_iters=2), tmp_path / "b", command=["test"])
+    assert all(r.probe.passed for r in result.history)
+    assert leak.leak_verdict(result.history, reference_loss=1e6).leaked  # the symptom fires ...
+    assert load_bundle(path).safe  # ... and does not decide
+
+
+# ---- where a run is saved: checked before training, never replaced -------------------------------
+
+@pytest.fixture(scope="module")
+def a_bundle(causal_run):
+    return causal_run[0].bundle_path
+
+
+def unwritable_dir(tmp_path):
+    """A directory nobody may create entries in: chmod 0o500, or (as root, who ignores modes) /sys."""
+    path = tmp_path / "locked"
+    path.mkdir()
+    path.chmod(0o500)
+    for candidate in (path, Path("/sys")):
+        try:
+            os.rmdir(tempfile.mkdtemp(dir=candidate))
+        except OSError:
+            return candidate
+    pytest.skip("no unwritable directory on this machine")
+
+
+def test_check_out_dir_accepts_only_what_it_can_write_without_replacing_anything(tmp_path, a_bundle):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert not (tmp_path / "new").exists()  # nothing was created
+    assert check_out_dir(tmp_path / "empty") == tmp_path / "empty"
+    assert check_out_dir(a_bundle, overwrite=True) == a_bundle
+    for path, overwrite, words in (
+            (tmp_path / "file", False, "is a file"),
+            (tmp_path / "file" / "under", False, "is a file"),
+            (tmp_path / "notes", False, "not a bundle directory"),
+            (tmp_path / "notes", True, "not a bundle directory"),  # --overwrite never deletes other files
+            (a_bundle, False, "--overwrite"),
+            (unwritable_dir(tmp_path) / "run", False, "write")):
+        with pytest.raises(BundleError, match=words) as err:
+            check_out_dir(path, overwrite=overwrite)
+        assert "\n" not in str(err.value)
+    assert (tmp_path / "notes" / "a.txt").read_text() == "mine" and (tmp_path / "file").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "locked") == ["empty", "file", "notes"]
+
+
+def test_train_and_save_checks_the_directory_before_training(tmp_path, a_bundle):
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    before = {p.name: p.read_bytes() for p in a_bundle.iterdir()}
+    (tmp_path / "file").write_text("mine")
+    for out in (tmp_path / "file", a_bundle):
+        events = []
+        with pytest.raises(BundleError):
+            runs.train_and_save(corpus, "tiny", quick(), out, command=["test"], callback=events.append)
+        assert events == []  # refused before the first evaluation
+    assert {p.name: p.read_bytes() for p in a_bundle.iterdir()} == before
+    copy = tmp_path / "copy"
+    shutil.copytree(a_bundle, copy)
+    result, path = runs.train_and_save(corpus, "tiny", quick(max_iters=2), copy, command=["test"], overwrite=True)
+    assert load_bundle(path).manifest["training"]["metrics"]["iters"] == 2  # replaced, as asked
+
+
+def test_save_bundle_replaces_a_bundle_only_when_asked(tmp_path, a_bundle):
+    bundle = load_bundle(a_bundle)
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    out = tmp_path / "b"
+    save = functools.partial(save_bundle, model=bundle.model, tokenizer=bundle.tokenizer, command=["t"], corpus=corpus)
+    save(out, metrics={"run": 1})
+    with pytest.raises(BundleError, match="already holds a bundle"):
+        save(out, metrics={"run": 2})
+    assert load_bundle(out).manifest["training"]["metrics"] == {"run": 1}
+    save(out, metrics={"run": 3}, overwrite=True)
+    assert load_bundle(out).manifest["training"]["metrics"] == {"run": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temporary directory left
+
+
+def test_a_directory_that_appears_while_saving_is_not_replaced_and_the_new_bundle_is_kept(tmp_path, a_bundle):
+    tmp = tmp_path / ".new.tmp"
+    shutil.copytree(a_bundle, tmp)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "theirs.txt").write_text("theirs")  # written after check_out_dir passed
+    with pytest.raises(BundleError, match="kept in") as err:
+        bundle_module._replace_dir(tmp, out)
+    assert [p.name for p in out.iterdir()] == ["theirs.txt"]
+    [kept] = [p for p in tmp_path.iterdir() if p.name.startswith("out.new-")]
+    assert str(kept) in str(err.value) and load_bundle(kept).version == load_bundle(a_bundle).version
+
+
+def test_a_run_directory_that_already_exists_is_never_replaced(tmp_path):
+    run_dir = runs.JobDir(tmp_path / "runs")
+    (tmp_path / "runs" / "job1").mkdir(parents=True)
+    (tmp_path / "runs" / "job1" / "manifest.json").write_text("{}")  # somebody's run, same name
+    work = runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), run_dir)
+    run_dir.name("job1")
+    events = []
+    with pytest.raises(BundleError, match="already holds a bundle"):
+        work(events.append, lambda: False)
+    assert events == [] and (tmp_path / "runs" / "job1" / "manifest.json").read_text() == "{}"
+    (tmp_path / "blocked").write_text("a file where the runs directory should be")
+    with pytest.raises(BundleError, match="is a file"):  # refused before the job is queued
+        runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), runs.JobDir(tmp_path / "blocked"))

@@ -1,10 +1,12 @@
-"""core.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds."""
+"""core.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds, and the
+causality probe at every evaluation with the leak stop."""
 import dataclasses
 import math
 
 import pytest
 import torch
 
+from core import leak, training
 from core.corpus import Corpus, CorpusError, Document, corpus_from_text, fingerprint, split_documents
 from core.model import PRESETS
 from core.tokenizer import EOS_ID, CharTokenizer
@@ -255,3 +257,37 @@ def test_corpus_too_small_for_the_context_is_refused():
     small = corpus_from_text("small.txt", "short text " * 6)  # 66 characters, ~10 documents
     with pytest.raises(CorpusError, match="too small for context length 32"):
         train(TINY, quick(max_iters=2), small)
+
+
+# ---- the leak detector at every evaluation -------------------------------------------------------
+
+def test_every_evaluation_carries_its_causality_probe(toy):
+    events = []
+    result = train(TINY, quick(max_iters=20, eval_interval=10), toy, callback=events.append)
+    assert [r.step for r in result.history] == [0, 10, 20]
+    assert all(r.probe is not None and r.probe.passed for r in result.history)
+    assert [e.probe for e in events if e.kind == "eval"] == [r.probe for r in result.history]
+    assert all(e.probe is None for e in events if e.kind != "eval")
+    final = leak.causality_probe(result.model, sequences=leak.TRAINING_PROBE_SEQUENCES, seed=0)
+    assert result.history[-1].probe.agreement.scale == final.agreement.scale  # the probe of the model at that step
+
+
+def test_the_probe_does_not_change_what_training_does(toy, monkeypatch):
+    probed = train(TINY, quick(max_iters=12, eval_interval=4, seed=5), toy)
+    monkeypatch.setattr(training, "causality_probe", lambda model, **kw: None)
+    unprobed = train(TINY, quick(max_iters=12, eval_interval=4, seed=5), toy)
+    assert probed.step_losses == unprobed.step_losses
+    assert [r.val_loss for r in probed.history] == [r.val_loss for r in unprobed.history]
+
+
+def test_the_leak_stop_ends_a_maskless_run_at_its_first_evaluation(toy):
+    events = []
+    result = train(TINY, quick(max_iters=30, causal=False, leak_stop=True), toy, callback=events.append)
+    assert result.metrics["stop_reason"] == "leak" and result.metrics["iters"] == 0
+    assert [r.step for r in result.history] == [0] and not result.history[0].probe.passed
+    assert [e.kind for e in events] == ["eval", "done"]
+    free = train(TINY, quick(max_iters=20, causal=False), toy)  # leak_stop off: the library default
+    assert free.metrics["stop_reason"] == "max_iters" and free.metrics["iters"] == 20
+    assert leak.first_failed_probe(free.history).step == 0 and all(not r.probe.passed for r in free.history)
+    with pytest.raises(ValueError, match="leak_stop"):
+        quick(leak_stop=1)
