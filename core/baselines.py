@@ -63,8 +63,10 @@ from core.bundle import (
     MANIFEST,
     SUPPORTED_FORMAT_VERSIONS,
     BundleError,
+    entry_problems,
     file_sha256,
     manifest_version,
+    read_manifest_text,
     write_manifest,
 )
 from core.corpus import Corpus, Document, split_documents
@@ -410,7 +412,7 @@ def verify_baseline(path: str | os.PathLike) -> list[str]:
 def read_kind(path: str | os.PathLike) -> str:
     """The `kind` a bundle directory's manifest declares; raises BundleError if it has none."""
     try:
-        kind = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8")).get("kind")
+        kind = json.loads(read_manifest_text(Path(path) / MANIFEST)).get("kind")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
         raise BundleError(f"{str(path)!r} has no readable {MANIFEST} ({type(e).__name__}: {e})") from None
     if not isinstance(kind, str):
@@ -442,10 +444,23 @@ _BASELINE_FIELDS = {"format_version": int, "kind": str, "version": str, "created
 
 
 def _inspect_baseline(path: Path) -> tuple[list[str], BaselineBundle | None]:
+    try:
+        return _inspect_baseline_files(path)
+    except BundleError as e:
+        return [str(e)], None
+    except OSError as e:  # a file that cannot be read (permissions, I/O) is a refusal, not a crash
+        return [f"{str(path)!r} could not be read ({type(e).__name__}: {e})"], None
+
+
+def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | None]:
+    if path.is_dir():
+        problems = entry_problems(path)  # symbolic links, and no endless listing
+        if problems:
+            return problems, None
     if not (path / MANIFEST).is_file():
         return [f"{MANIFEST} is missing" if path.is_dir() else f"{str(path)!r} is not a directory"], None
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_manifest_text(path / MANIFEST))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return [f"{MANIFEST} is not valid JSON ({e})"], None
     if not isinstance(manifest, dict):

@@ -16,11 +16,16 @@ integrity check against accidents and half-copied directories, not a signature.
 
 Weights are read with safetensors only (no pickle, no torch.load: a pickle can run code on load).
 `load_bundle` checks, in this order, and refuses with a BundleError naming the file, field or tensor:
-the manifest parses and has every field with the right type; the format version and kind are
-supported; every listed file exists with its sha256 and no unlisted file is present; the version
-matches; the safetensors header lists exactly the tensors a fresh GPT(config) has, with the same shapes
-and dtype float32; every tensor is finite; the tokenizer's vocabulary size equals config.vocab_size;
-`safe` is False for a model trained without the causal mask; then load_state_dict(strict=True).
+no entry of the directory is a symbolic link (a link can point anywhere: a bundle holds its own files)
+and it has at most MAX_BUNDLE_ENTRIES entries; the manifest is at most MAX_MANIFEST_BYTES, parses and
+has every field with the right type; the format version and kind are supported; every listed file
+exists with its sha256 and no unlisted file is present; the version matches; the architecture is a
+valid ModelConfig (every number within the bounds of core.model: MAX_D_MODEL, MAX_PARAMETERS, ...);
+the safetensors header lists exactly the tensors `expected_tensors(config)` computes in closed form,
+with the same shapes and dtype float32 -- all before any model is allocated, so a manifest declaring a
+huge model over small tensors costs nothing; every tensor is finite and within MAX_ABS_WEIGHT; the
+tokenizer's vocabulary size equals config.vocab_size; `safe` is False for a model trained without the
+causal mask; only then is GPT(config) built and load_state_dict(strict=True) run.
 """
 from __future__ import annotations
 
@@ -28,7 +33,9 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import itertools
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -52,6 +59,14 @@ KIND = "transformer"  # the release work adds other kinds ("ngram", "rule"); loa
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
 DEFAULT_PROMPT_TEMPLATE = "{prompt}"  # raw text, no <bos>: training windows start anywhere in a document
+VERSION_LENGTH = 16  # hex digits of a version (manifest_version)
+_VERSION_RE = re.compile(f"[0-9a-f]{{{VERSION_LENGTH}}}")
+MAX_MANIFEST_BYTES = 4 << 20  # the shipped manifest is ~3 kB; a 65536-character vocabulary is under 1 MB of JSON
+MAX_BUNDLE_ENTRIES = 64  # a bundle holds 2 files; the directory is listed at most this far
+# Largest |weight| a bundle may hold. The shipped models/default reaches 1.59 (measured with
+# safetensors over every tensor); a trained model here stays below 10. 1e4 leaves room for any honest
+# training and refuses values (3e38 was tried) whose products overflow float32 into inf and NaN.
+MAX_ABS_WEIGHT = 1e4
 NO_MASK_REASON = ("trained without the causal mask: every position saw the token it had to predict, so its "
                   "low loss is leakage, not skill, and its predictions are not usable")
 
@@ -115,19 +130,61 @@ def manifest_version(manifest: dict) -> str:
     """16 hex digits of sha256 over the canonical JSON of the manifest without version and created."""
     content = {k: v for k, v in manifest.items() if k not in ("version", "created")}
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:VERSION_LENGTH]
+
+
+def is_version(name: object) -> bool:
+    """True for a version name of the form manifest_version produces: 16 lowercase hex digits."""
+    return isinstance(name, str) and _VERSION_RE.fullmatch(name) is not None
+
+
+def expected_tensors(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """What a bundle of `config` stores, in closed form (nothing is allocated): name -> shape in the
+    order of GPT(config).state_dict(), and alias -> stored name for the tied LM head. tests/test_bundle.py
+    holds it to the tensors of a real GPT(config) for every preset."""
+    V, C, R = config.vocab_size, config.d_model, config.mlp_ratio * config.d_model
+    shapes: dict[str, tuple[int, ...]] = {"token_embedding.weight": (V, C)}
+    for i in range(config.n_layer):  # n_layer <= MAX_LAYERS
+        b = f"blocks.{i}."
+        shapes.update({b + "norm_attn.weight": (C,), b + "norm_attn.bias": (C,),
+                       b + "attn.qkv.weight": (3 * C, C), b + "attn.proj.weight": (C, C),
+                       b + "norm_mlp.weight": (C,), b + "norm_mlp.bias": (C,),
+                       b + "mlp.fc.weight": (R, C), b + "mlp.proj.weight": (C, R)})
+    shapes.update({"norm_final.weight": (C,), "norm_final.bias": (C,)})
+    return shapes, {"lm_head.weight": "token_embedding.weight"}
+
+
+def entry_problems(path: Path) -> list[str]:
+    """The directory's entries that no bundle may hold: symbolic links (each named) and, past
+    MAX_BUNDLE_ENTRIES, the rest. Shared by the transformer and the baseline loaders."""
+    entries = list(itertools.islice(path.iterdir(), MAX_BUNDLE_ENTRIES + 1))
+    if len(entries) > MAX_BUNDLE_ENTRIES:
+        return [f"{str(path)!r} holds more than {MAX_BUNDLE_ENTRIES} entries; a bundle holds only the files its "
+                f"{MANIFEST} lists"]
+    return [f"{p.name} is a symbolic link (to {os.readlink(p)!r}); a bundle holds its own files: copy the file "
+            f"into the bundle instead of linking it" for p in sorted(entries) if p.is_symlink()]
+
+
+def read_manifest_text(path: Path) -> str:
+    """manifest.json's text, refused (BundleError) past MAX_MANIFEST_BYTES before it is read."""
+    size = path.stat().st_size
+    if size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
+    return path.read_text(encoding="utf-8")
 
 
 def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer, *, metrics: dict,
                 command: list[str], corpus: Corpus, train_config: Any = None,
                 sample_config: SampleConfig | None = None, use_cache: bool = True,
-                prompt_template: str = DEFAULT_PROMPT_TEMPLATE, unsafe_reason: str | None = None) -> Path:
+                prompt_template: str = DEFAULT_PROMPT_TEMPLATE, unsafe_reason: str | None = None,
+                overwrite: bool = False) -> Path:
     """Write a bundle to `out_dir` atomically and return its path.
 
     The files are written to a temporary sibling directory, loaded back with `load_bundle` (so a
-    bundle that would be refused is never installed), then renamed into place; an existing bundle at
-    `out_dir` is replaced, any other non-empty directory is refused. A model built with causal=False
-    is saved with safe=False and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe.
+    bundle that would be refused is never installed), then renamed into place. `out_dir` must pass
+    `check_out_dir`: new or empty, or (only with overwrite=True) an existing bundle, which is then
+    replaced; nothing else is ever replaced. A model built with causal=False is saved with safe=False
+    and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe.
     """
     if not isinstance(model, GPT) or not isinstance(tokenizer, CharTokenizer):
         raise BundleError(f"save_bundle needs a GPT and a CharTokenizer, got {type(model).__name__} "
@@ -165,9 +222,7 @@ def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer
                        "keep": default_keep(config.context_length)},
         "files": {},
     }
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
-        raise BundleError(f"{str(out)!r} exists and is not a bundle directory; choose another --out")
+    out = check_out_dir(out_dir, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -183,10 +238,44 @@ def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer
         for file in tmp.iterdir():
             os.chmod(file, 0o644)  # temporary files are created private; a bundle is for everyone to read
         os.chmod(tmp, 0o755)
-        _replace_dir(tmp, out)
+        _replace_dir(tmp, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return out
+
+
+def check_out_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Raise BundleError (one line: what is wrong, what to do) unless a bundle can be saved at `path`;
+    return it as a Path. Call it before training, so a bad path never throws a trained model away.
+
+    Accepted: a directory that does not exist yet (its nearest existing ancestor must be a directory we
+    can create entries in: tried with a temporary directory, removed at once), an empty directory, and
+    an existing bundle only with overwrite=True. Refused: a file, a non-empty directory that is not a
+    bundle (even with overwrite: it is not ours to delete), an existing bundle without overwrite."""
+    out = Path(path)
+    try:
+        if out.exists():
+            if not out.is_dir():
+                raise BundleError(f"{str(out)!r} is a file, not a directory; choose a new directory for the bundle")
+            if any(out.iterdir()):
+                if not (out / MANIFEST).is_file():
+                    raise BundleError(f"{str(out)!r} exists and is not a bundle directory (it holds other files); "
+                                      "choose a new or empty directory")
+                if not overwrite:
+                    raise BundleError(f"{str(out)!r} already holds a bundle; choose a new directory, or replace "
+                                      "it with --overwrite (overwrite=True)")
+        ancestor = out.absolute().parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise BundleError(f"cannot create {str(out)!r}: {str(ancestor)!r} is a file, not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out.name or 'bundle'}.", suffix=".check", dir=ancestor))
+    except BundleError:
+        raise
+    except OSError as e:
+        raise BundleError(f"cannot write a bundle to {str(out)!r} ({e.strerror or e}); "
+                          "choose a directory you can write to") from None
     return out
 
 
@@ -219,13 +308,25 @@ def verify_bundle(path: str | os.PathLike) -> list[str]:
 # ---- the checks ----------------------------------------------------------------------------------
 
 def _inspect(path: Path) -> tuple[list[str], Bundle | None]:
+    try:
+        return _inspect_files(path)
+    except BundleError as e:
+        return [str(e)], None
+    except OSError as e:  # a file that cannot be read (permissions, I/O) is a refusal, not a crash
+        return [f"{str(path)!r} could not be read ({type(e).__name__}: {e})"], None
+
+
+def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
     manifest_path = path / MANIFEST
     if not path.is_dir():
         return [f"{str(path)!r} is not a directory (missing bundle)"], None
+    problems = entry_problems(path)
+    if problems:
+        return problems, None
     if not manifest_path.is_file():
         return [f"{MANIFEST} is missing"], None
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = json.loads(read_manifest_text(manifest_path))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return [f"{MANIFEST} is not valid JSON ({e})"], None
     problems = _check_fields(manifest)
@@ -245,9 +346,7 @@ def _inspect(path: Path) -> tuple[list[str], Bundle | None]:
     config, tokenizer, problems = _parse_model_fields(manifest)
     if problems:
         return problems, None
-    with torch.random.fork_rng(devices=[]):  # the throwaway initialisation must not move the caller's RNG
-        model = GPT(config)
-    expected, aliases = _stored_tensors(model)
+    expected, aliases = expected_tensors(config)  # closed form: the header is checked before any allocation
     tensors, problems = _read_tensors(path / WEIGHTS, expected)
     if problems:
         return problems, None
@@ -257,6 +356,8 @@ def _inspect(path: Path) -> tuple[list[str], Bundle | None]:
     if not config.causal and manifest["safe"]:
         return [f"{MANIFEST}: safe is true but architecture.causal is false (a model without the causal "
                 f"mask is never safe)"], None
+    with torch.random.fork_rng(devices=[]):  # the throwaway initialisation must not move the caller's RNG
+        model = GPT(config)  # only now: the header matched, so this is the size of the file just read
     state = dict(tensors)
     state.update({alias: tensors[source] for alias, source in aliases.items()})
     try:
@@ -339,7 +440,7 @@ def _parse_model_fields(manifest: dict) -> tuple[ModelConfig | None, CharTokeniz
     return config, tokenizer, []
 
 
-def _read_tensors(path: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+def _read_tensors(path: Path, expected: dict[str, tuple[int, ...]]) -> tuple[dict[str, torch.Tensor], list[str]]:
     try:
         with safe_open(str(path), framework="pt") as f:
             names = set(f.keys())
@@ -348,7 +449,7 @@ def _read_tensors(path: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[s
             for name in sorted(names & set(expected)):
                 piece = f.get_slice(name)
                 shape, dtype = tuple(piece.get_shape()), piece.get_dtype()
-                want = tuple(expected[name].shape)
+                want = tuple(expected[name])
                 if shape != want:
                     problems.append(f"{WEIGHTS}: tensor {name!r} has shape {list(shape)}, expected {list(want)}")
                 if dtype != "F32":
@@ -358,8 +459,14 @@ def _read_tensors(path: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[s
             tensors = {name: f.get_tensor(name) for name in sorted(names)}
     except Exception as e:  # safetensors raises its own error types for a corrupt header
         return {}, [f"{WEIGHTS} is not a readable safetensors file ({type(e).__name__}: {e})"]
-    problems = [f"{WEIGHTS}: tensor {name!r} has {int((~torch.isfinite(t)).sum())} non-finite value(s)"
-                for name, t in tensors.items() if not torch.isfinite(t).all()]
+    problems = []
+    for name, t in tensors.items():
+        if not torch.isfinite(t).all():
+            problems.append(f"{WEIGHTS}: tensor {name!r} has {int((~torch.isfinite(t)).sum())} non-finite value(s)")
+        elif t.numel() and float(t.abs().max()) > MAX_ABS_WEIGHT:
+            problems.append(f"{WEIGHTS}: tensor {name!r} has {int((t.abs() > MAX_ABS_WEIGHT).sum())} value(s) with "
+                            f"|w| > MAX_ABS_WEIGHT={MAX_ABS_WEIGHT:g} (largest {float(t.abs().max()):.3g}); trained "
+                            f"weights here stay below 10, so the file was edited or training diverged")
     return tensors, problems
 
 
@@ -377,10 +484,19 @@ def _stored_tensors(model: GPT) -> tuple[dict[str, torch.Tensor], dict[str, str]
     return stored, aliases
 
 
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Rename tmp to out; an existing out is moved aside first and removed after."""
-    if not out.exists():
-        os.rename(tmp, out)
+def _replace_dir(tmp: Path, out: Path, *, overwrite: bool = False) -> None:
+    """Rename tmp to out. With overwrite an existing out is moved aside first and removed after.
+    Without it, out is never replaced: the rename succeeds only onto nothing or an empty directory
+    (POSIX rename), and if something appeared at out since check_out_dir, the new bundle is kept
+    under a visible sibling name that the BundleError gives, so nothing is lost either way."""
+    if not overwrite or not out.exists():
+        try:
+            os.rename(tmp, out)
+        except OSError as e:
+            kept = out.parent / f"{out.name}.new-{uuid.uuid4().hex[:8]}"
+            os.rename(tmp, kept)
+            raise BundleError(f"{str(out)!r} appeared while the bundle was being saved ({e.strerror or e}); "
+                              f"nothing there was replaced and the new bundle is kept in {str(kept)!r}") from None
         return
     old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
     os.rename(out, old)

@@ -152,6 +152,9 @@ def _run_baseline(args: argparse.Namespace) -> int:
 def _print_rubric(rubric: Rubric) -> None:
     print(f"release check of {rubric.bundle} (version {rubric.version}): {'PASS' if rubric.passed else 'FAIL'}")
     print(format_table(rubric.table(), ["check", "result", "figure", "threshold"]))
+    for c in rubric.checks:  # the table has no room for why a check failed: one line each
+        if not c.passed and c.detail:
+            print(f"{c.name} FAIL: {' '.join(c.detail.split())}")
 
 
 def _run_check(args: argparse.Namespace) -> int:
@@ -176,6 +179,7 @@ def _run_promote(args: argparse.Namespace) -> int:
 
     _threads(args.threads)
     result = promote(args.bundle, args.registry, corpus=args.corpus)
+    _print_cleaned(result.cleaned)
     if result.rubric is not None:
         _print_rubric(result.rubric)
     print(("promoted: " if result.promoted else "refused: ") + result.reason)
@@ -186,6 +190,7 @@ def _run_rollback(args: argparse.Namespace) -> int:
     from core.registry import rollback
 
     result = rollback(args.registry, to=args.to, reason=args.reason)
+    _print_cleaned(result.cleaned)
     print(("rolled back: " if result.switched else "refused: ") + result.reason)
     return 0 if result.switched else EXIT_FAILED
 
@@ -201,6 +206,14 @@ def _run_status(args: argparse.Namespace) -> int:
     if st.versions:
         print(format_table([dataclasses.asdict(v) for v in st.versions], ["version", "promoted", "verifies", "problem"]))
     print(f"served: {st.served.kind or 'nothing'} {st.served.version or ''} -- {st.served.reason}")
+    for leftover in st.leftovers:
+        print(f"leftover of an interrupted promotion: {leftover.path} ({leftover.bytes:,} bytes); the next promote "
+              f"or rollback removes it")
     for entry in st.log:
         print(json.dumps(entry))
     return 0
+
+
+def _print_cleaned(cleaned: tuple[str, ...]) -> None:
+    for path in cleaned:
+        print(f"removed the leftover of an interrupted promotion: {path}")

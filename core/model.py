@@ -38,6 +38,22 @@ from core.kv_cache import KVCache
 from core.rope import rope_cos_sin, rotate_pairs
 
 
+# Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
+# is allocated. Each is far above the largest preset ("large": context 256, 6 layers, 6 heads, d_model 192, mlp
+# ratio 4, ~2.7 M parameters) and far below what this machine can hold (24 GB, 2 cores).
+MAX_CONTEXT_LENGTH = 4096  # 16x "large"; RoPE tables and a KV cache grow with it
+MAX_D_MODEL = 2048  # ~10x "large"
+MAX_LAYERS = 48  # 8x "large"
+MAX_HEADS = 64  # ~10x "large"
+MAX_VOCAB = 65536  # a character vocabulary: the whole Basic Multilingual Plane
+MAX_MLP_RATIO = 16  # 4x the usual 4
+# The product matters as much as the factors: 100 M parameters are 0.4 GB in float32 (~37x "large").
+MAX_PARAMETERS = 100_000_000
+_BOUNDS = {"vocab_size": ("MAX_VOCAB", MAX_VOCAB), "context_length": ("MAX_CONTEXT_LENGTH", MAX_CONTEXT_LENGTH),
+           "n_layer": ("MAX_LAYERS", MAX_LAYERS), "n_head": ("MAX_HEADS", MAX_HEADS),
+           "d_model": ("MAX_D_MODEL", MAX_D_MODEL), "mlp_ratio": ("MAX_MLP_RATIO", MAX_MLP_RATIO)}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int  # V; 0 only in PRESETS, filled from the tokenizer with preset(name, vocab_size)
@@ -57,6 +73,9 @@ class ModelConfig:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
             if value < (0 if name == "vocab_size" else 1):
                 raise ValueError(f"{name} must be {'>= 0' if name == 'vocab_size' else '>= 1'}, got {value}")
+            bound_name, bound = _BOUNDS[name]
+            if value > bound:
+                raise ValueError(f"{name} must be <= {bound} ({bound_name}), got {value}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
         if self.head_dim % 2:
@@ -64,6 +83,11 @@ class ModelConfig:
                 f"head width d_model / n_head = {self.d_model}/{self.n_head} = {self.head_dim} must be even "
                 "(RoPE rotates pairs of dimensions)"
             )
+        V, C, L, R = self.vocab_size, self.d_model, self.n_layer, self.mlp_ratio
+        params = V * C + L * (4 * C + (4 + 2 * R) * C * C) + 2 * C  # embedding (tied head), blocks, final norm
+        if params > MAX_PARAMETERS:
+            raise ValueError(f"this architecture has {params:,} parameters, more than MAX_PARAMETERS="
+                             f"{MAX_PARAMETERS:,} ({4 * MAX_PARAMETERS / 1e9:.1f} GB in float32); make it smaller")
         if not isinstance(self.rope_base, (int, float)) or not math.isfinite(self.rope_base) or self.rope_base <= 1:
             raise ValueError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:

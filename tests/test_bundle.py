@@ -15,6 +15,8 @@ from core.bundle import (
     MANIFEST,
     WEIGHTS,
     BundleError,
+    _stored_tensors,
+    expected_tensors,
     load_bundle,
     manifest_version,
     save_bundle,
@@ -22,7 +24,7 @@ from core.bundle import (
     write_manifest,
 )
 from core.corpus import corpus_from_text
-from core.model import GPT, PRESETS
+from core.model import GPT, PRESETS, ModelConfig
 from core.sampling import SampleConfig
 from core.tokenizer import CharTokenizer
 
@@ -136,11 +138,25 @@ def test_the_tied_lm_head_is_stored_once(saved):
     assert loaded.lm_head.weight.data_ptr() == loaded.token_embedding.weight.data_ptr()  # still tied
 
 
+@pytest.mark.parametrize("config", [
+    *[dataclasses.replace(p, vocab_size=57) for p in PRESETS.values()],
+    ModelConfig(vocab_size=9, context_length=8, n_layer=3, n_head=1, d_model=6, mlp_ratio=3),
+], ids=[*PRESETS, "odd"])
+def test_the_closed_form_tensors_are_those_of_a_real_model(config):
+    """The header check runs on expected_tensors(config) before any model exists: it must name exactly the
+    tensors (in state_dict order), shapes and tied alias that a real GPT(config) stores."""
+    shapes, aliases = expected_tensors(config)
+    stored, real_aliases = _stored_tensors(GPT(config))
+    assert list(shapes) == list(stored)
+    assert shapes == {name: tuple(t.shape) for name, t in stored.items()}
+    assert aliases == real_aliases == {"lm_head.weight": "token_embedding.weight"}
+
+
 def test_saving_replaces_an_old_bundle_and_leaves_no_temporary_files(tmp_path, corpus):
     model, tok = make_model(seed=1)
     out = tmp_path / "b"
     save_bundle(out, *make_model(seed=2), metrics={}, command=[], corpus=corpus)
-    save_bundle(out, model, tok, metrics={}, command=[], corpus=corpus)
+    save_bundle(out, model, tok, metrics={}, command=[], corpus=corpus, overwrite=True)  # replacing is asked for
     idx = torch.zeros(1, 4, dtype=torch.long)
     with torch.no_grad():
         assert torch.equal(load_bundle(out).model(idx).logits, model(idx).logits)

@@ -1,17 +1,23 @@
 """core.registry: the gate refuses a leaking model and current stays put, a tampered current version
 falls back (to the last known-good version, then to the n-gram), rollback restores the previous version."""
+import ast
 import json
 import stat
+import threading
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from core.bundle import load_bundle, save_bundle, verify_bundle
 from core.cli import main
 from core.corpus import load_corpus
 from core.evaluation import EvalConfig
 from core.model import PRESETS
+import core.registry as registry
 from core.registry import (
     CURRENT,
+    RegistryError,
     read_current,
     read_log,
     promote,
@@ -22,15 +28,15 @@ from core.registry import (
 from core.release import ReleasePolicy, check_release
 from core.training import TrainConfig, train
 
+ROOT = Path(__file__).resolve().parent.parent
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
 POLICY = ReleasePolicy(require_beats_baseline=False,
                        evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
 
 
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory):
-    root = tmp_path_factory.mktemp("registry")
+def make_bundles(root):
+    """Three tiny bundles trained in seconds: "leak" (no causal mask), "a", and "b" (a's weights, another version)."""
     (root / "toy.py").write_text(TEXT)
     corpus = load_corpus(root / "toy.py")
     paths = {}
@@ -47,10 +53,19 @@ def bundles(tmp_path_factory):
     return paths
 
 
-@pytest.fixture(scope="module")
-def checks(bundles):
+def make_checks(bundles):
     """Each bundle's rubric, computed once; promote() re-checks the installed copy's version against it."""
     return {name: check_release(path, policy=POLICY) for name, path in bundles.items()}
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    return make_bundles(tmp_path_factory.mktemp("registry"))
+
+
+@pytest.fixture(scope="module")
+def checks(bundles):
+    return make_checks(bundles)
 
 
 def _version(path):
@@ -127,3 +142,98 @@ def test_promote_and_status_commands(bundles, tmp_path, capsys):
     st = json.loads(capsys.readouterr().out)
     assert st["current"] is None and st["served"]["version"] is None and st["log"][-1]["event"] == "refuse"
     assert main(["release", "rollback", "--registry", str(reg)]) == 1
+
+
+# ---- the lock and atomicity ------------------------------------------------------------------------
+
+def test_a_second_writer_waits_for_the_lock_and_gives_up_with_a_clear_error(bundles, checks, tmp_path, monkeypatch):
+    """The lock is filelock's, so it holds between processes and threads alike on every OS; a holder that
+    never lets go costs the other writer LOCK_TIMEOUT seconds, then a RegistryError (exit 2), not a hang."""
+    reg = tmp_path / "registry"
+    va, vb = _version(bundles["a"]), _version(bundles["b"])
+    promote(bundles["a"], reg, check=checks["a"])
+    promote(bundles["b"], reg, check=checks["b"])
+    monkeypatch.setattr(registry, "LOCK_TIMEOUT", 0.2)
+    with FileLock(str(reg / registry.LOCK)):  # another writer, with its own handle on the lock file
+        with pytest.raises(RegistryError, match="locked by another promotion or rollback"):
+            rollback(reg)
+    assert read_current(reg)["version"] == vb and [e["event"] for e in read_log(reg)] == ["promote", "promote"]
+    assert rollback(reg).switched and read_current(reg)["version"] == va  # released: the next writer proceeds
+
+
+def test_concurrent_promotions_each_land_whole(bundles, checks, tmp_path):
+    reg = tmp_path / "registry"
+    results = []
+    threads = [threading.Thread(target=lambda n=n: results.append(promote(bundles[n], reg, check=checks[n])))
+               for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.promoted for r in results)
+    current = read_current(reg)
+    assert sorted([current["version"], *current["history"]]) == sorted(_version(bundles[n]) for n in ("a", "b"))
+    assert [e["event"] for e in read_log(reg)] == ["promote", "promote"]
+    assert sorted(p.name for p in (reg / "versions").iterdir()) == sorted(_version(bundles[n]) for n in ("a", "b"))
+    assert status(reg).leftovers == ()
+
+
+def test_a_promotion_that_fails_midway_leaves_nothing_behind(bundles, checks, tmp_path, monkeypatch):
+    reg = tmp_path / "registry"
+    promote(bundles["a"], reg, check=checks["a"])
+    before = (reg / CURRENT).read_bytes()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(registry, "save_baseline", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        promote(bundles["b"], reg, check=checks["b"])
+    assert (reg / CURRENT).read_bytes() == before
+    assert [p.name for p in (reg / "versions").iterdir()] == [_version(bundles["a"])]  # no temporary directory
+
+
+def test_nothing_the_app_imports_uses_fcntl():
+    """fcntl does not exist on Windows: parse every module of core/, ui/, pages/ and app.py (an import in
+    a docstring does not count, an __import__("fcntl") or importlib.import_module("fcntl") does)."""
+    files = [ROOT / "app.py", *[p for d in ("core", "ui", "pages") for p in sorted((ROOT / d).rglob("*.py"))]]
+    offences = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                names = [str(node.args[0].value)] if called in ("__import__", "import_module") else []
+            offences += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "fcntl"]
+    assert offences == []
+    assert len(files) > 20 and (ROOT / "core" / "registry.py") in files  # the walk saw the registry
+
+
+# ---- who and why -----------------------------------------------------------------------------------
+
+def test_promote_and_rollback_log_who_asked_and_why(bundles, checks, tmp_path):
+    reg = tmp_path / "registry"
+    va, vb = _version(bundles["a"]), _version(bundles["b"])
+    promote(bundles["a"], reg, check=checks["a"])  # the command line gives neither: no such fields
+    promote(bundles["b"], reg, check=checks["b"], actor="session 3f2a", why="saves more keystrokes")
+    promote(bundles["leak"], reg, check=checks["leak"], actor="session 3f2a", why="try the leak")
+    rollback(reg, reason="bad suggestions", actor="session 9c1d", why="users complained")
+    rollback(reg, actor="session 9c1d", why="once more")  # refused: nothing older
+    entries = read_log(reg)
+    assert [(e["event"], e.get("actor"), e.get("why")) for e in entries] == [
+        ("promote", None, None), ("promote", "session 3f2a", "saves more keystrokes"),
+        ("refuse", "session 3f2a", "try the leak"), ("rollback", "session 9c1d", "users complained"),
+        ("rollback-refused", "session 9c1d", "once more")]
+    assert "actor" not in entries[0] and entries[3]["version"] == va
+    record = json.loads((reg / "versions" / vb / "record.json").read_text())
+    assert (record["actor"], record["why"]) == ("session 3f2a", "saves more keystrokes")
+    with pytest.raises(RegistryError, match="why is 501 characters"):
+        rollback(reg, why="x" * 501)
+    with pytest.raises(RegistryError, match="actor must be a string"):
+        rollback(reg, actor=7)
+    assert len(read_log(reg)) == len(entries)  # bad input is refused before anything is written
