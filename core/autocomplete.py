@@ -9,9 +9,11 @@ Everything here is built on `core.sampling`, so the numbers the app shows are th
     next_token_candidates the top k of core.sampling.next_token_distribution: exactly what a sampler
                           draws the next token from (temperature, then top-k, then top-p)
     complete              a streamed completion with each token's wall-clock time and position
-    compare_latency       per-token latency with the KV cache and without it, side by side
-    parity_trace          at every step of a cached generation, the largest |cached - uncached| logit and
-                          whether the two would have chosen a different token
+    measure_cache_latency per-token time with the KV cache and without it at a window where the cache
+                          matters: a warm-up run, then the median of several repeats
+    parity_trace          at every step of a cached generation, |cached - uncached| logits decided in float64
+                          (core.agreement), the float32 figure beside it, and whether the two would have
+                          chosen a different token
     suggest               the completion up to the end of the next word: what an editor would offer
 
 A character tokenizer maps one character to one token, so "the last N tokens" of a prompt are its
@@ -22,20 +24,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import statistics
+import time
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
 
+from core.agreement import Agreement, agreement, float64_copy, model_terms
 from core.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
-from core.kv_cache import CACHE_ATOL, CACHE_RTOL, cache_closeness, default_keep, next_window_start
+from core.kv_cache import default_keep, next_window_start
 from core.model import ModelConfig
-from core.sampling import SampleConfig, generate, next_token_distribution, sample_next_token, start_ids
+from core.sampling import (
+    NEVER_SAMPLED,
+    SampleConfig,
+    check_seed,
+    generate,
+    next_token_distribution,
+    sample_next_token,
+    start_ids,
+)
 from core.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
 
-# The parity rule of core.kv_cache: |cached - uncached| <= atol + rtol * |uncached| for every logit.
-PARITY_ATOL, PARITY_RTOL = CACHE_ATOL, CACHE_RTOL
 SUGGESTION_MAX_CHARS = 40
 
 
@@ -160,7 +171,8 @@ def next_token_candidates(
     """The k most likely next tokens under core.sampling.next_token_distribution, most likely first.
 
     k=None (or k >= V) lists the whole vocabulary, whose probabilities sum to one. Ties are listed
-    in id order. sample.max_new_tokens is not used.
+    in id order. <pad>, <bos> and <unk> have probability 0, as in generation (core.sampling.NEVER_SAMPLED).
+    sample.max_new_tokens is not used.
     """
     if not isinstance(sample, SampleConfig):
         raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
@@ -168,7 +180,8 @@ def next_token_candidates(
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"k must be None or an integer >= 1, got {k!r}")
     logits = next_token_logits(model, ids)  # (V,)
-    probs = next_token_distribution(logits, sample.temperature, sample.top_k, sample.top_p).tolist()  # V floats
+    probs = next_token_distribution(logits, sample.temperature, sample.top_k, sample.top_p,
+                                    suppress=NEVER_SAMPLED).tolist()  # V floats
     order = sorted(range(V), key=lambda i: (-probs[i], i))[: V if k is None else min(k, V)]
     piece = tokenizer.display_piece if tokenizer is not None else (lambda i: f"id {i}")
     return [Candidate(i, piece(i), probs[i]) for i in order]
@@ -179,7 +192,7 @@ def next_token_candidates(
 
 @dataclass(frozen=True)
 class Completion:
-    text: str  # decoded tokens (<unk> shows as U+FFFD)
+    text: str  # decoded tokens (generation never draws <pad>, <bos> or <unk>: core.sampling.NEVER_SAMPLED)
     tokens: tuple[int, ...]  # new ids, without a final <eos>
     per_token_seconds: tuple[float, ...]  # wall clock of each step (forward pass + sampling)
     positions: tuple[int, ...]  # index of each new token in prompt + generated tokens
@@ -224,46 +237,125 @@ def complete(
     )
 
 
+# The KV-cache lesson's measurement. A step's wall clock on a shared machine jumps with other jobs (a single
+# 330 ms spike once made the cache look slower), so: one warm-up run per mode that is not recorded (first
+# calls allocate buffers and pick kernels), then TIMING_REPEATS runs per mode, interleaved so load falls on
+# both alike, and medians, which one spike cannot move.
+TIMING_REPEATS = 5
+TIMING_WARMUP = 1
+TIMING_NEW_TOKENS = 16
+MAX_TIMING_REPEATS = 50  # a bound on the work one measurement may ask for
+
+
 @dataclass(frozen=True)
-class LatencyComparison:
-    positions: tuple[int, ...]  # position of each step (the longer run's)
-    tokens: tuple[int, ...]  # the token generated at each step (the longer run's)
-    cached_ms: tuple[float | None, ...]  # per step, None past the end of a shorter run
-    uncached_ms: tuple[float | None, ...]
-    mean_cached_ms: float | None
-    mean_uncached_ms: float | None
-    first_cached_ms: float | None  # the first cached step also encodes the whole prompt (prefill)
-    mean_cached_one_token_ms: float | None  # cached steps that fed one token: not the first, not a re-encode
+class CacheTiming:
+    """Per-step seconds of greedy generation with and without the KV cache, warm-up runs excluded."""
+
+    prompt_tokens: int  # tokens in the window before the first new one
+    positions: tuple[int, ...]  # (N,) index of each new token: prompt_tokens .. prompt_tokens + N - 1
+    cached_seconds: tuple[tuple[float, ...], ...]  # (repeats, N) each recorded run's step times
+    uncached_seconds: tuple[tuple[float, ...], ...]  # (repeats, N)
+    warmup: int  # runs per mode timed first and thrown away
+    threads: int  # torch.get_num_threads() while measuring
 
     @property
-    def speedup(self) -> float | None:
-        """Mean uncached / mean cached time per token."""
-        if not self.mean_cached_ms or self.mean_uncached_ms is None:
+    def repeats(self) -> int:
+        return len(self.cached_seconds)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.positions)
+
+    @staticmethod
+    def _per_step_ms(runs) -> tuple[float, ...]:
+        return tuple(1000 * statistics.median(step) for step in zip(*runs))
+
+    @property
+    def cached_ms(self) -> tuple[float, ...]:
+        """(N,) median over the repeats of each step's milliseconds, with the cache (step 0 encodes the prompt)."""
+        return self._per_step_ms(self.cached_seconds)
+
+    @property
+    def uncached_ms(self) -> tuple[float, ...]:
+        """(N,) the same without the cache: every step encodes the whole window."""
+        return self._per_step_ms(self.uncached_seconds)
+
+    @property
+    def cached_ms_per_token(self) -> float:
+        """Median over the repeats of a run's mean milliseconds per new token (its prefill included)."""
+        return 1000 * statistics.median(math.fsum(run) / len(run) for run in self.cached_seconds)
+
+    @property
+    def uncached_ms_per_token(self) -> float:
+        return 1000 * statistics.median(math.fsum(run) / len(run) for run in self.uncached_seconds)
+
+    @property
+    def prefill_ms(self) -> float:
+        """Median of the first cached step: it encodes the whole prompt, like an uncached step."""
+        return self.cached_ms[0]
+
+    @property
+    def cached_one_token_ms(self) -> float | None:
+        """Median over the repeats of a run's mean over its one-token steps (all but the first); None if N = 1."""
+        if self.new_tokens < 2:
             return None
-        return self.mean_uncached_ms / self.mean_cached_ms
+        return 1000 * statistics.median(math.fsum(run[1:]) / (len(run) - 1) for run in self.cached_seconds)
+
+    @property
+    def speedup(self) -> float:
+        """Median time per token without the cache / with it: above 1 when the cache saves time."""
+        return self.uncached_ms_per_token / self.cached_ms_per_token
 
 
-def compare_latency(cached: Completion, uncached: Completion) -> LatencyComparison:
-    """Per-step milliseconds of a cached and an uncached completion of the same prompt, aligned by step."""
-    if not cached.use_cache or uncached.use_cache:
-        raise ValueError("compare_latency needs a completion with the cache, then one without it")
-    n = max(len(cached.tokens), len(uncached.tokens))
-    full_window = {0, *cached.reencoded_steps}  # steps that encoded a whole window, not one token
-    one_token = [s for i, s in enumerate(cached.per_token_seconds) if i not in full_window]
-    longer = cached if len(cached.tokens) >= len(uncached.tokens) else uncached
+def measure_cache_latency(
+    model: torch.nn.Module, *, prompt_tokens: int | None = None, new_tokens: int = TIMING_NEW_TOKENS,
+    repeats: int = TIMING_REPEATS, warmup: int = TIMING_WARMUP, clock: Callable[[], float] = time.perf_counter,
+) -> CacheTiming:
+    """Time greedy generation of `new_tokens` after a `prompt_tokens`-long window, with and without the cache.
 
-    def ms(c: Completion) -> tuple[float | None, ...]:
-        return tuple(1000 * s for s in c.per_token_seconds) + (None,) * (n - len(c.per_token_seconds))
+    The default window is context_length - new_tokens: the prompt fills most of the context, where the
+    uncached step re-encodes the most and the window never slides. The prompt is a fixed, seeded sequence
+    of character ids (timing does not depend on which). Each step is timed from the clock reading before
+    generate computes it to the reading after it is yielded, with `clock` (time.perf_counter; a test may
+    pass its own). `warmup` runs per mode come first and are not recorded; then `repeats` runs per mode,
+    cached and uncached alternating.
+    """
+    L, V = model.config.context_length, model.config.vocab_size
+    for name, value, lo, hi in (("new_tokens", new_tokens, 1, L), ("repeats", repeats, 1, MAX_TIMING_REPEATS),
+                                ("warmup", warmup, 0, MAX_TIMING_REPEATS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    prompt_tokens = max(1, L - new_tokens) if prompt_tokens is None else prompt_tokens
+    longest = L - new_tokens + 1  # the last step then reads exactly L tokens: the window never slides
+    if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or not 1 <= prompt_tokens <= longest:
+        raise ValueError(f"prompt_tokens must be an integer in 1..{longest} (context_length {L} - new_tokens "
+                         f"{new_tokens} + 1, so the window never slides), got {prompt_tokens!r}")
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(len(SPECIAL_TOKENS), V, (prompt_tokens,), generator=g).tolist()  # character ids
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=new_tokens)
 
-    return LatencyComparison(
-        positions=longer.positions,
-        tokens=longer.tokens,
-        cached_ms=ms(cached),
-        uncached_ms=ms(uncached),
-        mean_cached_ms=cached.mean_ms_per_token,
-        mean_uncached_ms=uncached.mean_ms_per_token,
-        first_cached_ms=1000 * cached.per_token_seconds[0] if cached.per_token_seconds else None,
-        mean_cached_one_token_ms=1000 * math.fsum(one_token) / len(one_token) if one_token else None,
+    def run(use_cache: bool) -> tuple[float, ...]:
+        seconds = []
+        before = clock()
+        for _ in generate(model, prompt, greedy, use_cache=use_cache):
+            after = clock()
+            seconds.append(after - before)
+            before = after
+        return tuple(seconds)
+
+    for _ in range(warmup):
+        run(True), run(False)
+    cached, uncached = [], []
+    for _ in range(repeats):
+        cached.append(run(True))
+        uncached.append(run(False))
+    return CacheTiming(
+        prompt_tokens=prompt_tokens,
+        positions=tuple(range(prompt_tokens, prompt_tokens + new_tokens)),
+        cached_seconds=tuple(cached),
+        uncached_seconds=tuple(uncached),
+        warmup=warmup,
+        threads=torch.get_num_threads(),
     )
 
 
@@ -274,14 +366,23 @@ def compare_latency(cached: Completion, uncached: Completion) -> LatencyComparis
 class ParityStep:
     step: int
     position: int  # index of the new token in prompt + generated tokens
-    token: int  # chosen by the cached generation
+    token: int  # chosen by the cached generation (float64 copy of the model)
     uncached_token: int  # chosen from the uncached logits with the same random draw
-    max_abs_diff: float  # max over the vocabulary of |cached logit - uncached logit|
-    allowed: float  # PARITY_ATOL + PARITY_RTOL * |uncached logit| at the entry of max_abs_diff
-    worst_ratio: float  # max over the vocabulary of |difference| / its allowance; <= 1 means close
+    agreement: Agreement  # cached vs uncached logits, both in float64: decides (core.agreement)
+    float32: Agreement  # the same step on the float32 weights as served: a figure, never a verdict
     reencoded: bool  # the window slid at this step (sliding-window policy of core.kv_cache)
     context: int  # tokens the model saw for this step
     window_agrees: bool  # generate's own window (reencoded, context) matches the policy recomputed here
+
+    @property
+    def max_abs_diff(self) -> float:
+        """max over the vocabulary of |cached - uncached| logit, in float64."""
+        return self.agreement.max_abs_diff
+
+    @property
+    def allowed(self) -> float:
+        """What float64 rounding alone explains at this step (core.agreement.allowance)."""
+        return self.agreement.allowed
 
     @property
     def token_differs(self) -> bool:
@@ -291,8 +392,7 @@ class ParityStep:
 @dataclass(frozen=True)
 class ParityTrace:
     steps: tuple[ParityStep, ...]
-    atol: float
-    rtol: float
+    terms: int  # core.agreement.model_terms(config): the longest sum behind one logit
 
     @property
     def max_abs_diff(self) -> float:
@@ -302,7 +402,7 @@ class ParityTrace:
     def worst_step(self) -> int | None:
         if not self.steps:
             return None
-        return max(self.steps, key=lambda s: s.max_abs_diff).step
+        return max(self.steps, key=lambda s: s.agreement.ratio).step
 
     @property
     def flagged_steps(self) -> tuple[int, ...]:
@@ -316,17 +416,26 @@ class ParityTrace:
 
     @property
     def exact_zero_steps(self) -> tuple[int, ...]:
-        """Steps whose logits agree exactly (a log-scale chart cannot draw them)."""
+        """Steps whose float64 logits agree exactly (a log-scale chart cannot draw them)."""
         return tuple(s.step for s in self.steps if s.max_abs_diff == 0)
 
     @property
     def worst_ratio(self) -> float:
-        """The largest |difference| / allowance of any logit at any step: <= 1 means every step is close."""
-        return max((s.worst_ratio for s in self.steps), default=0.0)
+        """The largest float64 |difference| / allowance of any step: <= 1 means every step agrees."""
+        return max((s.agreement.ratio for s in self.steps), default=0.0)
 
     @property
     def within_tolerance(self) -> bool:
-        return self.worst_ratio <= 1.0
+        return all(s.agreement.passed for s in self.steps)
+
+    @property
+    def float32_max_abs_diff(self) -> float:
+        return max((s.float32.max_abs_diff for s in self.steps), default=0.0)
+
+    @property
+    def float32_worst_ratio(self) -> float:
+        """The float32 figure's largest share of its float32 allowance (shown only)."""
+        return max((s.float32.ratio for s in self.steps), default=0.0)
 
     @property
     def passed(self) -> bool:
@@ -335,10 +444,14 @@ class ParityTrace:
 
 def parity_trace(
     model: torch.nn.Module, ids: Sequence[int], n_steps: int, sample: SampleConfig, seed: int | None = 0, *,
-    keep: int | None = None, atol: float = PARITY_ATOL, rtol: float = PARITY_RTOL,
+    keep: int | None = None,
 ) -> ParityTrace:
     """Run a cached generation and, at every step, recompute the logits without the cache.
 
+    The verdict runs both paths on a float64 copy of the model (core.agreement.float64_copy) and compares
+    them with core.agreement.agreement(cached, uncached, terms=model_terms(config)): summation order then
+    moves logits by about 1e-15 relative on every CPU, a cache bug by whole units. The float32 difference
+    on the model as served, along the same windows, is kept as a figure with its float32 allowance.
     The uncached pass sees the window the sliding-window policy gives (core.kv_cache.next_window_start,
     recomputed here, not read from generate), so the comparison holds across the context boundary.
     The uncached token is drawn from the uncached logits with the random generator in the state the
@@ -348,51 +461,50 @@ def parity_trace(
         raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
     if not isinstance(sample, SampleConfig):
         raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
-    for name, tol in (("atol", atol), ("rtol", rtol)):
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {tol!r}")
-    if atol == 0 and rtol == 0:
-        raise ValueError("atol and rtol cannot both be 0: float32 paths that sum in another order differ by rounding")
+    run = dataclasses.replace(sample, max_new_tokens=n_steps)  # n_steps bounded by MAX_NEW_TOKENS here
+    if seed is None and not sample.greedy:
+        raise ValueError(f"sampling at temperature {sample.temperature} needs a seed")
+    generator = torch.Generator().manual_seed(0 if seed is None else check_seed(seed))  # unused when greedy
     L = model.config.context_length
     keep = default_keep(L) if keep is None else keep
-    greedy = sample.temperature == 0
-    if seed is None and not greedy:
-        raise ValueError(f"sampling at temperature {sample.temperature} needs a seed")
-    generator = torch.Generator().manual_seed(0 if seed is None else seed)  # unused when greedy
+    terms = model_terms(model.config)
+    model64 = float64_copy(model)
+    cache32 = model.new_cache(batch_size=1)  # the float32 figure walks the same windows through its own cache
     prefix = start_ids(ids)
     start = max(0, len(prefix) - L)  # the window is prefix[start:], as in generate
     steps = []
-    cached = generate(model, prefix, dataclasses.replace(sample, max_new_tokens=n_steps),
-                      generator=generator, use_cache=True, keep=keep)
+    cached = generate(model64, prefix, run, generator=generator, use_cache=True, keep=keep)
     with contextlib.closing(cached):
         for i in range(n_steps):
             state = generator.get_state()  # before this step's draw
             step = next(cached)
             new_start = next_window_start(len(prefix), start, L, keep)
             reencoded, start = new_start != start, new_start
+            window = prefix[start:]
+            with _eval_mode(model64):
+                uncached64 = _forward_last(model64, window)  # (V,) float64, from scratch
+            replay = None if sample.greedy else torch.Generator().set_state(state)
+            uncached_token = int(sample_next_token(uncached64, replay, sample.temperature, sample.top_k,
+                                                   sample.top_p, suppress=NEVER_SAMPLED))
+            if i == 0 or reencoded:
+                cache32.reset()
             with _eval_mode(model):
-                uncached_logits = _forward_last(model, prefix[start:])  # (V,) from scratch
-            replay = None if greedy else torch.Generator().set_state(state)
-            uncached_token = int(sample_next_token(uncached_logits, replay, sample.temperature, sample.top_k,
-                                                   sample.top_p))
-            context = len(prefix) - start
-            diff = (step.logits - uncached_logits).abs()  # (V,)
-            worst = int(diff.argmax())
-            max_abs_diff, worst_ratio = cache_closeness(step.logits, uncached_logits, atol=atol, rtol=rtol)
+                feed = window if cache32.length == 0 else window[-1:]  # prefill, or the newest token only
+                cached32 = model(torch.tensor([feed]), cache=cache32).logits[0, -1]  # (V,) float32
+                uncached32 = _forward_last(model, window)  # (V,) float32
             steps.append(ParityStep(
                 step=i,
                 position=step.position,
                 token=step.token,
                 uncached_token=uncached_token,
-                max_abs_diff=max_abs_diff,
-                allowed=atol + rtol * float(uncached_logits[worst].abs()),
-                worst_ratio=worst_ratio,
+                agreement=agreement(step.logits, uncached64, terms=terms),
+                float32=agreement(cached32, uncached32, terms=terms),
                 reencoded=reencoded,
-                context=context,
-                window_agrees=step.reencoded == reencoded and step.context == context,
+                context=len(window),
+                window_agrees=step.reencoded == reencoded and step.context == len(window),
             ))
             prefix.append(step.token)  # both paths continue from the cached choice
-    return ParityTrace(steps=tuple(steps), atol=float(atol), rtol=float(rtol))
+    return ParityTrace(steps=tuple(steps), terms=terms)
 
 
 # ---- the suggestion -----------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """The command line: `python -m core <command>`. The only part of core that prints.
 
-    python -m core train --corpus {stdlib|PATH} --out DIR [--preset NAME] [--max-iters N]
-                         [--max-seconds S] [--seed N] [--batch-size N] [--no-causal-mask] ...
-        Trains a model, shows progress on stderr (one line rewritten with \\r on a terminal, a line
-        per evaluation and every PROGRESS_EVERY seconds otherwise), writes a bundle to DIR whose
-        manifest records this command, and prints one JSON line of metrics on stdout (its last line).
-        Ctrl-C stops training early; the bundle is still written from the weights so far.
+    python -m core train --corpus {stdlib|PATH} --out DIR [--overwrite] [--preset NAME] [--max-iters N]
+                         [--max-seconds S] [--seed N] [--batch-size N] [--no-causal-mask] [--no-leak-stop] ...
+        Checks DIR first (new or empty; an existing bundle only with --overwrite), trains a model, shows
+        progress on stderr (one line rewritten with \\r on a terminal, a line per evaluation and every
+        PROGRESS_EVERY seconds otherwise), writes a bundle to DIR whose manifest records this command,
+        and prints one JSON line of metrics on stdout (its last line). Ctrl-C stops training early; the
+        bundle is still written from the weights so far. At every evaluation the causality probe
+        (core.leak) edits every position and checks no earlier prediction moves; the first failure stops
+        the run ("stop_reason": "leak"; `--no-leak-stop` trains on to watch the leak happen).
 
     python -m core generate --bundle DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
                             [--top-k K] [--top-p P] [--seed N] [--no-cache] [--completion-only]
@@ -55,7 +58,8 @@ def register_train(subparsers) -> None:
 
     p = subparsers.add_parser("train", help="train a model on a corpus and write a bundle")
     p.add_argument("--corpus", required=True, help="'stdlib' (the pinned Python standard library) or a UTF-8 text file")
-    p.add_argument("--out", required=True, help="bundle directory to write (an existing bundle there is replaced)")
+    p.add_argument("--out", required=True, help="bundle directory to write: new or empty (checked before training)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle at --out")
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="model size (default: default)")
     p.add_argument("--max-iters", type=int, default=2000, help="optimizer steps (default 2000)")
     p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget for the training loop")
@@ -73,21 +77,27 @@ def register_train(subparsers) -> None:
                    help="train through PyTorch's fused attention kernel (parity-tested with core.attention)")
     p.add_argument("--no-causal-mask", action="store_true",
                    help="remove the causal mask (the leakage lesson); the bundle is marked unsafe")
+    p.add_argument("--no-leak-stop", action="store_true",
+                   help="keep training when the causality probe fails, to watch the leak happen (the bundle is "
+                        "still marked unsafe)")
     p.set_defaults(handler=_run_train)
 
 
 def _run_train(args: argparse.Namespace) -> int:
+    from core.bundle import check_out_dir
     from core.corpus import load_corpus
+    from core.leak import first_failed_probe
     from core.runs import train_and_save, train_config_for
 
     if args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
+    check_out_dir(args.out, overwrite=args.overwrite)  # before anything is trained: a bad --out costs a second
     # One rule with the app (core.runs) for what the flags leave open: evaluation interval, warmup, final lr.
     train_config = train_config_for(
         args.max_iters, max_seconds=args.max_seconds, seed=args.seed, batch_size=args.batch_size,
         learning_rate=args.learning_rate, eval_interval=args.eval_interval, eval_iters=args.eval_iters,
         val_fraction=args.val_fraction, causal=not args.no_causal_mask, num_threads=args.threads,
-        fast_attention=args.fast_attention,
+        fast_attention=args.fast_attention, leak_stop=not args.no_leak_stop,
     )
     corpus = load_corpus(args.corpus)
     progress = _Progress(sys.stderr)
@@ -95,14 +105,21 @@ def _run_train(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if _main_thread() else None
     try:  # Ctrl-C stops training early; the bundle is then saved from the weights so far
         result, path = train_and_save(corpus, args.preset, train_config, args.out, command=args.command_line,
-                                      callback=progress, should_stop=stop.is_set)
+                                      callback=progress, should_stop=stop.is_set, overwrite=args.overwrite)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    version = json.loads((path / "manifest.json").read_text(encoding="ascii"))["version"]
+    manifest = json.loads((path / "manifest.json").read_text(encoding="ascii"))
+    version = manifest["version"]
+    leaked = first_failed_probe(result.history)
+    if leaked is not None:
+        how = "stopped the run" if result.metrics["stop_reason"] == "leak" else "failed (--no-leak-stop: trained on)"
+        print(f"leak: the causality probe {how} at step {leaked.step}: {leaked.probe.describe()}", file=sys.stderr)
+    if not manifest["safe"]:
+        print(f"warning: the bundle is marked unsafe: {manifest['unsafe_reason']}", file=sys.stderr)
     print(f"wrote {path} (version {version}, {result.model.num_parameters():,} parameters)", file=sys.stderr)
     line = {k: result.metrics[k] for k in ("train_loss", "val_loss", "iters", "seconds", "tokens_per_second")}
-    line.update(stop_reason=result.metrics["stop_reason"], bundle=str(path), version=version)
+    line.update(stop_reason=result.metrics["stop_reason"], bundle=str(path), version=version, safe=manifest["safe"])
     print(json.dumps(line))
     return 0
 
@@ -138,10 +155,12 @@ class _Progress:
             done = max(done, event.elapsed / (event.elapsed + event.eta_seconds))
         bar_fill = 20 if event.kind == "done" else min(20, int(20 * done))
         label = {"step": "loss", "eval": "train", "done": "final train"}[event.kind]
+        probe = getattr(event, "probe", None)
+        causal = "" if probe is None else f" | causality probe {'ok' if probe.passed else 'FAILED'}"
         return (f"[{'#' * bar_fill}{'.' * (20 - bar_fill)}] step {event.step:>{width}}/{event.max_iters} "
                 f"| {label} {event.loss:.4f} | val {event.val_loss:.4f} | lr {event.lr:.2e} "
                 f"| {event.tokens_per_second:,.0f} tok/s | {_duration(event.elapsed)} elapsed "
-                f"| eta {_duration(event.eta_seconds)}")
+                f"| eta {_duration(event.eta_seconds)}{causal}")
 
 
 def _duration(seconds: float) -> str:
@@ -161,11 +180,12 @@ def register_generate(subparsers) -> None:
     p = subparsers.add_parser("generate", help="complete a prompt with a trained bundle")
     p.add_argument("--bundle", required=True, help="bundle directory (written by `train`)")
     p.add_argument("--prompt", required=True, help="text to complete")
-    p.add_argument("--max-new-tokens", type=int, default=None)
-    p.add_argument("--temperature", type=float, default=None, help="0 = greedy")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="at most core.sampling.MAX_NEW_TOKENS (4096)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="0 = greedy; below core.sampling.MIN_TEMPERATURE (0.001) also greedy")
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler, 0 .. 2**63 - 1 (default 0)")
     p.add_argument("--no-cache", action="store_true", help="recompute the whole window every step")
     p.add_argument("--completion-only", action="store_true", help="print only the generated text")
     p.set_defaults(handler=_run_generate)
@@ -173,25 +193,34 @@ def register_generate(subparsers) -> None:
 
 def _run_generate(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
-    from core.sampling import generate
+    from core.sampling import MIN_TEMPERATURE, check_seed, generate
     from core.tokenizer import EOS_ID
 
+    # Every argument is checked before the first character is printed: an error never follows partial output.
+    try:
+        check_seed(args.seed)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
     bundle = load_bundle(args.bundle)
     if not bundle.safe:
         print(f"warning: this bundle is marked unsafe: {bundle.manifest['unsafe_reason']}", file=sys.stderr)
     overrides = {k: getattr(args, k) for k in ("max_new_tokens", "temperature", "top_k", "top_p")
                  if getattr(args, k) is not None}
-    sample = dataclasses.replace(bundle.sample_config, **overrides)
+    sample = dataclasses.replace(bundle.sample_config, **overrides)  # ValueError (exit 2) names a bad value
+    if args.temperature is not None and 0 < args.temperature < MIN_TEMPERATURE:
+        print(f"note: --temperature {args.temperature:g} is below {MIN_TEMPERATURE:g} (MIN_TEMPERATURE), where "
+              "sampling is already argmax but for near-ties; generating greedily (temperature 0)", file=sys.stderr)
     prompt = bundle.manifest["prompt_template"].replace("{prompt}", args.prompt)
     unknown = bundle.tokenizer.unknown_chars(prompt)
     if unknown:
         print(f"warning: characters outside the vocabulary become <unk>: {''.join(unknown)!r}", file=sys.stderr)
     ids = bundle.tokenizer.encode(prompt)
     use_cache = bundle.use_cache and not args.no_cache
+    # generate checks its arguments when called, so a bad one is refused here, before any output
+    steps = generate(bundle.model, ids, sample, seed=None if sample.greedy else args.seed, use_cache=use_cache)
     if not args.completion_only:
         sys.stdout.write(args.prompt)
-    for step in generate(bundle.model, ids, sample, seed=None if sample.temperature == 0 else args.seed,
-                         use_cache=use_cache):
+    for step in steps:
         if step.token == EOS_ID:
             break
         sys.stdout.write(bundle.tokenizer.decode([step.token]))

@@ -26,7 +26,8 @@ again from scratch at positions 0 .. keep - 1. The window then grows one token p
 full again. `keep` defaults to L // 2 (`default_keep`): a re-encode every L // 2 + 1 steps, while the
 model always sees at least L // 2 tokens of context. keep = L - 1 sees more context but re-encodes
 every other step. The uncached path follows the same windows (`next_window_start`), so cached and
-uncached generation agree token for token, also across the boundary.
+uncached generation agree token for token, also across the boundary. Whether cached and uncached logits
+agree is core.agreement's rule (decided in float64), not this module's.
 
 Shapes use the legend of `core/__init__.py`: B batch, H heads, T new positions, S cached + new, D head width.
 """
@@ -148,20 +149,3 @@ class KVCache:
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape
         return f"KVCache(n_layer={n_layer}, B={B}, H={H}, D={D}, length={self.length}/{capacity})"
-
-
-# ---- the parity rule ------------------------------------------------------------------------------
-# Cached and full logits are close when |cached - full| <= CACHE_ATOL + CACHE_RTOL * |full| for every entry:
-# torch.testing.assert_close's float32 defaults. The two paths add in a different order, so float32 rounding
-# grows with the logits' size; a cache bug (a wrong position, mask or window) is off by whole units instead.
-CACHE_ATOL = 1e-5
-CACHE_RTOL = 1.3e-6
-
-
-def cache_closeness(cached: Tensor, full: Tensor, *, atol: float = CACHE_ATOL, rtol: float = CACHE_RTOL) -> tuple[float, float]:
-    """(max |cached - full|, max |cached - full| / (atol + rtol |full|)): the second is <= 1 when close."""
-    if cached.shape != full.shape:
-        raise ValueError(f"cached logits {tuple(cached.shape)} and full logits {tuple(full.shape)} differ in shape")
-    diff = (cached - full).abs()  # (..., V)
-    return float(diff.max()), float((diff / (atol + rtol * full.abs())).max())
-

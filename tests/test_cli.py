@@ -159,3 +159,115 @@ def test_a_new_command_is_added_by_appending_a_register_function(monkeypatch, ca
     assert capsys.readouterr().out == "hello lab\n"
     assert main(["hello"]) == 2  # its own usage errors follow the same one-line rule
     assert capsys.readouterr().err.startswith("error: python -m core hello: ")
+
+
+# ---- generate: hostile numbers (issue 8) ---------------------------------------------------------
+
+
+def generate_in_process(out, capsys, *extra):
+    code = main(["generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "10",
+                 "--completion-only", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_generate_with_a_tiny_temperature_is_greedy_with_a_note(trained, capsys):
+    _, out, _ = trained
+    code, greedy, _ = generate_in_process(out, capsys, "--temperature", "0")
+    assert code == 0 and greedy.strip()
+    code, tiny, err = generate_in_process(out, capsys, "--temperature", "1e-40")
+    assert code == 0 and tiny == greedy  # the same characters as temperature 0, no traceback
+    assert err.count("\n") == 1 and err.startswith("note: --temperature 1e-40 is below 0.001") and "greedily" in err
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--seed", str(2**63)], "--seed must be an integer from 0 to 2**63 - 1"),
+    (["--seed", str(2**64)], "--seed must be an integer from 0 to 2**63 - 1"),
+    (["--seed", "-1"], "got -1"),
+    (["--max-new-tokens", "1000000000"], "max_new_tokens must be an integer from 0 to 4096"),
+    (["--temperature", "nan"], "temperature must be a finite number >= 0"),
+    (["--temperature", "inf"], "temperature must be a finite number >= 0"),
+    (["--temperature=-1e-40"], "temperature must be a finite number >= 0"),
+    (["--top-k", "0"], "top_k must be None or an integer from 1 to"),
+    (["--top-k", str(10**12)], "top_k must be None or an integer from 1 to"),
+    (["--top-p", "nan"], "top_p"),
+])
+def test_generate_refuses_hostile_numbers_before_printing_anything(trained, capsys, extra, words):
+    _, out, _ = trained
+    code = main(["generate", "--bundle", str(out), "--prompt", "def add", "--temperature", "1", *extra])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""  # not even the prompt: nothing printed before the error
+    err = captured.err
+    assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
+    assert "Traceback" not in err
+
+
+def test_generate_accepts_the_largest_seed(trained, capsys):
+    _, out, _ = trained
+    code, text, err = generate_in_process(out, capsys, "--temperature", "1", "--seed", str(2**63 - 1))
+    assert code == 0 and err == "" and 0 < len(text.rstrip("\n")) <= 10
+
+
+# ---- train: the leak stop and the output directory (in process) ----------------------------------
+
+def train_in_process(tmp_path, capsys, out, *extra, iters="20"):
+    corpus = tmp_path / "notes.txt"
+    if not corpus.exists():
+        corpus.write_text(TEXT, encoding="utf-8")
+    code = main(["train", "--corpus", str(corpus), "--out", str(out), "--preset", "tiny", "--max-iters", iters,
+                 "--eval-interval", "5", "--eval-iters", "1", "--batch-size", "4", "--threads", "1", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_train_without_the_mask_stops_at_its_first_evaluation(tmp_path, capsys):
+    code, out, err = train_in_process(tmp_path, capsys, tmp_path / "leak", "--no-causal-mask")
+    assert code == 0, err
+    metrics = json.loads(out.strip().splitlines()[-1])
+    assert metrics["stop_reason"] == "leak" and metrics["iters"] == 0 and metrics["safe"] is False
+    assert "leak: the causality probe stopped the run at step 0" in err and "position 1" in err
+    assert "causality probe FAILED" in err  # on the progress line of that evaluation
+    bundle = load_bundle(tmp_path / "leak")
+    assert bundle.manifest["training"]["metrics"]["stop_reason"] == "leak"
+    assert "causality probe failed" in bundle.manifest["unsafe_reason"]
+
+
+def test_no_leak_stop_lets_the_leak_happen_to_max_iters(tmp_path, capsys):
+    code, out, err = train_in_process(tmp_path, capsys, tmp_path / "watch", "--no-causal-mask", "--no-leak-stop")
+    assert code == 0, err
+    metrics = json.loads(out.strip().splitlines()[-1])
+    assert metrics["stop_reason"] == "max_iters" and metrics["iters"] == 20 and metrics["safe"] is False
+    assert "failed (--no-leak-stop: trained on) at step 0" in err
+    assert err.count("causality probe FAILED") == 5  # steps 0, 5, 10, 15, 20
+
+
+def test_train_refuses_an_existing_bundle_before_training_unless_overwrite(tmp_path, capsys):
+    out = tmp_path / "b"
+    assert train_in_process(tmp_path, capsys, out, iters="2")[0] == 0
+    before = (out / MANIFEST).read_bytes()
+    code, stdout, err = train_in_process(tmp_path, capsys, out, "--seed", "9", iters="2")
+    assert code == 2 and stdout == "" and err.count("\n") == 1 and err.startswith("error: ")
+    assert "already holds a bundle" in err and "--overwrite" in err
+    assert (out / MANIFEST).read_bytes() == before
+    code, stdout, err = train_in_process(tmp_path, capsys, out, "--seed", "9", "--overwrite", iters="2")
+    assert code == 0, err
+    assert "--seed" in load_bundle(out).manifest["training"]["command"]  # replaced, as asked
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "notes.txt"]
+
+
+def test_a_bad_out_is_refused_before_training_with_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "essay.txt").write_text("mine")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)  # root ignores modes: then /sys, which refuses even root
+    if os.access(locked, os.W_OK):
+        locked = Path("/sys")
+    for out, words in ((tmp_path / "file", "is a file"), (tmp_path / "file" / "x", "is a file"),
+                       (tmp_path / "mine", "not a bundle directory"), (locked / "run", "cannot write")):
+        for extra in ((), ("--overwrite",)):
+            code, stdout, err = train_in_process(tmp_path, capsys, out, *extra)
+            assert code == 2 and stdout == "" and err.count("\n") == 1 and words in err, err
+            assert "step 0/" not in err  # nothing was trained
+    assert (tmp_path / "file").read_text() == "mine" and (tmp_path / "mine" / "essay.txt").read_text() == "mine"

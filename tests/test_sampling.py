@@ -4,9 +4,24 @@ import math
 import pytest
 import torch
 
-from core.model import GPT, preset
-from core.sampling import GenerationStep, SampleConfig, generate, next_token_distribution, sample_next_token
-from core.tokenizer import EOS_ID
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.model import GPT, ModelOutput, preset
+from core.sampling import (
+    MAX_NEW_TOKENS,
+    MAX_TOP_K,
+    MIN_TEMPERATURE,
+    NEVER_SAMPLED,
+    SEED_LIMIT,
+    GenerationStep,
+    SampleConfig,
+    check_seed,
+    generate,
+    next_token_distribution,
+    sample_next_token,
+)
+from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 V = 20
 
@@ -31,6 +46,7 @@ def tiny_model(seed=0):
     "kwargs",
     [
         dict(temperature=-0.1),
+        dict(temperature=-1e-40),
         dict(temperature=float("nan")),
         dict(temperature=float("inf")),
         dict(top_k=0),
@@ -38,7 +54,12 @@ def tiny_model(seed=0):
         dict(top_p=0.0),
         dict(top_p=1.5),
         dict(top_p=-0.2),
+        dict(top_k=MAX_TOP_K + 1),
+        dict(top_p=float("nan")),
         dict(max_new_tokens=-1),
+        dict(max_new_tokens=MAX_NEW_TOKENS + 1),
+        dict(max_new_tokens=10**12),
+        dict(max_new_tokens=1e12),
     ],
 )
 def test_invalid_sample_config_raises(kwargs):
@@ -182,7 +203,8 @@ def test_generate_streams_steps_with_their_distribution():
     for s in steps:
         assert s.probs.shape == s.logits.shape == (V,)
         assert s.probs[s.token] > 0
-        torch.testing.assert_close(s.probs, next_token_distribution(s.logits, 0.9, None, 0.9))
+        torch.testing.assert_close(s.probs, next_token_distribution(s.logits, 0.9, None, 0.9, suppress=NEVER_SAMPLED))
+        assert s.probs[list(NEVER_SAMPLED)].sum() == 0
         assert s.seconds > 0
     assert list(generate(model, [4], SampleConfig(max_new_tokens=0), seed=0)) == []
 
@@ -222,3 +244,139 @@ def test_generate_rejects_bad_arguments():
         generate(model, [4], SampleConfig(temperature=0.0), keep=model.config.context_length + 1)
     with pytest.raises(ValueError, match="prompt ids"):
         generate(model, [V], SampleConfig(temperature=0.0))
+
+
+# ---- hostile numbers -----------------------------------------------------------------------------
+
+
+def test_the_bounds_are_what_the_docs_say():
+    assert (MIN_TEMPERATURE, MAX_NEW_TOKENS, SEED_LIMIT) == (1e-3, 4096, 2**63)
+    assert NEVER_SAMPLED == (PAD_ID, BOS_ID, UNK_ID) and EOS_ID not in NEVER_SAMPLED
+    SampleConfig(max_new_tokens=MAX_NEW_TOKENS, top_k=MAX_TOP_K)  # the bounds themselves are allowed
+
+
+def test_why_a_tiny_temperature_must_be_greedy():
+    """The derivation behind MIN_TEMPERATURE, checked with torch itself: at 1e-40 a plain float32 softmax
+    of logits of size ~20 is NaN (what crashed multinomial); at 1e-3 a token 0.2 below the maximum already
+    has probability exactly 0, so greedy below it changes nothing but near-ties."""
+    logits = torch.tensor([20.0, 19.8, -20.0, 3.0])
+    assert torch.isnan(torch.softmax(logits / 1e-40, dim=-1)).any()
+    assert torch.softmax(logits / MIN_TEMPERATURE, dim=-1).tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 5e-324, 1e-10, MIN_TEMPERATURE / 2])
+def test_a_temperature_below_the_minimum_is_greedy(temperature):
+    logits = random_logits(8, V, seed=9, scale=20.0)
+    one_hot = torch.nn.functional.one_hot(logits.argmax(-1), V).float()
+    probs = next_token_distribution(logits, temperature=temperature)
+    assert torch.equal(probs, one_hot) and not torch.isnan(probs).any()
+    # no generator needed: it is greedy
+    assert torch.equal(sample_next_token(logits, None, temperature=temperature), logits.argmax(-1))
+    config = SampleConfig(temperature=temperature)
+    assert config.temperature == 0.0 and config.greedy
+    model = tiny_model()
+    tiny = [s.token for s in generate(model, [4, 5], SampleConfig(temperature=temperature, max_new_tokens=8))]
+    assert tiny == [s.token for s in generate(model, [4, 5], SampleConfig(temperature=0.0, max_new_tokens=8))]
+
+
+def test_the_minimum_temperature_itself_still_samples():
+    config = SampleConfig(temperature=MIN_TEMPERATURE)
+    assert config.temperature == MIN_TEMPERATURE and not config.greedy
+    with pytest.raises(ValueError, match="Generator"):
+        sample_next_token(random_logits(V), None, temperature=MIN_TEMPERATURE)
+    # two logits 1e-4 apart are a near-tie even at 1e-3: both keep probability (ratio e^-0.1)
+    probs = next_token_distribution(torch.tensor([5.0, 5.0 - 1e-4, 0.0]), temperature=MIN_TEMPERATURE)
+    assert probs[1] / probs[0] == pytest.approx(math.exp(-0.1), rel=1e-3) and probs[2] == 0
+
+
+@pytest.mark.parametrize("seed", [-1, SEED_LIMIT, 2**64, 2**64 + 1, True, 1.5, "3"])
+def test_seeds_outside_the_limit_are_refused_before_generation(seed):
+    model = tiny_model()
+    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2"):
+        generate(model, [4], SampleConfig(temperature=1.0), seed=seed)  # raised by the call, not the first step
+    with pytest.raises(ValueError, match="seed"):
+        check_seed(seed)
+
+
+def test_the_largest_seed_works():
+    model = tiny_model()
+    tokens = [s.token for s in generate(model, [4], SampleConfig(max_new_tokens=3), seed=SEED_LIMIT - 1)]
+    assert len(tokens) == 3 and check_seed(SEED_LIMIT - 1) == SEED_LIMIT - 1
+
+
+def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
+    """core.bundle builds SampleConfig from the manifest's generation policy, so the bound refuses it there."""
+    import json
+
+    from core.bundle import MANIFEST, BundleError, load_bundle, manifest_version, save_bundle, write_manifest
+    from core.corpus import corpus_from_text
+    from core.tokenizer import CharTokenizer
+
+    text = "def f(x):\n    return x\n" * 4
+    tok = CharTokenizer.from_text(text)
+    torch.manual_seed(0)
+    path = save_bundle(tmp_path / "b", GPT(preset("tiny", tok.vocab_size)).eval(), tok, metrics={},
+                       command=["test"], corpus=corpus_from_text("t.py", text))
+
+    def with_generation(**policy):
+        m = json.loads((path / MANIFEST).read_text())
+        m["generation"].update(policy)
+        m["version"] = manifest_version(m)  # resealed, as a careless tool would: only the bound can refuse it
+        write_manifest(path, m)
+
+    with_generation(max_new_tokens=10**12)
+    with pytest.raises(BundleError, match=f"max_new_tokens must be an integer from 0 to {MAX_NEW_TOKENS}"):
+        load_bundle(path)
+    with_generation(max_new_tokens=16, top_k=MAX_TOP_K + 1)
+    with pytest.raises(BundleError, match="top_k"):
+        load_bundle(path)
+    with_generation(top_k=None, temperature=1e-40)  # not an error: the policy is greedy
+    assert load_bundle(path).sample_config.temperature == 0.0
+
+
+# ---- special tokens ------------------------------------------------------------------------------
+
+
+def test_suppressed_ids_get_zero_and_the_rest_is_renormalised():
+    logits = torch.tensor([3.0, 2.5, 1.0, 2.9, 0.5, -1.0])
+    probs = next_token_distribution(logits, temperature=0.7, suppress=(0, 1, 3))
+    kept = [1.0, 0.5, -1.0]  # ids 2, 4, 5
+    exps = [math.exp(x / 0.7) for x in kept]
+    expected = [0.0, 0.0, exps[0] / sum(exps), 0.0, exps[1] / sum(exps), exps[2] / sum(exps)]
+    torch.testing.assert_close(probs, torch.tensor(expected), atol=1e-6, rtol=0)
+    assert next_token_distribution(logits, temperature=0.0, suppress=(0, 1, 3)).argmax() == 2  # greedy skips them
+    top2 = next_token_distribution(logits, temperature=1.0, top_k=2, suppress=(0, 1, 3))
+    assert {i for i in range(6) if top2[i] > 0} == {2, 4}  # top-k keeps k of the allowed tokens
+    with pytest.raises(ValueError, match="removes every token"):
+        next_token_distribution(logits, suppress=range(6))
+    with pytest.raises(ValueError, match="suppress"):
+        next_token_distribution(logits, suppress=(6,))
+
+
+class SpecialLovingGPT(GPT):
+    """A GPT that pushes <pad>, <bos> and <unk> far up (and <eos> a little): without suppression they win."""
+
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
+        logits = out.logits.clone()
+        logits[..., list(NEVER_SAMPLED)] += 6.0
+        logits[..., EOS_ID] += 2.0
+        return ModelOutput(logits=logits, weights=out.weights)
+
+
+@given(prompt=st.lists(st.integers(0, V - 1), max_size=40), seed=st.integers(0, SEED_LIMIT - 1),
+       temperature=st.sampled_from([0.0, 0.7, 1.5]), use_cache=st.booleans())
+def test_generation_never_yields_pad_bos_or_unk(prompt, seed, temperature, use_cache):
+    torch.manual_seed(0)
+    model = SpecialLovingGPT(preset("tiny", V)).eval()
+    sample = SampleConfig(temperature=temperature, max_new_tokens=12)
+    tokens = [s.token for s in generate(model, prompt, sample, seed=seed, use_cache=use_cache)]
+    assert len(tokens) == 12 and not set(tokens) & set(NEVER_SAMPLED)
+
+
+def test_without_suppression_the_special_loving_model_does_emit_them():
+    """The control for the property above: the stub really prefers the special tokens."""
+    torch.manual_seed(0)
+    model = SpecialLovingGPT(preset("tiny", V)).eval()
+    tokens = [s.token for s in generate(model, [4, 5], SampleConfig(max_new_tokens=20), seed=0, suppress=())]
+    assert set(tokens) & set(NEVER_SAMPLED)
