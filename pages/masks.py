@@ -6,6 +6,7 @@ from core import lessons, masking
 from core.attention import causal_mask
 from ui import charts, params
 from ui.companion import chart, matrix_table
+from ui.text import escape_markdown
 
 NAN_TEXT = "NaN (undefined)"
 DEFAULT_SENTENCE = "the cat sat down"
@@ -50,7 +51,7 @@ text = params.text_input("A short sentence (one token per word, up to 8 words)",
 try:
     words = masking.word_tokens(text)
 except ValueError as err:
-    st.warning(f"That sentence could not be used: {err}. Showing '{DEFAULT_SENTENCE}' instead.")
+    st.warning(f"That sentence could not be used: {escape_markdown(err)}. Showing '{DEFAULT_SENTENCE}' instead.")
     words = masking.word_tokens(DEFAULT_SENTENCE)
 word_labels = [f"{i} {w}" for i, w in enumerate(words)]
 causal_words = causal_mask(len(words)).tolist()  # (T, S)
@@ -58,8 +59,9 @@ chart(
     mask_figure(causal_words, title=f"Causal mask for {len(words)} tokens", x_labels=word_labels,
                 y_labels=word_labels, yes="allowed", no="forbidden"),
     mask_table(causal_words, word_labels, word_labels, yes="allowed", no="forbidden"),
-    "Causal mask: " + "; ".join(
-        f"'{w}' sees " + " ".join(words[s] for s in range(len(words)) if causal_words[t][s])
+    "Causal mask: " + "; ".join(  # the words come from the link: escaped for the caption
+        f"'{escape_markdown(w)}' sees " + " ".join(escape_markdown(words[s]) for s in range(len(words))
+                                                   if causal_words[t][s])
         for t, w in enumerate(words)) + ".",
     key="mask_words",
 )

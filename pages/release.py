@@ -10,7 +10,7 @@ from core.corpus import MAX_BYTES, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.evaluation import EvalConfig, evaluate_bundle
 from core.registry import RegistryError, list_versions, promote, read_current, read_log, resolve_served, rollback
 from core.release import ReleasePolicy, check_release
-from ui import charts, models
+from ui import charts, models, teacher
 from ui.companion import chart
 from ui.text import escape_markdown
 
@@ -61,8 +61,8 @@ def needs_text(manifest: dict) -> bool:
 
 def run_checks(bundle, corpus, key: tuple):
     """check_release under a spinner that says what it is doing; the result is kept for this session."""
-    with st.spinner(f"Running the release checks on version {bundle.version}: verifying the files, editing tokens "
-                    "to test causality, comparing cached and full logits, training the "
+    with st.spinner(f"Running the release checks on version {escape_markdown(bundle.version)}: verifying the "
+                    "files, editing tokens to test causality, comparing cached and full logits, training the "
                     f"{POLICY.ngram_order}-gram on the same training documents, scoring both on the held-out text, "
                     "the no-peek and shuffled-text canaries, saving the fallback. About a minute on the standard "
                     "library, seconds on a small text..."):
@@ -83,8 +83,8 @@ def rubric_section(bundle, corpus, key: tuple) -> None:
         run_checks(bundle, corpus, key)
     cached = st.session_state.get(CHECKS_KEY, {}).get(key)
     if cached is None:
-        st.info(f"The checks have not run for version {bundle.version} in this session yet. Press **Run the "
-                "release checks** (it retrains the n-gram baseline, so it takes a while).")
+        st.info(f"The checks have not run for version {escape_markdown(bundle.version)} in this session yet. "
+                "Press **Run the release checks** (it retrains the n-gram baseline, so it takes a while).")
         return
     check, seconds = cached
     rubric = check.rubric
@@ -95,14 +95,15 @@ def rubric_section(bundle, corpus, key: tuple) -> None:
         st.error(f"**Refused.** {escape_markdown(summary)}.")
     else:
         st.success(f"**Passes the release gate.** {escape_markdown(summary)}.")
-    st.caption(f"Checked version {rubric.version} at {rubric.created} in {seconds:.1f} s.")
+    st.caption(f"Checked version {escape_markdown(rubric.version)} at {escape_markdown(rubric.created)} in "
+               f"{seconds:.1f} s.")
     columns = ["check", "result", "figure", "threshold", "guards against", "detail"]
     table = pd.DataFrame([{**row, "guards against": GUARDS.get(row["check"], "")} for row in rubric.table()])
     # st.table shows every row and wraps every cell (a rubric is read in full); its cells are markdown, so escaped
     st.table(table[columns].set_index("check").map(escape_markdown))
     if rubric.fallback:
-        st.caption(f"Named fallback of this version: {rubric.fallback['kind']} of order {rubric.fallback['order']}, "
-                   f"version {rubric.fallback['version']}.")
+        kind, order, version = (escape_markdown(rubric.fallback[k]) for k in ("kind", "order", "version"))
+        st.caption(f"Named fallback of this version: {kind} of order {order}, version {version}.")
 
 
 def written_entry(reg: Path, events: tuple[str, ...], version) -> dict | None:
@@ -110,11 +111,11 @@ def written_entry(reg: Path, events: tuple[str, ...], version) -> dict | None:
     return next((e for e in reversed(read_log(reg)) if e.get("event") in events and e.get("version") == version), None)
 
 
-def do_promote(bundle, corpus, key: tuple, reg: Path) -> None:
+def do_promote(bundle, corpus, key: tuple, reg: Path, why: str) -> None:
     cached = st.session_state.get(CHECKS_KEY, {}).get(key)
     check = cached[0] if cached else run_checks(bundle, corpus, key)
     try:
-        result = promote(bundle.path, reg, check=check)
+        result = promote(bundle.path, reg, check=check, actor=models.session_id(), why=why)
     except (RegistryError, BundleError, OSError) as err:
         st.session_state[ACTION_KEY] = {"ok": False, "message": f"The promotion could not be done: {err}",
                                         "entry": None}
@@ -131,9 +132,9 @@ def do_promote(bundle, corpus, key: tuple, reg: Path) -> None:
                                     "entry": written_entry(reg, ("promote", "refuse"), result.version)}
 
 
-def do_rollback(reg: Path, reason: str) -> None:
-    try:
-        result = rollback(reg, reason=reason.strip() or "rollback from the Release page")
+def do_rollback(reg: Path, target: str, why: str) -> None:
+    try:  # to=target: exactly the version the dialog named, even if another teacher moved `current` meanwhile
+        result = rollback(reg, to=target, actor=models.session_id(), why=why, reason=why)
     except (RegistryError, BundleError, OSError) as err:
         st.session_state[ACTION_KEY] = {"ok": False, "message": f"The rollback could not be done: {err}",
                                         "entry": None}
@@ -143,31 +144,72 @@ def do_rollback(reg: Path, reason: str) -> None:
                                     "entry": written_entry(reg, ("rollback", "rollback-refused"), result.version)}
 
 
+def previous_version(reg: Path) -> str | None:
+    """The version a rollback returns to: the last earlier current, or None."""
+    current = read_current(reg)
+    return current["history"][-1] if current and current["history"] else None
+
+
+def served_now(reg: Path) -> str:
+    now = read_current(reg)
+    return (f"The class is served version **{escape_markdown(now['version'])}** now." if now
+            else "The registry serves no version yet.")
+
+
+@st.dialog("Promote a version for the whole class", width="medium", on_dismiss=teacher.close_confirmation)
+def promote_dialog(bundle, corpus, key: tuple, reg: Path) -> None:
+    version = escape_markdown(bundle.version)
+    why = teacher.confirm(f"If every release check passes, the whole class is served version **{version}** from now "
+                          f"on; if one fails, nothing changes. {served_now(reg)}", f"Promote version {version}",
+                          "rel_promote")
+    if why is not None:
+        do_promote(bundle, corpus, key, reg, why)
+        teacher.close_confirmation()
+        st.rerun()  # the sidebar's released version and the tables below follow the new pointer
+
+
+@st.dialog("Roll back the version the class is served", width="medium", on_dismiss=teacher.close_confirmation)
+def rollback_dialog(reg: Path, target: str) -> None:
+    shown = escape_markdown(target)
+    why = teacher.confirm(f"The whole class is served version **{shown}** again from now on. {served_now(reg)}",
+                          f"Roll back to version {shown}", "rel_rollback")
+    if why is not None:
+        do_rollback(reg, target, why)
+        teacher.close_confirmation()
+        st.rerun()
+
+
 def actions_section(bundle, corpus, key, reg: Path) -> None:
     st.header("2. Promote or roll back")
     st.markdown(
         "**Promote** runs the checks above (or reuses them when they have run) and, only if every check passes, "
         "installs a read-only copy of the bundle with its rubric and its named fallback as a new version, then "
         "switches `current` to it. A refused bundle is left where it was, and `current` does not move. "
-        "**Roll back** switches `current` to the version that was current before it, with the reason you give. "
-        "Both append one line to the registry's log, shown below after you press them.")
-    current = read_current(reg)
-    previous = current["history"][-1] if current and current["history"] else None
+        "**Roll back** switches `current` to the version that was current before it. Each asks you to confirm, "
+        "naming the version the class will be served, and for the reason; both append one line to the "
+        "registry's log (with this session's id and the reason), shown below after you confirm.")
+    unlocked = teacher.gate("promote and rollback")
+    previous = previous_version(reg)
+    locked_help = "" if unlocked else " (teacher only: locked)"
     left, right = st.columns(2)
     with left:
-        label = f"Promote version {bundle.version}" if bundle else "Promote (select a transformer bundle first)"
-        if st.button(label, key="rel_promote", disabled=bundle is None,
-                     help="Runs the release gate; switches current only if every check passes"):
-            do_promote(bundle, corpus, key, reg)
-            st.rerun()  # the sidebar's released version and the tables below follow the new pointer
+        label = (f"Promote version {escape_markdown(bundle.version)}" if bundle
+                 else "Promote (select a transformer bundle first)")
+        if st.button(label, key="rel_promote", disabled=bundle is None or not unlocked,
+                     help="Asks you to confirm, then runs the release gate; switches current only if every check "
+                          "passes" + locked_help):
+            teacher.open_confirmation("promote")
     with right:
-        reason = st.text_input("Reason for the rollback (written to the log)", key="rel_rollback_reason",
-                               placeholder="for example: users report bad suggestions")
-        target = f"version {previous}" if previous else "the previous version (there is none)"
-        if st.button(f"Roll back to {target}", key="rel_rollback", disabled=previous is None,
-                     help="Switches current back to the version that was current before it"):
-            do_rollback(reg, reason)
-            st.rerun()
+        target = f"version {escape_markdown(previous)}" if previous else "the previous version (there is none)"
+        if st.button(f"Roll back to {target}", key="rel_rollback", disabled=previous is None or not unlocked,
+                     help="Asks you to confirm, then switches current back to the version that was current before "
+                          "it" + locked_help):
+            teacher.open_confirmation(("rollback", previous))
+    opened = teacher.confirmation()  # None unless unlocked: a forged click opens nothing
+    if opened == "promote" and bundle is not None:
+        promote_dialog(bundle, corpus, key, reg)
+    elif isinstance(opened, tuple) and opened[1] is not None:
+        rollback_dialog(reg, opened[1])
     action = st.session_state.get(ACTION_KEY)
     if action:
         items = "".join(f"\n- {escape_markdown(item)}" for item in action.get("items", []))
@@ -194,8 +236,10 @@ def registry_section(reg: Path) -> None:
     versions = list_versions(reg, verify=True)
     served = resolve_served(reg)
     a, b, c = st.columns(3)
-    a.metric("Current version", current["version"] if current else "none")
-    b.metric(f"Served now ({served.kind})" if served.kind else "Served now", served.version or "nothing")
+    # metric values are markdown: the pointer's version comes from a file
+    a.metric("Current version", escape_markdown(current["version"]) if current else "none")
+    b.metric(f"Served now ({escape_markdown(served.kind)})" if served.kind else "Served now",
+             escape_markdown(served.version) if served.version else "nothing")
     c.metric("Promoted versions", len(versions))
     why = escape_markdown(served.reason[:1].upper() + served.reason[1:])
     (st.warning if served.degraded and versions else st.caption)(why)
@@ -207,17 +251,20 @@ def registry_section(reg: Path) -> None:
         st.subheader("Versions (oldest promotion first)")
         st.dataframe(pd.DataFrame(rows), hide_index=True, key="rel_versions_table")
         if history:
-            st.caption("Earlier currents, oldest first (a rollback returns to the last one): " + ", ".join(history))
+            st.caption("Earlier currents, oldest first (a rollback returns to the last one): "
+                       + ", ".join(escape_markdown(h) for h in history))
     log = read_log(reg)
     st.subheader("The log, newest first")
     if not log:
         st.caption("Nothing has been promoted, refused or rolled back here yet.")
         return
     rows = [{"time": e.get("time"), "event": e.get("event"), "version": e.get("version"), "previous": e.get("previous"),
-             "failed checks": ", ".join(e.get("failed") or []), "reason": e.get("reason"), "source": e.get("source")}
+             "failed checks": ", ".join(map(str, e.get("failed") or [])), "reason": e.get("reason"),
+             "why (teacher)": e.get("why"), "by (session)": e.get("actor"), "source": e.get("source")}
             for e in reversed(log)]
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="rel_log_table",
-                 column_config={"reason": st.column_config.TextColumn(width="large")})
+                 column_config={"reason": st.column_config.TextColumn(width="large"),
+                                "why (teacher)": st.column_config.TextColumn(width="medium")})
     st.caption(f"{len(log)} entries. The log is append-only: entries are never changed or removed.")
 
 
@@ -235,8 +282,8 @@ def comparison_section(bundle, corpus, key: tuple) -> None:
                "Latency is wall-clock time on this shared machine and changes from run to run.")
     if st.button("Compare with the baselines", key="rel_compare",
                  help="Trains the rule and the n-gram on the same training documents and scores all three"):
-        with st.spinner(f"Training the rule and the n-gram on version {bundle.version}'s training documents, then "
-                        "scoring all three on the held-out text and timing suggestions..."):
+        with st.spinner(f"Training the rule and the n-gram on version {escape_markdown(bundle.version)}'s training "
+                        "documents, then scoring all three on the held-out text and timing suggestions..."):
             try:
                 remember(COMPARE_KEY, key, evaluate_bundle(bundle.path, corpus=corpus, config=COMPARE,
                                                            with_baselines=True))
@@ -283,12 +330,12 @@ def slice_chart(report) -> None:
     columns = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
     table = pd.DataFrame(report.slice_table())[columns]
     overall = report.overall
-    summary = (f"Top-1 accuracy of version {report.version} over {overall.positions:,} scored positions is "
-               f"{overall.top1:.3f}; ")
+    summary = (f"Top-1 accuracy of version {escape_markdown(report.version)} over {overall.positions:,} scored "
+               f"positions is {overall.top1:.3f}; ")
     if worst is not None:
         summary += (f"the worst slice (among those with at least {report.config.min_slice_positions} positions) is "
-                    f"{worst.slice} at {worst.value:.3f}, 95% interval [{worst.ci.low:.3f}, {worst.ci.high:.3f}], "
-                    f"over {worst.positions} positions (the highlighted bar).")
+                    f"{escape_markdown(worst.slice)} at {worst.value:.3f}, 95% interval [{worst.ci.low:.3f}, "
+                    f"{worst.ci.high:.3f}], over {worst.positions} positions (the highlighted bar).")
     else:
         summary += f"no slice has the {report.config.min_slice_positions} positions needed to name a worst one."
     chart(fig, table, summary, key="rel_slices")
@@ -317,7 +364,7 @@ else:
                  "The release gate refuses it: run the checks to see the measured causality failure. Promoting it "
                  "is refused, and the current version stays where it is.")
     source = bundle.manifest.get("corpus", {}).get("source")
-    st.caption(f"Bundle version {bundle.version}, trained on {escape_markdown(source)}, at "
+    st.caption(f"Bundle version {escape_markdown(bundle.version)}, trained on {escape_markdown(source)}, at "
                f"{escape_markdown(bundle.path)}.")
     if needs_text(bundle.manifest):
         st.info("This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "

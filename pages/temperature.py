@@ -5,6 +5,7 @@ import streamlit as st
 from core import lessons
 from ui import charts, params
 from ui.companion import chart, matrix_table
+from ui.text import escape_markdown
 
 st.title("Temperature")
 st.markdown(
@@ -21,7 +22,7 @@ with left:
 try:
     scores = lessons.parse_scores(text)
 except ValueError as err:
-    st.warning(f"Those scores could not be read: {err}. Showing the lesson's scores instead.")
+    st.warning(f"Those scores could not be read: {escape_markdown(err)}. Showing the lesson's scores instead.")
     scores = lessons.TEMPERATURE_SCORES
 
 result = lessons.temperature_distribution(scores, temperature)

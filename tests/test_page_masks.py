@@ -111,7 +111,7 @@ def test_switching_masks_and_sides_changes_the_figures():
 def test_bad_inputs_give_a_message_and_the_default():
     at = open_page("masks", {"mask_len0": "99", "mask_text": "one two three four five six seven eight nine"})
     text = all_text(at)
-    assert "The link set 'Length of sequence 0' to `99`" in text
+    assert "The link set 'Length of sequence 0' to '99'" in text
     assert "at most 8 words" in text
     assert list(figure(at, "Causal mask for 4 tokens")["data"][0]["x"]) == ["0 the", "1 cat", "2 sat", "3 down"]
     for n in range(3):

@@ -1,6 +1,8 @@
 """The Release page: its rubric is check_release's own, a model trained without the causal mask is refused
 with its causality figure while `current` stays put, a passing model is promoted and rolled back (the log
-table gains each row), and the baseline comparison holds evaluate_bundle's numbers."""
+table gains each row), and the baseline comparison holds evaluate_bundle's numbers. Promote and rollback are
+the teacher's: read-only without a configured passcode, refused with a wrong one, and, with the right one,
+confirmed in a dialog whose reason and session id reach the registry's log; the passcode is never shown."""
 import random
 import re
 
@@ -9,11 +11,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.models
+from streamlit import config
+from ui.teacher import ENV_VAR
 from apptest import APP, all_text, decode, figures, open_page
 from core.bundle import load_bundle, save_bundle
 from core.corpus import load_corpus
 from core.evaluation import EvalConfig, evaluate_bundle
-from core.registry import promote, read_current, read_log
+from core.registry import CURRENT, LOG, promote, read_current, read_log
 from core.release import ReleasePolicy, causality_check, check_release
 from core.runs import train_and_save
 from core.training import TrainConfig
@@ -21,6 +25,7 @@ from core.training import TrainConfig
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
 # Setting up an earlier version through the registry's own API: the full gate with small evaluation caps.
 SETUP_POLICY = ReleasePolicy(evaluation=EvalConfig(max_positions=512, typing_chars=200, latency_samples=0))
+PASSCODE = "pass-7f3a9c-teacher"  # the fixed test passcode; distinctive, so any echo of it is found
 LATENCY_ROWS = {"latency p50 ms (cached)", "latency p95 ms (cached)", "latency p50 ms (uncached)",
                 "latency p95 ms (uncached)"}
 
@@ -56,13 +61,29 @@ def bundles(tmp_path_factory):
 
 
 @pytest.fixture
-def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches):
-    """A fresh registry whose current version is `older`, promoted through core.registry."""
+def no_secrets_file(tmp_path):
+    """Streamlit secrets read from a file that does not exist (whatever secrets.toml the machine has)."""
+    before = config.get_option("secrets.files")
+    config.set_option("secrets.files", [str(tmp_path / "absent" / "secrets.toml")])
+    yield
+    config.set_option("secrets.files", before)
+
+
+@pytest.fixture
+def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file):
+    """A fresh registry whose current version is `older`, promoted through core.registry; the server operator
+    configured the teacher passcode PASSCODE (tests of the unconfigured page remove it)."""
     reg = tmp_path / "registry"
     result = promote(bundles["older"], reg, policy=SETUP_POLICY)
     assert result.promoted, result.reason
     monkeypatch.setattr(ui.models, "REGISTRY_DIR", reg)
+    monkeypatch.setenv(ENV_VAR, PASSCODE)
     return reg
+
+
+def registry_files(reg) -> tuple[bytes, bytes]:
+    """The registry's `current` pointer and log, byte for byte: what an action would change."""
+    return (reg / CURRENT).read_bytes(), (reg / LOG).read_bytes()
 
 
 def open_release(path) -> AppTest:
@@ -74,6 +95,29 @@ def click(at, key) -> AppTest:
     at.button(key=key).click().run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def unlock(at, passcode: str = PASSCODE) -> AppTest:
+    """Type `passcode` into the teacher form (set_value: past the browser's max_chars) and press Unlock."""
+    at.text_input(key="teacher_passcode_input").set_value(passcode)
+    return click(at, "teacher_unlock")
+
+
+def confirm(at, action: str, why: str) -> AppTest:
+    """Press Promote or Roll back (`action`), type the reason in the dialog and confirm it."""
+    click(at, f"rel_{action}")
+    at.text_input(key=f"rel_{action}_why").input(why)
+    return click(at, f"rel_{action}_confirm")
+
+
+def rendered(at) -> str:
+    """Every element the page rendered, as its protobuf text (labels, values, markdown, widget states)."""
+    def walk(node):
+        if getattr(node, "proto", None) is not None:
+            yield str(node.proto)
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+    return "\n".join(part for root in at for part in walk(root))
 
 
 def table(at, first_column: str):
@@ -118,7 +162,7 @@ def test_a_model_trained_without_the_mask_is_refused_with_its_causality_figure_a
     assert rows.loc["causality", "result"] == "FAIL" and rows.loc["causality", "figure"] == figure
     assert f"failed: marked safe (false); causality ({figure})" in shown(at)
 
-    click(at, "rel_promote")
+    confirm(unlock(at), "promote", "try the maskless run")
     text = shown(at)
     assert "Refused: version " + version(bundles["leak"]) in text and "causality" in text
     assert read_current(registry) == before  # not a field of the pointer moved
@@ -127,13 +171,14 @@ def test_a_model_trained_without_the_mask_is_refused_with_its_causality_figure_a
     assert (newest["event"], newest["version"]) == ("refuse", version(bundles["leak"]))
     assert "causality" in newest["failed checks"].split(", ")
     assert read_log(registry)[-1]["event"] == "refuse"
+    assert read_log(registry)[-1]["why"] == "try the maskless run"  # a refusal is logged with its reason too
 
 
 def test_a_passing_bundle_is_promoted_and_rolled_back_and_the_log_table_gains_each_row(bundles, registry):
     older, good = version(bundles["older"]), version(bundles["good"])
     at = open_release(bundles["good"])
     assert len(table(at, "time")) == 1  # the set-up promotion
-    click(at, "rel_promote")  # the checks have not run on the page: promote runs them first
+    confirm(unlock(at), "promote", "the copy model passes")  # the checks have not run: promote runs them first
     assert read_current(registry)["version"] == good and read_current(registry)["history"] == [older]
     assert f"Promoted: version {good} is now current (was {older})" in shown(at)
     log = table(at, "time")
@@ -143,8 +188,7 @@ def test_a_passing_bundle_is_promoted_and_rolled_back_and_the_log_table_gains_ea
     roles = dict(table(at, "version")[["version", "role"]].values)
     assert roles == {older: "earlier current", good: "current"}
 
-    at.text_input(key="rel_rollback_reason").set_value("users report bad suggestions")
-    click(at, "rel_rollback")
+    confirm(at, "rollback", "users report bad suggestions")
     assert read_current(registry)["version"] == older
     log = table(at, "time")
     assert len(log) == 3 and (log.iloc[0]["event"], log.iloc[0]["version"]) == ("rollback", older)
@@ -201,3 +245,110 @@ def test_with_the_current_version_damaged_the_page_says_what_is_served_and_still
     assert f"the current version {current} fails to load or verify" in text.lower() and "n-gram baseline" in text
     assert not at.table and len(table(at, "time")) == 1  # no rubric to show; the log is still there
     assert read_current(registry)["version"] == current  # serving a fallback never moves the pointer
+
+
+# ---- teacher only ----------------------------------------------------------------------------------
+
+ACTIONS = ("rel_promote", "rel_rollback")
+
+
+def forge_click(at, key) -> AppTest:
+    """A click on a button the page shows disabled, as a crafted websocket message would send it (AppTest's
+    click refuses disabled widgets, so the trigger is set on the element directly)."""
+    at.button(key=key)._value = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def promote_good_and_reopen(bundles, registry) -> AppTest:
+    """`good` promoted over `older` through core.registry (so a rollback is possible), the page opened on it."""
+    assert promote(bundles["good"], registry, policy=SETUP_POLICY).promoted
+    return open_release(bundles["good"])
+
+
+def test_without_a_passcode_the_page_is_read_only_and_says_how_to_enable_it(bundles, registry, monkeypatch):
+    monkeypatch.delenv(ENV_VAR)
+    at = promote_good_and_reopen(bundles, registry)
+    before = registry_files(registry)
+    assert all(at.button(key=k).disabled for k in ACTIONS)
+    assert not at.text_input  # no passcode to type: nothing can unlock the actions
+    [how] = [i.value for i in at.info if "no teacher passcode is configured" in i.value]
+    assert f"{ENV_VAR}='choose-a-passcode' make run" in how and ".streamlit/secrets.toml" in how
+    # The rubric and the registry's status still show: the checks run, the versions and the log are listed.
+    assert not at.button(key="rel_run_checks").disabled and len(table(at, "time")) == 2
+    assert [m.value for m in at.metric][:1] == [version(bundles["good"])]
+    # A forged click on a disabled button (a crafted websocket message) opens no confirmation and changes nothing.
+    for action in ACTIONS:
+        forge_click(at, action)
+        assert not [t for t in at.text_input if t.key == f"{action}_why"]
+    assert registry_files(registry) == before
+
+
+def test_a_wrong_passcode_is_refused_and_the_registry_is_unchanged(bundles, registry):
+    at = promote_good_and_reopen(bundles, registry)
+    before = registry_files(registry)
+    assert all(at.button(key=k).disabled for k in ACTIONS)
+    for wrong, said in (("pass-7f3a9c-teachers", "not the teacher passcode"), (PASSCODE.upper(), "not the teacher"),
+                        (PASSCODE + "x" * 200, "not the teacher passcode"),  # cut at max_chars by the server
+                        ("", "Type the teacher passcode")):
+        unlock(at, wrong)
+        assert any(said in e.value for e in at.error), [e.value for e in at.error]
+        assert all(at.button(key=k).disabled for k in ACTIONS)
+        for action in ACTIONS:  # forged clicks open nothing
+            forge_click(at, action)
+            assert not [t for t in at.text_input if t.key == f"{action}_why"]
+    assert registry_files(registry) == before
+    assert at.session_state["teacher_unlocked"] is False
+
+
+def test_the_right_passcode_and_a_confirmed_reason_change_the_registry_with_actor_and_reason(bundles, registry):
+    older, good = version(bundles["older"]), version(bundles["good"])
+    at = promote_good_and_reopen(bundles, registry)
+    unlock(at)
+    assert not any(at.button(key=k).disabled for k in ACTIONS)
+    assert "unlocked for this browser session only" in shown(at)
+
+    click(at, "rel_rollback")  # the dialog names the version the class will be served, and nothing moved yet
+    dialog = shown(at)
+    assert f"The whole class is served version **{older}** again" in dialog
+    assert f"The class is served version **{good}** now" in dialog
+    before = registry_files(registry)
+    click(at, "rel_rollback_confirm")  # no reason given: refused inside the dialog
+    assert "a reason is required" in shown(at) and registry_files(registry) == before
+    at.text_input(key="rel_rollback_why").input("  the class reports\tbad suggestions ")
+    click(at, "rel_rollback_confirm")
+    assert read_current(registry)["version"] == older and read_current(registry)["history"] == []
+    session = at.session_state["lab_session_id"]  # this session's id, as ui.models.session_id keeps it
+    assert len(session) == 32
+    entry = read_log(registry)[-1]
+    assert (entry["event"], entry["version"], entry["actor"], entry["why"]) == (
+        "rollback", older, session, "the class reports bad suggestions")
+    assert not [t for t in at.text_input if t.key == "rel_rollback_why"]  # the dialog closed
+    newest = table(at, "time").iloc[0]
+    assert (newest["by (session)"], newest["why (teacher)"]) == (session, "the class reports bad suggestions")
+
+    click(at, "rel_promote")
+    assert f"the whole class is served version **{good}** from now on" in shown(at)
+    click(at, "rel_promote_cancel")  # Cancel closes the dialog and changes nothing
+    assert not [t for t in at.text_input if t.key == "rel_promote_why"] and read_current(registry)["version"] == older
+    confirm(at, "promote", "fixed: serve the copy model again")
+    assert read_current(registry)["version"] == good
+    entry = read_log(registry)[-1]
+    assert (entry["event"], entry["version"], entry["actor"], entry["why"]) == (
+        "promote", good, session, "fixed: serve the copy model again")
+
+    click(at, "teacher_lock")  # locking again disables both actions
+    assert all(at.button(key=k).disabled for k in ACTIONS)
+
+
+def test_the_passcode_is_never_rendered_nor_kept_in_the_session(bundles, registry):
+    at = promote_good_and_reopen(bundles, registry)
+    unlock(at, PASSCODE + "-wrong")
+    assert PASSCODE not in rendered(at) and PASSCODE not in repr(at.session_state.to_dict())
+    unlock(at)
+    assert at.session_state["teacher_unlocked"] is True  # it did unlock: the checks below are not vacuous
+    click(at, "rel_rollback")
+    for state in (rendered(at), repr(at.session_state.to_dict()), repr(dict(at.query_params))):
+        assert PASSCODE not in state
+    assert "pass-7f3a9c" not in rendered(at)  # not even a prefix of it

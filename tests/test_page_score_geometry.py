@@ -70,6 +70,6 @@ def test_widgets_change_the_heatmap():
 
 def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     at = open_page("score_geometry", {"geo_T": "99", "geo_seed": "3"})
-    assert "The link set 'Sequence length T' to `99`" in all_text(at)
+    assert "The link set 'Sequence length T' to '99'" in all_text(at)
     z = decode(figure(at, "scores")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(z, expected_scores(2, 2, 5, 16, 3, True)[0, 0].numpy(), atol=1e-5)

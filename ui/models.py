@@ -21,6 +21,7 @@ from core.baselines import BaselineBundle
 from core.bundle import Bundle, BundleError, load_bundle
 from core.jobs import JobQueue
 from core.registry import CURRENT, VERSIONS, Served, resolve_served
+from ui.text import escape_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DIR = ROOT / "models" / "default"
@@ -114,7 +115,7 @@ def _describe(bundle: Bundle) -> None:
     if bundle.safe:
         st.caption("Safety: passed its training checks (causal mask on).")
     else:
-        st.warning(f"Unsafe bundle: {bundle.manifest.get('unsafe_reason') or 'marked unsafe'}")
+        st.warning(f"Unsafe bundle: {escape_markdown(bundle.manifest.get('unsafe_reason') or 'marked unsafe')}")
 
 
 def sidebar() -> None:
@@ -136,7 +137,7 @@ def sidebar() -> None:
         try:
             bundle = load(options[label])
         except BundleError as err:
-            st.error(f"This bundle cannot be used: {err}")
+            st.error(f"This bundle cannot be used: {escape_markdown(err)}")
             return
         _describe(bundle)
 
@@ -147,7 +148,8 @@ def banner() -> None:
         return
     release = served()
     if release is not None and release.degraded:
-        st.warning(f"Serving {release.kind or 'nothing'} version {release.version or '(none)'}: {release.reason}.")
+        st.warning(f"Serving {release.kind or 'nothing'} version {escape_markdown(release.version or '(none)')}: "
+                   f"{escape_markdown(release.reason)}.")  # the reason quotes files of the registry
 
 
 def selected_served() -> Bundle | BaselineBundle | None:

@@ -3,7 +3,8 @@
 Streamlit binds a keyed widget to a query parameter of the same name (`bind="query-params"`) and
 silently drops a value it cannot use. These wrappers add what a shared link needs on top: when the
 link carried a value that is not usable, the page says which one and that the default is shown.
-The note stays until the learner changes that widget.
+The note stays until the learner changes that widget. A link is anyone's text: the note quotes at most
+MAX_QUOTED_CHARS of it, escaped, so a crafted value cannot become markdown (an image from another host).
 """
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from ui.text import escape_markdown
+
 _NOTE = "_url_note_{}"
+MAX_QUOTED_CHARS = 80  # of a bad link value quoted back in the note
+MAX_WHY_CHARS = 200  # of the list of usable values (options can come from the learner's text)
+
+
+def quoted(text: str, limit: int) -> str:
+    """`text` for a note: cut to `limit` characters (an ellipsis says so), unprintable characters (a newline
+    would start a new markdown block) shown as U+FFFD, then escaped for markdown."""
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    return escape_markdown("".join(c if c.isprintable() else "\ufffd" for c in cut))
 
 
 def _clear_note(key: str) -> None:
@@ -22,10 +34,12 @@ def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str]
     """Remember a bad link value for `key` (seen before Streamlit drops it) and show the note."""
     raw = st.query_params.get_all(key)
     if raw and not all(usable(r) for r in raw):
-        st.session_state[_NOTE.format(key)] = ", ".join(raw)
+        st.session_state[_NOTE.format(key)] = ", ".join(raw)[:MAX_QUOTED_CHARS + 1]  # one more: the cut is seen
     bad = st.session_state.get(_NOTE.format(key))
     if bad is not None:
-        st.caption(f"The link set '{label}' to `{bad}`, which is not usable ({why}); showing the default {default}.")
+        st.caption(f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to '{quoted(bad, MAX_QUOTED_CHARS)}', which "
+                   f"is not usable ({quoted(why, MAX_WHY_CHARS)}); showing the default "
+                   f"{quoted(str(default), MAX_QUOTED_CHARS)}.")
 
 
 def _number_in(kind: type, lo: float, hi: float) -> Callable[[str], bool]:

@@ -6,6 +6,7 @@ through `escape_markdown` before it reaches st.markdown, st.warning and friends 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -13,16 +14,24 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 ROOT = Path(__file__).resolve().parent.parent
-# Every character markdown (or Streamlit's `:colour[...]` / `:emoji:` directives) gives a meaning to.
-MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~:"
+# Every character markdown (or Streamlit's `:colour[...]` / `:emoji:` directives) gives a meaning to; `&` starts
+# an HTML entity (`&#33;` would render as a character the text does not hold).
+MARKDOWN_SPECIAL = "\\`*_{}[]()#+-.!|<>$~:&"
+# GFM turns a bare URL (`http://`, `www.`) or e-mail address into a link *after* parsing, whatever the escapes, so
+# a crafted link value would render as a link to another host. An invisible word joiner (U+2060, no line break)
+# inside `://`, after `www` and before `@` keeps the text as it reads and leaves no link.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
 
 
 def escape_markdown(text) -> str:
-    """`text` (anything, through str) made inert for st.markdown: every markup character preceded by a backslash.
+    """`text` (anything, through str) made inert for st.markdown: every markup character preceded by a backslash,
+    and a WORD_JOINER where GFM would otherwise make a bare URL or e-mail address a link.
 
-    A backslash before ASCII punctuation renders as the character itself, so the reader sees `text` unchanged.
+    A backslash before ASCII punctuation renders as the character itself and the joiner is invisible, so the
+    reader sees `text` unchanged.
     """
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in str(text))
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in _AUTOLINK.sub(WORD_JOINER, str(text)))
 
 
 def code_points(chars: Iterable[str]) -> str:

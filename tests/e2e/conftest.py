@@ -49,6 +49,9 @@ CHROMIUM_ARGS = [
     "--no-proxy-server",  # a proxy from the environment must not sit between the browser and 127.0.0.1
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# The session server's teacher passcode (ui.teacher): the Release page's actions are locked behind it, and no
+# other page reads it. A fixed test value, never a real one.
+TEACHER_PASSCODE = "e2e-teacher-4d91"
 
 
 # --------------------------------------------------------------------------- markers
@@ -212,7 +215,8 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
     with open(log_path, "wb") as log:
         # Runs and the registry go to this test session's own folders: a developer's local registry
         # would change which model the pages select, and test runs must not land in the repo's runs/.
-        env = dict(os.environ, LAB_RUNS_DIR=str(log_dir / "runs"), LAB_REGISTRY_DIR=str(log_dir / "registry"))
+        env = dict(os.environ, LAB_RUNS_DIR=str(log_dir / "runs"), LAB_REGISTRY_DIR=str(log_dir / "registry"),
+                   LAB_TEACHER_PASSCODE=TEACHER_PASSCODE)
         proc = subprocess.Popen(
             cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             env=env,
