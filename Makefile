@@ -5,16 +5,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test bench clean chromium
+.PHONY: run test lint bench clean chromium
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11 or newer is needed, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	@touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+$(VENV)/.dev: $(VENV)/.runtime
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
 # Playwright's own browser download cannot work offline; the tests drive Debian's Chromium.
@@ -30,10 +30,16 @@ chromium:
 	fi
 
 run: $(VENV)/.runtime
-	$(PY) -m ui.serve --server.port $(PORT) --server.address localhost
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address localhost
 
 test: $(VENV)/.dev chromium
 	$(PY) -m pytest
+
+# ruff (lint and format) and mypy, as pyproject.toml sets them; .ci/run runs this before the tests.
+lint: $(VENV)/.dev
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 bench: $(VENV)/.runtime
 	$(PY) bench/bench_train.py

@@ -7,21 +7,21 @@ st.set_page_config(page_title="Attention Lab", layout="wide")
 
 PAGES = {
     "Attention": [
-        st.Page("pages/home.py", title="Start here", default=True),
-        st.Page("pages/score_geometry.py", title="Score geometry"),
-        st.Page("pages/masks.py", title="Masks"),
-        st.Page("pages/read_row.py", title="Read one row"),
-        st.Page("pages/temperature.py", title="Temperature"),
+        st.Page("views/home.py", title="Start here", default=True),
+        st.Page("views/score_geometry.py", title="Score geometry"),
+        st.Page("views/masks.py", title="Masks"),
+        st.Page("views/read_row.py", title="Read one row"),
+        st.Page("views/temperature.py", title="Temperature"),
     ],
     "Transformer": [
-        st.Page("pages/embeddings.py", title="Embeddings and projections"),
-        st.Page("pages/rope.py", title="RoPE"),
-        st.Page("pages/training.py", title="Training"),
-        st.Page("pages/autocomplete.py", title="Autocomplete"),
-        st.Page("pages/inspector.py", title="Attention inspector"),
+        st.Page("views/embeddings.py", title="Embeddings and projections"),
+        st.Page("views/rope.py", title="RoPE"),
+        st.Page("views/training.py", title="Training"),
+        st.Page("views/autocomplete.py", title="Autocomplete"),
+        st.Page("views/inspector.py", title="Attention inspector"),
     ],
     "Release": [
-        st.Page("pages/release.py", title="Release"),
+        st.Page("views/release.py", title="Release"),
     ],
 }
 

@@ -4,7 +4,7 @@
 
 How it is measured:
 - Untrained models (timing does not depend on the weights), seeded with torch.manual_seed(0); greedy
-  decoding (temperature 0) through core.sampling.generate, the same code path the app uses.
+  decoding (temperature 0) through core.model.sampling.generate, the same code path the app uses.
 - "Context C": start from a one-token prompt (<bos>) and generate C - 1 tokens, so the window grows from
   1 to C tokens and never slides. tokens/s = (C - 1) / wall-clock seconds of the whole loop
   (time.perf_counter), the median of --repeats runs after one warm-up run per model and mode.
@@ -25,11 +25,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from core.model import GPT, preset  # noqa: E402
-from core.sampling import SampleConfig, generate  # noqa: E402
-from core.tokenizer import BOS_ID  # noqa: E402
+from core.model.gpt import GPT, preset  # noqa: E402
+from core.model.sampling import SampleConfig, generate  # noqa: E402
+from core.model.tokenizer import BOS_ID  # noqa: E402
 
 CASES = [(16, "baby"), (64, "baby"), (256, "large")]
 BUCKET = 32

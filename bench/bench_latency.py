@@ -5,7 +5,7 @@
 How it is measured: the bundle's held-out documents (its recorded split), `--samples` seeded positions
 inside them; at each, one call of the predictor's `suggest` (greedy word completion, at most 16
 characters) from the text before it, timed with time.perf_counter after one warm-up call; p50 and p95
-by linear interpolation (core.evaluation.measure_suggestion_latency, the code `evaluate` reports).
+by linear interpolation (core.release.evaluation.measure_suggestion_latency, the code `evaluate` reports).
 The n-gram and the rule are trained on the same split and timed the same way (they have no cache).
 Figures depend on the machine and its load: they are printed, never asserted.
 """
@@ -17,11 +17,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from core.baselines import train_ngram, train_rule  # noqa: E402
-from core.evaluation import EvalConfig, held_out, load_predictor, measure_suggestion_latency  # noqa: E402
-from core.training import document_stream  # noqa: E402
+from core.release.baselines import train_ngram, train_rule  # noqa: E402
+from core.release.evaluation import EvalConfig, held_out, load_predictor, measure_suggestion_latency  # noqa: E402
+from core.model.training import document_stream  # noqa: E402
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ PyTorch reference of the same configuration.
     .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--threads N] [--profile]
 
 What is measured, per optimizer step (forward, cross-entropy, backward, clip, AdamW step):
-  ours       core.training's own step: GPT from core.model (attention through core.attention, the
+  ours       core.model.training's own step: GPT from core.model.gpt (attention through core.attention, the
              function the lessons show), make_optimizer, the same loss and clipping
   reference  a nanoGPT-style model written below: the same sizes, RoPE, pre-norm, tied LM head, but
              attention by F.scaled_dot_product_attention(is_causal=True) (a fused kernel)
@@ -53,10 +53,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.model import GPT, PRESETS, ModelConfig  # noqa: E402
-from core.training import TrainConfig, _loss, make_optimizer, sample_batch  # noqa: E402
+from core.model.gpt import GPT, PRESETS, ModelConfig  # noqa: E402
+from core.model.training import TrainConfig, _loss, make_optimizer, sample_batch  # noqa: E402
 
 BATCH = 12
 VOCAB = 105  # the stdlib corpus's vocabulary (101 characters + 4 special tokens)
@@ -182,7 +181,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true", help="print the top ops of both models")
     parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
     parser.add_argument("--batch-size", type=int, default=BATCH)
-    parser.add_argument("--train-check", action="store_true", help="also time core.training.train() itself")
+    parser.add_argument("--train-check", action="store_true", help="also time core.model.training.train() itself")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -200,7 +199,7 @@ def main(argv=None) -> int:
     batches = [sample_batch(stream, B, T, g) for _ in range(args.steps)]
     ours_fast = GPT(config)
     ours_fast.load_state_dict(ours.state_dict())
-    steps = {"ours (core.model)": make_step(ours, cfg, lambda m, x: m(x).logits),
+    steps = {"ours (core.model.gpt)": make_step(ours, cfg, lambda m, x: m(x).logits),
              "ours --fast-attention": make_step(ours_fast, cfg, lambda m, x: m(x, fast_attention=True).logits),
              "reference (F.sdpa)": make_step(ref, cfg, lambda m, x: m(x))}
     for step in steps.values():  # warm up allocators and kernels
@@ -242,13 +241,13 @@ def main(argv=None) -> int:
             ratio = statistics.median(d[ref_name]) / statistics.median(d[name])
             print(f"{name} / reference throughput ({label}): {ratio:.2f}x")
     if args.train_check:
-        from core.corpus import load_corpus
-        from core.training import train
+        from core.model.corpus import load_corpus
+        from core.model.training import train
 
         check = TrainConfig(batch_size=B, max_iters=args.steps, warmup_iters=0, eval_interval=args.steps,
                             eval_iters=1)
         result = train(PRESETS["baby"], check, load_corpus("stdlib"))
-        print(f"cross-check: core.training.train() on the stdlib corpus, {args.steps} steps: "
+        print(f"cross-check: core.model.training.train() on the stdlib corpus, {args.steps} steps: "
               f"{result.metrics['tokens_per_second']:,.0f} tokens/s (its own clock, evaluation excluded)")
     if args.profile:
         for name, step in steps.items():

@@ -8,17 +8,17 @@ Shape legend, used in every shape comment of the project:
 
 Masks are bool with True = may attend, broadcastable to (B, H, T, S); with a cache the causal mask is
 bottom-right aligned (query t sits at absolute position S - T + t).
-This package never imports streamlit; only its command line (core.cli, core.cli_release) prints.
+This package never imports streamlit; only its command line (cli.main, cli.release) prints.
 docs/ARCHITECTURE.md lists every module and its concept.
 """
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
-from core.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
-from core.corpus import Corpus, CorpusError, load_corpus
-from core.kv_cache import KVCache
-from core.model import GPT, PRESETS, ModelConfig, preset
-from core.sampling import SampleConfig, generate, sample_next_token
-from core.tokenizer import CharTokenizer
-from core.training import TrainConfig, train
+from core.model.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
+from core.model.corpus import Corpus, CorpusError, load_corpus
+from core.model.kv_cache import KVCache
+from core.model.gpt import GPT, PRESETS, ModelConfig, preset
+from core.model.sampling import SampleConfig, generate, sample_next_token
+from core.model.tokenizer import CharTokenizer
+from core.model.training import TrainConfig, train
 
 __all__ = [
     "AttentionResult", "causal_mask", "padding_mask", "scaled_dot_product_attention", "softmax",

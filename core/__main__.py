@@ -1,7 +1,7 @@
-"""`python -m core <command>`: see core/cli.py."""
+"""`python -m core <command>`: see cli/main.py."""
 import sys
 
-from core.cli import main
+from cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -118,7 +118,7 @@ def row_agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, q
 
 
 def model_terms(config) -> int:
-    """The longest chain of additions behind one logit of a `core.model.ModelConfig` model: per layer the
+    """The longest chain of additions behind one logit of a `core.model.gpt.ModelConfig` model: per layer the
     longest sum (the MLP's down projection, mlp_ratio * C terms, or attention over the context), plus the
     LM head's C. Residual connections add the layers' roundings up, hence the sum over layers."""
     per_layer = max(config.mlp_ratio * config.d_model, config.context_length, config.d_model)

@@ -11,7 +11,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60, *,
               bundle: tuple[str, str | Path] | None = None) -> AppTest:
-    """Run app.py, switch to pages/<page>.py (with optional query parameters) and return the AppTest.
+    """Run app.py, switch to views/<page>.py (with optional query parameters) and return the AppTest.
 
     `bundle` = (label, path): that bundle is added to this session and selected in the sidebar first.
     """
@@ -23,7 +23,7 @@ def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 6
     at.run()
     for k, v in (query or {}).items():
         at.query_params[k] = v
-    at.switch_page(f"pages/{page}.py").run()
+    at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

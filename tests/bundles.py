@@ -8,11 +8,11 @@ import dataclasses
 
 import torch
 
-from core.bundle import save_bundle
-from core.corpus import corpus_from_text
-from core.model import GPT, PRESETS
-from core.tokenizer import CharTokenizer
-from core.training import TrainConfig, train
+from core.model.bundle import save_bundle
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, PRESETS
+from core.model.tokenizer import CharTokenizer
+from core.model.training import TrainConfig, train
 
 TEXT = "def add(a, b):\n    return a + b\n"
 

@@ -9,8 +9,6 @@ import torch
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 # Tiny test models run fastest on one thread, and it leaves the other core to the browser tests' server.
 torch.set_num_threads(int(os.environ.get("LAB_TEST_THREADS", "1")))
@@ -39,7 +37,7 @@ def trained_bundle_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def trained_bundle(trained_bundle_path):
-    """trained_bundle_path loaded with core.bundle.load_bundle: the reference side of the page tests."""
-    from core.bundle import load_bundle
+    """trained_bundle_path loaded with core.model.bundle.load_bundle: the reference side of the page tests."""
+    from core.model.bundle import load_bundle
 
     return load_bundle(trained_bundle_path)

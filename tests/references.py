@@ -5,7 +5,7 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from core.rope import rope_trace
+from core.model.rope import rope_trace
 
 ATOL32 = 1e-5  # fp32 attention against a float64 reference (STYLE.md)
 
@@ -74,7 +74,7 @@ def head_inputs(model, ids, layer, head):
 
 def reference_qkv(model, ids, layer, head):
     """q (after RoPE), k (after RoPE), v (T, D) and the normed input, float64: head_inputs, then RoPE by
-    core.rope.rope_trace (pure Python)."""
+    core.model.rope.rope_trace (pure Python)."""
     q_raw, k_raw, v, normed = head_inputs(model, ids, layer, head)
     base = model.config.rope_base
     rotate = lambda m: torch.tensor([rope_trace(m[t].tolist(), t, base).rotated for t in range(len(m))],

@@ -7,7 +7,7 @@ import torch
 
 from core.agreement import agreement, allowance, float64_copy, model_terms, row_agreement
 from core.handcheck import attention_row
-from core.model import GPT, preset
+from core.model.gpt import GPT, preset
 
 
 def test_allowance_is_the_stated_formula():

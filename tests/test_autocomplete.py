@@ -1,4 +1,4 @@
-"""core.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
+"""core.release.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
 completions, across the context boundary), suggestions end at a word, prompts report what was cut or lost."""
 import dataclasses
 import math
@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.autocomplete import (
+from core.release.autocomplete import (
     TIMING_REPEATS,
     code_point,
     complete,
@@ -24,12 +24,12 @@ from core.autocomplete import (
     suggest,
 )
 from core.agreement import float64_copy, model_terms
-from core.bundle import save_bundle
-from core.corpus import corpus_from_text
-from core.kv_cache import KVCache
-from core.model import GPT, ModelConfig, ModelOutput, preset
-from core.sampling import NEVER_SAMPLED, SampleConfig, generate
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
+from core.model.bundle import save_bundle
+from core.model.corpus import corpus_from_text
+from core.model.kv_cache import KVCache
+from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
+from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 TOK = CharTokenizer.from_text(TEXT)
@@ -49,7 +49,7 @@ def spread_model(seed=0, cls=GPT):
 
 def softmax_by_hand(logits, temperature):
     """Independent reference: float64 softmax of logits / temperature with math.exp, over the ids generation
-    may draw (<pad>, <bos>, <unk> get exactly 0, by the rule of core.sampling written out here)."""
+    may draw (<pad>, <bos>, <unk> get exactly 0, by the rule of core.model.sampling written out here)."""
     scaled = {i: x / temperature for i, x in enumerate(logits.tolist()) if i not in (PAD_ID, BOS_ID, UNK_ID)}
     top = max(scaled.values())
     exps = {i: math.exp(x - top) for i, x in scaled.items()}
@@ -167,7 +167,7 @@ def test_a_bundle_brings_its_template_and_context(tmp_path):
     model = spread_model()
     path = save_bundle(tmp_path / "b", model, TOK, metrics={}, command=["test"],
                        corpus=corpus_from_text("t.py", TEXT), prompt_template="# {prompt}")
-    from core.bundle import load_bundle
+    from core.model.bundle import load_bundle
 
     prompt = prepare_prompt(load_bundle(path), "main")
     assert prompt.model_text == "# main" and list(prompt.ids) == TOK.encode("# main")
@@ -236,7 +236,7 @@ def test_parity_passes_on_an_untrained_tiny_model():
 
 
 def test_parity_passes_on_the_shipped_model():
-    from core.bundle import load_bundle
+    from core.model.bundle import load_bundle
 
     bundle = load_bundle(Path(__file__).resolve().parent.parent / "models" / "default")
     L = bundle.config.context_length
@@ -454,7 +454,7 @@ def test_candidates_never_offer_special_tokens_the_sampler_would_not_draw():
 
 def test_baseline_suggestion_reads_the_predictors_distribution_after_the_text():
     """With a stub predictor whose next-character distribution is known, candidates and suggestion follow it."""
-    from core.autocomplete import baseline_suggestion
+    from core.release.autocomplete import baseline_suggestion
 
     class Stub:
         kind = "stub"

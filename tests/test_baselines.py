@@ -1,4 +1,4 @@
-"""core.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's suggestion,
+"""core.release.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's suggestion,
 and baseline bundles that round-trip and refuse tampering."""
 import json
 import math
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.baselines import (
+from core.release.baselines import (
     COUNTS,
     NGramModel,
     greedy_completion,
@@ -22,9 +22,9 @@ from core.baselines import (
     verify_any,
     verify_baseline,
 )
-from core.bundle import MANIFEST, BundleError, write_manifest
-from core.corpus import Document, corpus_from_text
-from core.tokenizer import CharTokenizer
+from core.model.bundle import MANIFEST, BundleError, write_manifest
+from core.model.corpus import Document, corpus_from_text
+from core.model.tokenizer import CharTokenizer
 
 TEXT = "\n\n".join(f"def f{i}(self, x):\n    return self.value + x * {i % 5}\n" for i in range(40))
 TOK = CharTokenizer.from_text(TEXT)

@@ -1,4 +1,4 @@
-"""core.bundle: round trip, and every tampered bundle refused with a message naming the problem."""
+"""core.model.bundle: round trip, and every tampered bundle refused with a message naming the problem."""
 import ast
 import dataclasses
 import hashlib
@@ -11,7 +11,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from core.bundle import (
+from core.model.bundle import (
     MANIFEST,
     WEIGHTS,
     BundleError,
@@ -23,10 +23,10 @@ from core.bundle import (
     verify_bundle,
     write_manifest,
 )
-from core.corpus import corpus_from_text
-from core.model import GPT, PRESETS, ModelConfig
-from core.sampling import SampleConfig
-from core.tokenizer import CharTokenizer
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, PRESETS, ModelConfig
+from core.model.sampling import SampleConfig
+from core.model.tokenizer import CharTokenizer
 
 CORE = Path(__file__).resolve().parent.parent / "core"
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(40))

@@ -9,14 +9,14 @@ import shutil
 import pytest
 import torch
 
-import core.bundle
-import core.model
-from core.baselines import COUNTS, load_baseline, save_baseline, train_baseline
-from core.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
-from core.cli import main
-from core.corpus import corpus_from_text
-from core.model import GPT, PRESETS, ModelConfig
-from core.release import CheckResult, Rubric
+import core.model.bundle
+import core.model.gpt
+from core.release.baselines import COUNTS, load_baseline, save_baseline, train_baseline
+from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
+from cli.main import main
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, PRESETS, ModelConfig
+from core.release.gate import CheckResult, Rubric
 from test_bundle import TEXT, make_model, read_manifest, refused, reseal, rewrite_tensors
 
 TINY = dict(vocab_size=50, context_length=32, n_layer=2, n_head=2, d_model=32)
@@ -50,7 +50,7 @@ def bundle_copy(saved, tmp_path):
     ("mlp_ratio", "MAX_MLP_RATIO", {}, {}),
 ])
 def test_every_architecture_number_is_bounded_by_a_named_constant(field, bound_name, over, at):
-    bound = getattr(core.model, bound_name)
+    bound = getattr(core.model.gpt, bound_name)
     with pytest.raises(ValueError) as err:
         ModelConfig(**{**TINY, **over, field: bound + 1})
     assert f"{field} must be <= {bound} ({bound_name}), got {bound + 1}" in str(err.value)
@@ -59,11 +59,11 @@ def test_every_architecture_number_is_bounded_by_a_named_constant(field, bound_n
 
 def test_the_presets_sit_well_inside_the_bounds():
     large = PRESETS["large"]
-    assert core.model.MAX_CONTEXT_LENGTH >= 8 * large.context_length and core.model.MAX_D_MODEL >= 8 * large.d_model
-    assert core.model.MAX_LAYERS >= 8 * large.n_layer and core.model.MAX_HEADS >= 8 * large.n_head
-    assert core.model.MAX_MLP_RATIO >= 4 * large.mlp_ratio
+    assert core.model.gpt.MAX_CONTEXT_LENGTH >= 8 * large.context_length and core.model.gpt.MAX_D_MODEL >= 8 * large.d_model
+    assert core.model.gpt.MAX_LAYERS >= 8 * large.n_layer and core.model.gpt.MAX_HEADS >= 8 * large.n_head
+    assert core.model.gpt.MAX_MLP_RATIO >= 4 * large.mlp_ratio
     params = GPT(dataclasses.replace(large, vocab_size=200)).num_parameters()
-    assert core.model.MAX_PARAMETERS >= 30 * params
+    assert core.model.gpt.MAX_PARAMETERS >= 30 * params
 
 
 def test_the_parameter_count_is_bounded_and_counted_as_a_real_model_counts_it():
@@ -75,7 +75,7 @@ def test_the_parameter_count_is_bounded_and_counted_as_a_real_model_counts_it():
     real = GPT(config).num_parameters()
     with pytest.raises(ValueError, match=f"has {real:,} parameters"):
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(core.model, "MAX_PARAMETERS", real - 1)
+            m.setattr(core.model.gpt, "MAX_PARAMETERS", real - 1)
             ModelConfig(**dataclasses.asdict(config))
     shapes, _ = expected_tensors(config)
     assert sum(torch.Size(s).numel() for s in shapes.values()) == real
@@ -85,20 +85,20 @@ def _huge(path, **arch):
     """The bundle's manifest with other architecture numbers and a consistent version (as a tamperer would)."""
     m = read_manifest(path)
     m["architecture"].update(arch)
-    core.bundle.write_manifest(path, m)
+    core.model.bundle.write_manifest(path, m)
     reseal(path)
 
 
 @pytest.fixture
 def gpt_builds(monkeypatch):
-    """Every config core.bundle builds a GPT for (the allocation the header check must come before)."""
+    """Every config core.model.bundle builds a GPT for (the allocation the header check must come before)."""
     built = []
 
     def spy(config):
         built.append(config)
         return GPT(config)
 
-    monkeypatch.setattr(core.bundle, "GPT", spy)
+    monkeypatch.setattr(core.model.bundle, "GPT", spy)
     return built
 
 
@@ -137,10 +137,10 @@ def test_a_huge_finite_weight_is_refused_naming_the_tensor(bundle_copy):
 
 def test_a_large_but_plausible_weight_still_loads(bundle_copy):
     def bump(t):
-        t["blocks.0.attn.qkv.weight"][1, 1] = -core.bundle.MAX_ABS_WEIGHT  # the bound itself is allowed
+        t["blocks.0.attn.qkv.weight"][1, 1] = -core.model.bundle.MAX_ABS_WEIGHT  # the bound itself is allowed
 
     rewrite_tensors(bundle_copy, bump)
-    assert load_bundle(bundle_copy).model.blocks[0].attn.qkv.weight[1, 1].item() == -core.bundle.MAX_ABS_WEIGHT
+    assert load_bundle(bundle_copy).model.blocks[0].attn.qkv.weight[1, 1].item() == -core.model.bundle.MAX_ABS_WEIGHT
 
 
 def test_release_check_of_a_huge_weight_gives_a_rubric_in_valid_json(bundle_copy, tmp_path, capsys):
@@ -204,14 +204,14 @@ def test_a_linked_baseline_counts_file_is_refused(corpus, tmp_path):
 
 
 def test_an_oversized_manifest_is_refused_before_it_is_read(bundle_copy, monkeypatch):
-    monkeypatch.setattr(core.bundle, "MAX_MANIFEST_BYTES", 10_000)
+    monkeypatch.setattr(core.model.bundle, "MAX_MANIFEST_BYTES", 10_000)
     text = (bundle_copy / MANIFEST).read_text()
     (bundle_copy / MANIFEST).write_text(text + " " * 10_000)
     refused(bundle_copy, "more than MAX_MANIFEST_BYTES=10,000")
 
 
 def test_a_directory_with_endless_entries_is_refused_without_listing_them(bundle_copy):
-    for i in range(core.bundle.MAX_BUNDLE_ENTRIES):
+    for i in range(core.model.bundle.MAX_BUNDLE_ENTRIES):
         (bundle_copy / f"junk{i}").write_text("x")
-    message = refused(bundle_copy, f"more than {core.bundle.MAX_BUNDLE_ENTRIES} entries")
+    message = refused(bundle_copy, f"more than {core.model.bundle.MAX_BUNDLE_ENTRIES} entries")
     assert "junk1" not in message

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.bundle import MANIFEST, WEIGHTS, load_bundle
-from core.cli import COMMANDS, _Progress, main
-from core.training import TrainEvent
+from core.model.bundle import MANIFEST, WEIGHTS, load_bundle
+from cli.main import COMMANDS, _Progress, main
+from core.model.training import TrainEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB
@@ -154,7 +154,7 @@ def test_a_new_command_is_added_by_appending_a_register_function(monkeypatch, ca
         p.add_argument("--name", required=True)
         p.set_defaults(handler=lambda args: print(f"hello {args.name}") or 0)
 
-    monkeypatch.setattr("core.cli.COMMANDS", [*COMMANDS, register_hello])
+    monkeypatch.setattr("cli.main.COMMANDS", [*COMMANDS, register_hello])
     assert main(["hello", "--name", "lab"]) == 0
     assert capsys.readouterr().out == "hello lab\n"
     assert main(["hello"]) == 2  # its own usage errors follow the same one-line rule

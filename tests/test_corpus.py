@@ -1,12 +1,12 @@
-"""core.corpus: the pinned stdlib corpus, text files cut into documents, the split, and every refusal."""
+"""core.model.corpus: the pinned stdlib corpus, text files cut into documents, the split, and every refusal."""
 import hashlib
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-from core import corpus as corpus_mod
-from core.corpus import (
+from core.model import corpus as corpus_mod
+from core.model.corpus import (
     MAX_BYTES,
     STDLIB_MODULES,
     Corpus,

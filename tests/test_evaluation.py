@@ -1,4 +1,4 @@
-"""core.evaluation: metrics against a hand computation, the transformer behind the predictor interface,
+"""core.release.evaluation: metrics against a hand computation, the transformer behind the predictor interface,
 and the evaluation command's JSON."""
 import dataclasses
 import json
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.baselines import greedy_completion
-from core.bundle import save_bundle
-from core.cli import main
-from core.corpus import Document, load_corpus, split_documents
-from core.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out, wilson
-from core.model import GPT, PRESETS
-from core.tokenizer import CharTokenizer
-from core.training import TrainConfig, train
+from core.release.baselines import greedy_completion
+from core.model.bundle import save_bundle
+from cli.main import main
+from core.model.corpus import Document, load_corpus, split_documents
+from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out, wilson
+from core.model.gpt import GPT, PRESETS
+from core.model.tokenizer import CharTokenizer
+from core.model.training import TrainConfig, train
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
 FIRST = {"a": "b", "b": " ", " ": "a", "c": " "}  # the toy's most likely next character

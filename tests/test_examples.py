@@ -8,7 +8,6 @@ from pathlib import Path
 import torch
 
 from core import handcheck
-
 ROOT = Path(__file__).resolve().parent.parent
 
 

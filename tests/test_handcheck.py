@@ -4,8 +4,6 @@ import math
 import pytest
 
 from core import handcheck
-
-
 def test_dot_terms_and_total():
     t = handcheck.dot([1.0, -2.0, 0.5], [3.0, 4.0, 2.0])
     assert t.terms == (3.0, -8.0, 1.0)

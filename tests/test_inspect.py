@@ -1,4 +1,4 @@
-"""core.inspect: the q, k, v it reports are the ones the model attends with, checked against the model's
+"""core.model.introspect: the q, k, v it reports are the ones the model attends with, checked against the model's
 own weights and against a reference written without the model's modules (raw weight matrices, the
 pure-Python RoPE trace, an explicit layer norm)."""
 import dataclasses
@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from bundles import TEXT, tiny_model
 from core import handcheck
 from core.attention import scaled_dot_product_attention
-from core.inspect import attention_grid, check_row, encode_for_model, head_summaries, projections
-from core.model import GPT, PRESETS
-from core.rope import apply_rope
-from core.tokenizer import UNK_ID, CharTokenizer
+from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
+from core.model.gpt import GPT, PRESETS
+from core.model.rope import apply_rope
+from core.model.tokenizer import UNK_ID, CharTokenizer
 from references import reference_qkv, reference_weights
 
 
@@ -155,7 +155,7 @@ def test_check_row_agrees_with_the_model_within_the_declared_tolerance(tiny):
 def test_a_broken_attention_kernel_fails_the_hand_check_by_orders_of_magnitude(tiny, monkeypatch):
     """The deliberately broken variant: a kernel that forgets the 1/sqrt(D) scaling. The hand check must
     catch it far above its allowance on every CPU (a rounding difference is ~1e-16, this is ~1e-2)."""
-    import core.inspect as inspect_module
+    import core.model.introspect as inspect_module
     from core.attention import scaled_dot_product_attention as real
 
     model, tok = tiny

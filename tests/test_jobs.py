@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from core.jobs import DONE, FAILED, QUEUED, RUNNING, STOPPED, JobError, JobQueue
+from core.model.jobs import DONE, FAILED, QUEUED, RUNNING, STOPPED, JobError, JobQueue
 
 
 def gated_work(gate: threading.Event, steps: int = 3):

@@ -1,20 +1,20 @@
-"""core.leak: the causality probe (every edited position, against a loop-by-loop oracle, on causal, maskless
+"""core.model.leak: the causality probe (every edited position, against a loop-by-loop oracle, on causal, maskless
 and subtly leaking models), the leak rule over evaluations, and each loss-symptom rule at its boundary
 (a loss exactly at a threshold passes), on hand-written histories; real runs against it are in
-tests/test_runs.py. The probe's time on the shipped `default` preset is measured and stated in core/leak.py."""
+tests/test_runs.py. The probe's time on the shipped `default` preset is measured and stated in core/model/leak.py."""
 import dataclasses
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-import core.model
-from core import leak
+import core.model.gpt
+from core.model import leak
 from core.agreement import allowance, float64_copy, model_terms
 from core.attention import causal_mask
-from core.corpus import corpus_from_text
-from core.model import GPT, PRESETS
-from core.training import TrainConfig, train
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, PRESETS
+from core.model.training import TrainConfig, train
 
 V = 19
 OLD_EDITS = lambda L: sorted({1, L // 4, L // 2, 3 * L // 4, L - 1})  # noqa: E731 - the old check's positions
@@ -96,7 +96,7 @@ def test_a_model_without_the_mask_fails_at_the_first_edit_as_the_oracle_finds():
 
 
 def test_a_mask_that_leaks_only_when_t_plus_1_is_2_mod_4_fails_though_the_old_edits_missed_it(monkeypatch):
-    monkeypatch.setattr(core.model, "causal_mask", mod4_leaky_mask)
+    monkeypatch.setattr(core.model.gpt, "causal_mask", mod4_leaky_mask)
     model = tiny(seed=1)
     L = model.config.context_length
     # The old check edited 1, L/4, L/2, 3L/4, L-1 only: none is 2 mod 4, so it saw nothing.

@@ -1,4 +1,4 @@
-"""core.lessons against independent references: closed forms, core.handcheck (pure Python) and PyTorch's SDPA."""
+"""core.lessons.scores against independent references: closed forms, core.handcheck (pure Python) and PyTorch's SDPA."""
 import math
 
 import pytest
@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import handcheck, lessons
+from core import handcheck
+
+from core.lessons import scores as lessons
 from core.attention import scaled_dot_product_attention
 from references import ATOL32, exact_softmax, rows_with_mask
 

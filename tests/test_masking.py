@@ -1,4 +1,4 @@
-"""core.masking against independent references: math.exp softmax, core.handcheck masks and PyTorch's SDPA."""
+"""core.lessons.masks against independent references: math.exp softmax, core.handcheck masks and PyTorch's SDPA."""
 import math
 
 import pytest
@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import handcheck, lessons, masking
+from core import handcheck
+
+from core.lessons import scores as lessons, masks as masking
 from references import ATOL32, exact_softmax, rows_with_mask
 
 

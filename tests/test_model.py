@@ -1,4 +1,4 @@
-"""core.model: config validation, shapes, causality, attention maps, the SDPA reference, loss sanity."""
+"""core.model.gpt: config validation, shapes, causality, attention maps, the SDPA reference, loss sanity."""
 import dataclasses
 import math
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import core.model
-from core.model import GPT, PRESETS, ModelConfig, preset
-from core.rope import apply_rope, rope_cos_sin
+import core.model.gpt
+from core.model.gpt import GPT, PRESETS, ModelConfig, preset
+from core.model.rope import apply_rope, rope_cos_sin
 
 V = 23
 
@@ -163,13 +163,13 @@ def test_block_attention_equals_pytorch_sdpa():
 
 def test_every_block_calls_core_attention(monkeypatch):
     calls = []
-    original = core.model.scaled_dot_product_attention
+    original = core.model.gpt.scaled_dot_product_attention
 
     def spy(q, k, v, mask=None, **kwargs):
         calls.append((tuple(q.shape), None if mask is None else tuple(mask.shape)))
         return original(q, k, v, mask, **kwargs)
 
-    monkeypatch.setattr(core.model, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(core.model.gpt, "scaled_dot_product_attention", spy)
     model = tiny_model()
     model(random_ids(1, 7))
     assert calls == [((1, 2, 7, 16), (7, 7))] * model.config.n_layer

@@ -8,10 +8,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from apptest import all_text, decode, figures, open_page, table
-from core.bundle import load_bundle, save_bundle
-from core.corpus import corpus_from_text
-from core.model import GPT, preset
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
+from core.model.bundle import load_bundle, save_bundle
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, preset
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 LABEL = "tiny test bundle"

@@ -92,7 +92,7 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     at.session_state["inspector_row"] = {"text": "abcde", "layer": 1, "head": 2, "t": t, "pieces": list("abcde"),
                                          "q": q.tolist(), "k": k.tolist(), "v": v.tolist()}
     at.run()
-    at.switch_page("pages/read_row.py").run()
+    at.switch_page("views/read_row.py").run()
     assert not at.exception
     assert at.radio(key="row_src").value == "attention inspector"
     assert at.slider(key="row_t").value == t

@@ -14,13 +14,13 @@ import ui.models
 from streamlit import config
 from ui.teacher import ENV_VAR
 from apptest import APP, all_text, decode, figures, open_page
-from core.bundle import load_bundle, save_bundle
-from core.corpus import load_corpus
-from core.evaluation import EvalConfig, evaluate_bundle
-from core.registry import CURRENT, LOG, promote, read_current, read_log
-from core.release import ReleasePolicy, causality_check, check_release
-from core.runs import train_and_save
-from core.training import TrainConfig
+from core.model.bundle import load_bundle, save_bundle
+from core.model.corpus import load_corpus
+from core.release.evaluation import EvalConfig, evaluate_bundle
+from core.release.registry import CURRENT, LOG, promote, read_current, read_log
+from core.release.gate import ReleasePolicy, causality_check, check_release
+from core.model.runs import train_and_save
+from core.model.training import TrainConfig
 
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
 # Setting up an earlier version through the registry's own API: the full gate with small evaluation caps.
@@ -71,7 +71,7 @@ def no_secrets_file(tmp_path):
 
 @pytest.fixture
 def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file):
-    """A fresh registry whose current version is `older`, promoted through core.registry; the server operator
+    """A fresh registry whose current version is `older`, promoted through core.release.registry; the server operator
     configured the teacher passcode PASSCODE (tests of the unconfigured page remove it)."""
     reg = tmp_path / "registry"
     result = promote(bundles["older"], reg, policy=SETUP_POLICY)
@@ -238,7 +238,7 @@ def test_with_the_current_version_damaged_the_page_says_what_is_served_and_still
     weights.write_bytes(bytes(data))
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()  # no bundle of this session: the sidebar selects the registry's released version, now the n-gram
-    at.switch_page("pages/release.py").run()
+    at.switch_page("views/release.py").run()
     assert not at.exception, [e.value for e in at.exception]
     text = shown(at)
     assert "No transformer bundle is selected" in text
@@ -262,7 +262,7 @@ def forge_click(at, key) -> AppTest:
 
 
 def promote_good_and_reopen(bundles, registry) -> AppTest:
-    """`good` promoted over `older` through core.registry (so a rollback is possible), the page opened on it."""
+    """`good` promoted over `older` through core.release.registry (so a rollback is possible), the page opened on it."""
     assert promote(bundles["good"], registry, policy=SETUP_POLICY).promoted
     return open_release(bundles["good"])
 

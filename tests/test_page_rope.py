@@ -1,7 +1,7 @@
 """The RoPE page: its offset check passes with a tiny spread, its score depends only on m - n, its frequency
 table is the closed form, bad links fall back with a note, and with a model its on/off heatmaps are the head's
 scores with and without the rotation. Expected values come from math and from the model's raw weights
-(tests/references.py), never from core.rope_lab."""
+(tests/references.py), never from core.lessons.rope."""
 import math
 import re
 
@@ -12,9 +12,9 @@ import torch
 import ui.models
 from apptest import all_text, decode, figure, figures, open_page
 from bundles import TEXT, tiny_model
-from core.bundle import load_bundle, save_bundle
-from core.corpus import corpus_from_text
-from core.rope import apply_rope
+from core.model.bundle import load_bundle, save_bundle
+from core.model.corpus import corpus_from_text
+from core.model.rope import apply_rope
 from references import closed_form_score, head_inputs, reference_scores
 
 LABEL = "test bundle (tiny, untrained)"

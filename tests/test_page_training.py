@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from apptest import all_text, decode, figures, open_page
-from core import leak, runs
-from core.bundle import load_bundle
+from core.model import leak, runs
+from core.model.bundle import load_bundle
 from ui import models
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60)).encode()

@@ -1,4 +1,4 @@
-"""core.registry: the gate refuses a leaking model and current stays put, a tampered current version
+"""core.release.registry: the gate refuses a leaking model and current stays put, a tampered current version
 falls back (to the last known-good version, then to the n-gram), rollback restores the previous version."""
 import ast
 import json
@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from core.bundle import load_bundle, save_bundle, verify_bundle
-from core.cli import main
-from core.corpus import load_corpus
-from core.evaluation import EvalConfig
-from core.model import PRESETS
-import core.registry as registry
-from core.registry import (
+from core.model.bundle import load_bundle, save_bundle, verify_bundle
+from cli.main import main
+from core.model.corpus import load_corpus
+from core.release.evaluation import EvalConfig
+from core.model.gpt import PRESETS
+import core.release.registry as registry
+from core.release.registry import (
     CURRENT,
     RegistryError,
     read_current,
@@ -25,8 +25,8 @@ from core.registry import (
     rollback,
     status,
 )
-from core.release import ReleasePolicy, check_release
-from core.training import TrainConfig, train
+from core.release.gate import ReleasePolicy, check_release
+from core.model.training import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
@@ -194,9 +194,9 @@ def test_a_promotion_that_fails_midway_leaves_nothing_behind(bundles, checks, tm
 
 
 def test_nothing_the_app_imports_uses_fcntl():
-    """fcntl does not exist on Windows: parse every module of core/, ui/, pages/ and app.py (an import in
+    """fcntl does not exist on Windows: parse every module of core/, ui/, views/ and app.py (an import in
     a docstring does not count, an __import__("fcntl") or importlib.import_module("fcntl") does)."""
-    files = [ROOT / "app.py", *[p for d in ("core", "ui", "pages") for p in sorted((ROOT / d).rglob("*.py"))]]
+    files = [ROOT / "app.py", *[p for d in ("core", "cli", "ui", "views") for p in sorted((ROOT / d).rglob("*.py"))]]
     offences = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -211,7 +211,7 @@ def test_nothing_the_app_imports_uses_fcntl():
                 names = [str(node.args[0].value)] if called in ("__import__", "import_module") else []
             offences += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "fcntl"]
     assert offences == []
-    assert len(files) > 20 and (ROOT / "core" / "registry.py") in files  # the walk saw the registry
+    assert len(files) > 20 and (ROOT / "core" / "release" / "registry.py") in files  # the walk saw the registry
 
 
 # ---- who and why -----------------------------------------------------------------------------------

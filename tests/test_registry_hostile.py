@@ -9,12 +9,12 @@ import stat
 
 import pytest
 
-import core.bundle
-import core.registry as registry
-from core.bundle import MANIFEST, manifest_version, write_manifest
-from core.cli import main
-from core.model import GPT
-from core.registry import CURRENT, RegistryError, promote, read_current, read_log, resolve_served, rollback, status
+import core.model.bundle
+import core.release.registry as registry
+from core.model.bundle import MANIFEST, manifest_version, write_manifest
+from cli.main import main
+from core.model.gpt import GPT
+from core.release.registry import CURRENT, RegistryError, promote, read_current, read_log, resolve_served, rollback, status
 from test_registry import _version, make_bundles, make_checks
 
 OTHER = "0123456789abcdef"  # a well-formed version name that no bundle here has
@@ -155,7 +155,7 @@ def test_a_version_the_gate_refused_is_not_served_even_under_its_own_name(bundle
 def test_a_huge_architecture_as_current_falls_back_without_allocating_it(bundles, checks, reg, monkeypatch):
     va = _version(bundles["a"])
     built = []
-    monkeypatch.setattr(core.bundle, "GPT", lambda config: built.append(config) or GPT(config))
+    monkeypatch.setattr(core.model.bundle, "GPT", lambda config: built.append(config) or GPT(config))
     huge = shutil.copytree(reg / "versions" / va / "bundle", reg.parent / "huge")
     writable(huge)
     m = json.loads((huge / MANIFEST).read_text())

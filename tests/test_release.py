@@ -1,4 +1,4 @@
-"""core.release: the leak detector and the rubric, each check with its measured figure."""
+"""core.release.gate: the leak detector and the rubric, each check with its measured figure."""
 import json
 import shutil
 from types import SimpleNamespace
@@ -6,13 +6,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from core.baselines import load_baseline
-from core.bundle import save_bundle, verify_bundle
-from core.cli import main
-from core.corpus import Document, load_corpus
-from core.evaluation import EvalConfig
-from core.model import PRESETS
-from core.release import (
+from core.release.baselines import load_baseline
+from core.model.bundle import save_bundle, verify_bundle
+from cli.main import main
+from core.model.corpus import Document, load_corpus
+from core.release.evaluation import EvalConfig
+from core.model.gpt import PRESETS
+from core.release.gate import (
     RUBRIC,
     ReleasePolicy,
     canary_check,
@@ -22,8 +22,8 @@ from core.release import (
     side_dir,
     write_release_record,
 )
-from core.tokenizer import CharTokenizer
-from core.training import TrainConfig, train
+from core.model.tokenizer import CharTokenizer
+from core.model.training import TrainConfig, train
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(80))
 QUICK = EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)

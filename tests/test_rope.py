@@ -1,10 +1,10 @@
-"""core.rope: closed forms, a complex-number reference, relative positions, the split-half layout."""
+"""core.model.rope: closed forms, a complex-number reference, relative positions, the split-half layout."""
 import math
 
 import pytest
 import torch
 
-from core.rope import (
+from core.model.rope import (
     apply_rope,
     apply_rope_split_half,
     from_split_half,

@@ -1,4 +1,4 @@
-"""core.rope_lab against references written without it: the single-pair closed form
+"""core.lessons.rope against references written without it: the single-pair closed form
 |q||k| cos(φ_q - φ_k + (m - n)θ) with math, θ_i = base^(-2i/D) with math, Hugging Face's rotate_half written
 out by hand, and a tiny model's q, k taken from its raw weight matrices."""
 import math
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bundles import TEXT, tiny_model
-from core.rope import apply_rope, rope_trace
-from core.rope_lab import (
+from core.model.rope import apply_rope, rope_trace
+from core.lessons.rope import (
     arc_points,
     layout_equivalence,
     offset_scores,

@@ -1,11 +1,11 @@
-"""core.row_reading against independent references: core.handcheck inside read_row, PyTorch's SDPA in float64."""
+"""core.lessons.one_row against independent references: core.handcheck inside read_row, PyTorch's SDPA in float64."""
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import lessons, row_reading
+from core.lessons import scores as lessons, one_row as row_reading
 from core.attention import causal_mask
 
 

@@ -1,4 +1,4 @@
-"""core.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
+"""core.model.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
 (the causality probe at every evaluation; the probe itself and the loss rules at their boundaries are in
 tests/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
 training, never replaced without overwrite."""
@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import core.bundle as bundle_module
-import core.model
-from core import leak, runs
+import core.model.bundle as bundle_module
+import core.model.gpt
+from core.model import leak, runs
 from core.attention import causal_mask
-from core.bundle import BundleError, check_out_dir, load_bundle, save_bundle
-from core.corpus import CorpusError
-from core.jobs import STOPPED, JobQueue
-from core.model import GPT, PRESETS, preset
+from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
+from core.model.corpus import CorpusError
+from core.model.jobs import STOPPED, JobQueue
+from core.model.gpt import GPT, PRESETS, preset
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60))  # ~2 kB
 PROBE = "def f1(x):\n    return x"
@@ -145,7 +145,7 @@ def test_a_bad_corpus_fails_early_with_the_corpus_message(tmp_path, text, words)
     assert not (tmp_path / "never").exists()
 
 
-# ---- a run's history against the leak rule (core.leak) -------------------------------------------
+# ---- a run's history against the leak rule (core.model.leak) -------------------------------------------
 
 def test_the_reference_loss_comes_only_from_a_safe_causal_bundle_on_the_same_text(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
@@ -229,7 +229,7 @@ def leaky_mask(T, S=None, *, device=None):
 
 
 def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path, monkeypatch):
-    monkeypatch.setattr(core.model, "causal_mask", leaky_mask)
+    monkeypatch.setattr(core.model.gpt, "causal_mask", leaky_mask)
     cfg = quick(max_iters=6)
     result = runs.training_work("toy.py", TEXT, "tiny", cfg, tmp_path / "subtle", snapshot_text=PROBE)(
         lambda e: None, lambda: False)

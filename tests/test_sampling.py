@@ -1,4 +1,4 @@
-"""core.sampling: the sampling distribution, its filters, reproducibility, and streaming generation."""
+"""core.model.sampling: the sampling distribution, its filters, reproducibility, and streaming generation."""
 import math
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model import GPT, ModelOutput, preset
-from core.sampling import (
+from core.model.gpt import GPT, ModelOutput, preset
+from core.model.sampling import (
     MAX_NEW_TOKENS,
     MAX_TOP_K,
     MIN_TEMPERATURE,
@@ -21,7 +21,7 @@ from core.sampling import (
     next_token_distribution,
     sample_next_token,
 )
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 V = 20
 
@@ -305,12 +305,12 @@ def test_the_largest_seed_works():
 
 
 def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
-    """core.bundle builds SampleConfig from the manifest's generation policy, so the bound refuses it there."""
+    """core.model.bundle builds SampleConfig from the manifest's generation policy, so the bound refuses it there."""
     import json
 
-    from core.bundle import MANIFEST, BundleError, load_bundle, manifest_version, save_bundle, write_manifest
-    from core.corpus import corpus_from_text
-    from core.tokenizer import CharTokenizer
+    from core.model.bundle import MANIFEST, BundleError, load_bundle, manifest_version, save_bundle, write_manifest
+    from core.model.corpus import corpus_from_text
+    from core.model.tokenizer import CharTokenizer
 
     text = "def f(x):\n    return x\n" * 4
     tok = CharTokenizer.from_text(text)

@@ -7,13 +7,13 @@ from streamlit.testing.v1 import AppTest
 
 import ui.models
 from apptest import APP, all_text
-from core.bundle import save_bundle
-from core.corpus import load_corpus
-from core.evaluation import EvalConfig
-from core.model import PRESETS
-from core.registry import promote, resolve_served
-from core.release import ReleasePolicy
-from core.training import TrainConfig, train
+from core.model.bundle import save_bundle
+from core.model.corpus import load_corpus
+from core.release.evaluation import EvalConfig
+from core.model.gpt import PRESETS
+from core.release.registry import promote, resolve_served
+from core.release.gate import ReleasePolicy
+from core.model.training import TrainConfig, train
 
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # A known-good version in seconds: only the beats-the-n-gram comparison is waived (as in test_registry).
@@ -41,7 +41,7 @@ def run_page(page: str | None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     if page:
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

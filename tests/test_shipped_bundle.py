@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.bundle import WEIGHTS, load_bundle, verify_bundle
-from core.corpus import load_corpus, split_documents
-from core.model import PRESETS
-from core.sampling import SampleConfig, generate
-from core.training import document_stream, evaluate_loss
+from core.model.bundle import WEIGHTS, load_bundle, verify_bundle
+from core.model.corpus import load_corpus, split_documents
+from core.model.gpt import PRESETS
+from core.model.sampling import SampleConfig, generate
+from core.model.training import document_stream, evaluate_loss
 
 SHIPPED = Path(__file__).resolve().parent.parent / "models" / "default"
 MAX_WEIGHT_BYTES = 8 * 1024 * 1024

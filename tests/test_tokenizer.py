@@ -1,4 +1,4 @@
-"""core.tokenizer: special ids, round trips (hypothesis), unknown characters, persistence."""
+"""core.model.tokenizer: special ids, round trips (hypothesis), unknown characters, persistence."""
 import hashlib
 import json
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 
 CORPUS = "def add(a, b):\n\treturn a + b  # sum\nÉté: 42 €\n"
 COVERED = sorted(set(CORPUS))

@@ -1,4 +1,4 @@
-"""core.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds, and the
+"""core.model.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds, and the
 causality probe at every evaluation with the leak stop."""
 import dataclasses
 import math
@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from core import leak, training
-from core.corpus import Corpus, CorpusError, Document, corpus_from_text, fingerprint, split_documents
-from core.model import PRESETS
-from core.tokenizer import EOS_ID, CharTokenizer
-from core.training import (
+from core.model import leak, training
+from core.model.corpus import Corpus, CorpusError, Document, corpus_from_text, fingerprint, split_documents
+from core.model.gpt import PRESETS
+from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.model.training import (
     TrainConfig,
     TrainEvent,
     document_stream,
@@ -114,7 +114,7 @@ def test_batches_are_contiguous_windows_with_targets_shifted_by_one():
 
 
 def test_weight_decay_only_on_matrices():
-    from core.model import GPT
+    from core.model.gpt import GPT
 
     model = GPT(dataclasses.replace(TINY, vocab_size=20))
     opt = make_optimizer(model, TrainConfig(weight_decay=0.1))

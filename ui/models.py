@@ -1,9 +1,9 @@
 """Which model bundle the pages use, loaded once per server, and the shared training queue.
 
 The sidebar offers, in this order: the released version from the registry (when anything was promoted;
-core.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
+core.release.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
 fallback, and says why), the shipped default bundle, and the bundles this browser session trained
-(other sessions' runs are never listed). A bundle is loaded through core.bundle.load_bundle, which
+(other sessions' runs are never listed). A bundle is loaded through core.model.bundle.load_bundle, which
 verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
 verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
 can suggest).
@@ -17,10 +17,10 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from core.baselines import BaselineBundle
-from core.bundle import Bundle, BundleError, load_bundle
-from core.jobs import JobQueue
-from core.registry import CURRENT, VERSIONS, Served, resolve_served
+from core.release.baselines import BaselineBundle
+from core.model.bundle import Bundle, BundleError, load_bundle
+from core.model.jobs import JobQueue
+from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
 from ui.text import escape_markdown
 
 ROOT = Path(__file__).resolve().parent.parent

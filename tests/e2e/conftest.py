@@ -80,7 +80,7 @@ OPTIONAL = "optional"  # charts only behind widgets, or none at all
 class AppPage:
     """One st.Page entry of app.py."""
 
-    script: str  # "pages/temperature.py", relative to the repo root
+    script: str  # "views/temperature.py", relative to the repo root
     title: str
     url: str  # "/" for the default page, else "/<url_path>"
     charts: str  # ALWAYS, UNLESS_STOPPED or OPTIONAL: whether a chart must be drawn on a plain load
@@ -132,7 +132,7 @@ def chart_policy(script: Path) -> str:
 
 
 def discover_pages(app: Path = APP) -> list[AppPage]:
-    """Every st.Page("pages/x.py", ...) in app.py, in navigation order.
+    """Every st.Page("views/x.py", ...) in app.py, in navigation order.
 
     The url path is st.Page's: `url_path=` if given, else the file stem; the default page is "/".
     """
@@ -199,13 +199,13 @@ def _healthy(url: str) -> bool:
 
 @contextmanager
 def streamlit_server(log_dir: Path) -> Iterator[Server]:
-    """Serve the lab as `make run` does (ui.serve, i.e. `streamlit run app.py` without the pages/ fallback)
-    on a free port in its own process group; kill the group afterwards."""
+    """Serve the lab as `make run` does (`streamlit run app.py`) on a free port in its own process group;
+    kill the group afterwards."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = log_dir / f"streamlit-{port}.log"
     cmd = [
-        sys.executable, "-m", "ui.serve",
+        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", "127.0.0.1",

@@ -288,6 +288,6 @@ def test_link_to_a_lesson_on_a_fresh_server_gets_app_navigation(first_visit):
     assert first_visit.nav_links == titles, (
         f"The first visit to {first_visit.app_page.url} after the server started shows the navigation "
         f"{first_visit.nav_links}, not app.py's {titles}: Streamlit ran {first_visit.app_page.script} as an "
-        f"old-style pages/ app, without app.py (no st.set_page_config, no st.navigation). "
+        f"old-style views/ app, without app.py (no st.set_page_config, no st.navigation). "
         f"Screenshot: {first_visit.screenshot}"
     )

@@ -1,0 +1,265 @@
+"""The command line: `python -m core <command>`. The only part of core that prints.
+
+    python -m core train --corpus {stdlib|PATH} --out DIR [--overwrite] [--preset NAME] [--max-iters N]
+                         [--max-seconds S] [--seed N] [--batch-size N] [--no-causal-mask] [--no-leak-stop] ...
+        Checks DIR first (new or empty; an existing bundle only with --overwrite), trains a model, shows
+        progress on stderr (one line rewritten with \\r on a terminal, a line per evaluation and every
+        PROGRESS_EVERY seconds otherwise), writes a bundle to DIR whose manifest records this command,
+        and prints one JSON line of metrics on stdout (its last line). Ctrl-C stops training early; the
+        bundle is still written from the weights so far. At every evaluation the causality probe
+        (core.model.leak) edits every position and checks no earlier prediction moves; the first failure stops
+        the run ("stop_reason": "leak"; `--no-leak-stop` trains on to watch the leak happen).
+
+    python -m core generate --bundle DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
+                            [--top-k K] [--top-p P] [--seed N] [--no-cache] [--completion-only]
+        Prints the prompt followed by its completion (only the completion with --completion-only),
+        streamed as it is generated. Generation stops at <eos> or after max_new_tokens; sampling
+        options not given come from the bundle's generation policy.
+
+Bad arguments, a missing or tampered bundle and an unusable corpus print one line `error: ...` on
+stderr and exit with status 2, without a traceback.
+
+Adding a command: write `register_<name>(subparsers)` that adds a subparser and sets its handler with
+`parser.set_defaults(handler=...)` (a function of the parsed args returning an exit status), and append
+it to COMMANDS.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Sequence, TextIO
+
+EXIT_USAGE = 2
+PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+TTY_REFRESH = 0.1  # seconds between rewrites of the progress line on a terminal
+
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as one `error:` line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one `error:` line (no usage block) and exits 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's API
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# ---- train ---------------------------------------------------------------------------------------
+
+def register_train(subparsers) -> None:
+    from core.model.gpt import PRESETS
+
+    p = subparsers.add_parser("train", help="train a model on a corpus and write a bundle")
+    p.add_argument("--corpus", required=True, help="'stdlib' (the pinned Python standard library) or a UTF-8 text file")
+    p.add_argument("--out", required=True, help="bundle directory to write: new or empty (checked before training)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle at --out")
+    p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="model size (default: default)")
+    p.add_argument("--max-iters", type=int, default=2000, help="optimizer steps (default 2000)")
+    p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget for the training loop")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=12)
+    p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--eval-interval", type=int, default=None,
+                   help="steps between evaluations (default: max_iters / 10, at most 250)")
+    p.add_argument("--eval-iters", type=int, default=20, help="batches per evaluation")
+    p.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
+    # One thread by default: on a shared 2-core machine torch's 2 threads measured 10-25x slower
+    # (OpenMP workers spin while another process holds a core); see bench/bench_train.py.
+    p.add_argument("--threads", type=int, default=1, help="torch threads during training (default 1)")
+    p.add_argument("--fast-attention", action="store_true",
+                   help="train through PyTorch's fused attention kernel (parity-tested with core.attention)")
+    p.add_argument("--no-causal-mask", action="store_true",
+                   help="remove the causal mask (the leakage lesson); the bundle is marked unsafe")
+    p.add_argument("--no-leak-stop", action="store_true",
+                   help="keep training when the causality probe fails, to watch the leak happen (the bundle is "
+                        "still marked unsafe)")
+    p.set_defaults(handler=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from core.model.bundle import check_out_dir
+    from core.model.corpus import load_corpus
+    from core.model.leak import first_failed_probe
+    from core.model.runs import train_and_save, train_config_for
+
+    if args.max_iters < 1:
+        raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
+    check_out_dir(args.out, overwrite=args.overwrite)  # before anything is trained: a bad --out costs a second
+    # One rule with the app (core.model.runs) for what the flags leave open: evaluation interval, warmup, final lr.
+    train_config = train_config_for(
+        args.max_iters, max_seconds=args.max_seconds, seed=args.seed, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, eval_interval=args.eval_interval, eval_iters=args.eval_iters,
+        val_fraction=args.val_fraction, causal=not args.no_causal_mask, num_threads=args.threads,
+        fast_attention=args.fast_attention, leak_stop=not args.no_leak_stop,
+    )
+    corpus = load_corpus(args.corpus)
+    progress = _Progress(sys.stderr)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if _main_thread() else None
+    try:  # Ctrl-C stops training early; the bundle is then saved from the weights so far
+        result, path = train_and_save(corpus, args.preset, train_config, args.out, command=args.command_line,
+                                      callback=progress, should_stop=stop.is_set, overwrite=args.overwrite)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    manifest = json.loads((path / "manifest.json").read_text(encoding="ascii"))
+    version = manifest["version"]
+    leaked = first_failed_probe(result.history)
+    if leaked is not None:
+        how = "stopped the run" if result.metrics["stop_reason"] == "leak" else "failed (--no-leak-stop: trained on)"
+        print(f"leak: the causality probe {how} at step {leaked.step}: {leaked.probe.describe()}", file=sys.stderr)
+    if not manifest["safe"]:
+        print(f"warning: the bundle is marked unsafe: {manifest['unsafe_reason']}", file=sys.stderr)
+    print(f"wrote {path} (version {version}, {result.model.num_parameters():,} parameters)", file=sys.stderr)
+    line = {k: result.metrics[k] for k in ("train_loss", "val_loss", "iters", "seconds", "tokens_per_second")}
+    line.update(stop_reason=result.metrics["stop_reason"], bundle=str(path), version=version, safe=manifest["safe"])
+    print(json.dumps(line))
+    return 0
+
+
+class _Progress:
+    """Training callback that draws progress on a stream: one rewritten line on a terminal, periodic
+    lines otherwise."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = -math.inf
+
+    def __call__(self, event) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if event.kind != "step" or now - self.last >= TTY_REFRESH:
+                self.stream.write("\r" + self.format(event).ljust(100))
+                if event.kind == "done":
+                    self.stream.write("\n")
+                self.stream.flush()
+                self.last = now
+        elif event.kind != "step" or now - self.last >= PROGRESS_EVERY:
+            self.stream.write(self.format(event) + "\n")
+            self.stream.flush()
+            self.last = now
+
+    @staticmethod
+    def format(event) -> str:
+        width = len(str(event.max_iters))
+        done = event.step / event.max_iters  # or, under a time budget, the share of time spent
+        if math.isfinite(event.eta_seconds) and event.elapsed + event.eta_seconds > 0:
+            done = max(done, event.elapsed / (event.elapsed + event.eta_seconds))
+        bar_fill = 20 if event.kind == "done" else min(20, int(20 * done))
+        label = {"step": "loss", "eval": "train", "done": "final train"}[event.kind]
+        probe = getattr(event, "probe", None)
+        causal = "" if probe is None else f" | causality probe {'ok' if probe.passed else 'FAILED'}"
+        return (f"[{'#' * bar_fill}{'.' * (20 - bar_fill)}] step {event.step:>{width}}/{event.max_iters} "
+                f"| {label} {event.loss:.4f} | val {event.val_loss:.4f} | lr {event.lr:.2e} "
+                f"| {event.tokens_per_second:,.0f} tok/s | {_duration(event.elapsed)} elapsed "
+                f"| eta {_duration(event.eta_seconds)}{causal}")
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{s:02d}s" if minutes else f"{s}s"
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+# ---- generate ------------------------------------------------------------------------------------
+
+def register_generate(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="complete a prompt with a trained bundle")
+    p.add_argument("--bundle", required=True, help="bundle directory (written by `train`)")
+    p.add_argument("--prompt", required=True, help="text to complete")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="at most core.model.sampling.MAX_NEW_TOKENS (4096)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="0 = greedy; below core.model.sampling.MIN_TEMPERATURE (0.001) also greedy")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler, 0 .. 2**63 - 1 (default 0)")
+    p.add_argument("--no-cache", action="store_true", help="recompute the whole window every step")
+    p.add_argument("--completion-only", action="store_true", help="print only the generated text")
+    p.set_defaults(handler=_run_generate)
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    from core.model.bundle import load_bundle
+    from core.model.sampling import MIN_TEMPERATURE, check_seed, generate
+    from core.model.tokenizer import EOS_ID
+
+    # Every argument is checked before the first character is printed: an error never follows partial output.
+    try:
+        check_seed(args.seed)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
+    bundle = load_bundle(args.bundle)
+    if not bundle.safe:
+        print(f"warning: this bundle is marked unsafe: {bundle.manifest['unsafe_reason']}", file=sys.stderr)
+    overrides = {k: getattr(args, k) for k in ("max_new_tokens", "temperature", "top_k", "top_p")
+                 if getattr(args, k) is not None}
+    sample = dataclasses.replace(bundle.sample_config, **overrides)  # ValueError (exit 2) names a bad value
+    if args.temperature is not None and 0 < args.temperature < MIN_TEMPERATURE:
+        print(f"note: --temperature {args.temperature:g} is below {MIN_TEMPERATURE:g} (MIN_TEMPERATURE), where "
+              "sampling is already argmax but for near-ties; generating greedily (temperature 0)", file=sys.stderr)
+    prompt = bundle.manifest["prompt_template"].replace("{prompt}", args.prompt)
+    unknown = bundle.tokenizer.unknown_chars(prompt)
+    if unknown:
+        print(f"warning: characters outside the vocabulary become <unk>: {''.join(unknown)!r}", file=sys.stderr)
+    ids = bundle.tokenizer.encode(prompt)
+    use_cache = bundle.use_cache and not args.no_cache
+    # generate checks its arguments when called, so a bad one is refused here, before any output
+    steps = generate(bundle.model, ids, sample, seed=None if sample.greedy else args.seed, use_cache=use_cache)
+    if not args.completion_only:
+        sys.stdout.write(args.prompt)
+    for step in steps:
+        if step.token == EOS_ID:
+            break
+        sys.stdout.write(bundle.tokenizer.decode([step.token]))
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+def register_release(subparsers) -> None:
+    """`evaluate`, `baseline` and `release {check,promote,rollback,status}`: see cli/release.py."""
+    from cli.release import register_commands
+
+    register_commands(subparsers)
+
+
+COMMANDS: list[Callable] = [register_train, register_generate, register_release]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m core", description="Attention Lab: train and use a from-scratch transformer.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    for register in COMMANDS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (0, or 2 for a usage, corpus or bundle error)."""
+    from core.model.bundle import BundleError
+    from core.model.corpus import CorpusError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        args.command_line = ["python", "-m", "core", *argv]
+        return args.handler(args)
+    except (UsageError, CorpusError, BundleError, ValueError, OSError) as e:
+        message = " ".join(str(e).split())  # one line, whatever the exception held
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_USAGE

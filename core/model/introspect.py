@@ -1,0 +1,292 @@
+"""Inside a trained model, for one text: its tokens, the q, k, v of one head, and every attention map.
+
+Everything here is computed by calling the model's OWN modules, in the order its forward pass uses
+them, so what the pages draw is what the model computes:
+
+    text -> ids (T,)                                 the bundle's tokenizer; the last context_length kept
+    ids -> token_embedding -> x (T, C)               blocks 0 .. layer-1 applied to reach `layer`
+    x -> block.norm_attn -> normed (T, C)
+    normed -> block.attn.qkv -> q, k, v (T, D) of one head (columns head*D .. head*D + D - 1)
+    q, k -> core.model.rope.apply_rope at positions 0 .. T-1
+    scores = q kᵀ / √D (T, T), the causal mask, softmax -> the weights forward(return_weights=True) gives
+
+`check_row` then recomputes one query row by hand (`core.handcheck.attention_row`: lists, `math`,
+loops) and compares it with core.attention on the same q, k, v in float64, within core.agreement's
+allowance (the verdict); the model's own float32 weights are compared too, as a figure only.
+
+Shapes use the legend of `core/__init__.py`: T positions, C model width, D head width, H heads,
+L layers (n_layer).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from core import handcheck
+from core.agreement import Agreement, row_agreement
+from core.attention import causal_mask, scaled_dot_product_attention
+from core.model.gpt import GPT
+from core.model.rope import apply_rope, rope_cos_sin
+from core.model.tokenizer import UNK_ID, CharTokenizer
+
+
+
+# ---- text -> ids -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EncodedText:
+    """The ids the model reads for a text, made visible, and what was lost on the way."""
+
+    text: str                       # the characters those ids encode: the end of a text longer than the context
+    ids: tuple[int, ...]            # (T,) at most context_length ids: the END of the text
+    pieces: tuple[str, ...]         # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
+    unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
+    unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
+    truncated: bool                 # True when the text had more than context_length tokens
+    original_length: int            # tokens in the whole text
+    context_length: int
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dropped(self) -> int:
+        """How many tokens were cut from the start of the text."""
+        return self.original_length - len(self.ids)
+
+    def labels(self) -> list[str]:
+        """One unique axis label per position: 'position piece', e.g. '3 ␣'."""
+        return [f"{t} {piece}" for t, piece in enumerate(self.pieces)]
+
+
+def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -> EncodedText:
+    """Encode `text` as the model would see it: unseen characters become <unk>, and a text longer than
+    the context keeps only its last `context_length` tokens (the ones nearest the next prediction).
+
+    An empty text gives an EncodedText with no ids (T = 0); `projections` and `attention_grid` refuse it.
+    """
+    if not isinstance(tokenizer, CharTokenizer):
+        raise ValueError(f"encode_for_model needs a CharTokenizer, got {type(tokenizer).__name__}")
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1:
+        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
+    all_ids = tokenizer.encode(text)  # (N,) one id per character
+    ids = all_ids[-context_length:]  # (T,) T = min(N, context_length)
+    kept_text = text[len(text) - len(ids):]  # one character per token, so the same cut applies to the text
+    return EncodedText(
+        text=kept_text,
+        ids=tuple(ids),
+        pieces=tuple(tokenizer.display_piece(i) for i in ids),
+        unknown_chars=tuple(tokenizer.unknown_chars(kept_text)),
+        unknown_positions=tuple(t for t, i in enumerate(ids) if i == UNK_ID),
+        truncated=len(all_ids) > context_length,
+        original_length=len(all_ids),
+        context_length=context_length,
+    )
+
+
+# ---- q, k, v of one head ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Projections:
+    """One layer's and one head's view of a text; every tensor float32 on the CPU, detached."""
+
+    layer: int
+    head: int
+    positions: Tensor   # (T,) absolute positions 0 .. T-1
+    embeddings: Tensor  # (T, C) rows of the token embedding (the block-0 input)
+    block_input: Tensor  # (T, C) the residual stream entering block `layer`
+    normed: Tensor      # (T, C) block.norm_attn(block_input): what the q, k, v layers read
+    q_raw: Tensor       # (T, D) queries before RoPE
+    k_raw: Tensor       # (T, D) keys before RoPE
+    q: Tensor           # (T, D) queries after RoPE (what the scores use)
+    k: Tensor           # (T, D) keys after RoPE
+    v: Tensor           # (T, D) values (RoPE never touches them)
+    scale: float        # 1/√D
+    scores: Tensor      # (T, T) q kᵀ · scale, before the mask (the future entries are still there)
+    mask: Tensor        # (T, T) bool, True = may attend (causal, or all True for a causal=False model)
+
+    @property
+    def head_dim(self) -> int:
+        return self.q.shape[-1]
+
+
+def _idx(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
+    """ids as a (1, T) long tensor on the model's device, checked."""
+    if not isinstance(model, GPT):
+        raise ValueError(f"expected a core.model.gpt.GPT, got {type(model).__name__}")
+    if model.training and model.config.dropout > 0:
+        raise ValueError("the model is in training mode with dropout: call model.eval() first")
+    if isinstance(ids, Tensor):
+        if ids.dim() == 2 and ids.shape[0] == 1:
+            ids = ids[0]  # (T,)
+        if ids.dim() != 1 or ids.dtype.is_floating_point:
+            raise ValueError(f"ids must be a 1-D sequence of token ids (T,), got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    ids = list(ids)
+    if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in ids):
+        raise ValueError(f"token ids must be integers, got {ids[:5]!r}")
+    ids = [int(i) for i in ids]
+    if not ids:
+        raise ValueError("there are no tokens to look at (T = 0): type some text first")
+    config = model.config
+    if len(ids) > config.context_length:
+        raise ValueError(f"{len(ids)} tokens exceed the model's context_length={config.context_length}; "
+                         "keep the last context_length tokens (encode_for_model does)")
+    bad = [i for i in ids if not 0 <= i < config.vocab_size]
+    if bad:
+        raise ValueError(f"token ids must be integers in 0..{config.vocab_size - 1}, got {bad[:5]!r}")
+    device = model.token_embedding.weight.device
+    return torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
+
+
+def _check_layer_head(model: GPT, layer: int, head: int) -> None:
+    L, H = model.config.n_layer, model.config.n_head
+    for name, value, n in (("layer", layer, L), ("head", head, H)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n:
+            raise ValueError(f"{name} must be an integer in 0..{n - 1} (the model has {L} layers, {H} heads), "
+                             f"got {value!r}")
+
+
+@torch.no_grad()
+def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) -> Projections:
+    """The embeddings, the normed block input and q, k (before and after RoPE), v and the scaled scores
+    of one head, computed with the model's own modules (its forward pass, stopped inside block `layer`)."""
+    idx = _idx(model, ids)  # (1, T)
+    _check_layer_head(model, layer, head)
+    config = model.config
+    T, C, D = idx.shape[1], config.d_model, config.head_dim
+    positions = torch.arange(T, device=idx.device)  # (T,) a fresh sequence: no cache
+    embeddings = model.token_embedding(idx)  # (1, T, C)
+    x = model.dropout(embeddings)  # (1, T, C), identity in eval mode
+    rope = rope_cos_sin(positions, D, config.rope_base, x.dtype)  # (T, D/2) each, as forward computes them
+    for i, block in enumerate(model.blocks[:layer]):
+        x, _ = block(x, rope, None, i)  # (1, T, C): the residual stream after block i
+    block = model.blocks[layer]
+    normed = block.norm_attn(x)  # (1, T, C)
+    q_all, k_all, v_all = block.attn.qkv(normed).split(C, dim=2)  # (1, T, C) each: heads side by side
+    cols = slice(head * D, (head + 1) * D)  # this head's D columns, as forward's view(B, T, H, D) splits them
+    q_raw, k_raw, v = q_all[0, :, cols], k_all[0, :, cols], v_all[0, :, cols]  # (T, D) each
+    q = apply_rope(q_raw, positions, config.rope_base)  # (T, D)
+    k = apply_rope(k_raw, positions, config.rope_base)  # (T, D)
+    scale = 1.0 / math.sqrt(D)
+    scores = (q @ k.transpose(0, 1)) * scale  # (T, T)
+    mask = causal_mask(T, device=idx.device) if config.causal else torch.ones(T, T, dtype=torch.bool)  # (T, T)
+    return Projections(
+        layer=layer, head=head, positions=positions.cpu(),
+        embeddings=embeddings[0].cpu(), block_input=x[0].cpu(), normed=normed[0].cpu(),  # (T, C) each
+        q_raw=q_raw.cpu(), k_raw=k_raw.cpu(), q=q.cpu(), k=k.cpu(), v=v.cpu(),  # (T, D) each
+        scale=scale, scores=scores.cpu(), mask=mask.cpu(),
+    )
+
+
+@torch.no_grad()
+def attention_grid(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
+    """Every layer's and head's attention weights for one text, from forward(return_weights=True):
+    float32 (L, H, T, T); row t sums to one over keys 0..t and is exactly 0 to the right of t."""
+    idx = _idx(model, ids)  # (1, T)
+    out = model(idx, return_weights=True)
+    return torch.stack([w[0] for w in out.weights]).cpu()  # L x (1, H, T, T) -> (L, H, T, T)
+
+
+# ---- one row by hand -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RowCheck:
+    """Query row t of one head, recomputed by hand and compared with the model's attention code."""
+
+    t: int
+    q_row: tuple[float, ...]                  # (D,) q[t] after RoPE
+    k_rows: tuple[tuple[float, ...], ...]     # (t+1, D) the keys query t may see: 0 .. t
+    v_rows: tuple[tuple[float, ...], ...]     # (t+1, D) their values
+    trace: handcheck.RowTrace                 # dots term by term, scores, softmax, weighted values, out
+    tensor_weights: tuple[float, ...]         # (t+1,) core.attention's weights on the same q, k, v in float64
+    decided: Agreement                        # hand vs tensor_weights, float64: the verdict
+    model_weights: tuple[float, ...]          # (t+1,) the model's own float32 weights for keys 0 .. t
+    model_float32: Agreement                  # hand vs model_weights, float32 allowance: a figure, not a verdict
+    future_weight: float                      # forward's total weight on keys t+1 .. T-1 (0 for causal)
+    differences: tuple[float, ...]            # (t+1,) |hand - model float32| per key (shown)
+    weight_sum: float                         # the hand-computed weights' sum (math.fsum)
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.decided.passed
+
+
+def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
+    """Recompute row t of `proj`'s head with `core.handcheck.attention_row` from its q, k, v (the keys the
+    mask allows) and compare it with core.attention's weights on the same q, k, v cast to float64 (the
+    verdict) and with `weights` (T, T), the model's own float32 weights for that layer and head
+    (attention_grid(...)[layer, head], shown as a figure)."""
+    T = proj.q.shape[0]
+    if not isinstance(weights, Tensor) or tuple(weights.shape) != (T, T):
+        got = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
+        raise ValueError(f"weights must be the (T, T) = ({T}, {T}) weights of this head, got {got}")
+    if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < T:
+        raise ValueError(f"query row t must be an integer in 0..{T - 1}, got {t!r}")
+    allowed = [s for s in range(T) if bool(proj.mask[t, s])]  # keys query t may see
+    forbidden = [s for s in range(T) if not bool(proj.mask[t, s])]
+    q_row = tuple(proj.q[t].tolist())  # (D,)
+    k_rows = tuple(tuple(proj.k[s].tolist()) for s in allowed)  # (t+1, D)
+    v_rows = tuple(tuple(proj.v[s].tolist()) for s in allowed)  # (t+1, D)
+    trace = handcheck.attention_row(q_row, k_rows, v_rows, scale=proj.scale)
+    q64, k64, v64 = (x.detach().double()[None] for x in (proj.q, proj.k, proj.v))  # (1, T, D) each, exact casts
+    weights64 = scaled_dot_product_attention(q64, k64, v64, proj.mask, scale=proj.scale).weights[0, t]  # (T,)
+    tensor_weights = tuple(weights64[allowed].tolist())  # (t+1,)
+    row = weights[t].tolist()  # (T,)
+    model_weights = tuple(row[s] for s in allowed)
+    same = dict(q_row=q_row, k_rows=k_rows, v_rows=v_rows, scale=proj.scale)
+    return RowCheck(
+        t=t, q_row=q_row, k_rows=k_rows, v_rows=v_rows, trace=trace, tensor_weights=tensor_weights,
+        decided=row_agreement(trace.softmax.weights, tensor_weights, **same),
+        model_weights=model_weights,
+        model_float32=row_agreement(model_weights, trace.softmax.weights, dtype=torch.float32, **same),
+        future_weight=math.fsum(row[s] for s in forbidden),
+        differences=tuple(abs(a - b) for a, b in zip(trace.softmax.weights, model_weights)),
+        weight_sum=math.fsum(trace.softmax.weights),
+    )
+
+
+# ---- what each head does, in four numbers ------------------------------------------------------
+
+@dataclass(frozen=True)
+class HeadSummary:
+    """Averages over the query rows of one head's weights (T, T): where its attention goes."""
+
+    layer: int
+    head: int
+    self_weight: float      # mean weight of query t on key t (itself)
+    previous_weight: float  # mean weight of query t on key t-1, over rows t >= 1 (nan when T = 1)
+    first_weight: float     # mean weight of query t on key 0, over rows t >= 1 (nan when T = 1)
+    max_weight: float       # mean of each row's largest weight (1 = every row one-hot)
+
+
+def head_summaries(grid: Tensor) -> tuple[HeadSummary, ...]:
+    """One HeadSummary per (layer, head) of `grid` (L, H, T, T), layer-major."""
+    if not isinstance(grid, Tensor) or grid.dim() != 4 or grid.shape[-1] != grid.shape[-2] or grid.shape[-1] < 1:
+        got = tuple(grid.shape) if isinstance(grid, Tensor) else type(grid).__name__
+        raise ValueError(f"grid must be attention weights (L, H, T, T) with T >= 1, got {got}")
+    L, H, T, _ = grid.shape
+    g = grid.double()  # (L, H, T, T)
+    diagonal = g.diagonal(dim1=-2, dim2=-1)  # (L, H, T)
+    previous = g.diagonal(offset=-1, dim1=-2, dim2=-1)  # (L, H, T-1): row t, key t-1 for t >= 1
+    first = g[..., 1:, 0]  # (L, H, T-1): rows t >= 1, key 0 (row 0's key 0 is always 1)
+    row_max = g.amax(dim=-1)  # (L, H, T)
+    nan = float("nan")
+    return tuple(
+        HeadSummary(
+            layer=layer, head=head,
+            self_weight=diagonal[layer, head].mean().item(),
+            previous_weight=previous[layer, head].mean().item() if T > 1 else nan,
+            first_weight=first[layer, head].mean().item() if T > 1 else nan,
+            max_weight=row_max[layer, head].mean().item(),
+        )
+        for layer in range(L) for head in range(H)
+    )

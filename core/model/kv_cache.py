@@ -1,0 +1,151 @@
+"""A key/value cache for generation, and the policy for going past the context length.
+
+Why a cache: when generating, the keys and values of earlier tokens never change (the model is causal),
+so each new token needs only its own q, k, v. The cache stores every layer's k and v; a step feeds one
+new token (T = 1) and attends over all S = cache + 1 keys. The cost of a step then no longer grows with
+the number of tokens already generated (apart from the S-long dot products).
+
+What is stored: keys AFTER RoPE, rotated once at their own absolute position, and values. A new query at
+position m is rotated by m, so its scores with the stored keys depend on the offsets m - n, as without
+a cache.
+
+The mask with a cache is bottom-right aligned (`core.attention.causal_mask(T, S)`). In the words of
+meta-llama's model.py:
+
+    # When performing key-value caching, we compute the attention scores
+    # only for the new sequence. Thus, the matrix of scores is of size
+    # (seqlen, cache_len + seqlen), and the only masked entries are (i, j) for
+    # j > cache_len + i, since row i corresponds to token cache_len + i.
+
+Past the context length: sliding window, re-encoded. The model only ever sees positions
+0 .. context_length - 1 (the range RoPE was trained on), so the cache holds at most context_length
+tokens. The tokens the model sees are `ids[start:]`; generation starts with start = max(0, N - L)
+(N tokens so far, L = context_length). When feeding the next token would make the window longer than
+L, the window slides: start = N - keep, the cache is reset, and the last `keep` tokens are encoded
+again from scratch at positions 0 .. keep - 1. The window then grows one token per step until it is
+full again. `keep` defaults to L // 2 (`default_keep`): a re-encode every L // 2 + 1 steps, while the
+model always sees at least L // 2 tokens of context. keep = L - 1 sees more context but re-encodes
+every other step. The uncached path follows the same windows (`next_window_start`), so cached and
+uncached generation agree token for token, also across the boundary. Whether cached and uncached logits
+agree is core.agreement's rule (decided in float64), not this module's.
+
+Shapes use the legend of `core/__init__.py`: B batch, H heads, T new positions, S cached + new, D head width.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def default_keep(context_length: int) -> int:
+    """Tokens kept (re-encoded) when the window slides: half the context, at least one."""
+    if not isinstance(context_length, int) or context_length < 1:
+        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
+    return max(1, context_length // 2)
+
+
+def next_window_start(n_tokens: int, start: int, context_length: int, keep: int) -> int:
+    """Start of the window the model sees for the next step, given `n_tokens` tokens so far.
+
+    Returns `start` unchanged while ids[start:n_tokens] fits in the context; otherwise n_tokens - keep
+    (the caller resets the cache and re-encodes ids[new_start:n_tokens]).
+    """
+    if not 1 <= keep <= context_length:
+        raise ValueError(f"keep must lie in 1..context_length={context_length}, got {keep}")
+    if not 0 <= start <= n_tokens:
+        raise ValueError(f"start must lie in 0..n_tokens={n_tokens}, got {start}")
+    if n_tokens - start <= context_length:
+        return start
+    return n_tokens - keep
+
+
+class KVCache:
+    """Preallocated k and v for every layer: (n_layer, B, H, capacity, D) each.
+
+    `append(layer, k_new, v_new)` writes the T new positions of one layer and returns that layer's
+    keys and values so far, views of shape (B, H, S, D). Layers are appended in order 0 .. n_layer - 1
+    once per forward pass; `length` counts the positions every layer holds.
+    """
+
+    def __init__(
+        self,
+        n_layer: int,
+        batch_size: int,
+        n_head: int,
+        head_dim: int,
+        capacity: int,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
+        sizes = dict(n_layer=n_layer, batch_size=batch_size, n_head=n_head, head_dim=head_dim, capacity=capacity)
+        for name, value in sizes.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        shape = (n_layer, batch_size, n_head, capacity, head_dim)  # (n_layer, B, H, capacity, D)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.capacity = capacity
+        self._lengths = [0] * n_layer
+
+    @classmethod
+    def for_model(cls, config, batch_size: int = 1, *, dtype=torch.float32, device=None) -> "KVCache":
+        """An empty cache sized for a `core.model.gpt.ModelConfig` (capacity = context_length)."""
+        return cls(
+            config.n_layer,
+            batch_size,
+            config.n_head,
+            config.d_model // config.n_head,
+            config.context_length,
+            dtype=dtype,
+            device=device,
+        )
+
+    @property
+    def n_layer(self) -> int:
+        return self.k.shape[0]
+
+    @property
+    def length(self) -> int:
+        """Positions stored in every layer (the absolute position of the next token)."""
+        return min(self._lengths)
+
+    @property
+    def remaining(self) -> int:
+        return self.capacity - self.length
+
+    def reset(self) -> None:
+        """Forget every position (the buffers are reused, stale values are never read)."""
+        self._lengths = [0] * self.n_layer
+
+    def append(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """Store k_new, v_new (B, H, T, D) of `layer` after its cached positions; return (B, H, S, D) views."""
+        if not isinstance(layer, int) or not 0 <= layer < self.n_layer:
+            raise ValueError(f"layer must lie in 0..{self.n_layer - 1}, got {layer!r}")
+        _, B, H, _, D = self.k.shape
+        for name, x in (("k_new", k_new), ("v_new", v_new)):
+            if x.dim() != 4 or x.shape[0] != B or x.shape[1] != H or x.shape[3] != D or x.shape[2] < 1:
+                raise ValueError(f"{name} must be (B={B}, H={H}, T>=1, D={D}), got {tuple(x.shape)}")
+        if k_new.shape != v_new.shape:
+            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have the same shape")
+        start = self._lengths[layer]
+        if start != self.length:
+            raise ValueError(
+                f"layer {layer} already holds {start} positions while layer(s) behind it hold {self.length}: "
+                "append every layer once per forward pass, in order"
+            )
+        T = k_new.shape[2]
+        if start + T > self.capacity:
+            raise ValueError(
+                f"cache holds {start} of {self.capacity} positions and cannot take {T} more; "
+                "slide the window (reset and re-encode, see next_window_start)"
+            )
+        self.k[layer, :, :, start : start + T] = k_new
+        self.v[layer, :, :, start : start + T] = v_new
+        self._lengths[layer] = start + T
+        S = start + T
+        return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
+
+    def __repr__(self) -> str:
+        n_layer, B, H, capacity, D = self.k.shape
+        return f"KVCache(n_layer={n_layer}, B={B}, H={H}, D={D}, length={self.length}/{capacity})"

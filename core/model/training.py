@@ -1,0 +1,390 @@
+"""Training loop: AdamW, linear warmup then cosine decay, gradient clipping, held-out evaluation.
+
+The data: the tokenizer is built from the whole corpus text (so validation never meets <unk>); the
+corpus is split by whole documents (`core.model.corpus.split_documents`); each side becomes one token
+stream, its documents joined by <eos> (`document_stream`). A batch is `batch_size` random windows of
+context_length + 1 tokens from the training stream: the first T tokens are the input, the last T the
+targets (the same windows shifted by one).
+
+Randomness is explicit. `seed` fixes the model initialisation, dropout, the data order (a
+`torch.Generator`) and the evaluation batches, which are the same at every evaluation (fixed seeded
+batches) so the loss curve compares like with like. `train` runs inside `torch.random.fork_rng`, so the
+caller's global RNG state is untouched; with `num_threads` set it changes torch's thread count for
+the duration of the run and restores it afterwards. No other global state is changed.
+
+Progress goes through one callback, used by the CLI's progress bar and by the app alike: a frozen
+`TrainEvent` of kind "eval" at step 0, every `eval_interval` steps and at the end, "step" after every
+optimizer step, and one "done". `should_stop` is polled before every step (the app's Stop button sets a
+threading.Event); a stopped run still ends with an evaluation and a "done" event.
+
+The leak detector runs at every evaluation: `core.model.leak.causality_probe` edits every position of a seeded
+random sequence and checks that no earlier position's logits move (on a float64 copy, so training's RNG
+and weights are untouched). Its result rides on the EvalRecord and the "eval" event; with
+`leak_stop=True` (the CLI's and the app's default, through core.model.runs.train_config_for) the run stops at
+the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), with stop_reason "leak".
+
+Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from core.model.corpus import Corpus, Document, check_split_size, split_documents
+from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
+from core.model.gpt import GPT, ModelConfig
+from core.model.tokenizer import EOS_ID, CharTokenizer
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 12  # B windows per step
+    max_iters: int = 2000  # optimizer steps (the schedule's length)
+    max_seconds: float | None = None  # optional wall-clock budget for the loop; the schedule anneals by it too
+    learning_rate: float = 2e-3  # peak, reached at the end of warmup
+    min_lr: float = 2e-4  # where the cosine ends, at step max_iters - 1
+    warmup_iters: int = 100
+    weight_decay: float = 0.1  # on 2-D weights (matrices, embeddings) only; never on norms or biases
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    eval_interval: int = 250  # steps between evaluations
+    eval_iters: int = 20  # batches per evaluation
+    seed: int = 0
+    val_fraction: float = 0.1  # share of documents held out
+    causal: bool = True  # False = remove the causal mask (the leakage lesson); the bundle is then marked unsafe
+    beta1: float = 0.9
+    beta2: float = 0.99
+    num_threads: int | None = None  # torch threads during training; None keeps the current setting
+    fast_attention: bool = False  # train through PyTorch's fused attention (parity-tested; see core.model.gpt)
+    leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
+
+    def __post_init__(self):
+        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.warmup_iters < self.max_iters:
+            raise ValueError(f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
+                             f"got {self.warmup_iters}; shorten the warmup or train longer")
+        if self.max_seconds is not None and not (_is_number(self.max_seconds) and self.max_seconds > 0):
+            raise ValueError(f"max_seconds must be a positive number of seconds or None, got {self.max_seconds!r}")
+        for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if not _is_number(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.min_lr > self.learning_rate:
+            raise ValueError(f"min_lr={self.min_lr} must not exceed learning_rate={self.learning_rate}")
+        if not _is_number(self.val_fraction) or not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must lie strictly between 0 and 1, got {self.val_fraction!r}")
+        for name in ("beta1", "beta2"):
+            if not _is_number(getattr(self, name)) or not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be a bool, got {self.causal!r}")
+        for name in ("fast_attention", "leak_stop"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
+            raise ValueError(f"num_threads must be an integer >= 1 or None, got {self.num_threads!r}")
+
+
+@dataclass(frozen=True)
+class TrainEvent:
+    """One progress report. `loss` is the step's batch loss ("step") or the train-sample evaluation
+    ("eval", "done"); `val_loss` is the latest validation loss. `model` is set on "eval" events only,
+    while the model is in eval mode, so a callback can draw attention maps under torch.no_grad();
+    it must not modify the model. `probe` is that evaluation's causality probe ("eval" events only)."""
+
+    kind: str  # "step" | "eval" | "done"
+    step: int  # optimizer steps completed
+    max_iters: int
+    loss: float
+    val_loss: float
+    lr: float
+    tokens_per_second: float  # training tokens per second of optimizer-step time (evaluation excluded)
+    elapsed: float  # seconds since training started, evaluation included
+    eta_seconds: float  # estimated seconds until max_iters (or max_seconds) is reached
+    model: GPT | None = field(default=None, compare=False, repr=False)
+    probe: CausalityProbe | None = None
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    step: int
+    train_loss: float
+    val_loss: float
+    lr: float
+    elapsed: float
+    probe: CausalityProbe | None = None  # core.model.leak.causality_probe of the model at this step
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    model: GPT  # in eval mode
+    tokenizer: CharTokenizer
+    history: tuple[EvalRecord, ...]  # every evaluation, step 0 first
+    metrics: dict  # train_loss, val_loss, iters, seconds, tokens_per_second,
+    # stop_reason: "max_iters" | "max_seconds" | "stopped" (should_stop) | "diverged" (non-finite loss)
+    #   | "leak" (leak_stop and a causality probe failed)
+    step_losses: tuple[float, ...]  # the batch loss of every optimizer step
+    train_documents: tuple[str, ...]  # document names
+    val_documents: tuple[str, ...]
+
+
+def learning_rate_at(step: int, cfg: TrainConfig, elapsed: float | None = None) -> float:
+    """The learning rate of optimizer step `step` (0-based): linear warmup, then cosine decay.
+
+    step < W:            lr * (step + 1) / W
+    W <= step:           min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2,  p = min(1, (step - W) / (N - 1 - W))
+    with W = warmup_iters, N = max_iters; so step W gets lr and step N - 1 (and later) gets min_lr.
+
+    A time budget: with cfg.max_seconds set and `elapsed` (seconds since the run started) given,
+    p = min(1, max(step progress, elapsed / max_seconds)), so the decay follows whichever budget runs
+    out first and a run stopped by the clock still ends annealed. (Such a run depends on the machine's
+    speed and is not reproducible step for step; without max_seconds it is.)
+    """
+    if not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be an integer >= 0, got {step!r}")
+    if step < cfg.warmup_iters:
+        return cfg.learning_rate * (step + 1) / cfg.warmup_iters
+    span = max(1, cfg.max_iters - 1 - cfg.warmup_iters)
+    progress = (step - cfg.warmup_iters) / span
+    if cfg.max_seconds is not None and elapsed is not None:
+        progress = max(progress, elapsed / cfg.max_seconds)
+    progress = min(1.0, progress)
+    return cfg.min_lr + (cfg.learning_rate - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def document_stream(documents: Sequence[Document], tokenizer: CharTokenizer) -> Tensor:
+    """One token stream: each document's ids followed by <eos>. Returns (N,) long."""
+    ids: list[int] = []
+    for doc in documents:
+        ids.extend(tokenizer.encode(doc.text))
+        ids.append(EOS_ID)
+    return torch.tensor(ids, dtype=torch.long)  # (N,)
+
+
+def sample_batch(stream: Tensor, batch_size: int, context_length: int, generator: torch.Generator
+                 ) -> tuple[Tensor, Tensor]:
+    """`batch_size` random windows of the stream: inputs (B, T) and targets shifted by one (B, T)."""
+    if stream.dim() != 1 or stream.numel() < context_length + 1:
+        raise ValueError(f"stream must be 1-D with at least context_length + 1 = {context_length + 1} tokens, "
+                         f"got shape {tuple(stream.shape)}")
+    starts = torch.randint(stream.numel() - context_length, (batch_size,), generator=generator)  # (B,)
+    offsets = starts[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
+    window = stream[offsets]  # (B, T + 1)
+    return window[:, :-1], window[:, 1:]  # (B, T), (B, T)
+
+
+@torch.no_grad()
+def evaluate_loss(model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int,
+                  context_length: int | None = None) -> float:
+    """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
+
+    The same seed gives the same batches. The model is evaluated in eval mode and returned to the
+    mode it was in.
+    """
+    if iters < 1 or batch_size < 1:
+        raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
+    T = model.config.context_length if context_length is None else context_length
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    try:
+        total = 0.0
+        for _ in range(iters):
+            x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
+            total += _loss(model, x, y).item()
+    finally:
+        model.train(was_training)
+    return total / iters
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on 2-D weights only (matrices and the tied embedding), none on
+    LayerNorm weights and biases, whose scale carries meaning rather than capacity."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+
+
+def train(model_config: ModelConfig, train_config: TrainConfig, corpus: Corpus, *,
+          callback: Callable[[TrainEvent], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+    """Build a tokenizer and a GPT for `corpus` and train it; see the module docstring.
+
+    The model's vocab_size comes from the tokenizer and its `causal` flag from `train_config.causal`
+    (a model_config with causal=False needs train_config.causal=False too). Raises CorpusError when the
+    corpus is too small for the context length.
+    """
+    if not isinstance(model_config, ModelConfig) or not isinstance(train_config, TrainConfig):
+        raise ValueError(f"train needs a ModelConfig and a TrainConfig, got {type(model_config).__name__} "
+                         f"and {type(train_config).__name__}")
+    if not isinstance(corpus, Corpus):
+        raise ValueError(f"train needs a Corpus (core.model.corpus.load_corpus), got {type(corpus).__name__}")
+    if not model_config.causal and train_config.causal:
+        raise ValueError("model_config.causal is False but train_config.causal is True; "
+                         "remove the causal mask with TrainConfig(causal=False)")
+    cfg = train_config
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size, causal=cfg.causal)
+    train_docs, val_docs = split_documents(corpus, cfg.val_fraction, cfg.seed)
+    train_stream = document_stream(train_docs, tokenizer)  # (N_train,)
+    val_stream = document_stream(val_docs, tokenizer)  # (N_val,)
+    check_split_size(train_stream.numel(), val_stream.numel(), config.context_length)
+    with _torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = GPT(config)
+        run = _Run(model, cfg, train_stream, val_stream, callback)
+        run.loop(should_stop)
+    model.eval()
+    return TrainResult(model, tokenizer, tuple(run.history), run.metrics(), tuple(run.step_losses),
+                       tuple(d.name for d in train_docs), tuple(d.name for d in val_docs))
+
+
+class _Run:
+    """The mutable state of one training run (never kept on configs or modules)."""
+
+    def __init__(self, model: GPT, cfg: TrainConfig, train_stream: Tensor, val_stream: Tensor,
+                 callback: Callable[[TrainEvent], None] | None):
+        self.model, self.cfg, self.callback = model, cfg, callback
+        self.train_stream, self.val_stream = train_stream, val_stream
+        self.T = model.config.context_length
+        self.optimizer = make_optimizer(model, cfg)
+        self.data_generator = torch.Generator().manual_seed(cfg.seed)
+        self.history: list[EvalRecord] = []
+        self.step_losses: list[float] = []
+        self.step = 0
+        self.step_seconds = 0.0  # time inside optimizer steps only
+        self.stop_reason = "max_iters"
+        self.start = 0.0
+        self.last_lr = learning_rate_at(0, cfg)  # reported until the first step sets it
+
+    def loop(self, should_stop: Callable[[], bool] | None) -> None:
+        cfg = self.cfg
+        self.start = time.perf_counter()
+        self.model.train()
+        self.evaluate()
+        while self.step < cfg.max_iters:
+            if cfg.leak_stop and first_failed_probe(self.history) is not None:
+                self.stop_reason = "leak"
+                break
+            if should_stop is not None and should_stop():
+                self.stop_reason = "stopped"
+                break
+            if cfg.max_seconds is not None and self.elapsed() >= cfg.max_seconds:
+                self.stop_reason = "max_seconds"
+                break
+            loss = self.optimizer_step()
+            self.emit("step", loss, self.history[-1].val_loss)
+            if not math.isfinite(loss):  # the weights are lost too: stop rather than burn the budget
+                self.stop_reason = "diverged"
+                break
+            if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
+                self.evaluate()
+        if self.history[-1].step != self.step:
+            self.evaluate()
+        last = self.history[-1]
+        self.emit("done", last.train_loss, last.val_loss)
+
+    def optimizer_step(self) -> float:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        lr = learning_rate_at(self.step, cfg, elapsed=self.elapsed())
+        self.last_lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x, y = sample_batch(self.train_stream, cfg.batch_size, self.T, self.data_generator)  # (B, T), (B, T)
+        loss = _loss(self.model, x, y, fast_attention=self.cfg.fast_attention)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+        value = loss.item()
+        self.step_losses.append(value)
+        self.step_seconds += time.perf_counter() - t0
+        return value
+
+    def evaluate(self) -> None:
+        cfg = self.cfg
+        kwargs = dict(batch_size=cfg.batch_size, iters=cfg.eval_iters, context_length=self.T)
+        train_loss = evaluate_loss(self.model, self.train_stream, seed=cfg.seed + 1, **kwargs)
+        val_loss = evaluate_loss(self.model, self.val_stream, seed=cfg.seed + 2, **kwargs)
+        probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
+        self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe))
+        self.model.eval()
+        try:
+            self.emit("eval", train_loss, val_loss, model=self.model, probe=probe)
+        finally:
+            self.model.train()
+
+    def emit(self, kind: str, loss: float, val_loss: float, model: GPT | None = None,
+             probe: CausalityProbe | None = None) -> None:
+        if self.callback is None:
+            return
+        self.callback(TrainEvent(kind, self.step, self.cfg.max_iters, loss, val_loss, self.lr(),
+                                 self.tokens_per_second(), self.elapsed(), self.eta(), model, probe))
+
+    def lr(self) -> float:
+        """The rate of the last step taken (the first step's before any)."""
+        return self.last_lr
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def tokens_per_second(self) -> float:
+        tokens = self.step * self.cfg.batch_size * self.T
+        return tokens / self.step_seconds if self.step_seconds > 0 else 0.0
+
+    def eta(self) -> float:
+        if self.step == 0:
+            return float("nan")
+        elapsed = self.elapsed()
+        remaining = (self.cfg.max_iters - self.step) * elapsed / self.step
+        if self.cfg.max_seconds is not None:
+            remaining = min(remaining, self.cfg.max_seconds - elapsed)
+        return max(0.0, remaining)
+
+    def metrics(self) -> dict:
+        last = self.history[-1]
+        return {"train_loss": last.train_loss, "val_loss": last.val_loss, "iters": self.step,
+                "seconds": round(self.elapsed(), 3), "tokens_per_second": round(self.tokens_per_second(), 1),
+                "stop_reason": self.stop_reason}
+
+
+def _loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:
+    logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

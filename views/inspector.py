@@ -1,0 +1,225 @@
+"""Attention inspector: every layer's and head's weights for a text, one head enlarged, one row by hand."""
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
+from ui import charts, params
+from ui.companion import chart, matrix_table
+from ui.models import require_bundle
+from ui.text import escape_markdown, explain_encoding, link_if_registered, verdict
+
+DEFAULT_TEXT = "def add(a, b): return a + b"
+GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
+GRID_TICKS_UP_TO = 16  # tokens; longer texts draw the small multiples without tick labels
+GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without cell borders
+BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
+
+
+def masked(weights, mask):
+    """A (T, T) list of weights with the forbidden cells as None (drawn as grey gaps)."""
+    return [[w if ok else None for w, ok in zip(row, allowed)] for row, allowed in zip(weights, mask)]
+
+
+def grid_figure(grids, labels, *, selected):
+    """Small multiples: one weight heatmap per (layer, head), titled 'layer l, head h', one colour scale."""
+    L, H, T = len(grids), len(grids[0]), len(labels)
+    gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
+    fig = make_subplots(rows=L, cols=H, subplot_titles=[f"layer {l}, head {h}" for l in range(L) for h in range(H)],
+                        horizontal_spacing=0.03, vertical_spacing=0.2 / L)
+    for l in range(L):
+        for h in range(H):
+            fig.add_trace(go.Heatmap(
+                z=grids[l][h], x=labels, y=labels, coloraxis="coloraxis", xgap=gap, ygap=gap, hoverongaps=False,
+                hovertemplate=f"layer {l}, head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
+            ), row=l + 1, col=h + 1)
+    show_ticks = T <= GRID_TICKS_UP_TO
+    fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top")
+    fig.update_yaxes(type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9))
+    fig.update_xaxes(ticks="" if not show_ticks else None)
+    fig.update_yaxes(ticks="" if not show_ticks else None)
+    fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
+    l, h = selected
+    fig.layout.annotations[l * H + h].update(text=f"<b>layer {l}, head {h} (enlarged below)</b>")
+    fig.update_layout(
+        coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
+        height=90 + GRID_ROW_HEIGHT * L, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="#e9ecef",
+        title=dict(text=f"attention weights of every layer (rows) and head (columns), T = {T}",
+                   x=0.0, xanchor="left"),
+    )
+    return fig
+
+
+def fmt(value, digits=3):
+    return "n/a" if value != value else f"{value:.{digits}f}"  # nan when the text has one token
+
+
+st.title("Attention inspector")
+st.markdown(
+    "Send a text through the model and look at where every attention head looks. Each small map is one "
+    "head of one layer: row t is the query of token t, column s a key, and the colour the weight softmax "
+    "gave it. Rows sum to one and nothing lies right of the diagonal: the causal mask hides the future."
+)
+
+bundle = require_bundle()
+config = bundle.config
+L, H, D = config.n_layer, config.n_head, config.head_dim
+
+text = params.text_input("Text to send through the model", "insp_text", DEFAULT_TEXT)
+enc = encode_for_model(bundle.tokenizer, text, config.context_length)
+explain_encoding(enc, "attend to")
+
+if not config.causal:
+    st.warning("This model was trained without the causal mask: every query also sees the keys to its right, "
+               "so its maps are full squares. That is the leakage the Training page warns about.")
+T = enc.T
+labels = enc.labels()  # 'position piece', unique per token
+
+
+def named(t: int) -> str:
+    """Token t for a sentence: its position and its piece in quotes, made inert for markdown."""
+    return f"{t} ('{escape_markdown(enc.pieces[t])}')"
+
+
+cols = st.columns(2)
+with cols[0]:
+    layer = params.selectbox("Layer to enlarge", "insp_layer", list(range(L)), 0)
+with cols[1]:
+    head = params.selectbox("Head to enlarge", "insp_head", list(range(H)), 0)
+
+grid = attention_grid(bundle.model, enc.ids)  # (L, H, T, T) from forward(return_weights=True)
+proj = projections(bundle.model, enc.ids, layer, head)  # this head's q, k, v for the hand check
+mask = proj.mask.tolist()  # (T, T) True = may attend
+grids = [[masked(grid[l, h].tolist(), mask) for h in range(H)] for l in range(L)]  # L x H x (T, T)
+summaries = head_summaries(grid)
+
+# ---- 1. the grid -----------------------------------------------------------------------------------
+st.header(f"1. Every head of every layer ({L} × {H})")
+st.markdown(
+    "Look for patterns: a bright diagonal is a head that attends to the token itself, a line just below "
+    "it a head that reads the previous character, a bright first column a head that parks its weight on "
+    "the first token. Hover a cell for its query, key and weight."
+)
+summary_table = pd.DataFrame.from_records([{
+    "layer": s.layer, "head": s.head, "mean weight on itself": round(s.self_weight, 4),
+    "mean weight on the previous token": None if s.previous_weight != s.previous_weight else round(s.previous_weight, 4),
+    "mean weight on token 0": None if s.first_weight != s.first_weight else round(s.first_weight, 4),
+    "mean largest weight per row": round(s.max_weight, 4),
+} for s in summaries])
+prev_head = max(summaries, key=lambda s: -1 if s.previous_weight != s.previous_weight else s.previous_weight)
+self_head = max(summaries, key=lambda s: s.self_weight)
+chart(
+    grid_figure(grids, labels, selected=(layer, head)),
+    summary_table,
+    f"{L} layers × {H} heads over {T} tokens. Most previous-token weight: layer {prev_head.layer}, head "
+    f"{prev_head.head} ({fmt(prev_head.previous_weight)} on average); most weight on itself: layer "
+    f"{self_head.layer}, head {self_head.head} ({fmt(self_head.self_weight)}). The table gives these averages "
+    "for every head.",
+    key="insp_grid",
+)
+
+# ---- 2. one head, enlarged -------------------------------------------------------------------------
+st.header(f"2. Layer {layer}, head {head}, enlarged")
+weights = grids[layer][head]  # (T, T) with None in the future
+fig = charts.heatmap(weights, title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})", x_labels=labels,
+                     y_labels=labels, x_title="key", y_title="query", zmin=0, zmax=1, value_format=".2f",
+                     height=min(900, 160 + 26 * T))
+fig.update_traces(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False)
+this = summaries[layer * H + head]
+chart(
+    fig,
+    matrix_table(weights, labels, labels, row_name="query", col_name="key", value_name="weight"),
+    f"Layer {layer}, head {head}: on average {fmt(this.self_weight)} of a row's weight goes to the token itself, "
+    f"{fmt(this.previous_weight)} to the previous token and {fmt(this.first_weight)} to token 0; the largest "
+    f"weight of a row is {fmt(this.max_weight)} on average.",
+    key="insp_head_map",
+)
+
+# ---- 3. one row, by hand -------------------------------------------------------------------------
+st.header("3. One query row, checked by hand")
+st.markdown(
+    "Pick a query. Its bar chart is one row of the map above. Below it the row is computed again by hand "
+    "from this head's q, k and v, one number at a time (plain Python, no tensors): the dot products "
+    "q·k, the scaling by 1/√D, softmax, and the weighted sum of the value rows."
+)
+# The options are the labels themselves ('position piece'): a new text brings new options, so a row chosen
+# for an old text is never shown under the old text's label; it falls back to the last token.
+t = labels.index(params.selectbox("Query row t (position and piece)", "insp_row", labels, labels[-1]))
+check = check_row(proj, grid[layer, head], t)
+keys = [s for s in range(T) if mask[t][s]]  # the keys query t may see
+key_labels = [labels[s] for s in keys]
+top = max(range(len(keys)), key=lambda i: check.model_weights[i])
+bars = charts.bars(key_labels, list(check.model_weights), title=f"weights of query {labels[t]} (layer {layer}, head {head})",
+                   y_title="weight", x_title="key", value_format=".3f", highlight=top, y_range=(0, 1.15))
+if len(keys) > BAR_VALUES_UP_TO:
+    bars.update_traces(text=None)  # printed values would overlap; the table below has every number
+chart(
+    bars,
+    pd.DataFrame({"key": key_labels, "weight": [round(w, 6) for w in check.model_weights]}),
+    f"Query {named(t)} spreads its weight over {len(keys)} keys; the largest, "
+    f"{check.model_weights[top]:.3f}, goes to key {named(keys[top])}. "
+    + (f"The {T - len(keys)} keys to its right (its future) get weight {check.future_weight:g} in total."
+       if len(keys) < T else "It is the last token: no key lies to its right." if t == T - 1
+       else "Without a causal mask it also weighs the keys to its right."),
+    key="insp_row_bars",
+)
+
+tr = check.trace
+hand = pd.DataFrame({
+    "key": key_labels,
+    "q·k (sum of D products)": [d.total for d in tr.dots],
+    f"score = q·k × {tr.scale:.4f}": list(tr.scores),
+    "exp(score − max)": list(tr.softmax.exps),
+    "weight by hand": list(tr.softmax.weights),
+    "weight by core.attention (float64)": list(check.tensor_weights),
+    "weight from the model (float32)": list(check.model_weights),
+    "|hand − model float32|": list(check.differences),
+})
+number = st.column_config.NumberColumn(format="%.6f")
+st.dataframe(hand, hide_index=True, key="insp_hand", height=min(420, 38 + 35 * len(keys)),
+             column_config={c: number for c in hand.columns[1:-1]}
+             | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")})
+st.markdown(
+    f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
+    f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
+)
+decided, shown = check.decided, check.model_float32
+check_text = (f"Largest difference between the hand computation and the model's attention code: "
+              f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). ")
+how = (f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
+       f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
+       f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
+       f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
+       f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide.")
+verdict(check.within_tolerance, check_text + "The model's attention for this row is the hand computation's.",
+        check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.")
+st.caption(how)
+
+with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
+    terms = pd.DataFrame([list(d.terms) + [d.total] for d in tr.dots],
+                         columns=[f"d={d}" for d in range(D)] + ["sum = q·k"])
+    terms.insert(0, "key", key_labels)
+    st.dataframe(terms, hide_index=True, key="insp_terms",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in terms.columns[1:]})
+with st.expander("The output row: the weighted sum of the value rows"):
+    st.markdown(f"$\\mathrm{{out}}_t = \\sum_s w_{{t,s}}\\, v_s$, a vector of D = {D} numbers: what this head "
+                f"adds for query {named(t)} (before the block's output projection mixes the heads).")
+    out = pd.DataFrame([list(row) for row in tr.weighted_values] + [list(tr.out)],
+                       columns=[f"d={d}" for d in range(D)])
+    out.insert(0, "term", [f"weight × v of key {k}" for k in key_labels] + ["sum = out of this row"])
+    st.dataframe(out, hide_index=True, key="insp_out",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]})
+
+st.session_state["inspector_row"] = {
+    "text": enc.text,  # what the model read (the end of a text longer than the context)
+    "layer": layer,
+    "head": head,
+    "t": t,
+    "q": proj.q[: t + 1].tolist(),             # (t+1, D) queries 0..t after RoPE: row t is the one read
+    "k": [list(row) for row in check.k_rows],  # (t+1, D) keys 0..t after RoPE
+    "v": [list(row) for row in check.v_rows],  # (t+1, D) values 0..t
+    "pieces": [enc.pieces[s] for s in keys],  # pieces of keys 0..t; the last one is the query's
+}
+link_if_registered("views/read_row.py", "Read this row by hand on the Read one row page")
+link_if_registered("views/embeddings.py", "Embeddings and projections: where these q, k and v come from")

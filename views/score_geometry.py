@@ -1,0 +1,134 @@
+"""Score geometry: the shapes that flow through Q Kᵀ, the score matrix, and why we divide by √D."""
+import pandas as pd
+import streamlit as st
+
+from core.lessons import scores as lessons
+from ui import charts, params
+from ui.companion import chart, matrix_table
+
+st.title("Score geometry")
+st.markdown(
+    "Every query compares itself with every key through a dot product. Stacked together, these dot "
+    "products form one score matrix per batch element and per head: row $t$ holds what query $t$ "
+    "thinks of each key $s$. Pick the sizes below and follow the shapes."
+)
+
+cols = st.columns(5)
+with cols[0]:
+    B = params.slider("Batch size B", "geo_B", 1, 4, 2)
+with cols[1]:
+    H = params.slider("Heads H", "geo_H", 1, 4, 2)
+with cols[2]:
+    T = params.slider("Sequence length T", "geo_T", 1, 12, 5)
+with cols[3]:
+    D = params.slider("Head width D", "geo_D", 1, 256, 16)
+with cols[4]:
+    seed = params.number_input("Random seed", "geo_seed", 0, 9999, 0, 1)
+
+shapes_section = st.container()
+
+st.header("2. One score matrix")
+st.markdown(
+    "Choose a batch element and a head to see its T × S scores. Orange cells are negative, purple "
+    "positive, white near zero; every cell also prints its number. "
+    "Turn off the division by √D to see the raw dot products: they grow with the head width, and "
+    "softmax turns large gaps into rows with almost all weight on one key."
+)
+cols = st.columns(3)
+with cols[0]:
+    b = params.selectbox("Batch element b", "geo_b", list(range(B)), 0)
+with cols[1]:
+    h = params.selectbox("Head h", "geo_h", list(range(H)), 0)
+with cols[2]:
+    scaled = params.toggle("Divide the scores by √D", "geo_scale", True)
+
+geo = lessons.score_geometry(B, H, T, D, seed=seed, scaled=scaled)
+with shapes_section:
+    st.header("1. Shapes on the way")
+    st.markdown(
+        "The matrix product works on the last two dimensions; batch and heads simply ride along. "
+        "Transposing K swaps its last two dimensions, so the head width D meets D and disappears: "
+        "what is left is a T × S grid of scores (S = T here, because every token is both a query and a key)."
+    )
+    step = {s.name: s for s in geo.steps}
+    st.markdown(
+        f"`Q {step['Q'].shape}` @ `Kᵀ {step['Kᵀ'].shape}` → `scores {step['scores'].shape}`, "
+        f"then `weights {step['weights'].shape}` @ `V {step['V'].shape}` → `out {step['out'].shape}`"
+    )
+    shapes = pd.DataFrame({
+        "tensor": [s.name for s in geo.steps],
+        "code": [s.code for s in geo.steps],
+        "shape in the legend": [s.legend for s in geo.steps],
+        "shape here": [str(s.shape) for s in geo.steps],
+    })
+    st.dataframe(shapes, hide_index=True, key="geo_shapes")
+    st.caption("Legend: B batch, H heads, T query positions, S key positions, D head width.")
+scale_text = f"scale 1/√{D} = {geo.scale:.4f}" if scaled else "scale 1 (no division)"
+labels = [str(i) for i in range(T)]
+scores = geo.result.scores[b, h].tolist()  # (T, S)
+weights = geo.result.weights[b, h].tolist()  # (T, S)
+left, right = st.columns(2)
+with left:
+    chart(
+        charts.heatmap(scores, title=f"scores = Q Kᵀ × {geo.scale:.4f} (b={b}, h={h})", x_labels=labels,
+                       y_labels=labels, signed=True),
+        matrix_table(scores, labels, labels, value_name="score"),
+        f"Scores for batch element {b}, head {h} with {scale_text}: the largest |score| is "
+        f"{geo.max_abs_score[b, h].item():.3f}; over the whole batch the scores have variance "
+        f"{geo.score_variance:.3f} (closed form for unit-variance Q and K: {geo.expected_variance:g}).",
+        key="geo_scores",
+    )
+with right:
+    row_max = geo.max_weight[b, h].tolist()  # (T,)
+    chart(
+        charts.heatmap(weights, title=f"weights = softmax(scores) (b={b}, h={h})", x_labels=labels,
+                       y_labels=labels, zmin=0, zmax=1),
+        matrix_table(weights, labels, labels, value_name="weight"),
+        f"Weights for batch element {b}, head {h} with {scale_text}: largest weight per row "
+        + ", ".join(f"{w:.3f}" for w in row_max) + ".",
+        key="geo_weights",
+    )
+
+st.header("3. Why divide by √D")
+st.markdown(
+    "If the entries of q and k are random with variance 1, each product $q_d k_d$ has variance 1, and "
+    "the dot product adds D of them, so its variance is D. Wide heads therefore produce big scores. "
+    "Dividing by √D divides the variance by D, bringing it back to 1 whatever the head width. "
+    "Below, the lab measures this on random vectors and draws the closed forms D and 1 beside it."
+)
+variance = lessons.score_variance(list(lessons.VARIANCE_WIDTHS), seed=seed)
+widths = [r.width for r in variance]
+fig = charts.lines(
+    widths,
+    {
+        "measured Var(q·k)": [r.var_unscaled for r in variance],
+        "closed form: D": [r.expected_unscaled for r in variance],
+        "measured Var(q·k / √D)": [r.var_scaled for r in variance],
+        "closed form: 1": [r.expected_scaled for r in variance],
+    },
+    title="Variance of the score against head width (both axes logarithmic)",
+    x_title="head width D",
+    y_title="variance",
+    log_y=True,
+)
+ticks = [1, 4, 16, 64, 256]
+fig.update_xaxes(type="log", tickvals=widths, ticktext=[str(w) for w in widths])
+fig.update_yaxes(tickvals=ticks, ticktext=[str(x) for x in ticks])
+variance_table = pd.DataFrame({
+    "head width D": widths,
+    "measured Var(q·k)": [round(r.var_unscaled, 4) for r in variance],
+    "closed form D": [r.expected_unscaled for r in variance],
+    "measured Var(q·k / √D)": [round(r.var_scaled, 4) for r in variance],
+    "closed form 1": [r.expected_scaled for r in variance],
+    "standard error of Var(q·k / √D)": [round(r.std_error_scaled, 4) for r in variance],
+})
+first, last = variance[0], variance[-1]
+chart(
+    fig,
+    variance_table,
+    f"Measured over {last.samples} random (q, k) pairs per width: unscaled variance {first.var_unscaled:.2f} "
+    f"at D={first.width} and {last.var_unscaled:.1f} at D={last.width} (closed form D); scaled variance "
+    f"{first.var_scaled:.3f} and {last.var_scaled:.3f} (closed form 1).",
+    key="geo_variance",
+    table_open=True,
+)
