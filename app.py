@@ -1,4 +1,5 @@
 """Attention Lab: the entry point. Navigation and the shared sidebar; every lesson lives in pages/."""
+
 import streamlit as st
 
 from ui import models

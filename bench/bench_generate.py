@@ -15,16 +15,14 @@ How it is measured:
 - torch.set_num_threads(--threads), default 1: the machine is shared, and one thread gives steadier
   figures than two threads competing with other jobs. Figures are for comparison, not pass/fail.
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
-
 
 from core.model.gpt import GPT, preset  # noqa: E402
 from core.model.sampling import SampleConfig, generate  # noqa: E402
@@ -66,11 +64,15 @@ def main() -> None:
         n_new = context - 1
         cached_s, cached_steps = measure(model, n_new, True, args.repeats)
         uncached_s, uncached_steps = measure(model, n_new, False, args.repeats)
-        rows.append((context, name, model.num_parameters(), n_new / cached_s, n_new / uncached_s, uncached_s / cached_s))
+        rows.append(
+            (context, name, model.num_parameters(), n_new / cached_s, n_new / uncached_s, uncached_s / cached_s)
+        )
         per_step[context] = (cached_steps, uncached_steps)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), V={args.vocab}, "
-          f"median of {args.repeats} runs after 1 warm-up, greedy, wall clock (time.perf_counter)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), V={args.vocab}, "
+        f"median of {args.repeats} runs after 1 warm-up, greedy, wall clock (time.perf_counter)"
+    )
     print()
     print(f"{'context':>7}  {'preset':<6} {'params':>9}  {'cached tok/s':>12}  {'uncached tok/s':>14}  {'speed-up':>8}")
     for context, name, params, cached, uncached, speedup in rows:

@@ -9,18 +9,16 @@ by linear interpolation (core.release.evaluation.measure_suggestion_latency, the
 The n-gram and the rule are trained on the same split and timed the same way (they have no cache).
 Figures depend on the machine and its load: they are printed, never asserted.
 """
+
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-
+from core.model.training import document_stream  # noqa: E402
 from core.release.baselines import train_ngram, train_rule  # noqa: E402
 from core.release.evaluation import EvalConfig, held_out, load_predictor, measure_suggestion_latency  # noqa: E402
-from core.model.training import document_stream  # noqa: E402
 
 
 def main() -> None:
@@ -35,8 +33,10 @@ def main() -> None:
     split = held_out(manifest, args.corpus)
     ids = document_stream(split.val, predictor.tokenizer).tolist()
     config = EvalConfig(latency_samples=args.samples)
-    print(f"{args.bundle} ({manifest['kind']} {manifest['version']}), {args.samples} positions, "
-          f"{torch.get_num_threads()} thread(s)")
+    print(
+        f"{args.bundle} ({manifest['kind']} {manifest['version']}), {args.samples} positions, "
+        f"{torch.get_num_threads()} thread(s)"
+    )
     print(f"{'predictor':<12} {'mode':<9} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
     models = [predictor, train_ngram(split.train, predictor.tokenizer), train_rule(split.train, predictor.tokenizer)]
     for model in models:

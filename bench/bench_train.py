@@ -39,6 +39,7 @@ What limits throughput (measured 2026-11-30, torch 2.13 CPU, a shared 2-core mac
 
 Benchmarks print figures; no test passes or fails on them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,21 +48,20 @@ import math
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
 from core.model.gpt import GPT, PRESETS, ModelConfig  # noqa: E402
-from core.model.training import TrainConfig, _loss, make_optimizer, sample_batch  # noqa: E402
+from core.model.training import TrainConfig, make_optimizer, sample_batch  # noqa: E402
 
 BATCH = 12
 VOCAB = 105  # the stdlib corpus's vocabulary (101 characters + 4 special tokens)
 
 
 # ---- the plain reference -------------------------------------------------------------------------
+
 
 def rope_tables(T: int, D: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)  # (D/2,)
@@ -121,6 +121,7 @@ class RefGPT(nn.Module):
 
 # ---- timing --------------------------------------------------------------------------------------
 
+
 def make_step(model: nn.Module, cfg: TrainConfig, logits_of):
     optimizer = make_optimizer(model, cfg) if isinstance(model, GPT) else _ref_optimizer(model, cfg)
 
@@ -139,8 +140,11 @@ def make_step(model: nn.Module, cfg: TrainConfig, logits_of):
 def _ref_optimizer(model: nn.Module, cfg: TrainConfig):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     plain = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": plain, "weight_decay": 0.0}], lr=1e-3, betas=(cfg.beta1, cfg.beta2))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
+        lr=1e-3,
+        betas=(cfg.beta1, cfg.beta2),
+    )
 
 
 def time_steps(step, batches) -> tuple[float, float]:
@@ -166,7 +170,8 @@ def matmul_flops(m: int, k: int, n: int, repeats: int = 10) -> tuple[float, floa
 
 
 def profile(step, batches, rows: int = 12) -> str:
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         time_steps(step, batches)
@@ -199,9 +204,11 @@ def main(argv=None) -> int:
     batches = [sample_batch(stream, B, T, g) for _ in range(args.steps)]
     ours_fast = GPT(config)
     ours_fast.load_state_dict(ours.state_dict())
-    steps = {"ours (core.model.gpt)": make_step(ours, cfg, lambda m, x: m(x).logits),
-             "ours --fast-attention": make_step(ours_fast, cfg, lambda m, x: m(x, fast_attention=True).logits),
-             "reference (F.sdpa)": make_step(ref, cfg, lambda m, x: m(x))}
+    steps = {
+        "ours (core.model.gpt)": make_step(ours, cfg, lambda m, x: m(x).logits),
+        "ours --fast-attention": make_step(ours_fast, cfg, lambda m, x: m(x, fast_attention=True).logits),
+        "reference (F.sdpa)": make_step(ref, cfg, lambda m, x: m(x)),
+    }
     for step in steps.values():  # warm up allocators and kernels
         time_steps(step, batches[:3])
     wall = {name: [] for name in steps}
@@ -217,24 +224,34 @@ def main(argv=None) -> int:
     mlp_wall, mlp_cpu = matmul_flops(B * T, C, 4 * C)
     ceiling, ceiling_cpu = max(cube_wall, mlp_wall), max(cube_cpu, mlp_cpu)
     tokens = args.steps * B * T
-    print(f"{args.preset} preset: L={L} H={config.n_head} C={C} T={T} V={VOCAB}, batch {B}, "
-          f"N={n_params:,} parameters, torch {torch.__version__}, {threads} thread(s)")
+    print(
+        f"{args.preset} preset: L={L} H={config.n_head} C={C} T={T} V={VOCAB}, batch {B}, "
+        f"N={n_params:,} parameters, torch {torch.__version__}, {threads} thread(s)"
+    )
     print(f"FLOPs/token = 6N + 12LTC = {6 * n_params:,} + {12 * L * T * C:,} = {flops_per_token:,}")
-    print(f"matmul ceiling (best of 10, {threads} thread(s)), GFLOP per wall / per CPU second: "
-          f"1024^3 {cube_wall / 1e9:.1f} / {cube_cpu / 1e9:.1f}, ({B * T}x{C})@({C}x{4 * C}) "
-          f"{mlp_wall / 1e9:.1f} / {mlp_cpu / 1e9:.1f} -> using {ceiling / 1e9:.1f} / {ceiling_cpu / 1e9:.1f}")
-    print("wall = median round by the clock (includes waiting for the shared CPU); "
-          "cpu = tokens per CPU-second of this process (robust to other load, single-thread only)")
-    print(f"{'model':<20} {'ms/step':>8} {'tok/s wall':>11} {'MFU wall':>9} {'tok/cpu-s':>10} "
-          f"{'MFU cpu':>8}   rounds (tok/s wall)")
+    print(
+        f"matmul ceiling (best of 10, {threads} thread(s)), GFLOP per wall / per CPU second: "
+        f"1024^3 {cube_wall / 1e9:.1f} / {cube_cpu / 1e9:.1f}, ({B * T}x{C})@({C}x{4 * C}) "
+        f"{mlp_wall / 1e9:.1f} / {mlp_cpu / 1e9:.1f} -> using {ceiling / 1e9:.1f} / {ceiling_cpu / 1e9:.1f}"
+    )
+    print(
+        "wall = median round by the clock (includes waiting for the shared CPU); "
+        "cpu = tokens per CPU-second of this process (robust to other load, single-thread only)"
+    )
+    print(
+        f"{'model':<20} {'ms/step':>8} {'tok/s wall':>11} {'MFU wall':>9} {'tok/cpu-s':>10} "
+        f"{'MFU cpu':>8}   rounds (tok/s wall)"
+    )
     for name in steps:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         tps_wall, tps_cpu = tokens / w, tokens / c
         mfu_wall = tps_wall * flops_per_token / ceiling
         mfu_cpu = tps_cpu * flops_per_token / ceiling_cpu
         per_round = ", ".join(f"{tokens / t:,.0f}" for t in wall[name])
-        print(f"{name:<20} {1000 * w / args.steps:>8.1f} {tps_wall:>11,.0f} {mfu_wall:>9.1%} {tps_cpu:>10,.0f} "
-              f"{mfu_cpu:>8.1%}   {per_round}")
+        print(
+            f"{name:<20} {1000 * w / args.steps:>8.1f} {tps_wall:>11,.0f} {mfu_wall:>9.1%} {tps_cpu:>10,.0f} "
+            f"{mfu_cpu:>8.1%}   {per_round}"
+        )
     *ours_names, ref_name = list(steps)
     for name in ours_names:
         for label, d in (("wall", wall), ("cpu", cpu)):
@@ -244,11 +261,12 @@ def main(argv=None) -> int:
         from core.model.corpus import load_corpus
         from core.model.training import train
 
-        check = TrainConfig(batch_size=B, max_iters=args.steps, warmup_iters=0, eval_interval=args.steps,
-                            eval_iters=1)
+        check = TrainConfig(batch_size=B, max_iters=args.steps, warmup_iters=0, eval_interval=args.steps, eval_iters=1)
         result = train(PRESETS["baby"], check, load_corpus("stdlib"))
-        print(f"cross-check: core.model.training.train() on the stdlib corpus, {args.steps} steps: "
-              f"{result.metrics['tokens_per_second']:,.0f} tokens/s (its own clock, evaluation excluded)")
+        print(
+            f"cross-check: core.model.training.train() on the stdlib corpus, {args.steps} steps: "
+            f"{result.metrics['tokens_per_second']:,.0f} tokens/s (its own clock, evaluation excluded)"
+        )
     if args.profile:
         for name, step in steps.items():
             print(f"\n== {name}: top ops by self CPU time over {args.steps} steps ==")

@@ -1,4 +1,5 @@
 """`python -m cli <command>`: the same commands as `python -m core`."""
+
 import sys
 
 from cli.main import main

@@ -23,6 +23,7 @@ Adding a command: write `register_<name>(subparsers)` that adds a subparser and 
 `parser.set_defaults(handler=...)` (a function of the parsed args returning an exit status), and append
 it to COMMANDS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 EXIT_USAGE = 2
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
@@ -53,6 +55,7 @@ class _Parser(argparse.ArgumentParser):
 
 # ---- train ---------------------------------------------------------------------------------------
 
+
 def register_train(subparsers) -> None:
     from core.model.gpt import PRESETS
 
@@ -66,20 +69,33 @@ def register_train(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=12)
     p.add_argument("--learning-rate", type=float, default=2e-3)
-    p.add_argument("--eval-interval", type=int, default=None,
-                   help="steps between evaluations (default: max_iters / 10, at most 250)")
+    p.add_argument(
+        "--eval-interval",
+        type=int,
+        default=None,
+        help="steps between evaluations (default: max_iters / 10, at most 250)",
+    )
     p.add_argument("--eval-iters", type=int, default=20, help="batches per evaluation")
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
     # One thread by default: on a shared 2-core machine torch's 2 threads measured 10-25x slower
     # (OpenMP workers spin while another process holds a core); see bench/bench_train.py.
     p.add_argument("--threads", type=int, default=1, help="torch threads during training (default 1)")
-    p.add_argument("--fast-attention", action="store_true",
-                   help="train through PyTorch's fused attention kernel (parity-tested with core.attention)")
-    p.add_argument("--no-causal-mask", action="store_true",
-                   help="remove the causal mask (the leakage lesson); the bundle is marked unsafe")
-    p.add_argument("--no-leak-stop", action="store_true",
-                   help="keep training when the causality probe fails, to watch the leak happen (the bundle is "
-                        "still marked unsafe)")
+    p.add_argument(
+        "--fast-attention",
+        action="store_true",
+        help="train through PyTorch's fused attention kernel (parity-tested with core.attention)",
+    )
+    p.add_argument(
+        "--no-causal-mask",
+        action="store_true",
+        help="remove the causal mask (the leakage lesson); the bundle is marked unsafe",
+    )
+    p.add_argument(
+        "--no-leak-stop",
+        action="store_true",
+        help="keep training when the causality probe fails, to watch the leak happen (the bundle is "
+        "still marked unsafe)",
+    )
     p.set_defaults(handler=_run_train)
 
 
@@ -94,18 +110,34 @@ def _run_train(args: argparse.Namespace) -> int:
     check_out_dir(args.out, overwrite=args.overwrite)  # before anything is trained: a bad --out costs a second
     # One rule with the app (core.model.runs) for what the flags leave open: evaluation interval, warmup, final lr.
     train_config = train_config_for(
-        args.max_iters, max_seconds=args.max_seconds, seed=args.seed, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, eval_interval=args.eval_interval, eval_iters=args.eval_iters,
-        val_fraction=args.val_fraction, causal=not args.no_causal_mask, num_threads=args.threads,
-        fast_attention=args.fast_attention, leak_stop=not args.no_leak_stop,
+        args.max_iters,
+        max_seconds=args.max_seconds,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        eval_interval=args.eval_interval,
+        eval_iters=args.eval_iters,
+        val_fraction=args.val_fraction,
+        causal=not args.no_causal_mask,
+        num_threads=args.threads,
+        fast_attention=args.fast_attention,
+        leak_stop=not args.no_leak_stop,
     )
     corpus = load_corpus(args.corpus)
     progress = _Progress(sys.stderr)
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if _main_thread() else None
     try:  # Ctrl-C stops training early; the bundle is then saved from the weights so far
-        result, path = train_and_save(corpus, args.preset, train_config, args.out, command=args.command_line,
-                                      callback=progress, should_stop=stop.is_set, overwrite=args.overwrite)
+        result, path = train_and_save(
+            corpus,
+            args.preset,
+            train_config,
+            args.out,
+            command=args.command_line,
+            callback=progress,
+            should_stop=stop.is_set,
+            overwrite=args.overwrite,
+        )
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -157,10 +189,12 @@ class _Progress:
         label = {"step": "loss", "eval": "train", "done": "final train"}[event.kind]
         probe = getattr(event, "probe", None)
         causal = "" if probe is None else f" | causality probe {'ok' if probe.passed else 'FAILED'}"
-        return (f"[{'#' * bar_fill}{'.' * (20 - bar_fill)}] step {event.step:>{width}}/{event.max_iters} "
-                f"| {label} {event.loss:.4f} | val {event.val_loss:.4f} | lr {event.lr:.2e} "
-                f"| {event.tokens_per_second:,.0f} tok/s | {_duration(event.elapsed)} elapsed "
-                f"| eta {_duration(event.eta_seconds)}{causal}")
+        return (
+            f"[{'#' * bar_fill}{'.' * (20 - bar_fill)}] step {event.step:>{width}}/{event.max_iters} "
+            f"| {label} {event.loss:.4f} | val {event.val_loss:.4f} | lr {event.lr:.2e} "
+            f"| {event.tokens_per_second:,.0f} tok/s | {_duration(event.elapsed)} elapsed "
+            f"| eta {_duration(event.eta_seconds)}{causal}"
+        )
 
 
 def _duration(seconds: float) -> str:
@@ -176,13 +210,18 @@ def _main_thread() -> bool:
 
 # ---- generate ------------------------------------------------------------------------------------
 
+
 def register_generate(subparsers) -> None:
     p = subparsers.add_parser("generate", help="complete a prompt with a trained bundle")
     p.add_argument("--bundle", required=True, help="bundle directory (written by `train`)")
     p.add_argument("--prompt", required=True, help="text to complete")
     p.add_argument("--max-new-tokens", type=int, default=None, help="at most core.model.sampling.MAX_NEW_TOKENS (4096)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="0 = greedy; below core.model.sampling.MIN_TEMPERATURE (0.001) also greedy")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="0 = greedy; below core.model.sampling.MIN_TEMPERATURE (0.001) also greedy",
+    )
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler, 0 .. 2**63 - 1 (default 0)")
@@ -204,12 +243,16 @@ def _run_generate(args: argparse.Namespace) -> int:
     bundle = load_bundle(args.bundle)
     if not bundle.safe:
         print(f"warning: this bundle is marked unsafe: {bundle.manifest['unsafe_reason']}", file=sys.stderr)
-    overrides = {k: getattr(args, k) for k in ("max_new_tokens", "temperature", "top_k", "top_p")
-                 if getattr(args, k) is not None}
+    overrides = {
+        k: getattr(args, k) for k in ("max_new_tokens", "temperature", "top_k", "top_p") if getattr(args, k) is not None
+    }
     sample = dataclasses.replace(bundle.sample_config, **overrides)  # ValueError (exit 2) names a bad value
     if args.temperature is not None and 0 < args.temperature < MIN_TEMPERATURE:
-        print(f"note: --temperature {args.temperature:g} is below {MIN_TEMPERATURE:g} (MIN_TEMPERATURE), where "
-              "sampling is already argmax but for near-ties; generating greedily (temperature 0)", file=sys.stderr)
+        print(
+            f"note: --temperature {args.temperature:g} is below {MIN_TEMPERATURE:g} (MIN_TEMPERATURE), where "
+            "sampling is already argmax but for near-ties; generating greedily (temperature 0)",
+            file=sys.stderr,
+        )
     prompt = bundle.manifest["prompt_template"].replace("{prompt}", args.prompt)
     unknown = bundle.tokenizer.unknown_chars(prompt)
     if unknown:
@@ -230,6 +273,7 @@ def _run_generate(args: argparse.Namespace) -> int:
 
 
 # ---- entry point ---------------------------------------------------------------------------------
+
 
 def register_release(subparsers) -> None:
     """`evaluate`, `baseline` and `release {check,promote,rollback,status}`: see cli/release.py."""

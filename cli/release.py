@@ -1,8 +1,9 @@
 """The release commands of `python -m core`: evaluate, baseline, release {check, promote, rollback, status}.
 
-The library they drive is core.release.evaluation, core.release.baselines, core.release.gate and core.release.registry; this module
+The library they drive is core.release (evaluation, baselines, gate, registry); this module
 only parses arguments and prints (with cli/main.py, the only printing code in core).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,10 +13,11 @@ import sys
 
 import torch
 
-from core.release.baselines import DEFAULT_ORDER, load_baseline, save_baseline
 from core.model.bundle import BundleError, load_bundle
+from core.release.baselines import DEFAULT_ORDER, load_baseline, save_baseline
 from core.release.evaluation import EvalConfig, held_out
 from core.release.gate import EXIT_FAILED, RUBRIC, Rubric, check_release, write_release_record
+
 
 def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     """A plain-text table of `rows` (dicts); floats with 4 significant decimals, None as n/a."""
@@ -64,7 +66,9 @@ def register_commands(subparsers) -> None:
     p = sub.add_parser("check", help="run the rubric; exit 1 if any check fails")
     p.add_argument("bundle", help="bundle directory")
     p.add_argument("--corpus", default=None)
-    p.add_argument("--out", default=None, help="directory for rubric.json (default: <bundle>.release/ beside the bundle)")
+    p.add_argument(
+        "--out", default=None, help="directory for rubric.json (default: <bundle>.release/ beside the bundle)"
+    )
     p.add_argument("--save-fallback", action="store_true", help="also write the n-gram fallback bundle there")
     p.add_argument("--json", action="store_true")
     p.add_argument("--threads", type=int, default=1)
@@ -97,8 +101,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from core.release.evaluation import evaluate_bundle
 
     _threads(args.threads)
-    config = EvalConfig(max_positions=args.max_positions, typing_chars=args.typing_chars,
-                        latency_samples=args.latency_samples, seed=args.seed)
+    config = EvalConfig(
+        max_positions=args.max_positions,
+        typing_chars=args.typing_chars,
+        latency_samples=args.latency_samples,
+        seed=args.seed,
+    )
     result = evaluate_bundle(args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare)
     for w in result.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -107,22 +115,48 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         return 0
     r = result.report
     o = r.overall
-    print(f"{r.predictor} {r.version}: {len(r.held_out['documents'])} held-out documents, "
-          f"{o.positions} positions scored, {o.typed_chars} characters typed ({r.seconds:.1f} s)")
-    rows = [{"metric": k, "value": v} for k, v in (
-        ("loss (nats/char)", o.loss), ("bits per character", o.bits_per_char), ("top-1 accuracy", o.top1),
-        ("top-3 accuracy", o.top3), ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100),
-        ("acceptance rate", o.acceptance_rate))]
+    print(
+        f"{r.predictor} {r.version}: {len(r.held_out['documents'])} held-out documents, "
+        f"{o.positions} positions scored, {o.typed_chars} characters typed ({r.seconds:.1f} s)"
+    )
+    rows = [
+        {"metric": k, "value": v}
+        for k, v in (
+            ("loss (nats/char)", o.loss),
+            ("bits per character", o.bits_per_char),
+            ("top-1 accuracy", o.top1),
+            ("top-3 accuracy", o.top3),
+            ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100),
+            ("acceptance rate", o.acceptance_rate),
+        )
+    ]
     print(format_table(rows))
     print()
-    print(format_table(r.slice_table(), ["slice", "positions", "loss", "top1", "top1_ci_low", "top1_ci_high",
-                                         "offered", "acceptance_rate", "keystrokes_saved_per_100"]))
+    print(
+        format_table(
+            r.slice_table(),
+            [
+                "slice",
+                "positions",
+                "loss",
+                "top1",
+                "top1_ci_low",
+                "top1_ci_high",
+                "offered",
+                "acceptance_rate",
+                "keystrokes_saved_per_100",
+            ],
+        )
+    )
     for w in r.worst:
         ci = f" [{w.ci.low:.4f}, {w.ci.high:.4f}]" if w.ci else ""
         print(f"worst slice by {w.metric}: {w.slice} = {w.value:.4f}{ci} over {w.positions} positions")
     for mode, lat in r.latency.items():
         if lat is not None:
-            print(f"latency per suggestion ({mode}): p50 {lat.p50_ms:.2f} ms, p95 {lat.p95_ms:.2f} ms ({lat.samples} samples)")
+            print(
+                f"latency per suggestion ({mode}): p50 {lat.p50_ms:.2f} ms, p95 {lat.p95_ms:.2f} ms "
+                f"({lat.samples} samples)"
+            )
     if result.comparison:
         print()
         kinds = [b.predictor for b in result.baselines] + [r.predictor]
@@ -131,8 +165,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _run_baseline(args: argparse.Namespace) -> int:
-    from core.release.baselines import train_baseline
     from core.model.corpus import load_corpus
+    from core.release.baselines import train_baseline
 
     if args.like:
         bundle = load_bundle(args.like)
@@ -143,8 +177,7 @@ def _run_baseline(args: argparse.Namespace) -> int:
             raise ValueError("pass --like BUNDLE or --corpus")
         corpus, fraction, seed, tokenizer = load_corpus(args.corpus), args.val_fraction, args.seed, None
     model = train_baseline(args.kind, corpus, val_fraction=fraction, seed=seed, tokenizer=tokenizer, order=args.order)
-    path = save_baseline(args.out, model, corpus=corpus, val_fraction=fraction, seed=seed,
-                         command=args.command_line)
+    path = save_baseline(args.out, model, corpus=corpus, val_fraction=fraction, seed=seed, command=args.command_line)
     print(json.dumps({"bundle": str(path), "kind": args.kind, "version": load_baseline(path).version}))
     return 0
 
@@ -204,11 +237,15 @@ def _run_status(args: argparse.Namespace) -> int:
         return 0
     print(f"registry {st.registry}: current {st.current or 'none'}; history {list(st.history) or 'empty'}")
     if st.versions:
-        print(format_table([dataclasses.asdict(v) for v in st.versions], ["version", "promoted", "verifies", "problem"]))
+        print(
+            format_table([dataclasses.asdict(v) for v in st.versions], ["version", "promoted", "verifies", "problem"])
+        )
     print(f"served: {st.served.kind or 'nothing'} {st.served.version or ''} -- {st.served.reason}")
     for leftover in st.leftovers:
-        print(f"leftover of an interrupted promotion: {leftover.path} ({leftover.bytes:,} bytes); the next promote "
-              f"or rollback removes it")
+        print(
+            f"leftover of an interrupted promotion: {leftover.path} ({leftover.bytes:,} bytes); the next promote "
+            f"or rollback removes it"
+        )
     for entry in st.log:
         print(json.dumps(entry))
     return 0

@@ -11,22 +11,39 @@ bottom-right aligned (query t sits at absolute position S - T + t).
 This package never imports streamlit; only its command line (cli.main, cli.release) prints.
 docs/ARCHITECTURE.md lists every module and its concept.
 """
+
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from core.model.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError, load_corpus
-from core.model.kv_cache import KVCache
 from core.model.gpt import GPT, PRESETS, ModelConfig, preset
+from core.model.kv_cache import KVCache
 from core.model.sampling import SampleConfig, generate, sample_next_token
 from core.model.tokenizer import CharTokenizer
 from core.model.training import TrainConfig, train
 
 __all__ = [
-    "AttentionResult", "causal_mask", "padding_mask", "scaled_dot_product_attention", "softmax",
-    "Bundle", "BundleError", "load_bundle", "save_bundle", "verify_bundle",
-    "Corpus", "CorpusError", "load_corpus",
+    "AttentionResult",
+    "causal_mask",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "softmax",
+    "Bundle",
+    "BundleError",
+    "load_bundle",
+    "save_bundle",
+    "verify_bundle",
+    "Corpus",
+    "CorpusError",
+    "load_corpus",
     "KVCache",
-    "GPT", "PRESETS", "ModelConfig", "preset",
-    "SampleConfig", "generate", "sample_next_token",
+    "GPT",
+    "PRESETS",
+    "ModelConfig",
+    "preset",
+    "SampleConfig",
+    "generate",
+    "sample_next_token",
     "CharTokenizer",
-    "TrainConfig", "train",
+    "TrainConfig",
+    "train",
 ]

@@ -1,4 +1,5 @@
 """`python -m core <command>`: see cli/main.py."""
+
 import sys
 
 from cli.main import main

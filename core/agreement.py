@@ -23,12 +23,13 @@ moves results by about 1e-15 relative on every CPU and kernel set (ATEN_CPU_CAPA
 default), the allowance is around 1e-10, and a bug sits ten orders of magnitude above it. float32
 comparisons remain only as figures shown beside the verdict, with their own float32 allowance.
 """
+
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -71,17 +72,27 @@ class Agreement:
     def rule(self) -> str:
         """The allowance with its derivation, to print beside the figure."""
         eps = torch.finfo(getattr(torch, self.dtype)).eps
-        return (f"<= {SAFETY} x eps({self.dtype}) {eps:.2e} x {self.terms} terms x scale {max(1.0, self.scale):.3g} "
-                f"= {self.allowed:.2e}")
+        return (
+            f"<= {SAFETY} x eps({self.dtype}) {eps:.2e} x {self.terms} terms x scale {max(1.0, self.scale):.3g} "
+            f"= {self.allowed:.2e}"
+        )
 
     def describe(self) -> str:
         """One line: the figure, the allowance, the verdict."""
-        return (f"max |difference| {self.max_abs_diff:.2e} in {self.dtype} {self.rule} "
-                f"({'agree' if self.passed else 'DISAGREE'})")
+        return (
+            f"max |difference| {self.max_abs_diff:.2e} in {self.dtype} {self.rule} "
+            f"({'agree' if self.passed else 'DISAGREE'})"
+        )
 
 
-def agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, terms: int,
-              scale: float | None = None, dtype: torch.dtype | None = None) -> Agreement:
+def agreement(
+    a: Tensor | Sequence[float],
+    b: Tensor | Sequence[float],
+    *,
+    terms: int,
+    scale: float | None = None,
+    dtype: torch.dtype | None = None,
+) -> Agreement:
     """Compare a with the reference b entry by entry. Both are cast to `dtype` (default: float64 when
     either already is, else their common dtype), so pass float64 results for a deciding comparison.
     `scale` defaults to max |b|; a NaN or inf anywhere makes the difference inf (never agreeing)."""
@@ -102,9 +113,16 @@ def agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, terms
     return Agreement(diff, allowance(dtype, terms, scale), str(dtype).removeprefix("torch."), terms, float(scale))
 
 
-def row_agreement(a: Tensor | Sequence[float], b: Tensor | Sequence[float], *, q_row: Sequence[float],
-                  k_rows: Sequence[Sequence[float]], v_rows: Sequence[Sequence[float]], scale: float,
-                  dtype: torch.dtype | None = None) -> Agreement:
+def row_agreement(
+    a: Tensor | Sequence[float],
+    b: Tensor | Sequence[float],
+    *,
+    q_row: Sequence[float],
+    k_rows: Sequence[Sequence[float]],
+    v_rows: Sequence[Sequence[float]],
+    scale: float,
+    dtype: torch.dtype | None = None,
+) -> Agreement:
     """Two computations of one attention row (weights or output), e.g. core.handcheck against core.attention
     on the same q (D,), k and v rows (S, D). The chain is a D-term dot product, an S-term softmax normaliser
     and an S-term weighted sum (terms D + 2S); rounding is relative to the largest sum of |q_d k_d| (times

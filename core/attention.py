@@ -10,11 +10,12 @@ and its gradients stay finite. This matches PyTorch's own "safe softmax" behavio
 Shapes use the legend of `core/__init__.py`: B batch, H heads, T query positions, S key positions,
 D head width. Both (B, T, D) and (B, H, T, D) inputs are accepted.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -22,9 +23,9 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class AttentionResult:
-    scores: Tensor   # (..., T, S) scaled by `scale`, before masking and temperature
+    scores: Tensor  # (..., T, S) scaled by `scale`, before masking and temperature
     weights: Tensor  # (..., T, S) after masking and softmax; every allowed row sums to one
-    out: Tensor      # (..., T, Dv) weights @ v
+    out: Tensor  # (..., T, Dv) weights @ v
 
 
 def _check_temperature(temperature: float) -> float:

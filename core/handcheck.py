@@ -8,11 +8,12 @@ the vectorised code and PyTorch's own F.scaled_dot_product_attention together.
 
 Names mirror `core.attention`; loops are named by the shape legend (for t in range(T): for s in range(S)).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 Vector = Sequence[float]
 Matrix = Sequence[Sequence[float]]
@@ -22,36 +23,36 @@ NEG_INF = float("-inf")
 @dataclass(frozen=True)
 class DotTrace:
     terms: tuple[float, ...]  # a[d] * b[d] for each d
-    total: float               # their sum
+    total: float  # their sum
 
 
 @dataclass(frozen=True)
 class SoftmaxTrace:
-    logits: tuple[float, ...]      # inputs divided by the temperature
-    allowed: tuple[bool, ...]      # True = may attend
-    masked: tuple[float, ...]      # logits with forbidden entries set to -inf
-    row_max: float                 # max of the allowed logits (0.0 when none is allowed)
-    exps: tuple[float, ...]        # exp(masked - row_max); exactly 0 where forbidden
-    normaliser: float              # sum of exps
-    weights: tuple[float, ...]     # exps / normaliser; all 0 when nothing is allowed
+    logits: tuple[float, ...]  # inputs divided by the temperature
+    allowed: tuple[bool, ...]  # True = may attend
+    masked: tuple[float, ...]  # logits with forbidden entries set to -inf
+    row_max: float  # max of the allowed logits (0.0 when none is allowed)
+    exps: tuple[float, ...]  # exp(masked - row_max); exactly 0 where forbidden
+    normaliser: float  # sum of exps
+    weights: tuple[float, ...]  # exps / normaliser; all 0 when nothing is allowed
 
 
 @dataclass(frozen=True)
 class RowTrace:
-    dots: tuple[DotTrace, ...]                  # q_t . k_s for each key s
-    scale: float                                # 1/sqrt(D) unless given
-    scores: tuple[float, ...]                   # dots * scale
+    dots: tuple[DotTrace, ...]  # q_t . k_s for each key s
+    scale: float  # 1/sqrt(D) unless given
+    scores: tuple[float, ...]  # dots * scale
     softmax: SoftmaxTrace
     weighted_values: tuple[tuple[float, ...], ...]  # weights[s] * v_s for each key s
-    out: tuple[float, ...]                      # the sum of weighted_values
+    out: tuple[float, ...]  # the sum of weighted_values
 
 
 @dataclass(frozen=True)
 class AttentionTrace:
-    scores: tuple[tuple[float, ...], ...]   # (T, S)
+    scores: tuple[tuple[float, ...], ...]  # (T, S)
     weights: tuple[tuple[float, ...], ...]  # (T, S)
-    out: tuple[tuple[float, ...], ...]      # (T, Dv)
-    rows: tuple[RowTrace, ...]              # one per query t
+    out: tuple[tuple[float, ...], ...]  # (T, Dv)
+    rows: tuple[RowTrace, ...]  # one per query t
 
 
 def dot(a: Vector, b: Vector) -> DotTrace:
@@ -135,7 +136,7 @@ def scaled_dot_product_attention(
     temperature: float = 1.0,
 ) -> AttentionTrace:
     """Attention for one (batch element, head): q (T, D), k (S, D), v (S, Dv), mask (T, S)."""
-    T, S = len(q), len(k)
+    T = len(q)
     rows = tuple(
         attention_row(q[t], k, v, allowed=None if mask is None else mask[t], scale=scale, temperature=temperature)
         for t in range(T)

@@ -3,6 +3,7 @@
 Run:  python examples/attention_by_hand.py
 Its printed weights are pinned by tests/test_examples.py against the pure-Python hand-check.
 """
+
 import math
 
 import torch

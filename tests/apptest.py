@@ -1,4 +1,5 @@
 """Helpers for page tests with streamlit.testing.v1.AppTest."""
+
 import base64
 import json
 from pathlib import Path
@@ -9,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60, *,
-              bundle: tuple[str, str | Path] | None = None) -> AppTest:
+def open_page(
+    page: str, query: dict[str, str] | None = None, timeout: float = 60, *, bundle: tuple[str, str | Path] | None = None
+) -> AppTest:
     """Run app.py, switch to views/<page>.py (with optional query parameters) and return the AppTest.
 
     `bundle` = (label, path): that bundle is added to this session and selected in the sidebar first.

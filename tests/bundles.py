@@ -4,6 +4,7 @@
 tests and the RoPE page; `train_tiny_bundle` trains one for a few steps and saves it as a bundle, for the
 model pages (conftest.py shares one per session as the `trained_bundle_path` fixture).
 """
+
 import dataclasses
 
 import torch
@@ -33,7 +34,16 @@ def tiny_model(seed=0, spread=20.0):
 def train_tiny_bundle(path, iters=12):
     """A tiny model trained for a few steps on a small Python text, saved as a bundle at `path` (for page tests)."""
     corpus = corpus_from_text("toy.py", "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(60)))
-    config = TrainConfig(batch_size=4, max_iters=iters, warmup_iters=1, eval_interval=iters, eval_iters=1, num_threads=1)
+    config = TrainConfig(
+        batch_size=4, max_iters=iters, warmup_iters=1, eval_interval=iters, eval_iters=1, num_threads=1
+    )
     result = train(PRESETS["tiny"], config, corpus)
-    return save_bundle(path, result.model, result.tokenizer, metrics=result.metrics,
-                       command=["tests", "train_tiny_bundle"], corpus=corpus, train_config=config)
+    return save_bundle(
+        path,
+        result.model,
+        result.tokenizer,
+        metrics=result.metrics,
+        command=["tests", "train_tiny_bundle"],
+        corpus=corpus,
+        train_config=config,
+    )

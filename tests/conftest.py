@@ -1,7 +1,7 @@
 """Shared test settings: hypothesis without deadlines (a shared 2-core CI machine), fresh Streamlit caches,
 one trained tiny bundle for the model pages."""
+
 import os
-import sys
 from pathlib import Path
 
 import pytest

@@ -1,5 +1,6 @@
 """Independent references shared by the test files, written without the code they check: softmax in plain
 math.exp, RoPE scores in closed form, and a model head's q, k, v from its raw weight matrices."""
+
 import math
 
 import torch
@@ -34,8 +35,9 @@ def closed_form_score(q, k, offset, base):
     for i in range(D // 2):
         theta = base ** (-2.0 * i / D)
         qx, qy, kx, ky = q[2 * i], q[2 * i + 1], k[2 * i], k[2 * i + 1]
-        total.append(math.hypot(qx, qy) * math.hypot(kx, ky)
-                     * math.cos(math.atan2(qy, qx) - math.atan2(ky, kx) + offset * theta))
+        total.append(
+            math.hypot(qx, qy) * math.hypot(kx, ky) * math.cos(math.atan2(qy, qx) - math.atan2(ky, kx) + offset * theta)
+        )
     return math.fsum(total)
 
 
@@ -67,7 +69,7 @@ def head_inputs(model, ids, layer, head):
     normed = (x - mean) / torch.sqrt(var + norm.eps) * gamma + beta  # (T, C)
     C, D = model.config.d_model, model.config.head_dim
     W = block.attn.qkv.weight.detach().double()  # (3C, C): rows 0..C-1 make q, C..2C-1 k, 2C..3C-1 v
-    rows = lambda part: W[part * C + head * D: part * C + (head + 1) * D]  # (D, C)
+    rows = lambda part: W[part * C + head * D : part * C + (head + 1) * D]  # (D, C)
     q_raw, k_raw, v = normed @ rows(0).T, normed @ rows(1).T, normed @ rows(2).T  # (T, D) each
     return q_raw, k_raw, v, normed
 
@@ -77,8 +79,9 @@ def reference_qkv(model, ids, layer, head):
     core.model.rope.rope_trace (pure Python)."""
     q_raw, k_raw, v, normed = head_inputs(model, ids, layer, head)
     base = model.config.rope_base
-    rotate = lambda m: torch.tensor([rope_trace(m[t].tolist(), t, base).rotated for t in range(len(m))],
-                                    dtype=torch.float64)  # (T, D)
+    rotate = lambda m: torch.tensor(
+        [rope_trace(m[t].tolist(), t, base).rotated for t in range(len(m))], dtype=torch.float64
+    )  # (T, D)
     return rotate(q_raw), rotate(k_raw), v, normed
 
 

@@ -1,4 +1,5 @@
 """core.agreement: the allowance is derived from the dtype's epsilon, rounding passes, a bug fails."""
+
 import math
 import random
 
@@ -11,8 +12,8 @@ from core.model.gpt import GPT, preset
 
 
 def test_allowance_is_the_stated_formula():
-    assert allowance(torch.float64, 100, 3.0) == 16 * 2.0 ** -52 * 100 * 3.0
-    assert allowance(torch.float32, 10) == 16 * 2.0 ** -23 * 10  # scale below 1 counts as 1
+    assert allowance(torch.float64, 100, 3.0) == 16 * 2.0**-52 * 100 * 3.0
+    assert allowance(torch.float32, 10) == 16 * 2.0**-23 * 10  # scale below 1 counts as 1
     assert allowance(torch.float64, 1, 0.25) == allowance(torch.float64, 1, 1.0)
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="terms"):
@@ -60,14 +61,19 @@ def test_row_agreement_holds_the_hand_check_to_the_tensor_code():
     a = row_agreement(trace.out, out, q_row=q[t].tolist(), k_rows=k.tolist(), v_rows=v.tolist(), scale=1 / math.sqrt(8))
     assert a.passed and a.terms == 8 + 2 * 6 and a.allowed < 1e-12
     unscaled = torch.softmax(q[t] @ k.T, -1) @ v  # a kernel that forgets 1/sqrt(D)
-    b = row_agreement(trace.out, unscaled, q_row=q[t].tolist(), k_rows=k.tolist(), v_rows=v.tolist(), scale=1 / math.sqrt(8))
+    b = row_agreement(
+        trace.out, unscaled, q_row=q[t].tolist(), k_rows=k.tolist(), v_rows=v.tolist(), scale=1 / math.sqrt(8)
+    )
     assert not b.passed and b.ratio > 1e6
 
 
 def test_model_terms_and_the_float64_copy():
     config = preset("tiny", 12)
-    assert model_terms(config) == config.n_layer * max(config.mlp_ratio * config.d_model, config.context_length,
-                                                       config.d_model) + config.d_model
+    assert (
+        model_terms(config)
+        == config.n_layer * max(config.mlp_ratio * config.d_model, config.context_length, config.d_model)
+        + config.d_model
+    )
     model = GPT(config)
     copy = float64_copy(model)
     assert next(model.parameters()).dtype == torch.float32  # the original is untouched

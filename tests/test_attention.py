@@ -1,4 +1,5 @@
 """core.attention against two independent references: the pure-Python hand-check and PyTorch's SDPA."""
+
 import math
 
 import pytest
@@ -38,8 +39,14 @@ def hand_out(q, k, v, mask):
 
 
 @given(
-    B=st.integers(1, 2), H=st.integers(1, 3), T=st.integers(1, 5), extra=st.integers(0, 3),
-    D=st.integers(1, 6), Dv=st.integers(1, 4), seed=st.integers(0, 10_000), use_causal=st.booleans(),
+    B=st.integers(1, 2),
+    H=st.integers(1, 3),
+    T=st.integers(1, 5),
+    extra=st.integers(0, 3),
+    D=st.integers(1, 6),
+    Dv=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    use_causal=st.booleans(),
 )
 def test_vectorised_equals_hand_check_and_pytorch(B, H, T, extra, D, Dv, seed, use_causal):
     S = T + extra
@@ -62,8 +69,10 @@ def test_fp32_matches_float64_reference_within_sdpa_tolerance(T, D, seed):
 
 
 @given(
-    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=4), side=st.sampled_from(["right", "left"]),
-    causal=st.booleans(), seed=st.integers(0, 1000),
+    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=4),
+    side=st.sampled_from(["right", "left"]),
+    causal=st.booleans(),
+    seed=st.integers(0, 1000),
 )
 def test_masks_rows_sum_to_one_masked_entries_exactly_zero(lengths, side, causal, seed):
     B, T, D = len(lengths), 6, 4
@@ -106,7 +115,7 @@ def test_causal_mask_bottom_right_aligned_against_hand_check():
 def test_causal_mask_with_cache_equals_the_last_rows_of_the_full_mask():
     full = causal_mask(7)
     for T in range(1, 8):
-        assert torch.equal(causal_mask(T, 7), full[7 - T:])
+        assert torch.equal(causal_mask(T, 7), full[7 - T :])
 
 
 def test_padding_mask_matches_hand_check():
@@ -120,7 +129,9 @@ def test_softmax_temperature_is_division_of_logits():
     for tau in (0.1, 0.5, 1.0, 3.0):
         expected = [math.exp(s / tau) for s in x.tolist()]
         total = math.fsum(expected)
-        torch.testing.assert_close(softmax(x, temperature=tau), torch.tensor([e / total for e in expected], dtype=torch.float64))
+        torch.testing.assert_close(
+            softmax(x, temperature=tau), torch.tensor([e / total for e in expected], dtype=torch.float64)
+        )
 
 
 def test_softmax_survives_huge_logits():

@@ -1,5 +1,6 @@
 """core.release.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
 completions, across the context boundary), suggestions end at a word, prompts report what was cut or lost."""
+
 import dataclasses
 import math
 from pathlib import Path
@@ -7,10 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.agreement import float64_copy, model_terms
+from core.model.bundle import save_bundle
+from core.model.corpus import corpus_from_text
+from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
+from core.model.kv_cache import KVCache
+from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 from core.release.autocomplete import (
     TIMING_REPEATS,
     code_point,
@@ -23,13 +30,6 @@ from core.release.autocomplete import (
     prepare_prompt,
     suggest,
 )
-from core.agreement import float64_copy, model_terms
-from core.model.bundle import save_bundle
-from core.model.corpus import corpus_from_text
-from core.model.kv_cache import KVCache
-from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
-from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
-from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 TOK = CharTokenizer.from_text(TEXT)
@@ -165,8 +165,15 @@ def test_empty_prompt_starts_from_eos_for_candidates_and_completion():
 
 def test_a_bundle_brings_its_template_and_context(tmp_path):
     model = spread_model()
-    path = save_bundle(tmp_path / "b", model, TOK, metrics={}, command=["test"],
-                       corpus=corpus_from_text("t.py", TEXT), prompt_template="# {prompt}")
+    path = save_bundle(
+        tmp_path / "b",
+        model,
+        TOK,
+        metrics={},
+        command=["test"],
+        corpus=corpus_from_text("t.py", TEXT),
+        prompt_template="# {prompt}",
+    )
     from core.model.bundle import load_bundle
 
     prompt = prepare_prompt(load_bundle(path), "main")
@@ -223,8 +230,9 @@ def test_parity_trace_agrees_in_float64_across_the_context_boundary(temperature,
     assert all(s.window_agrees and 1 <= s.context <= 32 for s in trace.steps)
     assert all(s.float32.dtype == "float32" for s in trace.steps)  # the float32 figure is kept beside it
     assert 0 < trace.float32_max_abs_diff < 1e-3
-    cached = complete(float64_copy(model), TOK, ids, dataclasses.replace(sample, max_new_tokens=50), seed=3,
-                      stop_at_eos=False)
+    cached = complete(
+        float64_copy(model), TOK, ids, dataclasses.replace(sample, max_new_tokens=50), seed=3, stop_at_eos=False
+    )
     assert tuple(s.token for s in trace.steps) == cached.tokens  # the trace follows the cached generation
 
 
@@ -241,7 +249,7 @@ def test_parity_passes_on_the_shipped_model():
     bundle = load_bundle(Path(__file__).resolve().parent.parent / "models" / "default")
     L = bundle.config.context_length
     text = "import os\n\n\ndef main(argv):\n    " + "x = 1\n    " * 20  # > L - 8 characters: it slides
-    ids = bundle.tokenizer.encode(text)[-(L - 4):]
+    ids = bundle.tokenizer.encode(text)[-(L - 4) :]
     trace = parity_trace(bundle.model, ids, 10, bundle.sample_config, seed=0)
     assert trace.slid_steps and trace.passed, [s.agreement.describe() for s in trace.steps]
 
@@ -266,8 +274,9 @@ def test_parity_trace_flags_a_cache_that_changes_the_logits():
     assert trace.worst_ratio > 1e6  # a real bug fails by orders of magnitude, not by a hair
     assert trace.float32_max_abs_diff == pytest.approx(50.0, abs=1e-3)  # the float32 figure sees it too
     assert not trace.within_tolerance and not trace.passed
-    assert trace.flagged_steps and all(trace.steps[i].token == 4 != trace.steps[i].uncached_token
-                                       for i in trace.flagged_steps)
+    assert trace.flagged_steps and all(
+        trace.steps[i].token == 4 != trace.steps[i].uncached_token for i in trace.flagged_steps
+    )
 
 
 class FakeClock:
@@ -279,7 +288,7 @@ class FakeClock:
 
     def __call__(self):
         self.n += 1
-        return float(self.n ** 2)
+        return float(self.n**2)
 
 
 def test_cache_timing_excludes_the_warm_up_and_takes_medians_of_the_repeats():
@@ -290,7 +299,7 @@ def test_cache_timing_excludes_the_warm_up_and_takes_medians_of_the_repeats():
     # One run reads the clock N + 1 times; 2 warm-up runs per mode, then 3 repeats per mode alternating.
     per_run = N + 1
     assert clock.n + 1 == (2 * 2 + 2 * 3) * per_run
-    intervals = [[(k + 1) ** 2 - k ** 2 for k in range(r * per_run, r * per_run + N)] for r in range(10)]
+    intervals = [[(k + 1) ** 2 - k**2 for k in range(r * per_run, r * per_run + N)] for r in range(10)]
     assert timing.cached_seconds == tuple(tuple(map(float, intervals[r])) for r in (4, 6, 8))  # not runs 0-3
     assert timing.uncached_seconds == tuple(tuple(map(float, intervals[r])) for r in (5, 7, 9))
     assert (timing.repeats, timing.warmup, timing.new_tokens, timing.prompt_tokens) == (3, 2, N, L - N)
@@ -314,10 +323,17 @@ def test_cache_timing_with_the_real_clock_has_the_documented_shape():
     assert timing.threads == torch.get_num_threads()
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(new_tokens=0), "new_tokens"), (dict(new_tokens=33), "new_tokens"), (dict(repeats=0), "repeats"),
-    (dict(repeats=10**9), "repeats"), (dict(warmup=-1), "warmup"), (dict(prompt_tokens=30), "never slides"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(new_tokens=0), "new_tokens"),
+        (dict(new_tokens=33), "new_tokens"),
+        (dict(repeats=0), "repeats"),
+        (dict(repeats=10**9), "repeats"),
+        (dict(warmup=-1), "warmup"),
+        (dict(prompt_tokens=30), "never slides"),
+    ],
+)
 def test_cache_timing_refuses_unbounded_work(kwargs, words):
     with pytest.raises(ValueError, match=words):
         measure_cache_latency(spread_model(), **kwargs)
@@ -326,14 +342,17 @@ def test_cache_timing_refuses_unbounded_work(kwargs, words):
 # ---- suggestions ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("generated, want", [
-    ("in(x):", ("in", "word boundary")),
-    (" os\nimport", (" os", "end of line")),
-    ("():\n", ("():", "end of line")),
-    ("\n", ("", "end of line")),
-    ("x_1 + 2", ("x_1", "word boundary")),
-    ("retu", ("retu", None)),
-])
+@pytest.mark.parametrize(
+    "generated, want",
+    [
+        ("in(x):", ("in", "word boundary")),
+        (" os\nimport", (" os", "end of line")),
+        ("():\n", ("():", "end of line")),
+        ("\n", ("", "end of line")),
+        ("x_1 + 2", ("x_1", "word boundary")),
+        ("retu", ("retu", None)),
+    ],
+)
 def test_cut_suggestion_by_hand(generated, want):
     assert cut_suggestion(generated) == want
 
@@ -361,13 +380,16 @@ class BigramStub(torch.nn.Module):
         return SimpleNamespace(logits=self.table[idx])  # (B, T, V)
 
 
-@pytest.mark.parametrize("text, want", [
-    ("def ma", ("in", "word boundary", "in(")),
-    ("de", ("f", "word boundary", "f ")),
-    ("def", (" main", "word boundary", " main(")),
-    ("def main", ("(x", "word boundary", "(x)")),
-    ("def main(x)", (":", "end of line", ":\n")),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("def ma", ("in", "word boundary", "in(")),
+        ("de", ("f", "word boundary", "f ")),
+        ("def", (" main", "word boundary", " main(")),
+        ("def main", ("(x", "word boundary", "(x)")),
+        ("def main(x)", (":", "end of line", ":\n")),
+    ],
+)
 def test_suggest_stops_at_the_next_word_boundary(text, want):
     s = suggest(BigramStub(), TOK, text)
     assert (s.text, s.stop_reason, s.generated) == want
@@ -401,7 +423,7 @@ def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logit
         prefix = list(ids)
         for s, c in zip(trace.steps, cached_steps):
             with torch.no_grad():
-                uncached = m(torch.tensor([prefix[-config.context_length:]])).logits[0, -1]  # (V,)
+                uncached = m(torch.tensor([prefix[-config.context_length :]])).logits[0, -1]  # (V,)
             top2 = uncached.topk(2).values
             assert float(top2[0] - top2[1]) > 1e-3  # no near-tie: float32 and float64 choose alike on any CPU
             figure = s.agreement if dtype == torch.float64 else s.float32
@@ -413,8 +435,11 @@ def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logit
     assert trace.passed
 
 
-@given(text=st.text(alphabet=TEXT + "é€\t", max_size=40), seed=st.integers(0, 2**63 - 1),
-       temperature=st.sampled_from([0.0, 0.8, 1.6]))
+@given(
+    text=st.text(alphabet=TEXT + "é€\t", max_size=40),
+    seed=st.integers(0, 2**63 - 1),
+    temperature=st.sampled_from([0.0, 0.8, 1.6]),
+)
 def test_completions_never_contain_special_tokens(text, seed, temperature):
     """A model that prefers <pad>, <bos> and <unk> still completes with characters only (and <eos> only as
     the stop); the prompt may hold unseen characters, which are <unk> on the way in."""
@@ -425,7 +450,7 @@ def test_completions_never_contain_special_tokens(text, seed, temperature):
     assert "\ufffd" not in completion.text
     raw = [s.token for s in generate(model, ids, SampleConfig(temperature=temperature, max_new_tokens=10), seed=seed)]
     assert not set(raw) & set(NEVER_SAMPLED)  # <eos> may occur: it is the stop signal, cut by complete
-    assert completion.tokens == tuple(raw[:raw.index(EOS_ID)] if EOS_ID in raw else raw)
+    assert completion.tokens == tuple(raw[: raw.index(EOS_ID)] if EOS_ID in raw else raw)
 
 
 class SpecialLovingGPT(GPT):

@@ -1,5 +1,6 @@
 """core.release.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's suggestion,
 and baseline bundles that round-trip and refuse tampering."""
+
 import json
 import math
 import shutil
@@ -9,6 +10,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.model.bundle import MANIFEST, BundleError, write_manifest
+from core.model.corpus import Document, corpus_from_text
+from core.model.tokenizer import CharTokenizer
 from core.release.baselines import (
     COUNTS,
     NGramModel,
@@ -22,13 +26,10 @@ from core.release.baselines import (
     verify_any,
     verify_baseline,
 )
-from core.model.bundle import MANIFEST, BundleError, write_manifest
-from core.model.corpus import Document, corpus_from_text
-from core.model.tokenizer import CharTokenizer
 
 TEXT = "\n\n".join(f"def f{i}(self, x):\n    return self.value + x * {i % 5}\n" for i in range(40))
 TOK = CharTokenizer.from_text(TEXT)
-DOCS = [Document(f"d{i}", TEXT[i * 200:(i + 1) * 200]) for i in range(len(TEXT) // 200 + 1)]
+DOCS = [Document(f"d{i}", TEXT[i * 200 : (i + 1) * 200]) for i in range(len(TEXT) // 200 + 1)]
 NGRAM = train_ngram(DOCS, TOK, order=4)
 RULE = train_rule(DOCS, TOK)
 
@@ -95,19 +96,23 @@ def test_baseline_bundles_round_trip(saved, kind, tmp_path):
     assert manifest["training"]["config"] == {"val_fraction": 0.2, "seed": 1}
     assert manifest["corpus"]["fingerprint"] == corpus.fingerprint
     ids = model.tokenizer.encode("    return self.value")
-    torch.testing.assert_close(loaded.model.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))),
-                               atol=0, rtol=0)
+    torch.testing.assert_close(
+        loaded.model.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))), atol=0, rtol=0
+    )
     assert loaded.model.suggest(ids[:-3]) == model.suggest(ids[:-3])
     again = save_baseline(tmp_path / "again", model, corpus=corpus, val_fraction=0.2, seed=1)
     assert load_baseline(again).version == loaded.version  # same counts, same version
     assert type(load_any(path).model) is type(model) and verify_any(path) == []
 
 
-@pytest.mark.parametrize("tamper, words", [
-    (lambda p: (p / COUNTS).write_text((p / COUNTS).read_text().replace("1", "2", 1)), "sha256 mismatch"),
-    (lambda p: (p / "notes.txt").write_text("hi"), "unexpected file 'notes.txt'"),
-    (lambda p: (p / COUNTS).unlink(), "counts.json is missing"),
-])
+@pytest.mark.parametrize(
+    "tamper, words",
+    [
+        (lambda p: (p / COUNTS).write_text((p / COUNTS).read_text().replace("1", "2", 1)), "sha256 mismatch"),
+        (lambda p: (p / "notes.txt").write_text("hi"), "unexpected file 'notes.txt'"),
+        (lambda p: (p / COUNTS).unlink(), "counts.json is missing"),
+    ],
+)
 def test_tampered_baseline_bundles_are_refused(saved, tmp_path, tamper, words):
     path = shutil.copytree(saved[0]["ngram"][0], tmp_path / "copy")
     tamper(path)

@@ -1,4 +1,5 @@
 """core.model.bundle: round trip, and every tampered bundle refused with a message naming the problem."""
+
 import ast
 import dataclasses
 import hashlib
@@ -48,8 +49,15 @@ def corpus():
 def saved(tmp_path_factory, corpus):
     model, tok = make_model()
     path = tmp_path_factory.mktemp("b") / "bundle"
-    save_bundle(path, model, tok, metrics={"val_loss": 1.5}, command=["python", "-m", "core", "train"],
-                corpus=corpus, sample_config=SampleConfig(temperature=0.7, top_k=5))
+    save_bundle(
+        path,
+        model,
+        tok,
+        metrics={"val_loss": 1.5},
+        command=["python", "-m", "core", "train"],
+        corpus=corpus,
+        sample_config=SampleConfig(temperature=0.7, top_k=5),
+    )
     return path, model, tok
 
 
@@ -91,6 +99,7 @@ def refused(path, *words):
 
 
 # ---- round trip ----------------------------------------------------------------------------------
+
 
 def test_round_trip_gives_identical_logits_and_tokenizer(saved):
     path, model, tok = saved
@@ -138,10 +147,14 @@ def test_the_tied_lm_head_is_stored_once(saved):
     assert loaded.lm_head.weight.data_ptr() == loaded.token_embedding.weight.data_ptr()  # still tied
 
 
-@pytest.mark.parametrize("config", [
-    *[dataclasses.replace(p, vocab_size=57) for p in PRESETS.values()],
-    ModelConfig(vocab_size=9, context_length=8, n_layer=3, n_head=1, d_model=6, mlp_ratio=3),
-], ids=[*PRESETS, "odd"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        *[dataclasses.replace(p, vocab_size=57) for p in PRESETS.values()],
+        ModelConfig(vocab_size=9, context_length=8, n_layer=3, n_head=1, d_model=6, mlp_ratio=3),
+    ],
+    ids=[*PRESETS, "odd"],
+)
 def test_the_closed_form_tensors_are_those_of_a_real_model(config):
     """The header check runs on expected_tensors(config) before any model exists: it must name exactly the
     tensors (in state_dict order), shapes and tied alias that a real GPT(config) stores."""
@@ -195,6 +208,7 @@ def test_a_model_without_the_causal_mask_is_saved_and_stays_unsafe(tmp_path, cor
 
 
 # ---- tampered weights ----------------------------------------------------------------------------
+
 
 def test_flipped_byte_in_the_weights_is_refused(bundle_copy):
     data = bytearray((bundle_copy / WEIGHTS).read_bytes())
@@ -254,6 +268,7 @@ def test_several_tensor_problems_are_all_listed(bundle_copy):
 
 # ---- tampered manifest and files -----------------------------------------------------------------
 
+
 def test_changed_architecture_is_refused(bundle_copy):
     m = read_manifest(bundle_copy)
     m["architecture"]["n_layer"] = 1
@@ -283,18 +298,21 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(bundle_copy):
     refused(bundle_copy, "tokenizer vocabulary size", "architecture.vocab_size")
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda m: m.pop("architecture"), "field 'architecture' is missing"),
-    (lambda m: m.update(safe="yes"), "field 'safe' must be bool"),
-    (lambda m: m.update(format_version=True), "field 'format_version' must be int"),
-    (lambda m: m["corpus"].pop("fingerprint"), "field 'corpus.fingerprint' is missing"),
-    (lambda m: m.update(format_version=99), "format_version 99 is not supported"),
-    (lambda m: m.update(kind="ngram"), "kind 'ngram'"),
-    (lambda m: m["architecture"].update(n_head=3), "architecture is invalid"),
-    (lambda m: m["architecture"].update(secret=1), "unknown ['secret']"),
-    (lambda m: m["generation"].update(temperature=-1), "generation is invalid"),
-    (lambda m: m["files"].update({"../escape": "0" * 64}), "'../escape' is not a plain file name"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.pop("architecture"), "field 'architecture' is missing"),
+        (lambda m: m.update(safe="yes"), "field 'safe' must be bool"),
+        (lambda m: m.update(format_version=True), "field 'format_version' must be int"),
+        (lambda m: m["corpus"].pop("fingerprint"), "field 'corpus.fingerprint' is missing"),
+        (lambda m: m.update(format_version=99), "format_version 99 is not supported"),
+        (lambda m: m.update(kind="ngram"), "kind 'ngram'"),
+        (lambda m: m["architecture"].update(n_head=3), "architecture is invalid"),
+        (lambda m: m["architecture"].update(secret=1), "unknown ['secret']"),
+        (lambda m: m["generation"].update(temperature=-1), "generation is invalid"),
+        (lambda m: m["files"].update({"../escape": "0" * 64}), "'../escape' is not a plain file name"),
+    ],
+)
 def test_malformed_manifest_fields_are_named(bundle_copy, edit, words):
     m = read_manifest(bundle_copy)
     edit(m)
@@ -326,6 +344,7 @@ def test_unlisted_file_is_refused(bundle_copy):
 
 # ---- no pickle anywhere in core ------------------------------------------------------------------
 
+
 def test_core_never_unpickles():
     """Parse every core module (so docstrings that mention the rule do not count) and look for
     pickle imports and torch.load / *.load(..., allow_pickle=...) calls."""
@@ -337,8 +356,12 @@ def test_core_never_unpickles():
                 names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
                 if any(n and n.split(".")[0] in ("pickle", "cPickle", "dill", "joblib", "shelve") for n in names):
                     offences.append(f"{path.name}:{node.lineno} imports a pickle module")
-            if isinstance(node, ast.Attribute) and node.attr == "load" and \
-                    isinstance(node.value, ast.Name) and node.value.id == "torch":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "load"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "torch"
+            ):
                 offences.append(f"{path.name}:{node.lineno} uses torch.load")
             if isinstance(node, ast.keyword) and node.arg in ("allow_pickle", "weights_only"):
                 offences.append(f"{path.name}:{node.lineno} passes {node.arg}=")

@@ -1,6 +1,7 @@
 """Hostile and broken bundles, found by trying them: huge but consistent architecture numbers, huge finite
 weights, symbolic links, an oversized manifest. Each is a BundleError naming what was wrong (exit 2 on the
 command line), and a huge architecture is refused before any model is allocated."""
+
 import dataclasses
 import json
 import os
@@ -8,16 +9,16 @@ import shutil
 
 import pytest
 import torch
+from test_bundle import TEXT, make_model, read_manifest, refused, reseal, rewrite_tensors
 
 import core.model.bundle
 import core.model.gpt
-from core.release.baselines import COUNTS, load_baseline, save_baseline, train_baseline
-from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
 from cli.main import main
+from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS, ModelConfig
+from core.release.baselines import COUNTS, load_baseline, save_baseline, train_baseline
 from core.release.gate import CheckResult, Rubric
-from test_bundle import TEXT, make_model, read_manifest, refused, reseal, rewrite_tensors
 
 TINY = dict(vocab_size=50, context_length=32, n_layer=2, n_head=2, d_model=32)
 
@@ -30,8 +31,9 @@ def corpus():
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory, corpus):
     """An honest tiny bundle (untrained), saved once; tests tamper with copies."""
-    return save_bundle(tmp_path_factory.mktemp("hostile") / "bundle", *make_model(), metrics={}, command=["test"],
-                       corpus=corpus)
+    return save_bundle(
+        tmp_path_factory.mktemp("hostile") / "bundle", *make_model(), metrics={}, command=["test"], corpus=corpus
+    )
 
 
 @pytest.fixture
@@ -41,14 +43,18 @@ def bundle_copy(saved, tmp_path):
 
 # ---- the architecture's numbers ------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, bound_name, over, at", [
-    ("vocab_size", "MAX_VOCAB", {}, {}),
-    ("context_length", "MAX_CONTEXT_LENGTH", {}, {}),
-    ("n_layer", "MAX_LAYERS", {}, {}),
-    ("n_head", "MAX_HEADS", {"d_model": 130}, {"d_model": 128}),  # head width 2: only the count is out of bounds
-    ("d_model", "MAX_D_MODEL", {}, {"n_layer": 1}),  # one layer keeps the product under MAX_PARAMETERS
-    ("mlp_ratio", "MAX_MLP_RATIO", {}, {}),
-])
+
+@pytest.mark.parametrize(
+    "field, bound_name, over, at",
+    [
+        ("vocab_size", "MAX_VOCAB", {}, {}),
+        ("context_length", "MAX_CONTEXT_LENGTH", {}, {}),
+        ("n_layer", "MAX_LAYERS", {}, {}),
+        ("n_head", "MAX_HEADS", {"d_model": 130}, {"d_model": 128}),  # head width 2: only the count is out of bounds
+        ("d_model", "MAX_D_MODEL", {}, {"n_layer": 1}),  # one layer keeps the product under MAX_PARAMETERS
+        ("mlp_ratio", "MAX_MLP_RATIO", {}, {}),
+    ],
+)
 def test_every_architecture_number_is_bounded_by_a_named_constant(field, bound_name, over, at):
     bound = getattr(core.model.gpt, bound_name)
     with pytest.raises(ValueError) as err:
@@ -59,7 +65,10 @@ def test_every_architecture_number_is_bounded_by_a_named_constant(field, bound_n
 
 def test_the_presets_sit_well_inside_the_bounds():
     large = PRESETS["large"]
-    assert core.model.gpt.MAX_CONTEXT_LENGTH >= 8 * large.context_length and core.model.gpt.MAX_D_MODEL >= 8 * large.d_model
+    assert (
+        core.model.gpt.MAX_CONTEXT_LENGTH >= 8 * large.context_length
+        and core.model.gpt.MAX_D_MODEL >= 8 * large.d_model
+    )
     assert core.model.gpt.MAX_LAYERS >= 8 * large.n_layer and core.model.gpt.MAX_HEADS >= 8 * large.n_head
     assert core.model.gpt.MAX_MLP_RATIO >= 4 * large.mlp_ratio
     params = GPT(dataclasses.replace(large, vocab_size=200)).num_parameters()
@@ -126,13 +135,15 @@ def test_the_command_line_refuses_a_huge_architecture_with_one_line_and_exit_2(b
 
 # ---- weight values -------------------------------------------------------------------------------
 
+
 def test_a_huge_finite_weight_is_refused_naming_the_tensor(bundle_copy):
     def poison(t):
         t["blocks.1.mlp.fc.weight"][0, 3] = 3e38  # finite float32, overflows to inf in the first matmul
 
     rewrite_tensors(bundle_copy, poison)
-    refused(bundle_copy, "tensor 'blocks.1.mlp.fc.weight' has 1 value(s) with |w| > MAX_ABS_WEIGHT=10000",
-            "largest 3e+38")
+    refused(
+        bundle_copy, "tensor 'blocks.1.mlp.fc.weight' has 1 value(s) with |w| > MAX_ABS_WEIGHT=10000", "largest 3e+38"
+    )
 
 
 def test_a_large_but_plausible_weight_still_loads(bundle_copy):
@@ -169,10 +180,13 @@ def test_release_check_prints_why_a_check_failed_on_the_console(bundle_copy, tmp
 
 
 def test_a_rubric_never_serialises_nan_or_inf():
-    checks = (CheckResult("cache logits", False, "nan", float("nan"), "<= 1"),
-              CheckResult("integrity", True, "0 problem(s)", 0.0, "none"))
-    rubric = Rubric("b", "0123456789abcdef", "now", checks, None,
-                    {"loss": float("inf"), "pair": (float("-inf"), 2.5), "n": 3})
+    checks = (
+        CheckResult("cache logits", False, "nan", float("nan"), "<= 1"),
+        CheckResult("integrity", True, "0 problem(s)", 0.0, "none"),
+    )
+    rubric = Rubric(
+        "b", "0123456789abcdef", "now", checks, None, {"loss": float("inf"), "pair": (float("-inf"), 2.5), "n": 3}
+    )
     data = rubric.to_dict()
     assert data["checks"][0]["value"] is None and data["checks"][1]["value"] == 0.0
     assert data["summary"] == {"loss": None, "pair": (None, 2.5), "n": 3}
@@ -180,6 +194,7 @@ def test_a_rubric_never_serialises_nan_or_inf():
 
 
 # ---- symbolic links and sizes --------------------------------------------------------------------
+
 
 def test_a_model_file_linked_to_an_identical_file_outside_is_refused(bundle_copy, tmp_path):
     outside = tmp_path / "elsewhere.safetensors"

@@ -1,4 +1,5 @@
 """python -m core: train and generate end to end in a subprocess, and one-line errors with exit 2."""
+
 import io
 import json
 import os
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.model.bundle import MANIFEST, WEIGHTS, load_bundle
 from cli.main import COMMANDS, _Progress, main
+from core.model.bundle import MANIFEST, WEIGHTS, load_bundle
 from core.model.training import TrainEvent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +20,15 @@ METRICS = {"train_loss", "val_loss", "iters", "seconds", "tokens_per_second"}
 
 def run(*args, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_one_line_error(proc, *words):
@@ -38,8 +46,25 @@ def trained(tmp_path_factory):
     corpus = tmp / "code.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     out = tmp / "bundle"
-    args = ["train", "--corpus", str(corpus), "--out", str(out), "--preset", "tiny", "--max-iters", "6",
-            "--eval-iters", "2", "--batch-size", "4", "--seed", "3", "--threads", "1"]
+    args = [
+        "train",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        "--max-iters",
+        "6",
+        "--eval-iters",
+        "2",
+        "--batch-size",
+        "4",
+        "--seed",
+        "3",
+        "--threads",
+        "1",
+    ]
     proc = run(*args)
     return proc, out, args
 
@@ -69,14 +94,24 @@ def test_train_reports_progress_on_stderr_when_not_a_terminal(trained):
 
 def test_generate_prints_the_prompt_and_its_completion(trained):
     _, out, _ = trained
-    proc = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12",
-               "--temperature", "0")
+    proc = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12", "--temperature", "0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("def add")
-    completion = proc.stdout[len("def add"):].rstrip("\n")
+    completion = proc.stdout[len("def add") :].rstrip("\n")
     assert 0 < len(completion) <= 12
-    again = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12",
-                "--temperature", "0", "--no-cache", "--completion-only")
+    again = run(
+        "generate",
+        "--bundle",
+        str(out),
+        "--prompt",
+        "def add",
+        "--max-new-tokens",
+        "12",
+        "--temperature",
+        "0",
+        "--no-cache",
+        "--completion-only",
+    )
     assert again.stdout.rstrip("\n") == completion  # greedy: cached and uncached agree
 
 
@@ -99,15 +134,18 @@ def test_tampered_bundle_is_refused_on_the_command_line(trained, tmp_path, capsy
     assert err.count("\n") == 1 and err.startswith("error: ") and "sha256 mismatch" in err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["train", "--corpus", "stdlib", "--out", "x", "--preset", "huge"], "invalid choice: 'huge'"),
-    (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "ten"], "invalid int value"),
-    (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "0"], "--max-iters must be >= 1"),
-    (["train", "--corpus", "stdlib", "--out", "x", "--batch-size", "0"], "batch_size must be >= 1"),
-    (["generate", "--prompt", "x"], "--bundle"),
-    (["explode"], "invalid choice"),
-    ([], "COMMAND"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["train", "--corpus", "stdlib", "--out", "x", "--preset", "huge"], "invalid choice: 'huge'"),
+        (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "ten"], "invalid int value"),
+        (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "0"], "--max-iters must be >= 1"),
+        (["train", "--corpus", "stdlib", "--out", "x", "--batch-size", "0"], "batch_size must be >= 1"),
+        (["generate", "--prompt", "x"], "--bundle"),
+        (["explode"], "invalid choice"),
+        ([], "COMMAND"),
+    ],
+)
 def test_usage_errors_in_process(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -119,10 +157,26 @@ def test_bad_corpus_files_are_one_line_errors(tmp_path, capsys):
     latin1.write_bytes(b"ol\xe1 " * 100)
     tiny = tmp_path / "tiny.txt"
     tiny.write_text("x = 1\n")
-    for path, words in ((latin1, "offset 2"), (tiny, "too small for context length 32"),
-                        (tmp_path / "missing.txt", "does not exist")):
-        code = main(["train", "--corpus", str(path), "--out", str(tmp_path / "o"), "--preset", "tiny",
-                     "--max-iters", "2", "--threads", "1"])
+    for path, words in (
+        (latin1, "offset 2"),
+        (tiny, "too small for context length 32"),
+        (tmp_path / "missing.txt", "does not exist"),
+    ):
+        code = main(
+            [
+                "train",
+                "--corpus",
+                str(path),
+                "--out",
+                str(tmp_path / "o"),
+                "--preset",
+                "tiny",
+                "--max-iters",
+                "2",
+                "--threads",
+                "1",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and words in err, err
     assert not (tmp_path / "o").exists()
@@ -165,8 +219,9 @@ def test_a_new_command_is_added_by_appending_a_register_function(monkeypatch, ca
 
 
 def generate_in_process(out, capsys, *extra):
-    code = main(["generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "10",
-                 "--completion-only", *extra])
+    code = main(
+        ["generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "10", "--completion-only", *extra]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -180,18 +235,21 @@ def test_generate_with_a_tiny_temperature_is_greedy_with_a_note(trained, capsys)
     assert err.count("\n") == 1 and err.startswith("note: --temperature 1e-40 is below 0.001") and "greedily" in err
 
 
-@pytest.mark.parametrize("extra, words", [
-    (["--seed", str(2**63)], "--seed must be an integer from 0 to 2**63 - 1"),
-    (["--seed", str(2**64)], "--seed must be an integer from 0 to 2**63 - 1"),
-    (["--seed", "-1"], "got -1"),
-    (["--max-new-tokens", "1000000000"], "max_new_tokens must be an integer from 0 to 4096"),
-    (["--temperature", "nan"], "temperature must be a finite number >= 0"),
-    (["--temperature", "inf"], "temperature must be a finite number >= 0"),
-    (["--temperature=-1e-40"], "temperature must be a finite number >= 0"),
-    (["--top-k", "0"], "top_k must be None or an integer from 1 to"),
-    (["--top-k", str(10**12)], "top_k must be None or an integer from 1 to"),
-    (["--top-p", "nan"], "top_p"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--seed", str(2**63)], "--seed must be an integer from 0 to 2**63 - 1"),
+        (["--seed", str(2**64)], "--seed must be an integer from 0 to 2**63 - 1"),
+        (["--seed", "-1"], "got -1"),
+        (["--max-new-tokens", "1000000000"], "max_new_tokens must be an integer from 0 to 4096"),
+        (["--temperature", "nan"], "temperature must be a finite number >= 0"),
+        (["--temperature", "inf"], "temperature must be a finite number >= 0"),
+        (["--temperature=-1e-40"], "temperature must be a finite number >= 0"),
+        (["--top-k", "0"], "top_k must be None or an integer from 1 to"),
+        (["--top-k", str(10**12)], "top_k must be None or an integer from 1 to"),
+        (["--top-p", "nan"], "top_p"),
+    ],
+)
 def test_generate_refuses_hostile_numbers_before_printing_anything(trained, capsys, extra, words):
     _, out, _ = trained
     code = main(["generate", "--bundle", str(out), "--prompt", "def add", "--temperature", "1", *extra])
@@ -210,12 +268,33 @@ def test_generate_accepts_the_largest_seed(trained, capsys):
 
 # ---- train: the leak stop and the output directory (in process) ----------------------------------
 
+
 def train_in_process(tmp_path, capsys, out, *extra, iters="20"):
     corpus = tmp_path / "notes.txt"
     if not corpus.exists():
         corpus.write_text(TEXT, encoding="utf-8")
-    code = main(["train", "--corpus", str(corpus), "--out", str(out), "--preset", "tiny", "--max-iters", iters,
-                 "--eval-interval", "5", "--eval-iters", "1", "--batch-size", "4", "--threads", "1", *extra])
+    code = main(
+        [
+            "train",
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+            "--max-iters",
+            iters,
+            "--eval-interval",
+            "5",
+            "--eval-iters",
+            "1",
+            "--batch-size",
+            "4",
+            "--threads",
+            "1",
+            *extra,
+        ]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -264,8 +343,12 @@ def test_a_bad_out_is_refused_before_training_with_exit_2(tmp_path, capsys):
     locked.chmod(0o500)  # root ignores modes: then /sys, which refuses even root
     if os.access(locked, os.W_OK):
         locked = Path("/sys")
-    for out, words in ((tmp_path / "file", "is a file"), (tmp_path / "file" / "x", "is a file"),
-                       (tmp_path / "mine", "not a bundle directory"), (locked / "run", "cannot write")):
+    for out, words in (
+        (tmp_path / "file", "is a file"),
+        (tmp_path / "file" / "x", "is a file"),
+        (tmp_path / "mine", "not a bundle directory"),
+        (locked / "run", "cannot write"),
+    ):
         for extra in ((), ("--overwrite",)):
             code, stdout, err = train_in_process(tmp_path, capsys, out, *extra)
             assert code == 2 and stdout == "" and err.count("\n") == 1 and words in err, err

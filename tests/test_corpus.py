@@ -1,4 +1,5 @@
 """core.model.corpus: the pinned stdlib corpus, text files cut into documents, the split, and every refusal."""
+
 import hashlib
 import sysconfig
 from pathlib import Path
@@ -137,7 +138,7 @@ def test_empty_file_is_refused(tmp_path):
 
 def test_non_utf8_bytes_are_refused_with_their_offset(tmp_path):
     path = tmp_path / "latin1.txt"
-    path.write_bytes("caf".encode() + b"\xe9 au lait")
+    path.write_bytes(b"caf" + b"\xe9 au lait")
     with pytest.raises(CorpusError, match=r"offset 3") as err:
         load_corpus(path)
     assert "UTF-8" in str(err.value) and "0xe9" in str(err.value)

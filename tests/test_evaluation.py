@@ -1,5 +1,6 @@
 """core.release.evaluation: metrics against a hand computation, the transformer behind the predictor interface,
 and the evaluation command's JSON."""
+
 import dataclasses
 import json
 import math
@@ -8,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.release.baselines import greedy_completion
-from core.model.bundle import save_bundle
 from cli.main import main
+from core.model.bundle import save_bundle
 from core.model.corpus import Document, load_corpus, split_documents
-from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out, wilson
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
 from core.model.training import TrainConfig, train
+from core.release.baselines import greedy_completion
+from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out, wilson
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
 FIRST = {"a": "b", "b": " ", " ": "a", "c": " "}  # the toy's most likely next character
@@ -47,8 +48,9 @@ class Toy:
 
 def test_metrics_match_a_hand_computation_on_20_characters():
     tok = CharTokenizer.from_text(TEXT20)  # ids: 4 ' ', 5 'a', 6 'b', 7 'c'; V = 8
-    report = evaluate_predictor(Toy(tok), [Document("t", TEXT20)], EvalConfig(min_slice_positions=1),
-                                measure_latency=False)
+    report = evaluate_predictor(
+        Toy(tok), [Document("t", TEXT20)], EvalConfig(min_slice_positions=1), measure_latency=False
+    )
     m = report.overall
     # Targets t = 1..20 (text[t], then <eos> at 20). FIRST misses t = 8 ('c' after 'b'), 11 ('c' after 'a'),
     # 18 ('a' after 'b') and 20 (<eos>); SECOND catches 8 and 11 (both 'c'); 18 and 20 fall outside the top 3
@@ -106,7 +108,7 @@ def test_transformer_rows_are_the_full_forward_pass_and_suggestions_agree(tiny_m
         full = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)  # (26, V)
     torch.testing.assert_close(rows, full, atol=1e-6, rtol=0)
     assert torch.allclose(rows.exp().sum(-1), torch.ones(len(ids), dtype=torch.float64))
-    context = ids[-(32 - 8):]
+    context = ids[-(32 - 8) :]
     cached = predictor.suggest(ids, 8, use_cache=True)
     assert cached == predictor.suggest(ids, 8, use_cache=False) == greedy_completion(predictor, context, 8)
 
@@ -115,20 +117,72 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
     text = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7}\n" for i in range(60))
     (tmp_path / "toy.py").write_text(text)
     corpus = load_corpus(tmp_path / "toy.py")
-    cfg = TrainConfig(batch_size=4, max_iters=5, warmup_iters=1, eval_interval=5, eval_iters=1, seed=3,
-                      val_fraction=0.2, num_threads=1)
+    cfg = TrainConfig(
+        batch_size=4,
+        max_iters=5,
+        warmup_iters=1,
+        eval_interval=5,
+        eval_iters=1,
+        seed=3,
+        val_fraction=0.2,
+        num_threads=1,
+    )
     result = train(PRESETS["tiny"], cfg, corpus)
-    save_bundle(tmp_path / "b", result.model, result.tokenizer, metrics=result.metrics, command=["test"],
-                corpus=corpus, train_config=cfg)
-    code = main(["evaluate", "--bundle", str(tmp_path / "b"), "--json", "--compare", "--max-positions", "256",
-                 "--typing-chars", "120", "--latency-samples", "2"])
+    save_bundle(
+        tmp_path / "b",
+        result.model,
+        result.tokenizer,
+        metrics=result.metrics,
+        command=["test"],
+        corpus=corpus,
+        train_config=cfg,
+    )
+    code = main(
+        [
+            "evaluate",
+            "--bundle",
+            str(tmp_path / "b"),
+            "--json",
+            "--compare",
+            "--max-positions",
+            "256",
+            "--typing-chars",
+            "120",
+            "--latency-samples",
+            "2",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("predictor", "version", "held_out", "config", "overall", "slices", "worst", "latency", "warnings",
-                "baselines", "comparison"):
+    for key in (
+        "predictor",
+        "version",
+        "held_out",
+        "config",
+        "overall",
+        "slices",
+        "worst",
+        "latency",
+        "warnings",
+        "baselines",
+        "comparison",
+    ):
         assert key in out, key
-    for key in ("loss", "loss_ci", "bits_per_char", "top1", "top1_ci", "top3", "top3_ci", "typed_chars", "offered",
-                "accepted", "acceptance_rate", "acceptance_ci", "keystrokes_saved_per_100"):
+    for key in (
+        "loss",
+        "loss_ci",
+        "bits_per_char",
+        "top1",
+        "top1_ci",
+        "top3",
+        "top3_ci",
+        "typed_chars",
+        "offered",
+        "accepted",
+        "acceptance_rate",
+        "acceptance_ci",
+        "keystrokes_saved_per_100",
+    ):
         assert key in out["overall"], key
     assert {"char_class", "column", "indent", "document"} == {s["family"] for s in out["slices"]}
     for mode in ("cached", "uncached"):
@@ -146,8 +200,10 @@ def test_held_out_uses_the_recorded_split_and_warns_when_it_cannot(tmp_path):
     (tmp_path / "a.txt").write_text("\n\n".join(f"para {i} " * 20 for i in range(30)))
     (tmp_path / "b.txt").write_text("\n\n".join(f"other {i} " * 20 for i in range(30)))
     corpus = load_corpus(tmp_path / "a.txt")
-    manifest = {"corpus": {"source": str(tmp_path / "a.txt"), "fingerprint": corpus.fingerprint},
-                "training": {"config": {"val_fraction": 0.3, "seed": 7}}}
+    manifest = {
+        "corpus": {"source": str(tmp_path / "a.txt"), "fingerprint": corpus.fingerprint},
+        "training": {"config": {"val_fraction": 0.3, "seed": 7}},
+    }
     split = held_out(manifest)
     assert split.recorded and split.warnings == () and split.val == split_documents(corpus, 0.3, 7)[1]
     assert "fingerprint mismatch" in held_out(manifest, str(tmp_path / "b.txt")).warnings[0]

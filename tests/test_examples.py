@@ -1,4 +1,5 @@
 """examples/attention_by_hand.py runs and prints the weights the hand-check computes independently."""
+
 import math
 import re
 import subprocess
@@ -8,18 +9,23 @@ from pathlib import Path
 import torch
 
 from core import handcheck
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_attention_by_hand_prints_the_hand_checked_weights():
-    run = subprocess.run([sys.executable, "examples/attention_by_hand.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "examples/attention_by_hand.py"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     printed = [[float(x) for x in re.findall(r"-?\d+\.\d+", line)] for line in run.stdout.strip().splitlines()]
 
     # The same draws as the script, then the pure-Python oracle (no torch arithmetic).
     torch.manual_seed(2)
     q, k, v = torch.randn(1, 4, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2)
-    trace = handcheck.scaled_dot_product_attention(q[0].tolist(), k[0].tolist(), v[0].tolist(), handcheck.causal_mask(4))
+    trace = handcheck.scaled_dot_product_attention(
+        q[0].tolist(), k[0].tolist(), v[0].tolist(), handcheck.causal_mask(4)
+    )
 
     assert len(printed) == 4 and all(len(r) == 4 for r in printed), run.stdout
     for got_row, want_row in zip(printed, trace.weights):

@@ -1,9 +1,12 @@
 """The hand-check's traces: each intermediate agrees with its definition, computed here a third way."""
+
 import math
 
 import pytest
 
 from core import handcheck
+
+
 def test_dot_terms_and_total():
     t = handcheck.dot([1.0, -2.0, 0.5], [3.0, 4.0, 2.0])
     assert t.terms == (3.0, -8.0, 1.0)
@@ -42,7 +45,9 @@ def test_attention_row_is_weighted_sum_of_value_rows():
 
 def test_row_zero_of_causal_attention_has_single_weight_one():
     mask = handcheck.causal_mask(3)
-    trace = handcheck.scaled_dot_product_attention([[0.3, 1.0]] * 3, [[1.0, 2.0], [3.0, 1.0], [0.0, 1.0]], [[1.0], [2.0], [3.0]], mask)
+    trace = handcheck.scaled_dot_product_attention(
+        [[0.3, 1.0]] * 3, [[1.0, 2.0], [3.0, 1.0], [0.0, 1.0]], [[1.0], [2.0], [3.0]], mask
+    )
     assert trace.weights[0] == (1.0, 0.0, 0.0)
     assert trace.out[0] == (1.0,)
 

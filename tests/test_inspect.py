@@ -1,21 +1,22 @@
 """core.model.introspect: the q, k, v it reports are the ones the model attends with, checked against the model's
 own weights and against a reference written without the model's modules (raw weight matrices, the
 pure-Python RoPE trace, an explicit layer norm)."""
+
 import dataclasses
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-
 from bundles import TEXT, tiny_model
+from references import reference_qkv, reference_weights
+
 from core import handcheck
 from core.attention import scaled_dot_product_attention
-from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
 from core.model.gpt import GPT, PRESETS
+from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
 from core.model.rope import apply_rope
 from core.model.tokenizer import UNK_ID, CharTokenizer
-from references import reference_qkv, reference_weights
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,12 @@ def test_projections_equal_a_reference_built_from_the_raw_weight_matrices(tiny):
         torch.testing.assert_close(p.k.double(), k, atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(p.v.double(), v, atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(p.normed.double(), normed, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(attention_grid(model, ids)[layer, head].double(),
-                                   reference_weights(model, ids, layer, head), atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            attention_grid(model, ids)[layer, head].double(),
+            reference_weights(model, ids, layer, head),
+            atol=1e-5,
+            rtol=0,
+        )
     p = projections(model, ids, 0, 0)
     assert torch.equal(p.embeddings, model.token_embedding.weight[torch.tensor(ids)])
     assert torch.equal(p.block_input, p.embeddings)  # block 0 reads the embeddings (no learned positions)
@@ -122,7 +127,7 @@ def test_bad_arguments_name_what_was_wrong(tiny):
         projections(model, ids, 0, -1)
     with pytest.raises(ValueError, match="context_length=32"):
         attention_grid(model, [4] * 33)
-    with pytest.raises(ValueError, match="0..%d" % (tok.vocab_size - 1)):
+    with pytest.raises(ValueError, match=f"0..{tok.vocab_size - 1}"):
         attention_grid(model, [tok.vocab_size])
     with pytest.raises(ValueError, match="context_length"):
         encode_for_model(tok, "abc", 0)
@@ -162,8 +167,9 @@ def test_a_broken_attention_kernel_fails_the_hand_check_by_orders_of_magnitude(t
     ids = tok.encode(TEXT)
     grid = attention_grid(model, ids)
     p = projections(model, ids, 1, 0)
-    monkeypatch.setattr(inspect_module, "scaled_dot_product_attention",
-                        lambda q, k, v, mask, *, scale: real(q, k, v, mask, scale=1.0))
+    monkeypatch.setattr(
+        inspect_module, "scaled_dot_product_attention", lambda q, k, v, mask, *, scale: real(q, k, v, mask, scale=1.0)
+    )
     row = check_row(p, grid[1, 0], len(ids) - 1)
     assert not row.within_tolerance and row.decided.ratio > 1e6
     with pytest.raises(ValueError, match="query row t"):

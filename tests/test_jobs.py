@@ -1,4 +1,5 @@
 """The job queue: a server-wide limit, places in line, one run per session, stop, failures as data."""
+
 import threading
 
 import pytest
@@ -8,6 +9,7 @@ from core.model.jobs import DONE, FAILED, QUEUED, RUNNING, STOPPED, JobError, Jo
 
 def gated_work(gate: threading.Event, steps: int = 3):
     """A job that reports `steps` events, then waits for `gate` (or a stop) before finishing."""
+
     def work(report, should_stop):
         for i in range(steps):
             report({"step": i})
@@ -15,6 +17,7 @@ def gated_work(gate: threading.Event, steps: int = 3):
             if should_stop():
                 return "stopped early"
         return "finished"
+
     return work
 
 

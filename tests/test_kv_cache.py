@@ -1,10 +1,11 @@
 """core.model.kv_cache: storage, rotated keys, bottom-right mask, cached == uncached, the sliding window."""
+
 import pytest
 import torch
 
 from core.agreement import agreement, model_terms
-from core.model.kv_cache import KVCache, default_keep, next_window_start
 from core.model.gpt import GPT, preset
+from core.model.kv_cache import KVCache, default_keep, next_window_start
 from core.model.rope import apply_rope
 from core.model.sampling import SampleConfig, generate
 

@@ -2,6 +2,7 @@
 and subtly leaking models), the leak rule over evaluations, and each loss-symptom rule at its boundary
 (a loss exactly at a threshold passes), on hand-written histories; real runs against it are in
 tests/test_runs.py. The probe's time on the shipped `default` preset is measured and stated in core/model/leak.py."""
+
 import dataclasses
 from types import SimpleNamespace
 
@@ -9,9 +10,9 @@ import pytest
 import torch
 
 import core.model.gpt
-from core.model import leak
 from core.agreement import allowance, float64_copy, model_terms
 from core.attention import causal_mask
+from core.model import leak
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS
 from core.model.training import TrainConfig, train
@@ -44,12 +45,12 @@ def oracle(model, edits, *, sequences=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     seqs = torch.randint(0, V, (sequences, L), generator=g)
     shift = torch.randint(1, V, (sequences, L), generator=g)
-    base = [m(seqs[n:n + 1]).logits[0] for n in range(sequences)]  # (T, V) each
+    base = [m(seqs[n : n + 1]).logits[0] for n in range(sequences)]  # (T, V) each
     allowed = allowance(torch.float64, model_terms(model.config), scale=max(float(b.abs().max()) for b in base))
     largest, first = 0.0, None
     for j in edits:
         for n in range(sequences):
-            edited = seqs[n:n + 1].clone()
+            edited = seqs[n : n + 1].clone()
             edited[0, j] = (edited[0, j] + shift[n, j]) % V
             assert edited[0, j] != seqs[n, j]
             out = m(edited).logits[0]  # (T, V)
@@ -62,6 +63,7 @@ def oracle(model, edits, *, sequences=2, seed=0):
 
 
 # ---- the probe -----------------------------------------------------------------------------------
+
 
 def test_a_causal_model_passes_and_every_position_is_edited():
     model = tiny()
@@ -130,10 +132,16 @@ def test_the_probe_leaves_the_global_rng_and_the_model_alone():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(sequences=0), "sequences"), (dict(sequences=leak.MAX_PROBE_SEQUENCES + 1), "sequences"),
-    (dict(length=1), "length"), (dict(length=33), "context_length=32"), (dict(seed=-1), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(sequences=0), "sequences"),
+        (dict(sequences=leak.MAX_PROBE_SEQUENCES + 1), "sequences"),
+        (dict(length=1), "length"),
+        (dict(length=33), "context_length=32"),
+        (dict(seed=-1), "seed"),
+    ],
+)
 def test_bad_probe_arguments_are_named(kwargs, words):
     with pytest.raises(ValueError, match=words):
         leak.causality_probe(tiny(), **kwargs)
@@ -142,6 +150,7 @@ def test_bad_probe_arguments_are_named(kwargs, words):
 
 
 # ---- the leak rule: a pure function over evaluations ---------------------------------------------
+
 
 def test_the_leak_rule_returns_the_first_evaluation_whose_probe_failed():
     good, bad = leak.causality_probe(tiny(), sequences=1), leak.causality_probe(tiny(causal=False), sequences=1)
@@ -152,6 +161,7 @@ def test_the_leak_rule_returns_the_first_evaluation_whose_probe_failed():
 
 
 # ---- the symptom: the loss rule ------------------------------------------------------------------
+
 
 def history(*points):
     return [SimpleNamespace(step=s, val_loss=v) for s, v in points]

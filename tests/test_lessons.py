@@ -1,4 +1,5 @@
 """core.lessons.scores against independent references: closed forms, core.handcheck (pure Python) and PyTorch's SDPA."""
+
 import math
 
 import pytest
@@ -6,15 +7,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
-
-from core import handcheck
-
-from core.lessons import scores as lessons
-from core.attention import scaled_dot_product_attention
 from references import ATOL32, exact_softmax, rows_with_mask
 
+from core import handcheck
+from core.attention import scaled_dot_product_attention
+from core.lessons import scores as lessons
 
 # --- random_qkv ------------------------------------------------------------------------------------
+
 
 def test_random_qkv_shapes_and_seed():
     q, k, v = lessons.random_qkv(2, 3, 4, 5, seed=7, Dv=6)
@@ -29,6 +29,7 @@ def test_random_qkv_shapes_and_seed():
 
 # --- worked_example --------------------------------------------------------------------------------
 
+
 def test_worked_example_draws_like_the_script():
     with torch.random.fork_rng():
         torch.manual_seed(2)
@@ -40,8 +41,9 @@ def test_worked_example_draws_like_the_script():
 
 def test_worked_example_equals_the_hand_oracle():
     ex = lessons.worked_example()
-    trace = handcheck.scaled_dot_product_attention(ex.q[0].tolist(), ex.k[0].tolist(), ex.v[0].tolist(),
-                                                   handcheck.causal_mask(4))
+    trace = handcheck.scaled_dot_product_attention(
+        ex.q[0].tolist(), ex.k[0].tolist(), ex.v[0].tolist(), handcheck.causal_mask(4)
+    )
     r = ex.result
     torch.testing.assert_close(r.scores[0], torch.tensor(trace.scores, dtype=torch.float32), atol=ATOL32, rtol=0)
     torch.testing.assert_close(r.weights[0], torch.tensor(trace.weights, dtype=torch.float32), atol=ATOL32, rtol=0)
@@ -51,6 +53,7 @@ def test_worked_example_equals_the_hand_oracle():
 
 
 # --- score_variance --------------------------------------------------------------------------------
+
 
 def test_score_variance_matches_the_closed_forms_within_sampling_error():
     rows = lessons.score_variance(list(lessons.VARIANCE_WIDTHS), samples=4096, seed=0)
@@ -79,6 +82,7 @@ def test_score_variance_rejects_bad_input():
 
 # --- row_entropy_bits, softmax_jacobian_norm, saturation, scaling_experiment ------------------------
 
+
 @given(rows_with_mask)
 def test_row_entropy_bits_equals_the_hand_entropy(row):
     xs, allowed = row
@@ -101,7 +105,9 @@ def test_softmax_jacobian_norm_equals_the_closed_form(row):
     got = lessons.softmax_jacobian_norm(scores, mask).item()
     # Forbidden entries have weight 0, so their rows and columns of diag(p) - p pᵀ vanish.
     assert got == pytest.approx(frobenius_of_softmax_jacobian(exact_softmax(xs, allowed)), abs=1e-9)
-    assert lessons.softmax_jacobian_norm(scores).item() == pytest.approx(frobenius_of_softmax_jacobian(exact_softmax(xs)), abs=1e-9)
+    assert lessons.softmax_jacobian_norm(scores).item() == pytest.approx(
+        frobenius_of_softmax_jacobian(exact_softmax(xs)), abs=1e-9
+    )
 
 
 def test_saturation_reports_the_rows_it_was_given():
@@ -112,8 +118,9 @@ def test_saturation_reports_the_rows_it_was_given():
     assert stats.max_weight.tolist() == [[1.0, 0.5]]
     assert stats.share_one_hot == 0.5
     torch.testing.assert_close(stats.entropy_bits, torch.tensor([[0.0, 1.0]]))
-    assert stats.mean_jacobian_norm == pytest.approx((frobenius_of_softmax_jacobian(exact_softmax([60.0, 0.0]))
-                                                      + frobenius_of_softmax_jacobian([0.5, 0.5])) / 2)
+    assert stats.mean_jacobian_norm == pytest.approx(
+        (frobenius_of_softmax_jacobian(exact_softmax([60.0, 0.0])) + frobenius_of_softmax_jacobian([0.5, 0.5])) / 2
+    )
 
 
 def test_scaling_experiment_saturates_the_rows():
@@ -129,6 +136,7 @@ def test_scaling_experiment_saturates_the_rows():
 
 
 # --- temperature_distribution and parse_scores -------------------------------------------------------
+
 
 def test_temperature_distribution_reproduces_the_lesson_at_temperature_one():
     result = lessons.temperature_distribution(lessons.TEMPERATURE_SCORES, 1.0)
@@ -155,16 +163,19 @@ def test_parse_scores_reads_numbers_only():
     assert lessons.parse_scores("1;2  3") == (1.0, 2.0, 3.0)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "at least one score"),
-    (" , ", "at least one score"),
-    ("1, two", "'two' is not a number"),
-    ("__import__('os')", "is not a number"),
-    ("1e5", "out of range"),
-    ("nan", "out of range"),
-    ("inf", "out of range"),
-    (", ".join(["1"] * 13), "at most 12"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "at least one score"),
+        (" , ", "at least one score"),
+        ("1, two", "'two' is not a number"),
+        ("__import__('os')", "is not a number"),
+        ("1e5", "out of range"),
+        ("nan", "out of range"),
+        ("inf", "out of range"),
+        (", ".join(["1"] * 13), "at most 12"),
+    ],
+)
 def test_parse_scores_errors(text, message):
     with pytest.raises(ValueError, match=message):
         lessons.parse_scores(text)
@@ -177,6 +188,7 @@ def test_parse_scores_round_trips(scores):
 
 # --- score_geometry ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("scaled", [True, False])
 def test_score_geometry_against_an_independent_computation(scaled):
     B, H, T, D = 2, 3, 5, 8
@@ -186,14 +198,22 @@ def test_score_geometry_against_an_independent_computation(scaled):
     scale = 1 / math.sqrt(D) if scaled else 1.0
     scores = torch.einsum("bhtd,bhsd->bhts", q.double(), k.double()) * scale  # (B, H, T, S)
     torch.testing.assert_close(geo.result.scores.double(), scores, atol=ATOL32, rtol=0)
-    torch.testing.assert_close(geo.result.out, F.scaled_dot_product_attention(q, k, v, scale=scale), atol=ATOL32, rtol=0)
+    torch.testing.assert_close(
+        geo.result.out, F.scaled_dot_product_attention(q, k, v, scale=scale), atol=ATOL32, rtol=0
+    )
     assert geo.scale == scale and geo.expected_variance == pytest.approx(scale**2 * D)
     assert geo.score_variance == pytest.approx(scores.var(unbiased=False).item(), rel=1e-5)
     torch.testing.assert_close(geo.max_abs_score.double(), scores.abs().amax((-2, -1)), atol=ATOL32, rtol=0)
     assert geo.max_weight.shape == (B, H, T)
     assert {s.name: s.shape for s in geo.steps} == {
-        "Q": (B, H, T, D), "K": (B, H, T, D), "Kᵀ": (B, H, D, T), "scores": (B, H, T, T),
-        "weights": (B, H, T, T), "V": (B, H, T, D), "out": (B, H, T, D)}
+        "Q": (B, H, T, D),
+        "K": (B, H, T, D),
+        "Kᵀ": (B, H, D, T),
+        "scores": (B, H, T, T),
+        "weights": (B, H, T, T),
+        "V": (B, H, T, D),
+        "out": (B, H, T, D),
+    }
 
 
 def test_saturation_mean_max_weight_is_the_mean_of_each_rows_largest_weight():

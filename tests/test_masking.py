@@ -1,4 +1,5 @@
 """core.lessons.masks against independent references: math.exp softmax, core.handcheck masks and PyTorch's SDPA."""
+
 import math
 
 import pytest
@@ -6,14 +7,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
-
-from core import handcheck
-
-from core.lessons import scores as lessons, masks as masking
 from references import ATOL32, exact_softmax, rows_with_mask
 
+from core import handcheck
+from core.lessons import masks as masking
+from core.lessons import scores as lessons
 
 # --- zero_after_softmax ----------------------------------------------------------------------------
+
 
 @given(rows_with_mask)
 def test_zero_after_softmax_against_math_exp(row):
@@ -30,13 +31,16 @@ def test_zero_after_softmax_against_math_exp(row):
 
 
 def test_zero_after_softmax_on_a_row_with_no_allowed_key():
-    cmp = masking.zero_after_softmax(torch.tensor([[0.5, -1.0], [0.2, 0.3]]), torch.tensor([[False, False], [True, False]]))
+    cmp = masking.zero_after_softmax(
+        torch.tensor([[0.5, -1.0], [0.2, 0.3]]), torch.tensor([[False, False], [True, False]])
+    )
     assert cmp.before[0].tolist() == [0.0, 0.0] and cmp.renormalised[0].tolist() == [0.0, 0.0]
     assert cmp.missing_mass[0].item() == 1.0
     assert torch.isfinite(cmp.renormalised).all()
 
 
 # --- masks -------------------------------------------------------------------------------------------
+
 
 def test_word_tokens():
     assert masking.word_tokens("the cat  sat down ") == ("the", "cat", "sat", "down")
@@ -46,15 +50,21 @@ def test_word_tokens():
         masking.word_tokens("a b c d e f g h i")
 
 
-@given(st.lists(st.integers(0, 8), min_size=1, max_size=4).filter(lambda ns: max(ns) >= 1),
-       st.sampled_from(["right", "left"]), st.booleans(), st.booleans())
+@given(
+    st.lists(st.integers(0, 8), min_size=1, max_size=4).filter(lambda ns: max(ns) >= 1),
+    st.sampled_from(["right", "left"]),
+    st.booleans(),
+    st.booleans(),
+)
 def test_ragged_masks_against_the_hand_masks(lengths, side, causal, padding):
     m = masking.ragged_masks(lengths, side=side, causal=causal, padding=padding)
     T = max(lengths)
     real = handcheck.padding_mask(lengths, T, side=side)
     future_ok = handcheck.causal_mask(T)
-    expected = [[[(future_ok[t][s] or not causal) and (real[b][s] or not padding) for s in range(T)]
-                 for t in range(T)] for b in range(len(lengths))]
+    expected = [
+        [[(future_ok[t][s] or not causal) and (real[b][s] or not padding) for s in range(T)] for t in range(T)]
+        for b in range(len(lengths))
+    ]
     assert m.real.tolist() == [list(r) for r in real]
     assert m.combined.tolist() == expected
     assert m.allowed_keys.tolist() == [[sum(row) for row in seq] for seq in expected]
@@ -81,7 +91,9 @@ def test_fully_masked_rows_are_zero_with_finite_gradients_where_naive_softmax_is
     assert empty.naive_nan_rows.tolist() == empty.rows.tolist()
     assert empty.naive_nan_grads == 4 * 3  # every value row of sequence 1
     # The lab's rows agree with PyTorch's own safe SDPA, empty rows included.
-    torch.testing.assert_close(empty.out, F.scaled_dot_product_attention(q, k, v, attn_mask=masks.combined), atol=ATOL32, rtol=0)
+    torch.testing.assert_close(
+        empty.out, F.scaled_dot_product_attention(q, k, v, attn_mask=masks.combined), atol=ATOL32, rtol=0
+    )
 
 
 def test_mask_experiment_uses_the_combined_mask():
@@ -89,13 +101,15 @@ def test_mask_experiment_uses_the_combined_mask():
     exp = masking.mask_experiment(masks, seed=3, D=4)
     q, k, v = (x[:, 0] for x in lessons.random_qkv(3, 1, 5, 4, seed=3))
     assert torch.equal(exp.q, q)
-    torch.testing.assert_close(exp.result.out, F.scaled_dot_product_attention(q, k, v, attn_mask=masks.combined),
-                               atol=ATOL32, rtol=0)
+    torch.testing.assert_close(
+        exp.result.out, F.scaled_dot_product_attention(q, k, v, attn_mask=masks.combined), atol=ATOL32, rtol=0
+    )
     assert exp.comparison.missing_mass[2].tolist() == [1.0] * 5  # length 0: everything is forbidden
     assert exp.empty.rows[2].all() and not exp.empty.rows[:2].any()
 
 
 # --- renormalise_after_softmax ------------------------------------------------------------------------
+
 
 @given(rows_with_mask.filter(lambda r: not all(r[1])), st.floats(-20, 20))
 def test_renormalising_restores_the_masked_softmax_when_well_conditioned(row, spike):

@@ -1,4 +1,5 @@
 """core.model.gpt: config validation, shapes, causality, attention maps, the SDPA reference, loss sanity."""
+
 import dataclasses
 import math
 
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import core.model.gpt
-from core.model.gpt import GPT, PRESETS, ModelConfig, preset
+from core.model.gpt import GPT, PRESETS, preset
 from core.model.rope import apply_rope, rope_cos_sin
 
 V = 23

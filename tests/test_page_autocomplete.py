@@ -1,13 +1,14 @@
 """The autocomplete page, with a tiny seeded bundle: the candidate bars are the model's distribution
 (computed here independently), temperature changes them, the completion is what greedy decoding gives,
 parity is shown below its tolerance, and long, empty, unseen and unsafe inputs are explained."""
+
 import math
 
 import pytest
 import torch
+from apptest import all_text, decode, figures, open_page, table
 from streamlit.testing.v1 import AppTest
 
-from apptest import all_text, decode, figures, open_page, table
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, preset
@@ -27,8 +28,15 @@ def _save(path, unsafe_reason=None):
         for param in model.parameters():
             if param.dim() == 2:
                 param.normal_(0.0, 0.3)
-    return save_bundle(path, model.eval(), tok, metrics={}, command=["tests/test_page_autocomplete.py"],
-                       corpus=corpus_from_text("toy.py", TEXT), unsafe_reason=unsafe_reason)
+    return save_bundle(
+        path,
+        model.eval(),
+        tok,
+        metrics={},
+        command=["tests/test_page_autocomplete.py"],
+        corpus=corpus_from_text("toy.py", TEXT),
+        unsafe_reason=unsafe_reason,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +59,7 @@ def expected_top(path, text, temperature, k=10):
     """The top k (piece, probability) of softmax(logits / temperature), from the model's own forward pass,
     over the ids the sampler may draw (<pad>, <bos>, <unk> have probability 0: never drawn into text)."""
     bundle = load_bundle(path)
-    ids = bundle.tokenizer.encode(text)[-bundle.config.context_length:]
+    ids = bundle.tokenizer.encode(text)[-bundle.config.context_length :]
     with torch.no_grad():
         logits = bundle.model(torch.tensor([ids])).logits[0, -1].tolist()
     top = max(logits)
@@ -145,8 +153,12 @@ def test_parity_is_decided_in_float64_across_the_context_boundary(bundle_path):
     fig = figure(at, "logit difference")
     assert fig["layout"]["yaxis"]["type"] == "log"
     names = [t["name"] for t in fig["data"]]
-    assert names == ["float64 max |cached − uncached| (decides)", "float64 allowance",
-                     "float32 max |cached − uncached| (shown)", "float32 allowance"]
+    assert names == [
+        "float64 max |cached − uncached| (decides)",
+        "float64 allowance",
+        "float32 max |cached − uncached| (shown)",
+        "float32 allowance",
+    ]
     rows = table(at, "max |cached − uncached| (float64)")
     assert len(rows) == 40 and rows["window slid"].any() and rows["agree (float64)"].all()
     assert not rows["chosen character differs"].any()
@@ -182,11 +194,14 @@ def test_a_link_with_an_unusable_temperature_never_shows_a_traceback(bundle_path
     assert math.fsum(probs) <= 1.0 + 1e-6 and all(math.isfinite(p) for p in probs)
 
 
-@pytest.mark.parametrize("prompt, message", [
-    ("x + 1 " * 10, "it was cut to its last 32 characters (the first 28 are not seen)"),
-    ("", "starts from the `<eos>`"),
-    ("def €(x):", "U+20AC"),
-])
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        ("x + 1 " * 10, "it was cut to its last 32 characters (the first 28 are not seen)"),
+        ("", "starts from the `<eos>`"),
+        ("def €(x):", "U+20AC"),
+    ],
+)
 def test_long_empty_and_unseen_prompts_are_explained(bundle_path, prompt, message):
     at = open_autocomplete(bundle_path)
     at.text_area(key="ac_prompt").set_value(prompt).run()

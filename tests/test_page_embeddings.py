@@ -1,13 +1,13 @@
 """The embeddings page draws the model's own embedding rows, q, k, v and scores for the typed text,
 checked against a reference built from the raw weight matrices (tests/references.py)."""
+
 import math
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from apptest import all_text, decode, figure, figures, open_page
 from references import reference_qkv
+from streamlit.testing.v1 import AppTest
 
 LABEL = "test bundle (tiny)"
 DEFAULT_TEXT = "def add(a, b):"

@@ -1,17 +1,18 @@
 """The attention inspector draws the model's own weights for every layer and head, enlarges the chosen one,
 and its hand check of one row agrees with the model within the declared tolerance. Expected values come
 from a reference built from the raw weight matrices (tests/references.py)."""
+
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
+from apptest import all_text, decode, figure, figures, open_page
+from references import reference_qkv, reference_weights
 from streamlit.testing.v1 import AppTest
 
-from apptest import all_text, decode, figure, figures, open_page
 from core.agreement import allowance
-from references import reference_qkv, reference_weights
 
 LABEL = "test bundle (tiny)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
@@ -39,8 +40,11 @@ def assert_causal_weights(z, want):
 
 def hand_difference(at) -> float:
     """The verdict's figure; its allowance must be a float64 one (well below float32's rounding)."""
-    match = re.search(r"Largest difference between the hand computation and the model's attention code: (\S+) "
-                      r"\(allowance (\S+), float64\)", all_text(at))
+    match = re.search(
+        r"Largest difference between the hand computation and the model's attention code: (\S+) "
+        r"\(allowance (\S+), float64\)",
+        all_text(at),
+    )
     assert match, all_text(at)
     difference, allowed = float(match.group(1)), float(match.group(2))
     assert 0 < allowed < 1e-10 and difference <= allowed
@@ -53,7 +57,12 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_
     L, H = model.config.n_layer, model.config.n_head
     fig = figure(at, "attention weights of every layer")
     titles = [a["text"] for a in fig["layout"]["annotations"]]
-    assert titles == ["<b>layer 0, head 0 (enlarged below)</b>", "layer 0, head 1", "layer 1, head 0", "layer 1, head 1"]
+    assert titles == [
+        "<b>layer 0, head 0 (enlarged below)</b>",
+        "layer 0, head 1",
+        "layer 1, head 0",
+        "layer 1, head 1",
+    ]
     assert len(fig["data"]) == L * H
     for i, trace in enumerate(fig["data"]):
         layer, head = divmod(i, H)
@@ -95,8 +104,12 @@ def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bund
     assert len(hand) == 7  # keys 0..6: the causal prefix
     # hand (float64 from the model's float32 q, k) against the float64 reference (q, k from float64 weights):
     # they differ by the float32 rounding of q and k, so the allowance is float32's, derived, not tuned
-    np.testing.assert_allclose(hand["weight by hand"], want[6, :7].numpy(), rtol=0,
-                               atol=allowance(torch.float32, model.config.d_model + 2 * T, 1.0))
+    np.testing.assert_allclose(
+        hand["weight by hand"],
+        want[6, :7].numpy(),
+        rtol=0,
+        atol=allowance(torch.float32, model.config.d_model + 2 * T, 1.0),
+    )
     # the verdict column: core.attention on the same q, k, v in float64 equals the hand computation
     np.testing.assert_allclose(hand["weight by core.attention (float64)"], hand["weight by hand"], atol=1e-13, rtol=0)
     q, k, v, _ = reference_qkv(model, ids, 1, 0)
@@ -106,8 +119,9 @@ def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bund
     difference = hand_difference(at)
     shown = float(hand["|hand − model float32|"].max())
     assert shown <= allowance(torch.float32, model.config.d_model + 2 * T, 1.0)  # the float32 figure, shown
-    assert difference == pytest.approx(float((hand["weight by core.attention (float64)"] - hand["weight by hand"]).abs().max()),
-                                       rel=1e-6, abs=1e-18)
+    assert difference == pytest.approx(
+        float((hand["weight by core.attention (float64)"] - hand["weight by hand"]).abs().max()), rel=1e-6, abs=1e-18
+    )
     assert "The model's attention for this row is the hand computation's." in all_text(at)
     # the row handed to the Read one row page: plain lists, the causal prefix of this head
     row = at.session_state["inspector_row"]

@@ -1,11 +1,11 @@
 """Masks page: the masks, the missing mass, the renormalisation failure and the empty rows it renders,
 checked against computations written here with loops and math.exp."""
+
 import math
 import re
 
 import pytest
 import torch
-
 from apptest import all_text, decode, figure, open_page, table
 
 NAN_TEXT = "NaN (undefined)"
@@ -84,7 +84,9 @@ def test_renormalising_after_a_dominant_forbidden_logit():
     assert [float(x) for x in renorm["mask before softmax (correct)"]] == pytest.approx(correct, abs=1e-5)
     sweep = table(at, "forbidden logit")
     undefined = sweep[sweep["plain division"] == NAN_TEXT]["forbidden logit"]
-    assert 88 < undefined.min() <= 112  # float32: e^-87.3 is the smallest normal number, e^-103.3 the smallest subnormal
+    assert (
+        88 < undefined.min() <= 112
+    )  # float32: e^-87.3 is the smallest normal number, e^-103.3 the smallest subnormal
 
     at.number_input(key="mask_spike").set_value(3.0).run()
     renorm = table(at, "renormalised, plain division")
@@ -95,7 +97,9 @@ def test_switching_masks_and_sides_changes_the_figures():
     at = open_page("masks")
     at.radio(key="mask_side").set_value("right").run()
     combined = figure(at, "Combined mask, sequence 1")["data"][0]
-    assert combined["text"] == [["allowed" if ok else "forbidden" for ok in row] for row in combined_mask(4, 6, "right")]
+    assert combined["text"] == [
+        ["allowed" if ok else "forbidden" for ok in row] for row in combined_mask(4, 6, "right")
+    ]
     assert "No row of sequence 1 is fully masked" in all_text(at)
 
     at.toggle(key="mask_pad").set_value(False)

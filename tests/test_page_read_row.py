@@ -1,11 +1,11 @@
 """Read one row page: its hand computation against PyTorch's own F.scaled_dot_product_attention."""
+
 import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from apptest import APP, all_text, decode, figures, open_page, table
 from streamlit.testing.v1 import AppTest
 
@@ -64,16 +64,24 @@ def test_a_link_to_a_random_row_and_the_slider():
     link = {"row_src": "random", "row_seed": "5", "row_T": "8", "row_D": "8", "row_t": "6"}
     at = open_page("read_row", link)
     g = torch.Generator().manual_seed(5)
-    q, k, v = torch.randn(1, 1, 8, 8, generator=g), torch.randn(1, 1, 8, 8, generator=g), torch.randn(1, 1, 8, 2, generator=g)
+    q, k, v = (
+        torch.randn(1, 1, 8, 8, generator=g),
+        torch.randn(1, 1, 8, 8, generator=g),
+        torch.randn(1, 1, 8, 2, generator=g),
+    )
     q, k, v = q[0], k[0], v[0]  # (1, T, D): one sequence
-    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(sdpa_row(q, k, v, 6), abs=1e-9)
+    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(
+        sdpa_row(q, k, v, 6), abs=1e-9
+    )
     before = decode(figures(at)[0]["data"][0]["y"]).astype(float)
     assert before[7] == 0.0 and before[:7].sum() == pytest.approx(1.0, abs=1e-6)
 
     at.slider(key="row_t").set_value(2).run()
     after = decode(figures(at)[0]["data"][0]["y"]).astype(float)
     assert not np.allclose(before, after) and (after[3:] == 0).all()
-    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(sdpa_row(q, k, v, 2), abs=1e-9)
+    assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(
+        sdpa_row(q, k, v, 2), abs=1e-9
+    )
 
 
 def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
@@ -89,14 +97,24 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     t, D = 4, 6
     q, k, v = (torch.randn(t + 1, D) for _ in range(3))
     at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["inspector_row"] = {"text": "abcde", "layer": 1, "head": 2, "t": t, "pieces": list("abcde"),
-                                         "q": q.tolist(), "k": k.tolist(), "v": v.tolist()}
+    at.session_state["inspector_row"] = {
+        "text": "abcde",
+        "layer": 1,
+        "head": 2,
+        "t": t,
+        "pieces": list("abcde"),
+        "q": q.tolist(),
+        "k": k.tolist(),
+        "v": v.tolist(),
+    }
     at.run()
     at.switch_page("views/read_row.py").run()
     assert not at.exception
     assert at.radio(key="row_src").value == "attention inspector"
     assert at.slider(key="row_t").value == t
-    reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[0, t]
+    reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[
+        0, t
+    ]
     compare = next(df.value for df in at.dataframe if "by hand (float64)" in df.value.columns)
     by_hand = [float(x) for x in compare["by hand (float64)"]]
     assert by_hand == pytest.approx(reference.tolist(), abs=1e-6)

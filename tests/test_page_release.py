@@ -3,31 +3,36 @@ with its causality figure while `current` stays put, a passing model is promoted
 table gains each row), and the baseline comparison holds evaluate_bundle's numbers. Promote and rollback are
 the teacher's: read-only without a configured passcode, refused with a wrong one, and, with the right one,
 confirmed in a dialog whose reason and session id reach the registry's log; the passcode is never shown."""
+
 import random
 import re
 
 import numpy as np
 import pytest
+from apptest import APP, all_text, decode, figures, open_page
+from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 import ui.models
-from streamlit import config
-from ui.teacher import ENV_VAR
-from apptest import APP, all_text, decode, figures, open_page
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import load_corpus
-from core.release.evaluation import EvalConfig, evaluate_bundle
-from core.release.registry import CURRENT, LOG, promote, read_current, read_log
-from core.release.gate import ReleasePolicy, causality_check, check_release
 from core.model.runs import train_and_save
 from core.model.training import TrainConfig
+from core.release.evaluation import EvalConfig, evaluate_bundle
+from core.release.gate import ReleasePolicy, causality_check, check_release
+from core.release.registry import CURRENT, LOG, promote, read_current, read_log
+from ui.teacher import ENV_VAR
 
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
 # Setting up an earlier version through the registry's own API: the full gate with small evaluation caps.
 SETUP_POLICY = ReleasePolicy(evaluation=EvalConfig(max_positions=512, typing_chars=200, latency_samples=0))
 PASSCODE = "pass-7f3a9c-teacher"  # the fixed test passcode; distinctive, so any echo of it is found
-LATENCY_ROWS = {"latency p50 ms (cached)", "latency p95 ms (cached)", "latency p50 ms (uncached)",
-                "latency p95 ms (uncached)"}
+LATENCY_ROWS = {
+    "latency p50 ms (cached)",
+    "latency p95 ms (cached)",
+    "latency p50 ms (uncached)",
+    "latency p95 ms (uncached)",
+}
 
 
 def copy_text(lines: int = 1200) -> str:
@@ -37,12 +42,21 @@ def copy_text(lines: int = 1200) -> str:
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefgh") for _ in range(5)) for _ in range(lines)]
     pairs = [f"{w} {w}" for w in words]
-    return "\n".join("\n".join(pairs[i:i + 6]) + "\n" for i in range(0, len(pairs), 6))
+    return "\n".join("\n".join(pairs[i : i + 6]) + "\n" for i in range(0, len(pairs), 6))
 
 
 def _config(iters: int, causal: bool) -> TrainConfig:
-    return TrainConfig(batch_size=16, max_iters=iters, warmup_iters=10, eval_interval=iters, eval_iters=1,
-                       learning_rate=1e-2, min_lr=1e-3, causal=causal, num_threads=1)
+    return TrainConfig(
+        batch_size=16,
+        max_iters=iters,
+        warmup_iters=10,
+        eval_interval=iters,
+        eval_iters=1,
+        learning_rate=1e-2,
+        min_lr=1e-3,
+        causal=causal,
+        num_threads=1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +69,15 @@ def bundles(tmp_path_factory):
     _, leak = train_and_save(corpus, "tiny", _config(100, False), root / "leak", command=command)
     # An earlier known-good version: the same weights under other metrics, so another version hash.
     a = load_bundle(good)
-    older = save_bundle(root / "older", a.model, a.tokenizer, metrics={"run": "older"}, command=command,
-                        corpus=corpus, train_config=_config(300, True))
+    older = save_bundle(
+        root / "older",
+        a.model,
+        a.tokenizer,
+        metrics={"run": "older"},
+        command=command,
+        corpus=corpus,
+        train_config=_config(300, True),
+    )
     return {"good": good, "leak": leak, "older": older}
 
 
@@ -112,11 +133,13 @@ def confirm(at, action: str, why: str) -> AppTest:
 
 def rendered(at) -> str:
     """Every element the page rendered, as its protobuf text (labels, values, markdown, widget states)."""
+
     def walk(node):
         if getattr(node, "proto", None) is not None:
             yield str(node.proto)
         for child in getattr(node, "children", {}).values():
             yield from walk(child)
+
     return "\n".join(part for root in at for part in walk(root))
 
 
@@ -183,7 +206,10 @@ def test_a_passing_bundle_is_promoted_and_rolled_back_and_the_log_table_gains_ea
     assert f"Promoted: version {good} is now current (was {older})" in shown(at)
     log = table(at, "time")
     assert len(log) == 2 and (log.iloc[0]["event"], log.iloc[0]["version"], log.iloc[0]["previous"]) == (
-        "promote", good, older)
+        "promote",
+        good,
+        older,
+    )
     assert at.json[0].value and read_log(registry)[-1]["event"] == "promote"
     roles = dict(table(at, "version")[["version", "role"]].values)
     assert roles == {older: "earlier current", good: "current"}
@@ -289,9 +315,12 @@ def test_a_wrong_passcode_is_refused_and_the_registry_is_unchanged(bundles, regi
     at = promote_good_and_reopen(bundles, registry)
     before = registry_files(registry)
     assert all(at.button(key=k).disabled for k in ACTIONS)
-    for wrong, said in (("pass-7f3a9c-teachers", "not the teacher passcode"), (PASSCODE.upper(), "not the teacher"),
-                        (PASSCODE + "x" * 200, "not the teacher passcode"),  # cut at max_chars by the server
-                        ("", "Type the teacher passcode")):
+    for wrong, said in (
+        ("pass-7f3a9c-teachers", "not the teacher passcode"),
+        (PASSCODE.upper(), "not the teacher"),
+        (PASSCODE + "x" * 200, "not the teacher passcode"),  # cut at max_chars by the server
+        ("", "Type the teacher passcode"),
+    ):
         unlock(at, wrong)
         assert any(said in e.value for e in at.error), [e.value for e in at.error]
         assert all(at.button(key=k).disabled for k in ACTIONS)
@@ -323,7 +352,11 @@ def test_the_right_passcode_and_a_confirmed_reason_change_the_registry_with_acto
     assert len(session) == 32
     entry = read_log(registry)[-1]
     assert (entry["event"], entry["version"], entry["actor"], entry["why"]) == (
-        "rollback", older, session, "the class reports bad suggestions")
+        "rollback",
+        older,
+        session,
+        "the class reports bad suggestions",
+    )
     assert not [t for t in at.text_input if t.key == "rel_rollback_why"]  # the dialog closed
     newest = table(at, "time").iloc[0]
     assert (newest["by (session)"], newest["why (teacher)"]) == (session, "the class reports bad suggestions")
@@ -336,7 +369,11 @@ def test_the_right_passcode_and_a_confirmed_reason_change_the_registry_with_acto
     assert read_current(registry)["version"] == good
     entry = read_log(registry)[-1]
     assert (entry["event"], entry["version"], entry["actor"], entry["why"]) == (
-        "promote", good, session, "fixed: serve the copy model again")
+        "promote",
+        good,
+        session,
+        "fixed: serve the copy model again",
+    )
 
     click(at, "teacher_lock")  # locking again disables both actions
     assert all(at.button(key=k).disabled for k in ACTIONS)

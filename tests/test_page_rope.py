@@ -2,20 +2,21 @@
 table is the closed form, bad links fall back with a note, and with a model its on/off heatmaps are the head's
 scores with and without the rotation. Expected values come from math and from the model's raw weights
 (tests/references.py), never from core.lessons.rope."""
+
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
-
-import ui.models
 from apptest import all_text, decode, figure, figures, open_page
 from bundles import TEXT, tiny_model
+from references import closed_form_score, head_inputs, reference_scores
+
+import ui.models
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.rope import apply_rope
-from references import closed_form_score, head_inputs, reference_scores
 
 LABEL = "test bundle (tiny, untrained)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
@@ -24,8 +25,10 @@ DEFAULT_TEXT = "def add(a, b): return a + b"
 def seeded_qk(D):
     """The page's documented vectors: randn(D) twice from torch seed 0, float64."""
     g = torch.Generator().manual_seed(0)
-    return (torch.randn(D, generator=g, dtype=torch.float64).tolist(),
-            torch.randn(D, generator=g, dtype=torch.float64).tolist())
+    return (
+        torch.randn(D, generator=g, dtype=torch.float64).tolist(),
+        torch.randn(D, generator=g, dtype=torch.float64).tolist(),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -39,8 +42,14 @@ def _clean(fresh_streamlit_caches, monkeypatch, tmp_path):
 def bundle_path(tmp_path_factory):
     model, tok = tiny_model()
     corpus = corpus_from_text("toy.py", TEXT)
-    return save_bundle(tmp_path_factory.mktemp("rope") / "bundle", model, tok, metrics={},
-                       command=["tests", "test_page_rope"], corpus=corpus)
+    return save_bundle(
+        tmp_path_factory.mktemp("rope") / "bundle",
+        model,
+        tok,
+        metrics={},
+        command=["tests", "test_page_rope"],
+        corpus=corpus,
+    )
 
 
 def score_metric(at) -> float:
@@ -54,12 +63,16 @@ def test_offset_check_passes_and_the_curves_are_the_closed_form():
     q, k = seeded_qk(16)
     norm = math.hypot(*q) * math.hypot(*k)
     # derived from float64's epsilon: 16 eps x (D + the largest position, up to about a thousand here) x |q||k|
-    assert spread <= tolerance and 16 * 2.0 ** -52 * 16 * norm < tolerance < 16 * 2.0 ** -52 * 2048 * norm
+    assert spread <= tolerance and 16 * 2.0**-52 * 16 * norm < tolerance < 16 * 2.0**-52 * 2048 * norm
     assert spread < 1e-11  # tiny: float64 rounding of the angles only
     fig = figure(at, "q·k after RoPE against the offset")
     curves = [t for t in fig["data"] if t["name"].startswith("earlier token at")]
-    assert [c["name"] for c in curves] == ["earlier token at 0", "earlier token at 2", "earlier token at 100",
-                                           "earlier token at 1000"]  # default m = 5, n = 2
+    assert [c["name"] for c in curves] == [
+        "earlier token at 0",
+        "earlier token at 2",
+        "earlier token at 100",
+        "earlier token at 1000",
+    ]  # default m = 5, n = 2
     for curve in curves:
         offsets = decode(curve["x"]).astype(int).tolist()
         assert offsets == list(range(-32, 33))
@@ -86,10 +99,15 @@ def test_frequency_table_is_the_closed_form():
     at = open_page("rope", {"rope_D": "32", "rope_base": "500.0"})
     table = next(d.value for d in at.dataframe if "θᵢ (rad per position)" in d.value.columns)
     assert list(table["pair i"]) == list(range(16))
-    np.testing.assert_allclose(table["θᵢ (rad per position)"], [500.0 ** (-2 * i / 32) for i in range(16)],
-                               rtol=1e-12, atol=0)
-    np.testing.assert_allclose(table["wavelength 2π/θᵢ (positions)"],
-                               [2 * math.pi * 500.0 ** (2 * i / 32) for i in range(16)], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        table["θᵢ (rad per position)"], [500.0 ** (-2 * i / 32) for i in range(16)], rtol=1e-12, atol=0
+    )
+    np.testing.assert_allclose(
+        table["wavelength 2π/θᵢ (positions)"],
+        [2 * math.pi * 500.0 ** (2 * i / 32) for i in range(16)],
+        rtol=1e-12,
+        atol=0,
+    )
 
 
 def test_layout_check_passes_and_the_mapping_moves_pairs_apart():
@@ -97,8 +115,9 @@ def test_layout_check_passes_and_the_mapping_moves_pairs_apart():
     assert any(s.value.startswith("Same rotation") for s in at.success)
     table = next(d.value for d in at.dataframe if "slot in split-half layout" in d.value.columns)
     assert list(table["slot in split-half layout"]) == [0, 4, 1, 5, 2, 6, 3, 7]
-    np.testing.assert_allclose(table["q after RoPE, adjacent [d]"], table["q after RoPE, split half [slot]"],
-                               atol=1e-12, rtol=0)
+    np.testing.assert_allclose(
+        table["q after RoPE, adjacent [d]"], table["q after RoPE, split half [slot]"], atol=1e-12, rtol=0
+    )
 
 
 def test_bad_link_values_fall_back_to_the_defaults_with_a_note():
@@ -125,13 +144,18 @@ def test_with_a_bundle_the_heatmaps_are_the_heads_scores_with_and_without_rope(b
     T = len(ids)
     q_raw, k_raw, _, _ = head_inputs(model, ids, 1, 1)
     base = model.config.rope_base
-    want = {"on": reference_scores(apply_rope(q_raw, torch.arange(T), base), apply_rope(k_raw, torch.arange(T), base)),
-            "off": reference_scores(q_raw, k_raw)}
-    for name, title in (("on", "scores, RoPE on (the model), layer 1, head 1"), ("off", "scores, RoPE off, layer 1, head 1")):
+    want = {
+        "on": reference_scores(apply_rope(q_raw, torch.arange(T), base), apply_rope(k_raw, torch.arange(T), base)),
+        "off": reference_scores(q_raw, k_raw),
+    }
+    for name, title in (
+        ("on", "scores, RoPE on (the model), layer 1, head 1"),
+        ("off", "scores, RoPE off, layer 1, head 1"),
+    ):
         z = decode(figure(at, title)["data"][0]["z"]).tolist()
         assert len(z) == T
         for t in range(T):
-            assert all(v is None for v in z[t][t + 1:])  # the future is masked
+            assert all(v is None for v in z[t][t + 1 :])  # the future is masked
             np.testing.assert_allclose(z[t][: t + 1], want[name][t][: t + 1], atol=1e-4, rtol=1e-5)
     changes = [abs(a - b) for t in range(T) for a, b in zip(want["on"][t][: t + 1], want["off"][t][: t + 1])]
     sentence = next(m.value for m in at.markdown if m.value.startswith("With RoPE off"))

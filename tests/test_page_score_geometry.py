@@ -1,11 +1,11 @@
 """Score geometry page: the numbers it draws against an independent torch computation with the same seed."""
+
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
-
 from apptest import all_text, decode, figure, open_page, table
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
@@ -29,8 +29,14 @@ def test_default_heatmap_shapes_and_variance_table():
 
     shapes = table(at, "shape here")
     assert dict(zip(shapes["tensor"], shapes["shape here"])) == {
-        "Q": "(2, 2, 5, 16)", "K": "(2, 2, 5, 16)", "Kᵀ": "(2, 2, 16, 5)", "scores": "(2, 2, 5, 5)",
-        "weights": "(2, 2, 5, 5)", "V": "(2, 2, 5, 16)", "out": "(2, 2, 5, 16)"}
+        "Q": "(2, 2, 5, 16)",
+        "K": "(2, 2, 5, 16)",
+        "Kᵀ": "(2, 2, 16, 5)",
+        "scores": "(2, 2, 5, 5)",
+        "weights": "(2, 2, 5, 5)",
+        "V": "(2, 2, 5, 16)",
+        "out": "(2, 2, 5, 16)",
+    }
 
     variance = table(at, "measured Var(q·k)")
     assert variance["head width D"].tolist() == [2**i for i in range(9)]

@@ -1,8 +1,8 @@
 """The temperature page renders the distribution the formula gives, at any temperature, and the scaling experiment."""
+
 import math
 
 import pytest
-
 from apptest import all_text, decode, figures, open_page
 
 LESSON_SCORES = [1.2, 0.3, -0.4, 1.8]

@@ -1,14 +1,15 @@
 """The Training page: a tiny run ends with a registered bundle and the page's numbers are the run's;
 sessions see only their own runs and wait their turn; bad uploads are explained; the no-mask lesson: stopped
 by the causality probe at its first evaluation, with the probe's figure and the symptom as evidence."""
+
 import functools
 import random
 import re
 
 import numpy as np
 import pytest
-
 from apptest import all_text, decode, figures, open_page
+
 from core.model import leak, runs
 from core.model.bundle import load_bundle
 from ui import models
@@ -123,7 +124,7 @@ def prose(n_words=700, seed=0) -> bytes:
     """An uploaded text that is neither the standard library nor code: seeded random words (~4 kB)."""
     rng = random.Random(seed)
     words = ["".join(rng.choice("aeioulnrstmdk") for _ in range(rng.randint(2, 8))) for _ in range(n_words)]
-    return "\n\n".join(" ".join(words[i:i + 14]) + "." for i in range(0, n_words, 14)).encode()
+    return "\n\n".join(" ".join(words[i : i + 14]) + "." for i in range(0, n_words, 14)).encode()
 
 
 def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_with_the_probes_figure():
@@ -141,14 +142,17 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_wi
     bundle = load_bundle(result.bundle_path)
     probe = leak.causality_probe(bundle.model, sequences=leak.TRAINING_PROBE_SEQUENCES, seed=0)
     j, t = probe.first_leak
-    assert f"Editing the character at position {j} of a random sequence changed the model's predictions at " \
-           f"position {t}" in text
+    assert (
+        f"Editing the character at position {j} of a random sequence changed the model's predictions at "
+        f"position {t}" in text
+    )
     assert f"{probe.agreement.max_abs_diff:.2e}" in text and f"{probe.agreement.allowed:.2e}" in text
     # The symptom: the loss not yet (an untrained model), the attention above the diagonal already.
     assert "The loss does not show it yet" in text and f"{result.metrics['val_loss']:.3f} nats" in text
     corpus = runs.load_run_corpus("notes.txt", prose())
-    snap = runs.attention_snapshot(bundle.model, bundle.tokenizer, runs.default_probe(corpus, runs.train_config_for(200)),
-                                   layer=0, head=0, step=0)
+    snap = runs.attention_snapshot(
+        bundle.model, bundle.tokenizer, runs.default_probe(corpus, runs.train_config_for(200)), layer=0, head=0, step=0
+    )
     assert snap.future_weight > 0.1 and f"{snap.future_weight:.1%} of each row's weight" in text
     assert "marked **unsafe**" in text and "causality probe failed" in text and not bundle.safe
     [(label, _)] = at.session_state["lab_session_bundles"]

@@ -1,5 +1,6 @@
 """core.release.registry: the gate refuses a leaking model and current stays put, a tampered current version
 falls back (to the last known-good version, then to the n-gram), rollback restores the previous version."""
+
 import ast
 import json
 import stat
@@ -9,30 +10,31 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from core.model.bundle import load_bundle, save_bundle, verify_bundle
-from cli.main import main
-from core.model.corpus import load_corpus
-from core.release.evaluation import EvalConfig
-from core.model.gpt import PRESETS
 import core.release.registry as registry
+from cli.main import main
+from core.model.bundle import load_bundle, save_bundle, verify_bundle
+from core.model.corpus import load_corpus
+from core.model.gpt import PRESETS
+from core.model.training import TrainConfig, train
+from core.release.evaluation import EvalConfig
+from core.release.gate import ReleasePolicy, check_release
 from core.release.registry import (
     CURRENT,
     RegistryError,
+    promote,
     read_current,
     read_log,
-    promote,
     resolve_served,
     rollback,
     status,
 )
-from core.release.gate import ReleasePolicy, check_release
-from core.model.training import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
-POLICY = ReleasePolicy(require_beats_baseline=False,
-                       evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
+POLICY = ReleasePolicy(
+    require_beats_baseline=False, evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
+)
 
 
 def make_bundles(root):
@@ -41,15 +43,32 @@ def make_bundles(root):
     corpus = load_corpus(root / "toy.py")
     paths = {}
     for name, causal in (("leak", False), ("a", True)):
-        cfg = TrainConfig(batch_size=8, max_iters=20, warmup_iters=2, eval_interval=20, eval_iters=1,
-                          learning_rate=5e-3, min_lr=5e-4, causal=causal, num_threads=1)
+        cfg = TrainConfig(
+            batch_size=8,
+            max_iters=20,
+            warmup_iters=2,
+            eval_interval=20,
+            eval_iters=1,
+            learning_rate=5e-3,
+            min_lr=5e-4,
+            causal=causal,
+            num_threads=1,
+        )
         result = train(PRESETS["tiny"], cfg, corpus)
-        paths[name] = save_bundle(root / name, result.model, result.tokenizer, metrics={"run": name},
-                                  command=["test"], corpus=corpus, train_config=cfg)
+        paths[name] = save_bundle(
+            root / name,
+            result.model,
+            result.tokenizer,
+            metrics={"run": name},
+            command=["test"],
+            corpus=corpus,
+            train_config=cfg,
+        )
     # A second known-good version: the same weights under other metrics (so another version hash).
     a = load_bundle(paths["a"])
-    paths["b"] = save_bundle(root / "b", a.model, a.tokenizer, metrics={"run": "b"}, command=["test"],
-                             corpus=corpus, train_config=cfg)
+    paths["b"] = save_bundle(
+        root / "b", a.model, a.tokenizer, metrics={"run": "b"}, command=["test"], corpus=corpus, train_config=cfg
+    )
     return paths
 
 
@@ -146,6 +165,7 @@ def test_promote_and_status_commands(bundles, tmp_path, capsys):
 
 # ---- the lock and atomicity ------------------------------------------------------------------------
 
+
 def test_a_second_writer_waits_for_the_lock_and_gives_up_with_a_clear_error(bundles, checks, tmp_path, monkeypatch):
     """The lock is filelock's, so it holds between processes and threads alike on every OS; a holder that
     never lets go costs the other writer LOCK_TIMEOUT seconds, then a RegistryError (exit 2), not a hang."""
@@ -164,8 +184,10 @@ def test_a_second_writer_waits_for_the_lock_and_gives_up_with_a_clear_error(bund
 def test_concurrent_promotions_each_land_whole(bundles, checks, tmp_path):
     reg = tmp_path / "registry"
     results = []
-    threads = [threading.Thread(target=lambda n=n: results.append(promote(bundles[n], reg, check=checks[n])))
-               for n in ("a", "b")]
+    threads = [
+        threading.Thread(target=lambda n=n: results.append(promote(bundles[n], reg, check=checks[n])))
+        for n in ("a", "b")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -216,6 +238,7 @@ def test_nothing_the_app_imports_uses_fcntl():
 
 # ---- who and why -----------------------------------------------------------------------------------
 
+
 def test_promote_and_rollback_log_who_asked_and_why(bundles, checks, tmp_path):
     reg = tmp_path / "registry"
     va, vb = _version(bundles["a"]), _version(bundles["b"])
@@ -226,9 +249,12 @@ def test_promote_and_rollback_log_who_asked_and_why(bundles, checks, tmp_path):
     rollback(reg, actor="session 9c1d", why="once more")  # refused: nothing older
     entries = read_log(reg)
     assert [(e["event"], e.get("actor"), e.get("why")) for e in entries] == [
-        ("promote", None, None), ("promote", "session 3f2a", "saves more keystrokes"),
-        ("refuse", "session 3f2a", "try the leak"), ("rollback", "session 9c1d", "users complained"),
-        ("rollback-refused", "session 9c1d", "once more")]
+        ("promote", None, None),
+        ("promote", "session 3f2a", "saves more keystrokes"),
+        ("refuse", "session 3f2a", "try the leak"),
+        ("rollback", "session 9c1d", "users complained"),
+        ("rollback-refused", "session 9c1d", "once more"),
+    ]
     assert "actor" not in entries[0] and entries[3]["version"] == va
     record = json.loads((reg / "versions" / vb / "record.json").read_text())
     assert (record["actor"], record["why"]) == ("session 3f2a", "saves more keystrokes")

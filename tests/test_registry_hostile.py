@@ -2,20 +2,30 @@
 directory that is a link or holds another bundle, a version the gate refused placed by hand, a huge
 architecture, leftovers of a killed promotion, a read-only log. resolve_served falls back with a reason
 naming what was wrong (never raises); bad input on the command line exits 2."""
+
 import json
 import os
 import shutil
 import stat
 
 import pytest
+from test_registry import _version, make_bundles, make_checks
 
 import core.model.bundle
 import core.release.registry as registry
-from core.model.bundle import MANIFEST, manifest_version, write_manifest
 from cli.main import main
+from core.model.bundle import MANIFEST, manifest_version, write_manifest
 from core.model.gpt import GPT
-from core.release.registry import CURRENT, RegistryError, promote, read_current, read_log, resolve_served, rollback, status
-from test_registry import _version, make_bundles, make_checks
+from core.release.registry import (
+    CURRENT,
+    RegistryError,
+    promote,
+    read_current,
+    read_log,
+    resolve_served,
+    rollback,
+    status,
+)
 
 OTHER = "0123456789abcdef"  # a well-formed version name that no bundle here has
 
@@ -131,8 +141,10 @@ def test_a_version_directory_holding_another_version_is_not_served(bundles, chec
     vdir = install_by_hand(reg, OTHER, reg / "versions" / va / "bundle", dict(forged_rubric(va)))
     point(reg, OTHER, [va])
     served = resolve_served(reg)
-    assert served.version == va and f"rubric.json does not record a passed release rubric of version {OTHER}" \
-        in served.reason
+    assert (
+        served.version == va
+        and f"rubric.json does not record a passed release rubric of version {OTHER}" in served.reason
+    )
     (vdir / "rubric.json").write_text(json.dumps(forged_rubric(OTHER)))  # now the rubric agrees, the bundle does not
     served = resolve_served(reg)
     assert served.version == va and f"versions/{OTHER} holds a bundle of version {va}, not {OTHER}" in served.reason

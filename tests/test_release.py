@@ -1,4 +1,5 @@
 """core.release.gate: the leak detector and the rubric, each check with its measured figure."""
+
 import json
 import shutil
 from types import SimpleNamespace
@@ -6,12 +7,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from core.release.baselines import load_baseline
-from core.model.bundle import save_bundle, verify_bundle
 from cli.main import main
+from core.model.bundle import save_bundle, verify_bundle
 from core.model.corpus import Document, load_corpus
-from core.release.evaluation import EvalConfig
 from core.model.gpt import PRESETS
+from core.model.tokenizer import CharTokenizer
+from core.model.training import TrainConfig, train
+from core.release.baselines import load_baseline
+from core.release.evaluation import EvalConfig
 from core.release.gate import (
     RUBRIC,
     ReleasePolicy,
@@ -22,8 +25,6 @@ from core.release.gate import (
     side_dir,
     write_release_record,
 )
-from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, train
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(80))
 QUICK = EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
@@ -33,11 +34,21 @@ RELAXED = ReleasePolicy(require_beats_baseline=False, evaluation=QUICK)
 
 
 def train_bundle(corpus, out, *, causal: bool):
-    cfg = TrainConfig(batch_size=8, max_iters=30, warmup_iters=3, eval_interval=30, eval_iters=1,
-                      learning_rate=5e-3, min_lr=5e-4, causal=causal, num_threads=1)
+    cfg = TrainConfig(
+        batch_size=8,
+        max_iters=30,
+        warmup_iters=3,
+        eval_interval=30,
+        eval_iters=1,
+        learning_rate=5e-3,
+        min_lr=5e-4,
+        causal=causal,
+        num_threads=1,
+    )
     result = train(PRESETS["tiny"], cfg, corpus)
-    return save_bundle(out, result.model, result.tokenizer, metrics=result.metrics, command=["test"],
-                       corpus=corpus, train_config=cfg)
+    return save_bundle(
+        out, result.model, result.tokenizer, metrics=result.metrics, command=["test"], corpus=corpus, train_config=cfg
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +56,10 @@ def bundles(tmp_path_factory):
     root = tmp_path_factory.mktemp("release")
     (root / "toy.py").write_text(TEXT)
     corpus = load_corpus(root / "toy.py")
-    return {"good": train_bundle(corpus, root / "good", causal=True),
-            "leak": train_bundle(corpus, root / "leak", causal=False)}
+    return {
+        "good": train_bundle(corpus, root / "good", causal=True),
+        "leak": train_bundle(corpus, root / "leak", causal=False),
+    }
 
 
 def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside_it(bundles, tmp_path):
@@ -54,9 +67,20 @@ def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside
     rubric = check.rubric
     assert rubric.passed, rubric.failures()
     by_name = {c.name: c for c in rubric.checks}
-    assert set(by_name) == {"integrity", "marked safe", "held-out split", "causality", "cache logits", "cache greedy",
-                            "plausible: no-peek", "plausible: canary", "plausible: vs n-gram", "beats n-gram: loss",
-                            "beats n-gram: keystrokes", "named fallback"}
+    assert set(by_name) == {
+        "integrity",
+        "marked safe",
+        "held-out split",
+        "causality",
+        "cache logits",
+        "cache greedy",
+        "plausible: no-peek",
+        "plausible: canary",
+        "plausible: vs n-gram",
+        "beats n-gram: loss",
+        "beats n-gram: keystrokes",
+        "named fallback",
+    }
     # decided in float64 within a derived allowance (about 1e-10 here): rounding alone, on every CPU
     assert by_name["causality"].value <= 1e-10 and by_name["cache logits"].value <= 1e-10
     assert "eps(float64)" in by_name["cache logits"].threshold and "float32" in by_name["cache logits"].detail

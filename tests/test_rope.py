@@ -1,4 +1,5 @@
 """core.model.rope: closed forms, a complex-number reference, relative positions, the split-half layout."""
+
 import math
 
 import pytest

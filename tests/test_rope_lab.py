@@ -1,13 +1,14 @@
 """core.lessons.rope against references written without it: the single-pair closed form
 |q||k| cos(φ_q - φ_k + (m - n)θ) with math, θ_i = base^(-2i/D) with math, Hugging Face's rotate_half written
 out by hand, and a tiny model's q, k taken from its raw weight matrices."""
+
 import math
 
 import pytest
 import torch
-
 from bundles import TEXT, tiny_model
-from core.model.rope import apply_rope, rope_trace
+from references import closed_form_score, head_inputs, reference_scores
+
 from core.lessons.rope import (
     arc_points,
     layout_equivalence,
@@ -17,7 +18,7 @@ from core.lessons.rope import (
     rotate_pair,
     seeded_qk,
 )
-from references import closed_form_score, head_inputs, reference_scores
+from core.model.rope import apply_rope, rope_trace
 
 
 def test_single_pair_score_is_the_closed_form_of_the_offset_alone():
@@ -25,8 +26,9 @@ def test_single_pair_score_is_the_closed_form_of_the_offset_alone():
     offsets, positions = list(range(-20, 21)), [0, 7, 300]
     result = offset_scores(q, k, offsets, positions, base=10000.0)
     for row in result.scores:  # every absolute position gives the same curve, the closed form
-        assert row == pytest.approx([closed_form_score(q.tolist(), k.tolist(), r, 10000.0) for r in offsets],
-                                    abs=1e-12, rel=0)
+        assert row == pytest.approx(
+            [closed_form_score(q.tolist(), k.tolist(), r, 10000.0) for r in offsets], abs=1e-12, rel=0
+        )
     assert max(result.spreads) <= 1e-12 and result.passed
     assert max(result.scores[0]) - min(result.scores[0]) > 0.5  # the score does move with the offset
 
@@ -43,7 +45,7 @@ def test_offset_scores_match_the_sum_of_pair_closed_forms_and_pass_the_check(D, 
         assert row == pytest.approx(expected, abs=1e-10 * norm, rel=0)
     # the allowance is derived: 16 eps(float64) x (D products + the largest position) x |q||k|
     largest = max(positions) + max(abs(r) for r in offsets)
-    assert result.tolerance == pytest.approx(16 * 2.0 ** -52 * (D + largest) * norm)
+    assert result.tolerance == pytest.approx(16 * 2.0**-52 * (D + largest) * norm)
     assert result.passed and result.max_spread <= result.tolerance
 
 
@@ -65,8 +67,9 @@ def test_rotate_pair_turns_by_m_theta_and_n_theta_and_keeps_lengths():
     assert rot.dims == (4, 5) and rot.theta == pytest.approx(theta, rel=1e-15)
     for before, after, angle in ((rot.q_before, rot.q_after, m * theta), (rot.k_before, rot.k_after, n * theta)):
         x, y = before
-        assert after == pytest.approx((x * math.cos(angle) - y * math.sin(angle),
-                                       x * math.sin(angle) + y * math.cos(angle)), abs=1e-14)
+        assert after == pytest.approx(
+            (x * math.cos(angle) - y * math.sin(angle), x * math.sin(angle) + y * math.cos(angle)), abs=1e-14
+        )
         assert math.hypot(*after) == pytest.approx(math.hypot(*before), rel=1e-14)
     assert rot.q_before == (q[4].item(), q[5].item())
     assert rot.score_after == pytest.approx(closed_form_score(q.tolist(), k.tolist(), m - n, base), abs=1e-12)
@@ -112,7 +115,9 @@ def test_split_half_layout_equals_adjacent_after_the_permutation():
             partner = -split[j + D // 2] if j < D // 2 else split[j - D // 2]
             rotated.append(split[j] * math.cos(theta) + partner * math.sin(theta))
         assert result.split_half[t].tolist() == pytest.approx(rotated, abs=1e-13)
-        assert result.adjacent[t].tolist() == pytest.approx(list(rope_trace(x[t].tolist(), pos, base).rotated), abs=1e-13)
+        assert result.adjacent[t].tolist() == pytest.approx(
+            list(rope_trace(x[t].tolist(), pos, base).rotated), abs=1e-13
+        )
     assert result.max_abs_diff <= 1e-12 and result.passed
     assert result.unpermuted_max_abs_diff > 0.1  # without the permutation the two are different rotations
 
@@ -131,6 +136,7 @@ def test_bad_inputs_are_refused_with_a_message():
 
 # ---- the model section ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("layer, head", [(0, 0), (1, 1)])
 def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(layer, head):
     model, tok = tiny_model()
@@ -138,8 +144,9 @@ def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(lay
     T = len(ids)
     q_raw, k_raw, _, _ = head_inputs(model, ids, layer, head)
     positions = torch.arange(T)
-    want_on = reference_scores(apply_rope(q_raw, positions, model.config.rope_base),
-                               apply_rope(k_raw, positions, model.config.rope_base))
+    want_on = reference_scores(
+        apply_rope(q_raw, positions, model.config.rope_base), apply_rope(k_raw, positions, model.config.rope_base)
+    )
     want_off = reference_scores(q_raw, k_raw)
     result = rope_on_off_scores(model, ids, layer, head)
     assert result.T == T and result.mask.tolist() == [[s <= t for s in range(T)] for t in range(T)]
@@ -150,11 +157,15 @@ def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(lay
         changes += [abs(a - b) for a, b in zip(want_on[t][: t + 1], want_off[t][: t + 1])]
         for weights in (result.weights_on, result.weights_off):
             assert weights[t, : t + 1].sum().item() == pytest.approx(1.0, abs=1e-6)
-            assert weights[t, t + 1:].eq(0).all()  # the future gets exactly zero
+            assert weights[t, t + 1 :].eq(0).all()  # the future gets exactly zero
     assert result.max_abs_change == pytest.approx(max(changes), rel=1e-4)
     assert result.mean_abs_change == pytest.approx(math.fsum(changes) / len(changes), rel=1e-4)
     assert result.max_abs_change > 0.1  # positions matter in this head
     top_changed = sum(
-        max(range(t + 1), key=lambda s: want_on[t][s]) != max(range(t + 1), key=lambda s: want_off[t][s]) for t in range(T))
+        max(range(t + 1), key=lambda s: want_on[t][s]) != max(range(t + 1), key=lambda s: want_off[t][s])
+        for t in range(T)
+    )
     assert result.top_key_changed == top_changed
-    assert result.scores_on[0, 0].item() == pytest.approx(result.scores_off[0, 0].item(), abs=1e-5)  # position 0: no turn
+    assert result.scores_on[0, 0].item() == pytest.approx(
+        result.scores_off[0, 0].item(), abs=1e-5
+    )  # position 0: no turn

@@ -1,15 +1,17 @@
 """core.lessons.one_row against independent references: core.handcheck inside read_row, PyTorch's SDPA in float64."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.lessons import scores as lessons, one_row as row_reading
 from core.attention import causal_mask
-
+from core.lessons import one_row as row_reading
+from core.lessons import scores as lessons
 
 # --- read_row ------------------------------------------------------------------------------------------
+
 
 def test_row_inputs():
     ex = lessons.worked_example()
@@ -25,14 +27,18 @@ def test_read_row_hand_sum_equals_pytorch_sdpa(seed, T, D, data):
     t = data.draw(st.integers(0, T - 1))
     q, k, v = row_reading.row_inputs(worked=False, seed=seed, T=T, D=D)
     reading = row_reading.read_row(q, k, v, t)
-    reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[0, t]
+    reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[
+        0, t
+    ]
     assert list(reading.trace.out) == pytest.approx(reference.tolist(), abs=1e-12)  # float64 against float64
     assert list(reading.out) == pytest.approx(reference.tolist(), abs=reading.atol)  # float64 tensor, same numbers
     assert reading.passed and reading.max_difference <= reading.atol < 1e-12  # a float64 allowance
     assert reading.shown32.passed  # the float32 result, within float32's allowance (shown only)
     assert reading.allowed == tuple(s <= t for s in range(T))
     assert all(w == 0.0 for w, ok in zip(reading.weights, reading.allowed) if not ok)
-    assert reading.weight_sum == pytest.approx(1.0, abs=1e-6) and reading.hand_weight_sum == pytest.approx(1.0, abs=1e-12)
+    assert reading.weight_sum == pytest.approx(1.0, abs=1e-6) and reading.hand_weight_sum == pytest.approx(
+        1.0, abs=1e-12
+    )
 
 
 def test_read_row_zero_has_a_single_weight_of_exactly_one():
@@ -47,7 +53,9 @@ def test_read_row_fails_when_the_tensor_code_is_broken(monkeypatch):
     orders of magnitude beyond its float64 allowance (rounding alone is ~1e-16)."""
     from core.attention import scaled_dot_product_attention as real
 
-    monkeypatch.setattr(row_reading, "scaled_dot_product_attention", lambda q, k, v, mask: real(q, k, v, mask, scale=1.0))
+    monkeypatch.setattr(
+        row_reading, "scaled_dot_product_attention", lambda q, k, v, mask: real(q, k, v, mask, scale=1.0)
+    )
     reading = row_reading.read_row(*row_reading.row_inputs(worked=True), 3)
     assert not reading.passed and reading.decided.ratio > 1e6
 

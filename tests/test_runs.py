@@ -2,6 +2,7 @@
 (the causality probe at every evaluation; the probe itself and the loss rules at their boundaries are in
 tests/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
 training, never replaced without overwrite."""
+
 import dataclasses
 import functools
 import os
@@ -17,12 +18,12 @@ import torch
 
 import core.model.bundle as bundle_module
 import core.model.gpt
-from core.model import leak, runs
 from core.attention import causal_mask
+from core.model import leak, runs
 from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.corpus import CorpusError
-from core.model.jobs import STOPPED, JobQueue
 from core.model.gpt import GPT, PRESETS, preset
+from core.model.jobs import STOPPED, JobQueue
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60))  # ~2 kB
 PROBE = "def f1(x):\n    return x"
@@ -53,7 +54,7 @@ def test_a_run_saves_a_loadable_bundle_that_says_it_came_from_the_app(causal_run
     bundle = load_bundle(result.bundle_path)
     assert bundle.safe and result.safe and result.unsafe_reason is None
     command = bundle.manifest["training"]["command"]
-    assert command[:len(runs.APP_COMMAND)] == list(runs.APP_COMMAND)
+    assert command[: len(runs.APP_COMMAND)] == list(runs.APP_COMMAND)
     assert command[command.index("--max-iters") + 1] == "6" and "--no-causal-mask" not in command
     assert bundle.manifest["training"]["config"] == dataclasses.asdict(quick())
     assert bundle.manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
@@ -106,8 +107,10 @@ def test_a_run_stopped_in_the_queue_saves_what_it_learned_in_the_job_directory(t
             report(event)
             if event.kind == "step":
                 first_step.set()
-        return runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny",
-                                    quick(max_iters=5000, max_seconds=120), run_dir)(tap, should_stop)
+
+        return runs.work_for_corpus(
+            runs.load_run_corpus("toy.py", TEXT), "tiny", quick(max_iters=5000, max_seconds=120), run_dir
+        )(tap, should_stop)
 
     job = q.submit("me", report_then_stop, name="long run")
     run_dir.name(job)
@@ -130,15 +133,18 @@ def test_without_the_causal_mask_the_bundle_is_unsafe_and_attention_reads_ahead(
     w = torch.tensor(snap.weights, dtype=torch.float64)
     torch.testing.assert_close(w.sum(-1), torch.ones(len(w), dtype=torch.float64), atol=1e-5, rtol=0)
     assert not snap.causal and w.triu(diagonal=1).sum() > 0
-    by_loops = sum(sum(row[t + 1:]) for t, row in enumerate(snap.weights)) / len(snap.weights)
+    by_loops = sum(sum(row[t + 1 :]) for t, row in enumerate(snap.weights)) / len(snap.weights)
     assert snap.future_weight == pytest.approx(by_loops) and snap.future_weight > 0.1
 
 
-@pytest.mark.parametrize("text, words", [
-    (b"caf\xe9 au lait\n" * 50, "not UTF-8"),
-    ("   \n\n  ", "empty"),
-    ("a short text\n\nof two paragraphs\n", "too small for context length 32"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (b"caf\xe9 au lait\n" * 50, "not UTF-8"),
+        ("   \n\n  ", "empty"),
+        ("a short text\n\nof two paragraphs\n", "too small for context length 32"),
+    ],
+)
 def test_a_bad_corpus_fails_early_with_the_corpus_message(tmp_path, text, words):
     with pytest.raises(CorpusError, match=words):
         runs.training_work("bad.txt", text, "tiny", quick(), tmp_path / "never")
@@ -146,6 +152,7 @@ def test_a_bad_corpus_fails_early_with_the_corpus_message(tmp_path, text, words)
 
 
 # ---- a run's history against the leak rule (core.model.leak) -------------------------------------------
+
 
 def test_the_reference_loss_comes_only_from_a_safe_causal_bundle_on_the_same_text(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
@@ -159,11 +166,16 @@ def test_the_reference_loss_comes_only_from_a_safe_causal_bundle_on_the_same_tex
 def test_a_real_causal_run_passes_and_the_no_mask_run_is_flagged_against_it(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
     assert not leak.leak_verdict(causal.history).leaked
-    reference = leak.causal_reference([causal, leaky], corpus_fingerprint=leaky.corpus_fingerprint,
-                                      preset_name="tiny", max_iters=leaky.max_iters)
+    reference = leak.causal_reference(
+        [causal, leaky], corpus_fingerprint=leaky.corpus_fingerprint, preset_name="tiny", max_iters=leaky.max_iters
+    )
     assert reference == causal.history
-    assert leak.causal_reference([leaky], corpus_fingerprint=leaky.corpus_fingerprint, preset_name="tiny",
-                                 max_iters=leaky.max_iters) is None
+    assert (
+        leak.causal_reference(
+            [leaky], corpus_fingerprint=leaky.corpus_fingerprint, preset_name="tiny", max_iters=leaky.max_iters
+        )
+        is None
+    )
     # Scaled to what a leaking model reaches (less than half the causal loss at every step), the rule fires.
     scaled = [SimpleNamespace(step=r.step, val_loss=0.45 * r.val_loss) for r in causal.history]
     assert leak.leak_verdict(scaled, floor=0.0, reference=reference).step == 2
@@ -176,7 +188,17 @@ def test_parameter_count_matches_the_model():
 
 def test_text_helpers():
     assert [runs.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 111)] == [
-        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "111th"]
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "111th",
+    ]
     assert runs.format_duration(None) == "unknown" and runs.format_duration(75.4) == "1 min 15 s"
 
 
@@ -184,7 +206,7 @@ def prose(n_words=700, seed=0):
     """An uploaded text that is not the standard library and not code: seeded random words (~4 kB)."""
     rng = random.Random(seed)
     words = ["".join(rng.choice("aeioulnrstmdk") for _ in range(rng.randint(2, 8))) for _ in range(n_words)]
-    return "\n\n".join(" ".join(words[i:i + 14]) + "." for i in range(0, n_words, 14))
+    return "\n\n".join(" ".join(words[i : i + 14]) + "." for i in range(0, n_words, 14))
 
 
 def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tmp_path):
@@ -210,8 +232,9 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tm
 
 
 def test_with_the_leak_stop_off_the_run_goes_on_and_every_probe_fails(tmp_path):
-    cfg = runs.train_config_for(20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False,
-                                leak_stop=False)
+    cfg = runs.train_config_for(
+        20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False, leak_stop=False
+    )
     work = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "free")
     result = work(lambda e: None, lambda: False)
     assert result.metrics["stop_reason"] == "max_iters" and result.metrics["iters"] == 20
@@ -232,7 +255,8 @@ def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path
     monkeypatch.setattr(core.model.gpt, "causal_mask", leaky_mask)
     cfg = quick(max_iters=6)
     result = runs.training_work("toy.py", TEXT, "tiny", cfg, tmp_path / "subtle", snapshot_text=PROBE)(
-        lambda e: None, lambda: False)
+        lambda e: None, lambda: False
+    )
     assert result.causal  # the architecture claims the mask
     assert result.metrics["stop_reason"] == "leak" and result.leak.probe.first_leak == (2, 1)
     manifest = load_bundle(result.bundle_path).manifest
@@ -251,6 +275,7 @@ def test_a_causal_run_whose_loss_only_looks_too_good_stays_safe(tmp_path):
 
 
 # ---- where a run is saved: checked before training, never replaced -------------------------------
+
 
 @pytest.fixture(scope="module")
 def a_bundle(causal_run):
@@ -280,12 +305,13 @@ def test_check_out_dir_accepts_only_what_it_can_write_without_replacing_anything
     assert check_out_dir(tmp_path / "empty") == tmp_path / "empty"
     assert check_out_dir(a_bundle, overwrite=True) == a_bundle
     for path, overwrite, words in (
-            (tmp_path / "file", False, "is a file"),
-            (tmp_path / "file" / "under", False, "is a file"),
-            (tmp_path / "notes", False, "not a bundle directory"),
-            (tmp_path / "notes", True, "not a bundle directory"),  # --overwrite never deletes other files
-            (a_bundle, False, "--overwrite"),
-            (unwritable_dir(tmp_path) / "run", False, "write")):
+        (tmp_path / "file", False, "is a file"),
+        (tmp_path / "file" / "under", False, "is a file"),
+        (tmp_path / "notes", False, "not a bundle directory"),
+        (tmp_path / "notes", True, "not a bundle directory"),  # --overwrite never deletes other files
+        (a_bundle, False, "--overwrite"),
+        (unwritable_dir(tmp_path) / "run", False, "write"),
+    ):
         with pytest.raises(BundleError, match=words) as err:
             check_out_dir(path, overwrite=overwrite)
         assert "\n" not in str(err.value)

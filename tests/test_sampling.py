@@ -1,9 +1,9 @@
 """core.model.sampling: the sampling distribution, its filters, reproducibility, and streaming generation."""
+
 import math
 
 import pytest
 import torch
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -315,8 +315,14 @@ def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
     text = "def f(x):\n    return x\n" * 4
     tok = CharTokenizer.from_text(text)
     torch.manual_seed(0)
-    path = save_bundle(tmp_path / "b", GPT(preset("tiny", tok.vocab_size)).eval(), tok, metrics={},
-                       command=["test"], corpus=corpus_from_text("t.py", text))
+    path = save_bundle(
+        tmp_path / "b",
+        GPT(preset("tiny", tok.vocab_size)).eval(),
+        tok,
+        metrics={},
+        command=["test"],
+        corpus=corpus_from_text("t.py", text),
+    )
 
     def with_generation(**policy):
         m = json.loads((path / MANIFEST).read_text())
@@ -364,8 +370,12 @@ class SpecialLovingGPT(GPT):
         return ModelOutput(logits=logits, weights=out.weights)
 
 
-@given(prompt=st.lists(st.integers(0, V - 1), max_size=40), seed=st.integers(0, SEED_LIMIT - 1),
-       temperature=st.sampled_from([0.0, 0.7, 1.5]), use_cache=st.booleans())
+@given(
+    prompt=st.lists(st.integers(0, V - 1), max_size=40),
+    seed=st.integers(0, SEED_LIMIT - 1),
+    temperature=st.sampled_from([0.0, 0.7, 1.5]),
+    use_cache=st.booleans(),
+)
 def test_generation_never_yields_pad_bos_or_unk(prompt, seed, temperature, use_cache):
     torch.manual_seed(0)
     model = SpecialLovingGPT(preset("tiny", V)).eval()

@@ -1,35 +1,45 @@
 """The registry's served version in the app: default selection, the fallback banner, n-gram suggestions."""
+
 import stat
 
 import pytest
-import torch
+from apptest import APP, all_text
 from streamlit.testing.v1 import AppTest
 
 import ui.models
-from apptest import APP, all_text
 from core.model.bundle import save_bundle
 from core.model.corpus import load_corpus
-from core.release.evaluation import EvalConfig
 from core.model.gpt import PRESETS
-from core.release.registry import promote, resolve_served
-from core.release.gate import ReleasePolicy
 from core.model.training import TrainConfig, train
+from core.release.evaluation import EvalConfig
+from core.release.gate import ReleasePolicy
+from core.release.registry import promote, resolve_served
 
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # A known-good version in seconds: only the beats-the-n-gram comparison is waived (as in test_registry).
-POLICY = ReleasePolicy(require_beats_baseline=False,
-                       evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0))
+POLICY = ReleasePolicy(
+    require_beats_baseline=False, evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
+)
 
 
 @pytest.fixture
 def registry(tmp_path, monkeypatch, fresh_streamlit_caches):
     (tmp_path / "toy.py").write_text(TEXT)
     corpus = load_corpus(tmp_path / "toy.py")
-    cfg = TrainConfig(batch_size=8, max_iters=20, warmup_iters=2, eval_interval=20, eval_iters=1,
-                      learning_rate=5e-3, min_lr=5e-4, num_threads=1)
+    cfg = TrainConfig(
+        batch_size=8,
+        max_iters=20,
+        warmup_iters=2,
+        eval_interval=20,
+        eval_iters=1,
+        learning_rate=5e-3,
+        min_lr=5e-4,
+        num_threads=1,
+    )
     result = train(PRESETS["tiny"], cfg, corpus)
-    bundle = save_bundle(tmp_path / "a", result.model, result.tokenizer, metrics={}, command=["test"],
-                         corpus=corpus, train_config=cfg)
+    bundle = save_bundle(
+        tmp_path / "a", result.model, result.tokenizer, metrics={}, command=["test"], corpus=corpus, train_config=cfg
+    )
     reg = tmp_path / "registry"
     promoted = promote(bundle, reg, policy=POLICY)
     assert promoted.promoted, promoted.reason

@@ -1,11 +1,11 @@
 """The shipped default bundle (models/default): it loads, verifies, matches its manifest, is safe,
 reproduces its recorded validation loss, and completes Python with printable text."""
+
 import dataclasses
 import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from core.model.bundle import WEIGHTS, load_bundle, verify_bundle
 from core.model.corpus import load_corpus, split_documents

@@ -1,6 +1,7 @@
 """ui.teacher: where the configured passcode comes from (the environment first, then Streamlit secrets; a missing
 or broken secrets file is not an error), how a typed one is compared (constant time, bounded), and the reason
 a teacher must give."""
+
 import hmac
 import os
 
@@ -9,8 +10,14 @@ from streamlit import config
 from streamlit.runtime.secrets import Secrets
 
 from ui import teacher
-from ui.teacher import ENV_VAR, MAX_PASSCODE_CHARS, MAX_REASON_CHARS, check_reason, configured_passcode, \
-    passcode_matches
+from ui.teacher import (
+    ENV_VAR,
+    MAX_PASSCODE_CHARS,
+    MAX_REASON_CHARS,
+    check_reason,
+    configured_passcode,
+    passcode_matches,
+)
 
 
 @pytest.fixture
@@ -68,7 +75,7 @@ def test_a_typed_passcode_matches_only_the_configured_one_through_compare_digest
     real = hmac.compare_digest
     monkeypatch.setattr(teacher.hmac, "compare_digest", lambda a, b: calls.append((a, b)) or real(a, b))
     assert passcode_matches("élève-7", "élève-7")
-    assert calls == [("élève-7".encode("utf-8"), "élève-7".encode("utf-8"))]  # bytes, in constant time
+    assert calls == [("élève-7".encode(), "élève-7".encode())]  # bytes, in constant time
     assert not passcode_matches("eleve-7", "élève-7")
     assert not passcode_matches("élève-", "élève-7") and not passcode_matches("élève-77", "élève-7")
     assert not passcode_matches("", "élève-7")

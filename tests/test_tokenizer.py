@@ -1,4 +1,5 @@
 """core.model.tokenizer: special ids, round trips (hypothesis), unknown characters, persistence."""
+
 import hashlib
 import json
 

@@ -1,5 +1,6 @@
 """core.model.training: the schedule in closed form, batches, held-out evaluation, callbacks, stopping, seeds, and the
 causality probe at every evaluation with the leak stop."""
+
 import dataclasses
 import math
 
@@ -28,8 +29,9 @@ TOY_TEXT = "\n\n".join(
 
 
 def quick(**overrides) -> TrainConfig:
-    base = dict(batch_size=8, max_iters=30, eval_interval=10, eval_iters=2,
-                learning_rate=5e-3, min_lr=5e-4, num_threads=1)
+    base = dict(
+        batch_size=8, max_iters=30, eval_interval=10, eval_iters=2, learning_rate=5e-3, min_lr=5e-4, num_threads=1
+    )
     base["warmup_iters"] = min(3, overrides.get("max_iters", 30) - 1)
     return TrainConfig(**{**base, **overrides})
 
@@ -40,6 +42,7 @@ def toy():
 
 
 # ---- the schedule --------------------------------------------------------------------------------
+
 
 def test_warmup_is_linear_from_lr_over_w_to_lr():
     cfg = TrainConfig(max_iters=100, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4)
@@ -78,22 +81,26 @@ def test_a_time_budget_anneals_by_whichever_budget_is_closer_to_its_end():
     assert learning_rate_at(10, cfg) == learning_rate_at(10, dataclasses.replace(cfg, max_seconds=None))
 
 
-@pytest.mark.parametrize("bad, words", [
-    (dict(warmup_iters=30, max_iters=30), "warmup_iters"),
-    (dict(min_lr=1.0, learning_rate=0.1), "min_lr"),
-    (dict(batch_size=0), "batch_size"),
-    (dict(max_seconds=0), "max_seconds"),
-    (dict(val_fraction=1.0), "val_fraction"),
-    (dict(causal="no"), "causal"),
-    (dict(num_threads=0), "num_threads"),
-    (dict(learning_rate=float("nan")), "learning_rate"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(warmup_iters=30, max_iters=30), "warmup_iters"),
+        (dict(min_lr=1.0, learning_rate=0.1), "min_lr"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(max_seconds=0), "max_seconds"),
+        (dict(val_fraction=1.0), "val_fraction"),
+        (dict(causal="no"), "causal"),
+        (dict(num_threads=0), "num_threads"),
+        (dict(learning_rate=float("nan")), "learning_rate"),
+    ],
+)
 def test_train_config_refuses_bad_values_by_name(bad, words):
     with pytest.raises(ValueError, match=words):
         TrainConfig(**bad)
 
 
 # ---- data ----------------------------------------------------------------------------------------
+
 
 def test_document_stream_joins_documents_with_eos():
     tok = CharTokenizer.from_text("abc")
@@ -125,6 +132,7 @@ def test_weight_decay_only_on_matrices():
 
 
 # ---- training ------------------------------------------------------------------------------------
+
 
 def test_initial_loss_is_near_ln_v_and_a_few_steps_reduce_it(toy):
     result = train(TINY, quick(max_iters=40), toy)
@@ -231,8 +239,9 @@ def test_same_seed_same_losses_other_seed_other_losses(toy):
     b = train(TINY, quick(max_iters=8, seed=3), toy)
     c = train(TINY, quick(max_iters=8, seed=4), toy)
     assert a.step_losses == b.step_losses
-    assert [(h.step, h.train_loss, h.val_loss, h.lr) for h in a.history] == \
-        [(h.step, h.train_loss, h.val_loss, h.lr) for h in b.history]
+    assert [(h.step, h.train_loss, h.val_loss, h.lr) for h in a.history] == [
+        (h.step, h.train_loss, h.val_loss, h.lr) for h in b.history
+    ]
     for (_, pa), (_, pb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
         assert torch.equal(pa, pb)
     assert a.step_losses != c.step_losses
@@ -260,6 +269,7 @@ def test_corpus_too_small_for_the_context_is_refused():
 
 
 # ---- the leak detector at every evaluation -------------------------------------------------------
+
 
 def test_every_evaluation_carries_its_causality_probe(toy):
     events = []

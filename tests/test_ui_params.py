@@ -1,11 +1,12 @@
 """A shared link is anyone's text: the note ui.params writes about an unusable link value, and the pages that
 echo a link's text (Temperature's scores, Masks' sentence), carry it escaped and bounded, never as markdown
 that would fetch an image from another host."""
+
 import re
 
 import pytest
-
 from apptest import open_page
+
 from ui.params import MAX_QUOTED_CHARS
 from ui.text import WORD_JOINER
 

@@ -1,4 +1,5 @@
 """ui.text: user text escaped for markdown reads back unchanged and carries no unescaped markup character."""
+
 import re
 
 from hypothesis import given

@@ -5,9 +5,10 @@ the purple-orange diverging scale for signed numbers (scores), and the Okabe-Ito
 categories. Charts never rely on colour alone: values are printed in small heatmaps and forbidden
 cells carry a "masked" label.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
@@ -93,7 +94,10 @@ def bars(
         go.Bar(
             x=list(labels),
             y=list(values),
-            marker=dict(color=colours, line=dict(color="#000000", width=[2 if i == highlight else 0 for i in range(len(values))])),
+            marker=dict(
+                color=colours,
+                line=dict(color="#000000", width=[2 if i == highlight else 0 for i in range(len(values))]),
+            ),
             text=[format(v, value_format) for v in values],
             textposition="outside",
             hovertemplate="%{x}: %{y:" + value_format + "}<extra></extra>",

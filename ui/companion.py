@@ -2,6 +2,7 @@
 
 People who do not read charts, and screen readers, get the same numbers as the picture.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,7 +28,9 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
         )
 
 
-def matrix_table(z, row_labels, col_labels, *, row_name: str = "query t", col_name: str = "key s", value_name: str = "value") -> pd.DataFrame:
+def matrix_table(
+    z, row_labels, col_labels, *, row_name: str = "query t", col_name: str = "key s", value_name: str = "value"
+) -> pd.DataFrame:
     """A long table (row, column, value) of a matrix; None cells read 'masked'.
 
     Values are formatted text (6 decimals) so one column can hold numbers and 'masked' alike.

@@ -8,6 +8,7 @@ verifies it first; loads are cached per server, keyed by the files' identity so 
 verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
 can suggest).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,9 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from core.release.baselines import BaselineBundle
 from core.model.bundle import Bundle, BundleError, load_bundle
 from core.model.jobs import JobQueue
+from core.release.baselines import BaselineBundle
 from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
 from ui.text import escape_markdown
 
@@ -110,8 +111,10 @@ def choices() -> dict[str, Path | None]:
 
 def _describe(bundle: Bundle) -> None:
     arch = bundle.config
-    st.caption(f"Version `{bundle.version}` · {arch.n_layer} layers, {arch.n_head} heads, width {arch.d_model}, "
-               f"context {arch.context_length}, vocabulary {arch.vocab_size}")
+    st.caption(
+        f"Version `{bundle.version}` · {arch.n_layer} layers, {arch.n_head} heads, width {arch.d_model}, "
+        f"context {arch.context_length}, vocabulary {arch.vocab_size}"
+    )
     if bundle.safe:
         st.caption("Safety: passed its training checks (causal mask on).")
     else:
@@ -148,8 +151,10 @@ def banner() -> None:
         return
     release = served()
     if release is not None and release.degraded:
-        st.warning(f"Serving {release.kind or 'nothing'} version {escape_markdown(release.version or '(none)')}: "
-                   f"{escape_markdown(release.reason)}.")  # the reason quotes files of the registry
+        st.warning(
+            f"Serving {release.kind or 'nothing'} version {escape_markdown(release.version or '(none)')}: "
+            f"{escape_markdown(release.reason)}."
+        )  # the reason quotes files of the registry
 
 
 def selected_served() -> Bundle | BaselineBundle | None:
@@ -177,8 +182,10 @@ def require_bundle() -> Bundle:
     """The selected bundle, or a message saying what to do and a stop of this page's run."""
     model = selected_served()
     if isinstance(model, BaselineBundle):
-        st.info(f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention "
-                "to show. Pick a transformer bundle in the sidebar for this page.")
+        st.info(
+            f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention "
+            "to show. Pick a transformer bundle in the sidebar for this page."
+        )
         st.stop()
     if model is None:
         st.info("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page.")

@@ -6,9 +6,11 @@ link carried a value that is not usable, the page says which one and that the de
 The note stays until the learner changes that widget. A link is anyone's text: the note quotes at most
 MAX_QUOTED_CHARS of it, escaped, so a crafted value cannot become markdown (an image from another host).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -34,12 +36,14 @@ def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str]
     """Remember a bad link value for `key` (seen before Streamlit drops it) and show the note."""
     raw = st.query_params.get_all(key)
     if raw and not all(usable(r) for r in raw):
-        st.session_state[_NOTE.format(key)] = ", ".join(raw)[:MAX_QUOTED_CHARS + 1]  # one more: the cut is seen
+        st.session_state[_NOTE.format(key)] = ", ".join(raw)[: MAX_QUOTED_CHARS + 1]  # one more: the cut is seen
     bad = st.session_state.get(_NOTE.format(key))
     if bad is not None:
-        st.caption(f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to '{quoted(bad, MAX_QUOTED_CHARS)}', which "
-                   f"is not usable ({quoted(why, MAX_WHY_CHARS)}); showing the default "
-                   f"{quoted(str(default), MAX_QUOTED_CHARS)}.")
+        st.caption(
+            f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to '{quoted(bad, MAX_QUOTED_CHARS)}', which "
+            f"is not usable ({quoted(why, MAX_WHY_CHARS)}); showing the default "
+            f"{quoted(str(default), MAX_QUOTED_CHARS)}."
+        )
 
 
 def _number_in(kind: type, lo: float, hi: float) -> Callable[[str], bool]:
@@ -53,32 +57,76 @@ def _number_in(kind: type, lo: float, hi: float) -> Callable[[str], bool]:
     return usable
 
 
-def slider(label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw) -> Any:
+def slider(
+    label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw
+) -> Any:
     kind = type(default)
-    _check_link_value(key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}")
-    return st.slider(label, min_value, max_value, default, step, key=key, bind="query-params",
-                     on_change=_clear_note, args=(key,), **kw)
+    _check_link_value(
+        key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}"
+    )
+    return st.slider(
+        label,
+        min_value,
+        max_value,
+        default,
+        step,
+        key=key,
+        bind="query-params",
+        on_change=_clear_note,
+        args=(key,),
+        **kw,
+    )
 
 
-def number_input(label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw) -> Any:
+def number_input(
+    label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw
+) -> Any:
     kind = type(default)
-    _check_link_value(key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}")
-    return st.number_input(label, min_value, max_value, default, step, key=key, bind="query-params",
-                           on_change=_clear_note, args=(key,), **kw)
+    _check_link_value(
+        key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}"
+    )
+    return st.number_input(
+        label,
+        min_value,
+        max_value,
+        default,
+        step,
+        key=key,
+        bind="query-params",
+        on_change=_clear_note,
+        args=(key,),
+        **kw,
+    )
 
 
 def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
     _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
-    return st.selectbox(label, options, index=list(options).index(default), key=key, bind="query-params",
-                        on_change=_clear_note, args=(key,), **kw)
+    return st.selectbox(
+        label,
+        options,
+        index=list(options).index(default),
+        key=key,
+        bind="query-params",
+        on_change=_clear_note,
+        args=(key,),
+        **kw,
+    )
 
 
 def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
     _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
-    return st.radio(label, options, index=list(options).index(default), key=key, bind="query-params",
-                    on_change=_clear_note, args=(key,), **kw)
+    return st.radio(
+        label,
+        options,
+        index=list(options).index(default),
+        key=key,
+        bind="query-params",
+        on_change=_clear_note,
+        args=(key,),
+        **kw,
+    )
 
 
 def toggle(label: str, key: str, default: bool, **kw) -> bool:

@@ -6,11 +6,13 @@ Streamlit secrets, `.streamlit/secrets.toml`); with none set, the actions are re
 compared in constant time, never echoed, never put in the URL, and never kept: the input is cleared as
 soon as it is checked, and the session keeps only the boolean "teacher unlocked".
 """
+
 from __future__ import annotations
 
 import hmac
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import streamlit as st
 
@@ -31,7 +33,8 @@ _CONFIRM_KEY = "teacher_confirmation"  # the confirmation a page has open (kept,
 HOW_TO_ENABLE = (
     "To enable them, whoever starts the server sets a passcode before starting it and tells it only to the "
     "teachers: `LAB_TEACHER_PASSCODE='choose-a-passcode' make run` (or the line "
-    "`LAB_TEACHER_PASSCODE = \"choose-a-passcode\"` in `.streamlit/secrets.toml`), then restarts the server.")
+    '`LAB_TEACHER_PASSCODE = "choose-a-passcode"` in `.streamlit/secrets.toml`), then restarts the server.'
+)
 
 
 def configured_passcode(environ: Mapping[str, str] | None = None, secrets: Mapping[str, Any] | None = None) -> str:
@@ -89,15 +92,17 @@ def _try_unlock() -> None:
     if not typed:
         st.session_state[_NOTE_KEY] = "Type the teacher passcode first."
     elif len(typed) > MAX_PASSCODE_CHARS:
-        st.session_state[_NOTE_KEY] = (f"Refused: a passcode has at most {MAX_PASSCODE_CHARS} characters. "
-                                       "The actions stay locked.")
+        st.session_state[_NOTE_KEY] = (
+            f"Refused: a passcode has at most {MAX_PASSCODE_CHARS} characters. The actions stay locked."
+        )
     elif passcode_matches(typed, configured):
         st.session_state[UNLOCKED_KEY] = True
         st.session_state.pop(_NOTE_KEY, None)
         return
     else:
-        st.session_state[_NOTE_KEY] = ("Refused: that is not the teacher passcode. The actions stay locked; ask "
-                                       "whoever runs the server for it.")
+        st.session_state[_NOTE_KEY] = (
+            "Refused: that is not the teacher passcode. The actions stay locked; ask whoever runs the server for it."
+        )
     st.session_state[UNLOCKED_KEY] = False
 
 
@@ -111,24 +116,38 @@ def gate(what: str) -> bool:
     passcode is configured, the passcode form while locked, a Lock button once unlocked. True when unlocked."""
     configured = configured_passcode()
     if not configured:
-        st.info(f"**Read-only: no teacher passcode is configured on this server**, so {what} are off for "
-                f"everyone. {HOW_TO_ENABLE}")
+        st.info(
+            f"**Read-only: no teacher passcode is configured on this server**, so {what} are off for "
+            f"everyone. {HOW_TO_ENABLE}"
+        )
         return False
     if len(configured) > MAX_PASSCODE_CHARS:
-        st.warning(f"The configured {ENV_VAR} is longer than {MAX_PASSCODE_CHARS} characters, so no one can type "
-                   f"it: {what} stay read-only. Set a shorter passcode and restart the server.")
+        st.warning(
+            f"The configured {ENV_VAR} is longer than {MAX_PASSCODE_CHARS} characters, so no one can type "
+            f"it: {what} stay read-only. Set a shorter passcode and restart the server."
+        )
         return False
     if unlocked():
-        st.success(f"Teacher mode: {what} are unlocked for this browser session only. Lock them before you leave "
-                   "this computer (reloading or closing the tab locks them too).")
+        st.success(
+            f"Teacher mode: {what} are unlocked for this browser session only. Lock them before you leave "
+            "this computer (reloading or closing the tab locks them too)."
+        )
         st.button("Lock the teacher actions", key="teacher_lock", on_click=_lock)
         return True
-    st.markdown(f"**Teacher only.** {what[:1].upper() + what[1:]} change what the whole class is served, so they "
-                "need the teacher passcode that whoever runs the server has set. It unlocks them for this browser "
-                "session only and is never shown or stored.")
+    st.markdown(
+        f"**Teacher only.** {what[:1].upper() + what[1:]} change what the whole class is served, so they "
+        "need the teacher passcode that whoever runs the server has set. It unlocks them for this browser "
+        "session only and is never shown or stored."
+    )
     with st.form("teacher_unlock_form", clear_on_submit=True, border=False):
-        st.text_input("Teacher passcode", key=_INPUT_KEY, type="password", max_chars=MAX_PASSCODE_CHARS,
-                      autocomplete="off", placeholder="the passcode set on the server")
+        st.text_input(
+            "Teacher passcode",
+            key=_INPUT_KEY,
+            type="password",
+            max_chars=MAX_PASSCODE_CHARS,
+            autocomplete="off",
+            placeholder="the passcode set on the server",
+        )
         st.form_submit_button("Unlock", key="teacher_unlock", on_click=_try_unlock)
     note = st.session_state.get(_NOTE_KEY)
     if note:
@@ -140,6 +159,7 @@ def gate(what: str) -> bool:
 # A page opens a confirmation with a button (open_confirmation), then on every run shows the st.dialog of
 # confirmation() while it is not None; the dialog's body is confirm(). The open one is kept in the session,
 # so the dialog survives the reruns its own widgets cause, and AppTest can press its buttons.
+
 
 def open_confirmation(what: Any) -> None:
     st.session_state[_CONFIRM_KEY] = what
@@ -163,9 +183,12 @@ def confirm(summary: str, action: str, key: str) -> str | None:
     Returns the checked reason once `action` is pressed with a usable one by an unlocked session; a problem is
     said in the dialog, and Cancel closes it."""
     st.markdown(f"{summary} This is written to the registry's log with this browser session's id and your reason.")
-    typed = st.text_input(f"Why (required, at most {MAX_REASON_CHARS} characters; written to the log)",
-                          key=f"{key}_why", max_chars=MAX_REASON_CHARS,
-                          placeholder="for example: users report bad suggestions")
+    typed = st.text_input(
+        f"Why (required, at most {MAX_REASON_CHARS} characters; written to the log)",
+        key=f"{key}_why",
+        max_chars=MAX_REASON_CHARS,
+        placeholder="for example: users report bad suggestions",
+    )
     ok, cancel = st.columns(2)
     confirmed = ok.button(action, key=f"{key}_confirm", type="primary")
     if cancel.button("Cancel", key=f"{key}_cancel"):

@@ -4,11 +4,12 @@ pages that may not be registered, and the pass/fail line of a check.
 User text (uploads, prompts, file names, model output, error messages quoting them) is data: it goes
 through `escape_markdown` before it reaches st.markdown, st.warning and friends (CONTRIBUTING.md).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
@@ -70,8 +71,12 @@ def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
         st.info(f"The text is empty, so there is nothing to {nothing_to}. Type at least one character above.")
         st.stop()
     if enc.unknown_chars:
-        st.warning(f"These characters were not in the training text and became `<unk>`: "
-                   f"{code_points(enc.unknown_chars)}.{' ' + unknown_note if unknown_note else ''}")
+        st.warning(
+            f"These characters were not in the training text and became `<unk>`: "
+            f"{code_points(enc.unknown_chars)}.{' ' + unknown_note if unknown_note else ''}"
+        )
     if enc.truncated:
-        st.info(f"The text has {enc.original_length} characters but the model reads at most "
-                f"{enc.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown.")
+        st.info(
+            f"The text has {enc.original_length} characters but the model reads at most "
+            f"{enc.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown."
+        )

@@ -1,13 +1,14 @@
 """Autocomplete: the model's next-token candidates, completions, what the KV cache saves (measured now),
 and a parity inspector that compares cached with uncached logits step by step."""
+
 import time
 
 import pandas as pd
 import streamlit as st
 
+from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baselines import BaselineBundle
-from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from ui import charts, params
 from ui.companion import chart
 from ui.models import require_bundle, selected_served
@@ -22,8 +23,10 @@ TIMING_KEY = "ac_cache_timing"  # session state: {bundle version: (full window, 
 @st.cache_data(max_entries=32, show_spinner="Generating with and without the KV cache...")
 def _completions(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed: int):
     run = SampleConfig(*filters, max_new_tokens=length)
-    return (ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=True),
-            ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=False))
+    return (
+        ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=True),
+        ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=False),
+    )
 
 
 @st.cache_data(max_entries=32, show_spinner="Comparing cached and uncached logits step by step...")
@@ -44,18 +47,27 @@ fallback = selected_served()
 if isinstance(fallback, BaselineBundle):
     # The registry could not load any transformer version and serves its named fallback: the service
     # still suggests, from the n-gram; the transformer views below do not apply to it.
-    st.warning(f"Serving the {fallback.kind} baseline `{fallback.version}` (the named fallback): no released "
-               "transformer version loads. Its suggestions come from counted character sequences, not attention.")
+    st.warning(
+        f"Serving the {fallback.kind} baseline `{fallback.version}` (the named fallback): no released "
+        "transformer version loads. Its suggestions come from counted character sequences, not attention."
+    )
     text = params.text_area(PROMPT_LABEL, "ac_prompt", "def main(", height=100)
     offered = ac.baseline_suggestion(fallback.model, text)
     labels = [c.piece for c in offered.candidates]
     probs = [c.prob for c in offered.candidates]
-    chart(charts.bars(labels, probs, title=f"Top {len(labels)} next characters ({fallback.kind} baseline)",
-                      y_title="probability", highlight=0),
-          pd.DataFrame({"character (visible)": labels, "probability": [round(p, 4) for p in probs]}),
-          f"The {fallback.kind} baseline's most likely next character is '{escape_markdown(labels[0])}' with "
-          f"probability {probs[0]:.4f}.",
-          key="ac_baseline")
+    chart(
+        charts.bars(
+            labels,
+            probs,
+            title=f"Top {len(labels)} next characters ({fallback.kind} baseline)",
+            y_title="probability",
+            highlight=0,
+        ),
+        pd.DataFrame({"character (visible)": labels, "probability": [round(p, 4) for p in probs]}),
+        f"The {fallback.kind} baseline's most likely next character is '{escape_markdown(labels[0])}' with "
+        f"probability {probs[0]:.4f}.",
+        key="ac_baseline",
+    )
     st.markdown("**Suggestion** (what pressing Tab would accept):")
     st.code(offered.suggestion or "(no suggestion)", language=None)
     st.stop()
@@ -84,17 +96,22 @@ except ValueError as e:  # a widget value no control could produce (a crafted li
     sample = SampleConfig()
     temperature, top_k, top_p = sample.temperature, 0, 1.0
     with left:
-        st.warning(f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
-                   "top-k off, top-p off instead.")
+        st.warning(
+            f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
+            "top-k off, top-p off instead."
+        )
 
 with left:
     if 0 < temperature < MIN_TEMPERATURE:
-        st.info(f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
-                "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
-                "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
-                "character.")
-    st.caption(f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; "
-               "␣ is a space, ↵ a newline):")
+        st.info(
+            f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
+            "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
+            "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
+            "character."
+        )
+    st.caption(
+        f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; ␣ is a space, ↵ a newline):"
+    )
     st.code("".join(prompt.pieces), language=None)
     if prompt.empty:
         st.info(
@@ -113,9 +130,16 @@ with left:
             f"{len(prompt.unknown_chars)} character(s) are not in this model's vocabulary ({codes}) and became "
             "`<unk>`: the model never saw them in training, so it reads only 'some unknown character' there."
         )
-        st.dataframe(pd.DataFrame({"character": list(prompt.unknown_chars),
-                                   "code point": [f"U+{ord(c):04X}" for c in prompt.unknown_chars]}),
-                     hide_index=True, key="ac_unknown_table")
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "character": list(prompt.unknown_chars),
+                    "code point": [f"U+{ord(c):04X}" for c in prompt.unknown_chars],
+                }
+            ),
+            hide_index=True,
+            key="ac_unknown_table",
+        )
 
 candidates = ac.next_token_candidates(model, prompt.ids, sample, n_shown, tokenizer=tok)
 filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
@@ -127,17 +151,31 @@ with right:
         "`<pad>`, `<bos>` and `<unk>` are never drawn (they are not text: a drawn `<unk>` would show as "
         "'\ufffd'), so their probability is 0; `<eos>` can be drawn: it ends the completion."
     )
-    fig = charts.bars([c.piece for c in candidates], [c.prob for c in candidates],
-                      title=f"Top {len(candidates)} next characters ({filters})", y_title="probability",
-                      x_title="next character", highlight=0, y_range=(0, 1.1))
-    table = pd.DataFrame({"rank": range(1, len(candidates) + 1), "token id": [c.id for c in candidates],
-                          "character (visible)": [c.piece for c in candidates],
-                          "code point": [ac.code_point(tok, c.id) for c in candidates],
-                          "probability": [c.prob for c in candidates]})
+    fig = charts.bars(
+        [c.piece for c in candidates],
+        [c.prob for c in candidates],
+        title=f"Top {len(candidates)} next characters ({filters})",
+        y_title="probability",
+        x_title="next character",
+        highlight=0,
+        y_range=(0, 1.1),
+    )
+    table = pd.DataFrame(
+        {
+            "rank": range(1, len(candidates) + 1),
+            "token id": [c.id for c in candidates],
+            "character (visible)": [c.piece for c in candidates],
+            "code point": [ac.code_point(tok, c.id) for c in candidates],
+            "probability": [c.prob for c in candidates],
+        }
+    )
     best = candidates[0]
-    summary = (f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
-               f"with probability {best.prob:.4f}; the top {len(candidates)}: "
-               + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates) + ".")  # model output
+    summary = (
+        f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
+        f"with probability {best.prob:.4f}; the top {len(candidates)}: "
+        + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates)
+        + "."
+    )  # model output
     chart(fig, table, summary, key="ac_candidates", table_open=True)
 
 st.divider()
@@ -161,10 +199,12 @@ suggestion = ac.suggest(model, tok, text, sample, seed=seed, use_cache=use_cache
 with_cache, without_cache = _completions(bundle, bundle.version, prompt.ids, filter_values, length, seed)
 shown = with_cache if use_cache else without_cache
 
-reasons = {"word boundary": "it stops before the first space or punctuation after a word",
-           "end of line": "it stops at the end of the line",
-           "eos": "the model ended the text (`<eos>`)",
-           "limit": f"no word ended within {ac.SUGGESTION_MAX_CHARS} characters"}
+reasons = {
+    "word boundary": "it stops before the first space or punctuation after a word",
+    "end of line": "it stops at the end of the line",
+    "eos": "the model ended the text (`<eos>`)",
+    "limit": f"no word ended within {ac.SUGGESTION_MAX_CHARS} characters",
+}
 
 
 def show_text(text: str, what: str) -> None:
@@ -181,8 +221,10 @@ def show_text(text: str, what: str) -> None:
 st.markdown("**Suggestion** (what pressing Tab would accept; " + reasons[suggestion.stop_reason] + "):")
 show_text(suggestion.text, "suggestion")
 ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
-st.markdown(f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
-            f"it stopped at {ended}):")
+st.markdown(
+    f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
+    f"it stopped at {ended}):"
+)
 show_text(shown.text, "completion")
 if with_cache.tokens == without_cache.tokens:
     st.caption("With and without the cache the model chose exactly the same characters.")
@@ -207,55 +249,79 @@ st.markdown(
     f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
 )
 store = st.session_state.setdefault(TIMING_KEY, {})
-remeasure = st.button("Measure again", key="ac_measure_again",
-                      help="Times both ways again now; other work on the server moves single timings.")
+remeasure = st.button(
+    "Measure again",
+    key="ac_measure_again",
+    help="Times both ways again now; other work on the server moves single timings.",
+)
 if remeasure or bundle.version not in store:
     with st.spinner(f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."):
         full = ac.measure_cache_latency(model)
         short = ac.measure_cache_latency(model, prompt_tokens=1)
     store[bundle.version] = (full, short, time.strftime("%H:%M:%S"))
 full, short, measured_at = store[bundle.version]
-st.caption(f"Measured now on this server (at {measured_at}, torch using {full.threads} thread(s)): every figure is "
-           f"the median of {full.repeats} repeats after {full.warmup} warm-up run per mode, which is not counted.")
+st.caption(
+    f"Measured now on this server (at {measured_at}, torch using {full.threads} thread(s)): every figure is "
+    f"the median of {full.repeats} repeats after {full.warmup} warm-up run per mode, which is not counted."
+)
 m = st.columns(3)
 m[0].metric("With the cache (median ms/character)", f"{full.cached_ms_per_token:.2f}")
 m[1].metric("Without the cache (median ms/character)", f"{full.uncached_ms_per_token:.2f}")
 m[2].metric("Speed-up (without / with)", f"{full.speedup:.2f}x")
 window_end = full.positions[-1]  # the token at position p is predicted from the p tokens before it
-fig = charts.lines(full.positions, {"with KV cache": full.cached_ms, "without cache": full.uncached_ms},
-                   title=f"Time per new character after a {full.prompt_tokens}-character prompt "
-                         f"(median of {full.repeats})",
-                   x_title="position of the new character (= characters read before it)", y_title="milliseconds")
-table = pd.DataFrame({
-    "position": full.positions,
-    "characters fed with the cache": [full.prompt_tokens] + [1] * (full.new_tokens - 1),
-    "characters fed without the cache": list(full.positions),
-    "with cache (ms, median)": full.cached_ms,
-    "without cache (ms, median)": full.uncached_ms,
-})
+fig = charts.lines(
+    full.positions,
+    {"with KV cache": full.cached_ms, "without cache": full.uncached_ms},
+    title=f"Time per new character after a {full.prompt_tokens}-character prompt (median of {full.repeats})",
+    x_title="position of the new character (= characters read before it)",
+    y_title="milliseconds",
+)
+table = pd.DataFrame(
+    {
+        "position": full.positions,
+        "characters fed with the cache": [full.prompt_tokens] + [1] * (full.new_tokens - 1),
+        "characters fed without the cache": list(full.positions),
+        "with cache (ms, median)": full.cached_ms,
+        "without cache (ms, median)": full.uncached_ms,
+    }
+)
 one_token = full.cached_one_token_ms
-summary = (f"After a {full.prompt_tokens}-character prompt (window up to {window_end} of {arch.context_length}), "
-           f"generating {full.new_tokens} characters took a median {full.cached_ms_per_token:.2f} ms per character "
-           f"with the cache and {full.uncached_ms_per_token:.2f} ms without ({full.speedup:.2f}x); the first cached "
-           f"step, which reads the whole prompt, took {full.prefill_ms:.2f} ms"
-           + (f", each later cached step {one_token:.2f} ms" if one_token is not None else "")
-           + f". Median of {full.repeats} repeats after a warm-up.")
+summary = (
+    f"After a {full.prompt_tokens}-character prompt (window up to {window_end} of {arch.context_length}), "
+    f"generating {full.new_tokens} characters took a median {full.cached_ms_per_token:.2f} ms per character "
+    f"with the cache and {full.uncached_ms_per_token:.2f} ms without ({full.speedup:.2f}x); the first cached "
+    f"step, which reads the whole prompt, took {full.prefill_ms:.2f} ms"
+    + (f", each later cached step {one_token:.2f} ms" if one_token is not None else "")
+    + f". Median of {full.repeats} repeats after a warm-up."
+)
 chart(fig, table, summary, key="ac_cache_timing")
 st.markdown("**Short against long window** (the same measurement, median ms per new character):")
-st.dataframe(pd.DataFrame({
-    "prompt (characters)": [short.prompt_tokens, full.prompt_tokens],
-    "window while generating": [f"{short.positions[0]}-{short.positions[-1]}", f"{full.positions[0]}-{window_end}"],
-    "with cache (ms)": [short.cached_ms_per_token, full.cached_ms_per_token],
-    "without cache (ms)": [short.uncached_ms_per_token, full.uncached_ms_per_token],
-    "speed-up": [f"{short.speedup:.2f}x", f"{full.speedup:.2f}x"],
-}), hide_index=True, key="ac_cache_windows",
-             column_config={c: st.column_config.NumberColumn(format="%.2f")
-                            for c in ("with cache (ms)", "without cache (ms)")})
-st.caption(f"With the short window the speed-up was {short.speedup:.2f}x, with the long one {full.speedup:.2f}x"
-           + (": the longer the window an uncached step must read again, the more the cache saves."
-              if full.speedup > short.speedup else
-              ". This time the long window did not show the larger saving: other work on this server can swamp "
-              "the difference. Press Measure again."))
+st.dataframe(
+    pd.DataFrame(
+        {
+            "prompt (characters)": [short.prompt_tokens, full.prompt_tokens],
+            "window while generating": [
+                f"{short.positions[0]}-{short.positions[-1]}",
+                f"{full.positions[0]}-{window_end}",
+            ],
+            "with cache (ms)": [short.cached_ms_per_token, full.cached_ms_per_token],
+            "without cache (ms)": [short.uncached_ms_per_token, full.uncached_ms_per_token],
+            "speed-up": [f"{short.speedup:.2f}x", f"{full.speedup:.2f}x"],
+        }
+    ),
+    hide_index=True,
+    key="ac_cache_windows",
+    column_config={c: st.column_config.NumberColumn(format="%.2f") for c in ("with cache (ms)", "without cache (ms)")},
+)
+st.caption(
+    f"With the short window the speed-up was {short.speedup:.2f}x, with the long one {full.speedup:.2f}x"
+    + (
+        ": the longer the window an uncached step must read again, the more the cache saves."
+        if full.speedup > short.speedup
+        else ". This time the long window did not show the larger saving: other work on this server can swamp "
+        "the difference. Press Measure again."
+    )
+)
 
 st.divider()
 st.header("Parity inspector: cached against uncached logits")
@@ -275,46 +341,66 @@ if trace.steps:
     positions = [s.position for s in trace.steps]
     diffs = [s.max_abs_diff for s in trace.steps]
     diffs32 = [s.float32.max_abs_diff for s in trace.steps]
-    fig = charts.lines(positions, {"float64 max |cached − uncached| (decides)": [d if d > 0 else None for d in diffs],
-                                   "float64 allowance": [s.allowed for s in trace.steps],
-                                   "float32 max |cached − uncached| (shown)": [d if d > 0 else None for d in diffs32],
-                                   "float32 allowance": [s.float32.allowed for s in trace.steps]},
-                       title="Largest logit difference per step (log scale)", x_title="position of the new token",
-                       y_title="max |cached − uncached| logit", log_y=True)
+    fig = charts.lines(
+        positions,
+        {
+            "float64 max |cached − uncached| (decides)": [d if d > 0 else None for d in diffs],
+            "float64 allowance": [s.allowed for s in trace.steps],
+            "float32 max |cached − uncached| (shown)": [d if d > 0 else None for d in diffs32],
+            "float32 allowance": [s.float32.allowed for s in trace.steps],
+        },
+        title="Largest logit difference per step (log scale)",
+        x_title="position of the new token",
+        y_title="max |cached − uncached| logit",
+        log_y=True,
+    )
     fig.update_yaxes(tickformat=".1e")  # 1.0e-05, not the SI "10µ"
-    table = pd.DataFrame({
-        "step": [s.step for s in trace.steps],
-        "position": positions,
-        "character (cached)": [tok.display_piece(s.token) for s in trace.steps],
-        "character (uncached)": [tok.display_piece(s.uncached_token) for s in trace.steps],
-        "max |cached − uncached| (float64)": diffs,
-        "allowed (float64)": [s.allowed for s in trace.steps],
-        "agree (float64)": [s.agreement.passed for s in trace.steps],
-        "max |cached − uncached| (float32, shown)": diffs32,
-        "allowed (float32)": [s.float32.allowed for s in trace.steps],
-        "window slid": [s.reencoded for s in trace.steps],
-        "context (tokens)": [s.context for s in trace.steps],
-        "chosen character differs": [s.token_differs for s in trace.steps],
-    })
+    table = pd.DataFrame(
+        {
+            "step": [s.step for s in trace.steps],
+            "position": positions,
+            "character (cached)": [tok.display_piece(s.token) for s in trace.steps],
+            "character (uncached)": [tok.display_piece(s.uncached_token) for s in trace.steps],
+            "max |cached − uncached| (float64)": diffs,
+            "allowed (float64)": [s.allowed for s in trace.steps],
+            "agree (float64)": [s.agreement.passed for s in trace.steps],
+            "max |cached − uncached| (float32, shown)": diffs32,
+            "allowed (float32)": [s.float32.allowed for s in trace.steps],
+            "window slid": [s.reencoded for s in trace.steps],
+            "context (tokens)": [s.context for s in trace.steps],
+            "chosen character differs": [s.token_differs for s in trace.steps],
+        }
+    )
     worst = trace.steps[trace.worst_step]
-    summary = (f"In float64 the largest difference is {trace.max_abs_diff:.2e} over {len(trace.steps)} steps; "
-               f"every step {'within' if trace.within_tolerance else 'NOT within'} its allowance "
-               f"(worst share {trace.worst_ratio:.2g}, at step {trace.worst_step}: allowed {worst.agreement.rule}); "
-               f"in float32 the largest difference is {trace.float32_max_abs_diff:.2e} "
-               f"({trace.float32_worst_ratio:.2g} of the float32 allowance, shown only); "
-               f"the window slid at {len(trace.slid_steps)} step(s); "
-               f"{len(trace.flagged_steps)} step(s) chose a different character."
-               + (f" {len(trace.exact_zero_steps)} step(s) differ by exactly 0 in float64, which a log scale "
-                  "cannot draw (see the table)." if trace.exact_zero_steps else ""))
+    summary = (
+        f"In float64 the largest difference is {trace.max_abs_diff:.2e} over {len(trace.steps)} steps; "
+        f"every step {'within' if trace.within_tolerance else 'NOT within'} its allowance "
+        f"(worst share {trace.worst_ratio:.2g}, at step {trace.worst_step}: allowed {worst.agreement.rule}); "
+        f"in float32 the largest difference is {trace.float32_max_abs_diff:.2e} "
+        f"({trace.float32_worst_ratio:.2g} of the float32 allowance, shown only); "
+        f"the window slid at {len(trace.slid_steps)} step(s); "
+        f"{len(trace.flagged_steps)} step(s) chose a different character."
+        + (
+            f" {len(trace.exact_zero_steps)} step(s) differ by exactly 0 in float64, which a log scale "
+            "cannot draw (see the table)."
+            if trace.exact_zero_steps
+            else ""
+        )
+    )
     chart(fig, table, summary, key="ac_parity")
-    verdict(trace.passed,
-            f"PASS: in float64 every logit of every step agrees within rounding (largest difference "
-            f"{trace.max_abs_diff:.2e}, worst share of the allowance {trace.worst_ratio:.2g}), "
-            "and the chosen character never differs.",
-            f"FAIL: cached and uncached logits disagree in float64 (largest difference {trace.max_abs_diff:.2e}, "
-            f"{trace.worst_ratio:.3g} times the allowance), or a chosen character or window differs.")
+    verdict(
+        trace.passed,
+        f"PASS: in float64 every logit of every step agrees within rounding (largest difference "
+        f"{trace.max_abs_diff:.2e}, worst share of the allowance {trace.worst_ratio:.2g}), "
+        "and the chosen character never differs.",
+        f"FAIL: cached and uncached logits disagree in float64 (largest difference {trace.max_abs_diff:.2e}, "
+        f"{trace.worst_ratio:.3g} times the allowance), or a chosen character or window differs.",
+    )
     if trace.flagged_steps:
-        st.warning("The cached and uncached logits choose a different character at step(s) "
-                   + ", ".join(map(str, trace.flagged_steps)) + ".")
+        st.warning(
+            "The cached and uncached logits choose a different character at step(s) "
+            + ", ".join(map(str, trace.flagged_steps))
+            + "."
+        )
     if not all(s.window_agrees for s in trace.steps):
         st.error("Generation's own window differs from the sliding-window policy at some step.")

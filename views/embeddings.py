@@ -1,4 +1,5 @@
 """Embeddings and projections: a text through the loaded model, up to the scores of one head."""
+
 import pandas as pd
 import streamlit as st
 
@@ -60,8 +61,14 @@ st.markdown(
     "The tokenizer gives every character of the training text its own id (ids 0-3 are special tokens, "
     "`<unk>` is 3). Spaces and line ends are drawn as ␣ and ↵ so you can see them."
 )
-tokens = pd.DataFrame({"position t": list(range(T)), "piece": list(enc.pieces), "token id": list(enc.ids),
-                       "unseen character": [t in enc.unknown_positions for t in range(T)]})
+tokens = pd.DataFrame(
+    {
+        "position t": list(range(T)),
+        "piece": list(enc.pieces),
+        "token id": list(enc.ids),
+        "unseen character": [t in enc.unknown_positions for t in range(T)],
+    }
+)
 st.dataframe(tokens, hide_index=True, key="emb_tokens", height=min(400, 38 + 35 * T))
 st.caption(f"{T} tokens; vocabulary of {config.vocab_size} ids; the model's context holds {config.context_length}.")
 
@@ -76,13 +83,23 @@ embeddings = proj.embeddings.tolist()  # (T, C)
 dims = [str(c) for c in range(C)]
 repeats = {p: [t for t, q in enumerate(enc.pieces) if q == p] for p in enc.pieces}
 repeats = {p: ts for p, ts in repeats.items() if len(ts) > 1}
-repeat_text = ("; identical rows for repeated characters, e.g. "
-               + ", ".join(f"'{escape_markdown(p)}' at positions {', '.join(map(str, ts))}"
-                           for p, ts in list(repeats.items())[:3])
-               if repeats else "")
+repeat_text = (
+    "; identical rows for repeated characters, e.g. "
+    + ", ".join(f"'{escape_markdown(p)}' at positions {', '.join(map(str, ts))}" for p, ts in list(repeats.items())[:3])
+    if repeats
+    else ""
+)
 chart(
-    charts.heatmap(embeddings, title=f"token embedding rows (T × C = {T} × {C})", x_labels=dims, y_labels=labels,
-                   x_title="model dimension c", y_title="token", signed=True, height=height(T)),
+    charts.heatmap(
+        embeddings,
+        title=f"token embedding rows (T × C = {T} × {C})",
+        x_labels=dims,
+        y_labels=labels,
+        x_title="model dimension c",
+        y_title="token",
+        signed=True,
+        height=height(T),
+    ),
     matrix_table(embeddings, labels, dims, row_name="token", col_name="dimension c", value_name="embedding"),
     f"{T} tokens × {C} dimensions; values from {min(min(r) for r in embeddings):.3f} to "
     f"{max(max(r) for r in embeddings):.3f}{repeat_text}.",
@@ -99,11 +116,21 @@ st.markdown(
 )
 with st.expander(f"What block {layer}'s q, k, v layers read: LayerNorm of the block input"):
     normed = proj.normed.tolist()  # (T, C)
-    st.markdown("Block 0 reads the embeddings; every later block reads the residual stream, the embeddings "
-                "plus what the earlier blocks added.")
+    st.markdown(
+        "Block 0 reads the embeddings; every later block reads the residual stream, the embeddings "
+        "plus what the earlier blocks added."
+    )
     chart(
-        charts.heatmap(normed, title=f"LayerNorm(block {layer} input) (T × C = {T} × {C})", x_labels=dims,
-                       y_labels=labels, x_title="model dimension c", y_title="token", signed=True, height=height(T)),
+        charts.heatmap(
+            normed,
+            title=f"LayerNorm(block {layer} input) (T × C = {T} × {C})",
+            x_labels=dims,
+            y_labels=labels,
+            x_title="model dimension c",
+            y_title="token",
+            signed=True,
+            height=height(T),
+        ),
         matrix_table(normed, labels, dims, row_name="token", col_name="dimension c", value_name="normed input"),
         f"The normalised input of block {layer}: {T} rows of {C} numbers, each row with mean 0 and variance 1 "
         "before the learned scale and shift.",
@@ -117,14 +144,21 @@ when = "after RoPE" if after_rope else "before RoPE"
 head_dims = [str(d) for d in range(D)]
 bound = max(signed_range(q_rows), signed_range(k_rows), signed_range(v_rows)) or 1.0
 columns = st.columns(3)
-for column, name, rows, note in zip(
-    columns, ("Q", "K", "V"), (q_rows, k_rows, v_rows), (when, when, "never rotated")
-):
+for column, name, rows, note in zip(columns, ("Q", "K", "V"), (q_rows, k_rows, v_rows), (when, when, "never rotated")):
     with column:
         chart(
-            charts.heatmap(rows, title=f"{name} (T × D = {T} × {D}), {note}", x_labels=head_dims, y_labels=labels,
-                           x_title="head dimension d", y_title="token", signed=True, zmin=-bound, zmax=bound,
-                           height=height(T)).update_xaxes(title=None, side="bottom"),  # narrow: keep the title clear
+            charts.heatmap(
+                rows,
+                title=f"{name} (T × D = {T} × {D}), {note}",
+                x_labels=head_dims,
+                y_labels=labels,
+                x_title="head dimension d",
+                y_title="token",
+                signed=True,
+                zmin=-bound,
+                zmax=bound,
+                height=height(T),
+            ).update_xaxes(title=None, side="bottom"),  # narrow: keep the title clear
             matrix_table(rows, labels, head_dims, row_name="token", col_name="dimension d", value_name=name.lower()),
             f"{name} of layer {layer}, head {head} {note}: {T} rows of {D} numbers, from "
             f"{min(min(r) for r in rows):.3f} to {max(max(r) for r in rows):.3f}.",
@@ -146,9 +180,16 @@ z = [[scores[t][s] if mask[t][s] else None for s in range(T)] for t in range(T)]
 last = z[T - 1]
 best = max(range(T), key=lambda s: last[s] if last[s] is not None else float("-inf"))
 chart(
-    charts.heatmap(z, title=f"scores = Q Kᵀ / √{D} (T × T = {T} × {T}), layer {layer}, head {head}",
-                   x_labels=labels, y_labels=labels, x_title="key", y_title="query", signed=True,
-                   height=height(T)),
+    charts.heatmap(
+        z,
+        title=f"scores = Q Kᵀ / √{D} (T × T = {T} × {T}), layer {layer}, head {head}",
+        x_labels=labels,
+        y_labels=labels,
+        x_title="key",
+        y_title="query",
+        signed=True,
+        height=height(T),
+    ),
     matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),
     f"Layer {layer}, head {head}: the last query, {named(T - 1)}, scores its {T} allowed keys from "
     f"{min(v for v in last if v is not None):.3f} to {last[best]:.3f}, highest for key {named(best)}; "
@@ -159,8 +200,10 @@ st.markdown(
     "Softmax turns each row of allowed scores into weights that sum to one. The attention pages show "
     "how the size of these scores shapes that softmax, and what the mask does:"
 )
-linked = [link_if_registered("views/score_geometry.py", "Score geometry: shapes, and why divide by √D"),
-          link_if_registered("views/masks.py", "Masks: why the future goes before softmax")]
+linked = [
+    link_if_registered("views/score_geometry.py", "Score geometry: shapes, and why divide by √D"),
+    link_if_registered("views/masks.py", "Masks: why the future goes before softmax"),
+]
 if not any(linked):
     st.caption("(The Score geometry and Masks pages are in the Attention section of the sidebar.)")
 link_if_registered("views/inspector.py", "Attention inspector: every layer's and head's weights for this model")

@@ -1,4 +1,5 @@
 """Start here: what the lab teaches and how to move through it."""
+
 import streamlit as st
 
 st.title("Attention Lab")

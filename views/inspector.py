@@ -1,4 +1,5 @@
 """Attention inspector: every layer's and head's weights for a text, one head enlarged, one row by hand."""
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -26,27 +27,44 @@ def grid_figure(grids, labels, *, selected):
     """Small multiples: one weight heatmap per (layer, head), titled 'layer l, head h', one colour scale."""
     L, H, T = len(grids), len(grids[0]), len(labels)
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
-    fig = make_subplots(rows=L, cols=H, subplot_titles=[f"layer {l}, head {h}" for l in range(L) for h in range(H)],
-                        horizontal_spacing=0.03, vertical_spacing=0.2 / L)
-    for l in range(L):
+    fig = make_subplots(
+        rows=L,
+        cols=H,
+        subplot_titles=[f"layer {layer}, head {h}" for layer in range(L) for h in range(H)],
+        horizontal_spacing=0.03,
+        vertical_spacing=0.2 / L,
+    )
+    for layer in range(L):
         for h in range(H):
-            fig.add_trace(go.Heatmap(
-                z=grids[l][h], x=labels, y=labels, coloraxis="coloraxis", xgap=gap, ygap=gap, hoverongaps=False,
-                hovertemplate=f"layer {l}, head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
-            ), row=l + 1, col=h + 1)
+            fig.add_trace(
+                go.Heatmap(
+                    z=grids[layer][h],
+                    x=labels,
+                    y=labels,
+                    coloraxis="coloraxis",
+                    xgap=gap,
+                    ygap=gap,
+                    hoverongaps=False,
+                    hovertemplate=f"layer {layer}, head {h}<br>query %{{y}}<br>key %{{x}}<br>"
+                    "weight %{z:.3f}<extra></extra>",
+                ),
+                row=layer + 1,
+                col=h + 1,
+            )
     show_ticks = T <= GRID_TICKS_UP_TO
     fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top")
     fig.update_yaxes(type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9))
     fig.update_xaxes(ticks="" if not show_ticks else None)
     fig.update_yaxes(ticks="" if not show_ticks else None)
     fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
-    l, h = selected
-    fig.layout.annotations[l * H + h].update(text=f"<b>layer {l}, head {h} (enlarged below)</b>")
+    layer, h = selected
+    fig.layout.annotations[layer * H + h].update(text=f"<b>layer {layer}, head {h} (enlarged below)</b>")
     fig.update_layout(
         coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
-        height=90 + GRID_ROW_HEIGHT * L, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="#e9ecef",
-        title=dict(text=f"attention weights of every layer (rows) and head (columns), T = {T}",
-                   x=0.0, xanchor="left"),
+        height=90 + GRID_ROW_HEIGHT * L,
+        margin=dict(l=10, r=10, t=60, b=10),
+        plot_bgcolor="#e9ecef",
+        title=dict(text=f"attention weights of every layer (rows) and head (columns), T = {T}", x=0.0, xanchor="left"),
     )
     return fig
 
@@ -71,8 +89,10 @@ enc = encode_for_model(bundle.tokenizer, text, config.context_length)
 explain_encoding(enc, "attend to")
 
 if not config.causal:
-    st.warning("This model was trained without the causal mask: every query also sees the keys to its right, "
-               "so its maps are full squares. That is the leakage the Training page warns about.")
+    st.warning(
+        "This model was trained without the causal mask: every query also sees the keys to its right, "
+        "so its maps are full squares. That is the leakage the Training page warns about."
+    )
 T = enc.T
 labels = enc.labels()  # 'position piece', unique per token
 
@@ -91,7 +111,7 @@ with cols[1]:
 grid = attention_grid(bundle.model, enc.ids)  # (L, H, T, T) from forward(return_weights=True)
 proj = projections(bundle.model, enc.ids, layer, head)  # this head's q, k, v for the hand check
 mask = proj.mask.tolist()  # (T, T) True = may attend
-grids = [[masked(grid[l, h].tolist(), mask) for h in range(H)] for l in range(L)]  # L x H x (T, T)
+grids = [[masked(grid[layer, h].tolist(), mask) for h in range(H)] for layer in range(L)]  # L x H x (T, T)
 summaries = head_summaries(grid)
 
 # ---- 1. the grid -----------------------------------------------------------------------------------
@@ -101,12 +121,21 @@ st.markdown(
     "it a head that reads the previous character, a bright first column a head that parks its weight on "
     "the first token. Hover a cell for its query, key and weight."
 )
-summary_table = pd.DataFrame.from_records([{
-    "layer": s.layer, "head": s.head, "mean weight on itself": round(s.self_weight, 4),
-    "mean weight on the previous token": None if s.previous_weight != s.previous_weight else round(s.previous_weight, 4),
-    "mean weight on token 0": None if s.first_weight != s.first_weight else round(s.first_weight, 4),
-    "mean largest weight per row": round(s.max_weight, 4),
-} for s in summaries])
+summary_table = pd.DataFrame.from_records(
+    [
+        {
+            "layer": s.layer,
+            "head": s.head,
+            "mean weight on itself": round(s.self_weight, 4),
+            "mean weight on the previous token": None
+            if s.previous_weight != s.previous_weight
+            else round(s.previous_weight, 4),
+            "mean weight on token 0": None if s.first_weight != s.first_weight else round(s.first_weight, 4),
+            "mean largest weight per row": round(s.max_weight, 4),
+        }
+        for s in summaries
+    ]
+)
 prev_head = max(summaries, key=lambda s: -1 if s.previous_weight != s.previous_weight else s.previous_weight)
 self_head = max(summaries, key=lambda s: s.self_weight)
 chart(
@@ -122,9 +151,18 @@ chart(
 # ---- 2. one head, enlarged -------------------------------------------------------------------------
 st.header(f"2. Layer {layer}, head {head}, enlarged")
 weights = grids[layer][head]  # (T, T) with None in the future
-fig = charts.heatmap(weights, title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})", x_labels=labels,
-                     y_labels=labels, x_title="key", y_title="query", zmin=0, zmax=1, value_format=".2f",
-                     height=min(900, 160 + 26 * T))
+fig = charts.heatmap(
+    weights,
+    title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})",
+    x_labels=labels,
+    y_labels=labels,
+    x_title="key",
+    y_title="query",
+    zmin=0,
+    zmax=1,
+    value_format=".2f",
+    height=min(900, 160 + 26 * T),
+)
 fig.update_traces(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False)
 this = summaries[layer * H + head]
 chart(
@@ -150,8 +188,16 @@ check = check_row(proj, grid[layer, head], t)
 keys = [s for s in range(T) if mask[t][s]]  # the keys query t may see
 key_labels = [labels[s] for s in keys]
 top = max(range(len(keys)), key=lambda i: check.model_weights[i])
-bars = charts.bars(key_labels, list(check.model_weights), title=f"weights of query {labels[t]} (layer {layer}, head {head})",
-                   y_title="weight", x_title="key", value_format=".3f", highlight=top, y_range=(0, 1.15))
+bars = charts.bars(
+    key_labels,
+    list(check.model_weights),
+    title=f"weights of query {labels[t]} (layer {layer}, head {head})",
+    y_title="weight",
+    x_title="key",
+    value_format=".3f",
+    highlight=top,
+    y_range=(0, 1.15),
+)
 if len(keys) > BAR_VALUES_UP_TO:
     bars.update_traces(text=None)  # printed values would overlap; the table below has every number
 chart(
@@ -159,64 +205,92 @@ chart(
     pd.DataFrame({"key": key_labels, "weight": [round(w, 6) for w in check.model_weights]}),
     f"Query {named(t)} spreads its weight over {len(keys)} keys; the largest, "
     f"{check.model_weights[top]:.3f}, goes to key {named(keys[top])}. "
-    + (f"The {T - len(keys)} keys to its right (its future) get weight {check.future_weight:g} in total."
-       if len(keys) < T else "It is the last token: no key lies to its right." if t == T - 1
-       else "Without a causal mask it also weighs the keys to its right."),
+    + (
+        f"The {T - len(keys)} keys to its right (its future) get weight {check.future_weight:g} in total."
+        if len(keys) < T
+        else "It is the last token: no key lies to its right."
+        if t == T - 1
+        else "Without a causal mask it also weighs the keys to its right."
+    ),
     key="insp_row_bars",
 )
 
 tr = check.trace
-hand = pd.DataFrame({
-    "key": key_labels,
-    "q·k (sum of D products)": [d.total for d in tr.dots],
-    f"score = q·k × {tr.scale:.4f}": list(tr.scores),
-    "exp(score − max)": list(tr.softmax.exps),
-    "weight by hand": list(tr.softmax.weights),
-    "weight by core.attention (float64)": list(check.tensor_weights),
-    "weight from the model (float32)": list(check.model_weights),
-    "|hand − model float32|": list(check.differences),
-})
+hand = pd.DataFrame(
+    {
+        "key": key_labels,
+        "q·k (sum of D products)": [d.total for d in tr.dots],
+        f"score = q·k × {tr.scale:.4f}": list(tr.scores),
+        "exp(score − max)": list(tr.softmax.exps),
+        "weight by hand": list(tr.softmax.weights),
+        "weight by core.attention (float64)": list(check.tensor_weights),
+        "weight from the model (float32)": list(check.model_weights),
+        "|hand − model float32|": list(check.differences),
+    }
+)
 number = st.column_config.NumberColumn(format="%.6f")
-st.dataframe(hand, hide_index=True, key="insp_hand", height=min(420, 38 + 35 * len(keys)),
-             column_config={c: number for c in hand.columns[1:-1]}
-             | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")})
+st.dataframe(
+    hand,
+    hide_index=True,
+    key="insp_hand",
+    height=min(420, 38 + 35 * len(keys)),
+    column_config={c: number for c in hand.columns[1:-1]}
+    | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")},
+)
 st.markdown(
     f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
     f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
 )
 decided, shown = check.decided, check.model_float32
-check_text = (f"Largest difference between the hand computation and the model's attention code: "
-              f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). ")
-how = (f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
-       f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
-       f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
-       f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
-       f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide.")
-verdict(check.within_tolerance, check_text + "The model's attention for this row is the hand computation's.",
-        check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.")
+check_text = (
+    f"Largest difference between the hand computation and the model's attention code: "
+    f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). "
+)
+how = (
+    f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
+    f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
+    f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
+    f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
+    f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide."
+)
+verdict(
+    check.within_tolerance,
+    check_text + "The model's attention for this row is the hand computation's.",
+    check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.",
+)
 st.caption(how)
 
 with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
-    terms = pd.DataFrame([list(d.terms) + [d.total] for d in tr.dots],
-                         columns=[f"d={d}" for d in range(D)] + ["sum = q·k"])
+    terms = pd.DataFrame(
+        [list(d.terms) + [d.total] for d in tr.dots], columns=[f"d={d}" for d in range(D)] + ["sum = q·k"]
+    )
     terms.insert(0, "key", key_labels)
-    st.dataframe(terms, hide_index=True, key="insp_terms",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in terms.columns[1:]})
+    st.dataframe(
+        terms,
+        hide_index=True,
+        key="insp_terms",
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in terms.columns[1:]},
+    )
 with st.expander("The output row: the weighted sum of the value rows"):
-    st.markdown(f"$\\mathrm{{out}}_t = \\sum_s w_{{t,s}}\\, v_s$, a vector of D = {D} numbers: what this head "
-                f"adds for query {named(t)} (before the block's output projection mixes the heads).")
-    out = pd.DataFrame([list(row) for row in tr.weighted_values] + [list(tr.out)],
-                       columns=[f"d={d}" for d in range(D)])
+    st.markdown(
+        f"$\\mathrm{{out}}_t = \\sum_s w_{{t,s}}\\, v_s$, a vector of D = {D} numbers: what this head "
+        f"adds for query {named(t)} (before the block's output projection mixes the heads)."
+    )
+    out = pd.DataFrame([list(row) for row in tr.weighted_values] + [list(tr.out)], columns=[f"d={d}" for d in range(D)])
     out.insert(0, "term", [f"weight × v of key {k}" for k in key_labels] + ["sum = out of this row"])
-    st.dataframe(out, hide_index=True, key="insp_out",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]})
+    st.dataframe(
+        out,
+        hide_index=True,
+        key="insp_out",
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]},
+    )
 
 st.session_state["inspector_row"] = {
     "text": enc.text,  # what the model read (the end of a text longer than the context)
     "layer": layer,
     "head": head,
     "t": t,
-    "q": proj.q[: t + 1].tolist(),             # (t+1, D) queries 0..t after RoPE: row t is the one read
+    "q": proj.q[: t + 1].tolist(),  # (t+1, D) queries 0..t after RoPE: row t is the one read
     "k": [list(row) for row in check.k_rows],  # (t+1, D) keys 0..t after RoPE
     "v": [list(row) for row in check.v_rows],  # (t+1, D) values 0..t
     "pieces": [enc.pieces[s] for s in keys],  # pieces of keys 0..t; the last one is the query's

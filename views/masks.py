@@ -1,9 +1,11 @@
 """Masks: causal and padding masks, why they go before softmax, and what a row with no allowed key returns."""
+
 import pandas as pd
 import streamlit as st
 
-from core.lessons import scores as lessons, masks as masking
 from core.attention import causal_mask
+from core.lessons import masks as masking
+from core.lessons import scores as lessons
 from ui import charts, params
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
@@ -16,16 +18,28 @@ DEFAULT_LENGTHS = (6, 4, 2)
 def mask_figure(rows, *, title, x_labels, y_labels, yes, no, x_title="key s", y_title="query t", text=None):
     """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
     z = [[1.0 if ok else None for ok in row] for row in rows]
-    fig = charts.heatmap(z, title=title, x_labels=x_labels, y_labels=y_labels, x_title=x_title, y_title=y_title,
-                         zmin=0, zmax=1, show_values=True)
+    fig = charts.heatmap(
+        z,
+        title=title,
+        x_labels=x_labels,
+        y_labels=y_labels,
+        x_title=x_title,
+        y_title=y_title,
+        zmin=0,
+        zmax=1,
+        show_values=True,
+    )
     text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
     return fig.update_traces(text=text, showscale=False)
 
 
 def mask_table(rows, row_labels, col_labels, *, yes, no, row_name="query t", col_name="key s"):
     return pd.DataFrame.from_records(
-        [{row_name: r, col_name: c, "mask": yes if rows[i][j] else no}
-         for i, r in enumerate(row_labels) for j, c in enumerate(col_labels)]
+        [
+            {row_name: r, col_name: c, "mask": yes if rows[i][j] else no}
+            for i, r in enumerate(row_labels)
+            for j, c in enumerate(col_labels)
+        ]
     )
 
 
@@ -56,13 +70,22 @@ except ValueError as err:
 word_labels = [f"{i} {w}" for i, w in enumerate(words)]
 causal_words = causal_mask(len(words)).tolist()  # (T, S)
 chart(
-    mask_figure(causal_words, title=f"Causal mask for {len(words)} tokens", x_labels=word_labels,
-                y_labels=word_labels, yes="allowed", no="forbidden"),
+    mask_figure(
+        causal_words,
+        title=f"Causal mask for {len(words)} tokens",
+        x_labels=word_labels,
+        y_labels=word_labels,
+        yes="allowed",
+        no="forbidden",
+    ),
     mask_table(causal_words, word_labels, word_labels, yes="allowed", no="forbidden"),
-    "Causal mask: " + "; ".join(  # the words come from the link: escaped for the caption
-        f"'{escape_markdown(w)}' sees " + " ".join(escape_markdown(words[s]) for s in range(len(words))
-                                                   if causal_words[t][s])
-        for t, w in enumerate(words)) + ".",
+    "Causal mask: "
+    + "; ".join(  # the words come from the link: escaped for the caption
+        f"'{escape_markdown(w)}' sees "
+        + " ".join(escape_markdown(words[s]) for s in range(len(words)) if causal_words[t][s])
+        for t, w in enumerate(words)
+    )
+    + ".",
     key="mask_words",
 )
 
@@ -105,11 +128,13 @@ with left:
     causal_rows = masks.causal.tolist()  # (T, S)
     state = "on" if use_causal else "off: every query sees every key"
     chart(
-        mask_figure(causal_rows, title=f"Causal mask ({state})", x_labels=pos, y_labels=pos,
-                    yes="allowed", no="forbidden"),
+        mask_figure(
+            causal_rows, title=f"Causal mask ({state})", x_labels=pos, y_labels=pos, yes="allowed", no="forbidden"
+        ),
         mask_table(causal_rows, pos, pos, yes="allowed", no="forbidden"),
         f"Causal mask {state}; for T = {T}, query t may attend to keys 0 to t."
-        if use_causal else f"Causal mask off: all {T} × {T} pairs are allowed.",
+        if use_causal
+        else f"Causal mask off: all {T} × {T} pairs are allowed.",
         key="mask_causal_fig",
     )
 with right:
@@ -118,15 +143,26 @@ with right:
     # Coloured by the mask as applied (padding off: all allowed), labelled by what each position holds;
     # two short lines fit the narrow cells where "pad (not masked)" would shrink to an unreadable size.
     pad_cell = "pad<br>masked" if use_padding else "pad<br>allowed"
-    fig = mask_figure(masks.padding[:, 0].tolist(), title=f"Padding mask ({'on' if use_padding else 'off'}, "
-                      f"{side} padding)", x_labels=pos, y_labels=seqs, yes="token", no=pad_word,
-                      x_title="position s", y_title="", text=[["token" if r else pad_cell for r in row] for row in real])
+    fig = mask_figure(
+        masks.padding[:, 0].tolist(),
+        title=f"Padding mask ({'on' if use_padding else 'off'}, {side} padding)",
+        x_labels=pos,
+        y_labels=seqs,
+        yes="token",
+        no=pad_word,
+        x_title="position s",
+        y_title="",
+        text=[["token" if r else pad_cell for r in row] for row in real],
+    )
     chart(
         fig,
         mask_table(real, seqs, pos, yes="token", no=pad_word, row_name="sequence", col_name="position s"),
-        f"{side.capitalize()} padding: " + "; ".join(
+        f"{side.capitalize()} padding: "
+        + "; ".join(
             f"sequence {i} has {n} token{'s' if n != 1 else ''} and {T - n} padding position{'s' if T - n != 1 else ''}"
-            for i, n in enumerate(masks.lengths)) + (". Padding is masked." if use_padding else ". Padding is NOT masked."),
+            for i, n in enumerate(masks.lengths)
+        )
+        + (". Padding is masked." if use_padding else ". Padding is NOT masked."),
         key="mask_pad_fig",
     )
 
@@ -139,12 +175,20 @@ st.markdown(
     "padding: they have no allowed key at all (section 5)."
 )
 chart(
-    mask_figure(combined, title=f"Combined mask, sequence {b} (length {masks.lengths[b]})", x_labels=pos,
-                y_labels=pos, yes="allowed", no="forbidden"),
+    mask_figure(
+        combined,
+        title=f"Combined mask, sequence {b} (length {masks.lengths[b]})",
+        x_labels=pos,
+        y_labels=pos,
+        yes="allowed",
+        no="forbidden",
+    ),
     mask_table(combined, pos, pos, yes="allowed", no="forbidden"),
     f"Sequence {b}, length {masks.lengths[b]}, {side} padding: "
-    + "; ".join(f"row {t} sees " + (", ".join(str(s) for s in range(T) if combined[t][s]) or "nothing")
-                for t in range(T)) + ".",
+    + "; ".join(
+        f"row {t} sees " + (", ".join(str(s) for s in range(T) if combined[t][s]) or "nothing") for t in range(T)
+    )
+    + ".",
     key="mask_combined",
 )
 
@@ -170,23 +214,31 @@ with left:
     )
 with right:
     chart(
-        charts.heatmap(after, title="Softmax first, forbidden weights zeroed after", x_labels=pos, y_labels=pos,
-                       zmin=0, zmax=1),
+        charts.heatmap(
+            after, title="Softmax first, forbidden weights zeroed after", x_labels=pos, y_labels=pos, zmin=0, zmax=1
+        ),
         matrix_table(after, pos, pos, value_name="weight"),
         "Zeroed after softmax, row sums: " + fmt(cmp.after_sum[b].tolist()) + ".",
         key="mask_after",
     )
 missing = cmp.missing_mass[b].tolist()  # (T,)
 chart(
-    charts.bars([f"row {t}" for t in pos], missing, title="Missing mass per row when zeroing after softmax",
-                y_title="1 − sum of allowed weights", y_range=(0, 1.15)),
-    pd.DataFrame({
-        "query t": list(range(T)),
-        "allowed keys": masks.allowed_keys[b].tolist(),
-        "row sum, mask before": [round(x, 6) for x in cmp.before_sum[b].tolist()],
-        "row sum, zeroed after": [round(x, 6) for x in cmp.after_sum[b].tolist()],
-        "missing mass": [round(x, 6) for x in missing],
-    }),
+    charts.bars(
+        [f"row {t}" for t in pos],
+        missing,
+        title="Missing mass per row when zeroing after softmax",
+        y_title="1 − sum of allowed weights",
+        y_range=(0, 1.15),
+    ),
+    pd.DataFrame(
+        {
+            "query t": list(range(T)),
+            "allowed keys": masks.allowed_keys[b].tolist(),
+            "row sum, mask before": [round(x, 6) for x in cmp.before_sum[b].tolist()],
+            "row sum, zeroed after": [round(x, 6) for x in cmp.after_sum[b].tolist()],
+            "missing mass": [round(x, 6) for x in missing],
+        }
+    ),
     f"Missing mass per row of sequence {b}: {fmt(missing)}. A row with nothing forbidden misses 0; "
     "a row with every key forbidden misses all of it.",
     key="mask_missing",
@@ -205,22 +257,25 @@ st.markdown(
     "plain division as undefined."
 )
 example = lessons.worked_example()
-spike = params.number_input("Forbidden logit (key 3 of row 2 of the worked example)", "mask_spike",
-                            0.0, 10000.0, 1000.0, 10.0)
+spike = params.number_input(
+    "Forbidden logit (key 3 of row 2 of the worked example)", "mask_spike", 0.0, 10000.0, 1000.0, 10.0
+)
 row_scores, row_allowed = example.result.scores[0, 2], example.mask[2]  # (S,), (S,)
 case = masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=spike)
 keys = list(range(len(case.logits)))
 plain = [NAN_TEXT if case.undefined else f"{x:.6f}" for x in case.renormalised.tolist()]
 st.dataframe(
-    pd.DataFrame({
-        "key s": keys,
-        "allowed": ["yes" if ok else "no" for ok in case.allowed.tolist()],
-        "score": [f"{x:.4f}" for x in case.logits.tolist()],
-        "softmax over all keys": [f"{x:.6g}" for x in case.unmasked.tolist()],
-        "renormalised, plain division": plain,
-        "renormalised, what the lab returns": [f"{x:.6f}" for x in case.renormalised.tolist()],
-        "mask before softmax (correct)": [f"{x:.6f}" for x in case.masked.tolist()],
-    }),
+    pd.DataFrame(
+        {
+            "key s": keys,
+            "allowed": ["yes" if ok else "no" for ok in case.allowed.tolist()],
+            "score": [f"{x:.4f}" for x in case.logits.tolist()],
+            "softmax over all keys": [f"{x:.6g}" for x in case.unmasked.tolist()],
+            "renormalised, plain division": plain,
+            "renormalised, what the lab returns": [f"{x:.6f}" for x in case.renormalised.tolist()],
+            "mask before softmax (correct)": [f"{x:.6f}" for x in case.masked.tolist()],
+        }
+    ),
     hide_index=True,
     key="mask_renorm_table",
 )
@@ -236,30 +291,39 @@ else:
         f"With a forbidden logit of {spike:g}, the allowed keys keep {case.kept_mass:.6g} of the weight; "
         f"renormalising differs from the masked softmax by at most {case.max_error:.3g}."
     )
-sweep = [masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=x)
-         for x in masking.RENORMALISE_SWEEP]
+sweep = [
+    masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=x) for x in masking.RENORMALISE_SWEEP
+]
 first_bad = next((r for r in sweep if r.undefined), None)
 last_good = [r for r in sweep if r.max_error <= 1e-6][-1]  # logit 0 always qualifies
 sweep_fig = charts.lines(
     [r.forbidden_logit for r in sweep],
     {"max |renormalised − masked softmax|": [r.max_error if r.max_error > 0 else None for r in sweep]},
     title="Error of renormalising against the forbidden logit (float32, logarithmic axis)",
-    x_title="forbidden logit", y_title="largest error in the row (0 is not drawn)", log_y=True,
+    x_title="forbidden logit",
+    y_title="largest error in the row (0 is not drawn)",
+    log_y=True,
 )
 sweep_fig.update_yaxes(exponentformat="power")
 chart(
     sweep_fig,
-    pd.DataFrame({
-        "forbidden logit": [r.forbidden_logit for r in sweep],
-        "mass kept by allowed keys": [f"{r.kept_mass:.3e}" for r in sweep],
-        "plain division": [NAN_TEXT if r.undefined else "defined" for r in sweep],
-        "max error": [f"{r.max_error:.3e}" for r in sweep],
-    }),
+    pd.DataFrame(
+        {
+            "forbidden logit": [r.forbidden_logit for r in sweep],
+            "mass kept by allowed keys": [f"{r.kept_mass:.3e}" for r in sweep],
+            "plain division": [NAN_TEXT if r.undefined else "defined" for r in sweep],
+            "max error": [f"{r.max_error:.3e}" for r in sweep],
+        }
+    ),
     f"Renormalising agrees with the masked softmax within 1e-6 up to a forbidden logit of "
     f"{last_good.forbidden_logit:g} (kept mass {last_good.kept_mass:.2e}), drifts as the weights "
     "lose precision, and "
-    + (f"from {first_bad.forbidden_logit:g} on every allowed weight is 0, the division is 0 / 0 and the "
-       f"error is {first_bad.max_error:.4f}." if first_bad else "stays defined over this range."),
+    + (
+        f"from {first_bad.forbidden_logit:g} on every allowed weight is 0, the division is 0 / 0 and the "
+        f"error is {first_bad.max_error:.4f}."
+        if first_bad
+        else "stays defined over this range."
+    ),
     key="mask_sweep",
 )
 
@@ -280,15 +344,18 @@ if not empty_rows:
     )
 else:
     naive_rows = empty.naive_nan_rows[b].tolist()  # (T,)
-    rows_table = pd.DataFrame({
-        "query t": empty_rows,
-        "allowed keys": [masks.allowed_keys[b, t].item() for t in empty_rows],
-        "lab weights": [fmt(empty.weights[b, t].tolist(), 1) for t in empty_rows],
-        "lab output": [fmt(empty.out[b, t].tolist()) for t in empty_rows],
-        "gradient w.r.t. q_t": [fmt(empty.grad_q[b, t].tolist()) for t in empty_rows],
-        "naive softmax weights": [NAN_TEXT if naive_rows[t] else fmt(empty.naive_weights[b, t].tolist(), 1)
-                                  for t in empty_rows],
-    })
+    rows_table = pd.DataFrame(
+        {
+            "query t": empty_rows,
+            "allowed keys": [masks.allowed_keys[b, t].item() for t in empty_rows],
+            "lab weights": [fmt(empty.weights[b, t].tolist(), 1) for t in empty_rows],
+            "lab output": [fmt(empty.out[b, t].tolist()) for t in empty_rows],
+            "gradient w.r.t. q_t": [fmt(empty.grad_q[b, t].tolist()) for t in empty_rows],
+            "naive softmax weights": [
+                NAN_TEXT if naive_rows[t] else fmt(empty.naive_weights[b, t].tolist(), 1) for t in empty_rows
+            ],
+        }
+    )
     st.dataframe(rows_table, hide_index=True, key="mask_empty_table")
     st.markdown(
         f"Rows {', '.join(str(t) for t in empty_rows)} of sequence {b} have no allowed key. The lab returns zero "

@@ -3,6 +3,7 @@
 Every control is in the address bar (row_src, row_seed, row_T, row_D, row_t), so another page can link
 to a given row with its own numbers.
 """
+
 import pandas as pd
 import streamlit as st
 
@@ -37,13 +38,17 @@ with cols[0]:
     source = params.radio("Numbers from", "row_src", sources, MODEL if inspected else WORKED, horizontal=True)
 if source == WORKED:
     q, k, v = row_reading.row_inputs(worked=True)
-    st.caption(f"The lesson's worked example (torch.manual_seed(2), causal mask): q {tuple(q.shape)}, "
-               f"k {tuple(k.shape)}, v {tuple(v.shape)} for its one sequence.")
+    st.caption(
+        f"The lesson's worked example (torch.manual_seed(2), causal mask): q {tuple(q.shape)}, "
+        f"k {tuple(k.shape)}, v {tuple(v.shape)} for its one sequence."
+    )
 elif source == MODEL:
     q, k, v = row_reading.row_inputs_from_lists(inspected["q"], inspected["k"], inspected["v"])
-    st.caption(f"The loaded model's layer {inspected['layer']}, head {inspected['head']} on the text the "
-               f"Attention inspector read, queries and keys 0 to {inspected['t']} (after RoPE): "
-               f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}. The last row is the one you picked there.")
+    st.caption(
+        f"The loaded model's layer {inspected['layer']}, head {inspected['head']} on the text the "
+        f"Attention inspector read, queries and keys 0 to {inspected['t']} (after RoPE): "
+        f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}. The last row is the one you picked there."
+    )
 else:
     with cols[1]:
         seed = params.number_input("Random seed", "row_seed", 0, 9999, 0, 1)
@@ -67,19 +72,30 @@ st.markdown(
     + " Keys to its right are in the future: the mask sets their scores to −∞ before softmax, "
     "so their weights are exactly 0."
 )
-fig = charts.bars([f"key {s}" for s in keys], reading.weights, title=f"Weights of query row {t}",
-                  y_title="weight", highlight=None, y_range=(0, 1.15))
+fig = charts.bars(
+    [f"key {s}" for s in keys],
+    reading.weights,
+    title=f"Weights of query row {t}",
+    y_title="weight",
+    highlight=None,
+    y_range=(0, 1.15),
+)
 fig.update_traces(text=[f"{w:.4f}" if ok else "masked (0)" for w, ok in zip(reading.weights, reading.allowed)])
 chart(
     fig,
-    pd.DataFrame({
-        "key s": keys,
-        "allowed": ["yes" if ok else "no (future)" for ok in reading.allowed],
-        "weight": [num(w, 8) for w in reading.weights],
-    }),
-    f"Row {t} weights: " + ", ".join(
-        f"key {s} {w:.4f}" if ok else f"key {s} masked (0)" for s, (w, ok) in enumerate(zip(reading.weights, reading.allowed))
-    ) + f"; the allowed weights sum to {reading.weight_sum:.8f}.",
+    pd.DataFrame(
+        {
+            "key s": keys,
+            "allowed": ["yes" if ok else "no (future)" for ok in reading.allowed],
+            "weight": [num(w, 8) for w in reading.weights],
+        }
+    ),
+    f"Row {t} weights: "
+    + ", ".join(
+        f"key {s} {w:.4f}" if ok else f"key {s} masked (0)"
+        for s, (w, ok) in enumerate(zip(reading.weights, reading.allowed))
+    )
+    + f"; the allowed weights sum to {reading.weight_sum:.8f}.",
     key="row_weights",
 )
 cols = st.columns(3)
@@ -104,19 +120,22 @@ st.markdown(
 st.markdown(f"Query row q_{t} = `{vec(q[t].tolist())}`")
 st.dataframe(
     pd.DataFrame({"key s": keys, "k_s": [vec(r) for r in k.tolist()], "v_s": [vec(r) for r in v.tolist()]}),
-    hide_index=True, key="row_inputs",
+    hide_index=True,
+    key="row_inputs",
 )
-hand = pd.DataFrame({
-    "key s": [str(s) for s in keys] + ["sum"],
-    "allowed": ["yes" if ok else "no" for ok in reading.allowed] + [""],
-    "q·k term by term": [" + ".join(f"({x:.4f})" for x in d.terms) for d in trace.dots] + [""],
-    "q·k": [num(d.total) for d in trace.dots] + [""],
-    "score = q·k / √D": [num(x) for x in trace.scores] + [""],
-    "exp(score − max)": [num(e) if ok else "0 (masked)" for e, ok in zip(trace.softmax.exps, reading.allowed)]
-    + [num(trace.softmax.normaliser)],
-    "weight": [num(w) for w in trace.softmax.weights] + [num(reading.hand_weight_sum)],
-    "weight × v_s": [vec(wv, 6) for wv in trace.weighted_values] + [vec(trace.out, 9)],
-})
+hand = pd.DataFrame(
+    {
+        "key s": [str(s) for s in keys] + ["sum"],
+        "allowed": ["yes" if ok else "no" for ok in reading.allowed] + [""],
+        "q·k term by term": [" + ".join(f"({x:.4f})" for x in d.terms) for d in trace.dots] + [""],
+        "q·k": [num(d.total) for d in trace.dots] + [""],
+        "score = q·k / √D": [num(x) for x in trace.scores] + [""],
+        "exp(score − max)": [num(e) if ok else "0 (masked)" for e, ok in zip(trace.softmax.exps, reading.allowed)]
+        + [num(trace.softmax.normaliser)],
+        "weight": [num(w) for w in trace.softmax.weights] + [num(reading.hand_weight_sum)],
+        "weight × v_s": [vec(wv, 6) for wv in trace.weighted_values] + [vec(trace.out, 9)],
+    }
+)
 st.dataframe(hand, hide_index=True, key="row_hand")
 st.caption(
     f"Hand computation in Python floats (float64): the bottom row sums each column, so the weights add to "
@@ -133,18 +152,27 @@ st.markdown(
     "of the sums. A real mistake (a wrong mask, a missing √D) is off by far more. The float32 result, what "
     "the model computes with, is shown beside it with float32's own allowance; it does not decide."
 )
-compare = pd.DataFrame({
-    "output entry": [f"out[{t}][{j}]" for j in range(len(reading.out))],
-    "by hand (float64)": [num(x, 12) for x in trace.out],
-    "tensor (float64)": [num(x, 12) for x in reading.out],
-    "|difference|": [f"{x:.2e}" for x in reading.difference],
-    f"within {reading.atol:.1e}": ["yes" if x <= reading.atol else "no" for x in reading.difference],
-    "tensor (float32, shown)": [num(x, 9) for x in reading.out32],
-})
+compare = pd.DataFrame(
+    {
+        "output entry": [f"out[{t}][{j}]" for j in range(len(reading.out))],
+        "by hand (float64)": [num(x, 12) for x in trace.out],
+        "tensor (float64)": [num(x, 12) for x in reading.out],
+        "|difference|": [f"{x:.2e}" for x in reading.difference],
+        f"within {reading.atol:.1e}": ["yes" if x <= reading.atol else "no" for x in reading.difference],
+        "tensor (float32, shown)": [num(x, 9) for x in reading.out32],
+    }
+)
 st.dataframe(compare, hide_index=True, key="row_compare")
-st.caption(f"Allowance {reading.decided.rule.removeprefix('<= ')}. In float32 the largest difference is "
-           f"{reading.shown32.max_abs_diff:.2e} against float32's allowance {reading.shown32.allowed:.1e}.")
-check = (f"largest |difference| {reading.max_difference:.2e} against {reading.atol:.1e}; "
-         f"|sum of weights − 1| = {reading.sum_error:.1e} against {reading.sum_allowed:.1e}.")
-verdict(reading.passed, f"PASS: row {t} by hand matches the tensor result: {check}",
-        f"FAIL: row {t} by hand does not match the tensor result: {check}")
+st.caption(
+    f"Allowance {reading.decided.rule.removeprefix('<= ')}. In float32 the largest difference is "
+    f"{reading.shown32.max_abs_diff:.2e} against float32's allowance {reading.shown32.allowed:.1e}."
+)
+check = (
+    f"largest |difference| {reading.max_difference:.2e} against {reading.atol:.1e}; "
+    f"|sum of weights − 1| = {reading.sum_error:.1e} against {reading.sum_allowed:.1e}."
+)
+verdict(
+    reading.passed,
+    f"PASS: row {t} by hand matches the tensor result: {check}",
+    f"FAIL: row {t} by hand does not match the tensor result: {check}",
+)

@@ -1,4 +1,5 @@
 """RoPE: rotary position embedding, one pair at a time, and why the score depends only on m - n."""
+
 import math
 
 import pandas as pd
@@ -24,41 +25,77 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
     fig = go.Figure()
     lengths, angles = rot.lengths, rot.angles
     reach = max(lengths.values()) or 1.0
-    vectors = [("q before", rot.q_before, Q_COLOUR, "dot", "q"),
-               ("q after", rot.q_after, Q_COLOUR, "solid", f"q at m={rot.m}"),
-               ("k before", rot.k_before, K_COLOUR, "dot", "k"),
-               ("k after", rot.k_after, K_COLOUR, "solid", f"k at n={rot.n}")]
+    vectors = [
+        ("q before", rot.q_before, Q_COLOUR, "dot", "q"),
+        ("q after", rot.q_after, Q_COLOUR, "solid", f"q at m={rot.m}"),
+        ("k before", rot.k_before, K_COLOUR, "dot", "k"),
+        ("k after", rot.k_after, K_COLOUR, "solid", f"k at n={rot.n}"),
+    ]
     for name, (x, y), colour, dash, tip in vectors:
-        fig.add_trace(go.Scatter(
-            x=[0.0, x], y=[0.0, y], name=name if "before" in name else f"{name} RoPE", mode="lines+markers+text",
-            line=dict(color=colour, dash=dash, width=3 if dash == "solid" else 2),
-            marker=dict(symbol="arrow", size=[0, 16], angleref="previous", color=colour),
-            text=["", tip], textposition="top center", textfont=dict(color=colour),
-            hovertemplate=f"{name}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[0.0, x],
+                y=[0.0, y],
+                name=name if "before" in name else f"{name} RoPE",
+                mode="lines+markers+text",
+                line=dict(color=colour, dash=dash, width=3 if dash == "solid" else 2),
+                marker=dict(symbol="arrow", size=[0, 16], angleref="previous", color=colour),
+                text=["", tip],
+                textposition="top center",
+                textfont=dict(color=colour),
+                hovertemplate=f"{name}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>",
+            )
+        )
     # Two concentric arcs at fixed fractions of the drawing, so a short vector does not crowd its label.
     for vec, sweep, radius, name in (("q", rot.angle_q, 0.62 * reach, "m·θ"), ("k", rot.angle_k, 0.38 * reach, "n·θ")):
         colour = Q_COLOUR if vec == "q" else K_COLOUR
         label = f"{name} = {sweep:.3f} rad" + (" (mod 2π)" if abs(sweep) >= 2 * math.pi else "")
         start = angles[f"{vec} before"]
         points = rope_lab.arc_points(start, sweep, radius)
-        fig.add_trace(go.Scatter(
-            x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name=f"{vec} turned by {label}",
-            line=dict(color=colour, width=1.5), hoverinfo="skip",
-            marker=dict(symbol="arrow", size=[0] * (len(points) - 1) + [11], angleref="previous", color=colour),
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                mode="lines+markers",
+                name=f"{vec} turned by {label}",
+                line=dict(color=colour, width=1.5),
+                hoverinfo="skip",
+                marker=dict(symbol="arrow", size=[0] * (len(points) - 1) + [11], angleref="previous", color=colour),
+            )
+        )
         # A short label just outside the arc's middle; the full value is in the legend and the metrics.
         middle = rope_lab.arc_points(start, sweep, radius * 1.14)[len(points) // 2]
-        fig.add_trace(go.Scatter(x=[middle[0]], y=[middle[1]], mode="text", text=[f"{name}={sweep:.2f}"],
-                                 showlegend=False, textfont=dict(color=colour, size=12), hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                x=[middle[0]],
+                y=[middle[1]],
+                mode="text",
+                text=[f"{name}={sweep:.2f}"],
+                showlegend=False,
+                textfont=dict(color=colour, size=12),
+                hoverinfo="skip",
+            )
+        )
     bound = 1.3 * reach
     fig.update_xaxes(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[0]}")
-    fig.update_yaxes(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[1]}",
-                     scaleanchor="x", scaleratio=1)
+    fig.update_yaxes(
+        range=[-bound, bound],
+        zeroline=True,
+        zerolinecolor="#888888",
+        title=f"feature {rot.dims[1]}",
+        scaleanchor="x",
+        scaleratio=1,
+    )
     fig.update_layout(
-        title=dict(text=f"pair {rot.pair} (features {rot.dims[0]}, {rot.dims[1]}): q at m = {rot.m}, k at n = {rot.n}",
-                   x=0.0, xanchor="left"),
-        height=560, margin=dict(l=10, r=10, t=50, b=10), font=dict(size=14), plot_bgcolor="#ffffff",
+        title=dict(
+            text=f"pair {rot.pair} (features {rot.dims[0]}, {rot.dims[1]}): q at m = {rot.m}, k at n = {rot.n}",
+            x=0.0,
+            xanchor="left",
+        ),
+        height=560,
+        margin=dict(l=10, r=10, t=50, b=10),
+        font=dict(size=14),
+        plot_bgcolor="#ffffff",
         legend=dict(orientation="h", yanchor="top", y=-0.2),  # below the x axis title, not over it
     )
     return fig
@@ -88,8 +125,10 @@ with cols[4]:
 
 q, k = rope_lab.seeded_qk(D)
 rot = rope_lab.rotate_pair(q, k, m, n, pair, base)
-st.caption(f"The query and key are fixed random vectors of width D = {D} (torch seed {rope_lab.SEED}), the same "
-           "for every position, so anything that changes below is RoPE's doing. The last section uses a loaded model.")
+st.caption(
+    f"The query and key are fixed random vectors of width D = {D} (torch seed {rope_lab.SEED}), the same "
+    "for every position, so anything that changes below is RoPE's doing. The last section uses a loaded model."
+)
 
 # ---- 1. one pair ----------------------------------------------------------------------------------
 st.header("1. One pair, turned by its position")
@@ -104,26 +143,37 @@ with right:
     st.metric("q turned by m·θᵢ", f"{rot.angle_q:.4f} rad")
     st.metric("k turned by n·θᵢ", f"{rot.angle_k:.4f} rad")
     st.metric("this pair's q·k before → after", f"{rot.pair_score_before:.4f} → {rot.pair_score_after:.4f}")
-    st.metric("q·k after RoPE, all D features", f"{rot.score_after:.6f}",
-              help="The score before the 1/√D scale, with q rotated at m and k at n")
-    st.caption(f"Without RoPE q·k = {rot.score_before:.6f} at every pair of positions. Offset m − n = {rot.offset}: "
-               "move m and n together and this score stays the same.")
+    st.metric(
+        "q·k after RoPE, all D features",
+        f"{rot.score_after:.6f}",
+        help="The score before the 1/√D scale, with q rotated at m and k at n",
+    )
+    st.caption(
+        f"Without RoPE q·k = {rot.score_before:.6f} at every pair of positions. Offset m − n = {rot.offset}: "
+        "move m and n together and this score stays the same."
+    )
 with left:
-    table = pd.DataFrame({
-        "vector": list(rot.lengths),
-        "position": ["-", str(m), "-", str(n)],
-        "turned by (rad)": [0.0, rot.angle_q, 0.0, rot.angle_k],
-        f"feature {rot.dims[0]}": [rot.q_before[0], rot.q_after[0], rot.k_before[0], rot.k_after[0]],
-        f"feature {rot.dims[1]}": [rot.q_before[1], rot.q_after[1], rot.k_before[1], rot.k_after[1]],
-        "length": list(rot.lengths.values()),
-        "direction (rad)": list(rot.angles.values()),
-    })
+    table = pd.DataFrame(
+        {
+            "vector": list(rot.lengths),
+            "position": ["-", str(m), "-", str(n)],
+            "turned by (rad)": [0.0, rot.angle_q, 0.0, rot.angle_k],
+            f"feature {rot.dims[0]}": [rot.q_before[0], rot.q_after[0], rot.k_before[0], rot.k_after[0]],
+            f"feature {rot.dims[1]}": [rot.q_before[1], rot.q_after[1], rot.k_before[1], rot.k_after[1]],
+            "length": list(rot.lengths.values()),
+            "direction (rad)": list(rot.angles.values()),
+        }
+    )
     lengths = rot.lengths
-    chart(pair_figure(rot), table,
-          f"Pair {pair}: q turns by {rot.angle_q:.3f} rad (length {lengths['q before']:.4f} before, "
-          f"{lengths['q after']:.4f} after), k turns by {rot.angle_k:.3f} rad (length {lengths['k before']:.4f}, "
-          f"{lengths['k after']:.4f}); the pair's q·k goes from {rot.pair_score_before:.4f} to {rot.pair_score_after:.4f}.",
-          key="rope_pair_drawing")
+    chart(
+        pair_figure(rot),
+        table,
+        f"Pair {pair}: q turns by {rot.angle_q:.3f} rad (length {lengths['q before']:.4f} before, "
+        f"{lengths['q after']:.4f} after), k turns by {rot.angle_k:.3f} rad (length {lengths['k before']:.4f}, "
+        f"{lengths['k after']:.4f}); the pair's q·k goes from {rot.pair_score_before:.4f} to "
+        f"{rot.pair_score_after:.4f}.",
+        key="rope_pair_drawing",
+    )
 
 # ---- 2. offset --------------------------------------------------------------------------------------
 st.header("2. The score depends only on m − n")
@@ -138,45 +188,84 @@ R = max(32, abs(m - n))
 offsets = list(range(-R, R + 1))
 anchors = sorted({0, min(m, n), 100, 1000})
 off = rope_lab.offset_scores(q, k, offsets, anchors, base)
-fig = charts.lines(offsets, {f"earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
-                   title=f"q·k after RoPE against the offset m − n (D = {D}, base {base:g})",
-                   x_title="offset m − n (query position − key position)", y_title="q·k after RoPE", markers=False)
-fig.add_trace(go.Scatter(x=[rot.offset], y=[rot.score_after], mode="markers+text", name=f"your m = {m}, n = {n}",
-                         marker=dict(symbol="diamond", size=13, color="#000000"), text=[f"m={m}, n={n}"],
-                         textposition="top center"))
-offset_table = pd.DataFrame({"offset m − n": offsets,
-                             **{f"q·k, earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
-                             "spread across positions": off.spreads})
-chart(fig, offset_table,
-      f"For offsets {offsets[0]} to {offsets[-1]} the {len(anchors)} curves (earlier token at "
-      f"{', '.join(map(str, anchors))}) coincide: the largest spread is {off.max_spread:.2e}. "
-      f"At your offset {rot.offset} the score is {rot.score_after:.6f}.",
-      key="rope_offsets")
-check = (f"largest spread across absolute positions: {off.max_spread:.2e}, allowance {off.tolerance:.2e} "
-         f"(float64's epsilon × the length of the sums × |q||k|, |q||k| = {off.norm_product:.4f})")
+fig = charts.lines(
+    offsets,
+    {f"earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
+    title=f"q·k after RoPE against the offset m − n (D = {D}, base {base:g})",
+    x_title="offset m − n (query position − key position)",
+    y_title="q·k after RoPE",
+    markers=False,
+)
+fig.add_trace(
+    go.Scatter(
+        x=[rot.offset],
+        y=[rot.score_after],
+        mode="markers+text",
+        name=f"your m = {m}, n = {n}",
+        marker=dict(symbol="diamond", size=13, color="#000000"),
+        text=[f"m={m}, n={n}"],
+        textposition="top center",
+    )
+)
+offset_table = pd.DataFrame(
+    {
+        "offset m − n": offsets,
+        **{f"q·k, earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
+        "spread across positions": off.spreads,
+    }
+)
+chart(
+    fig,
+    offset_table,
+    f"For offsets {offsets[0]} to {offsets[-1]} the {len(anchors)} curves (earlier token at "
+    f"{', '.join(map(str, anchors))}) coincide: the largest spread is {off.max_spread:.2e}. "
+    f"At your offset {rot.offset} the score is {rot.score_after:.6f}.",
+    key="rope_offsets",
+)
+check = (
+    f"largest spread across absolute positions: {off.max_spread:.2e}, allowance {off.tolerance:.2e} "
+    f"(float64's epsilon × the length of the sums × |q||k|, |q||k| = {off.norm_product:.4f})"
+)
 verdict(off.passed, f"Offset check passed: {check}.", f"Offset check failed: {check}.")
 st.caption("The spread is not exactly 0 because m·θ is rounded to float64; the rounding grows with the position.")
 
 # ---- 3. frequencies ---------------------------------------------------------------------------------
 st.header("3. Every pair turns at its own speed")
 st.markdown(
-    f"Pair 0 turns 1 radian per position; every later pair turns slower, by a factor base^(2/D) per pair. The "
+    "Pair 0 turns 1 radian per position; every later pair turns slower, by a factor base^(2/D) per pair. The "
     "fast pairs tell neighbours apart; the slow ones change so little over a text that they act almost like no "
     "rotation at all and can carry meaning. The **wavelength** 2π/θᵢ is how many positions a pair needs for one "
     "full turn: beyond it the pair's angle repeats."
 )
 freq = rope_lab.pair_frequencies(D, base)
-fig = charts.lines(list(freq.pairs), {"θᵢ = base^(−2i/D)": freq.thetas},
-                   title=f"rotation speed of each pair (D = {D}, base {base:g})", x_title="pair index i", y_title="θᵢ (radians per position, log scale)", log_y=True)
-fig.add_vline(x=pair, line_dash="dot", line_color="#555555", annotation_text=f"pair {pair}",
-              annotation_position="top right")
-freq_table = pd.DataFrame({"pair i": list(freq.pairs), "features": [f"{a}, {b}" for a, b in freq.dims],
-                           "θᵢ (rad per position)": freq.thetas, "wavelength 2π/θᵢ (positions)": freq.wavelengths})
-chart(fig, freq_table,
-      f"Pair 0 turns {freq.thetas[0]:.4g} rad per position (a full turn every {freq.wavelengths[0]:.4g} positions); "
-      f"pair {freq.pairs[-1]} turns {freq.thetas[-1]:.4g} rad (every {freq.wavelengths[-1]:.4g} positions). "
-      f"Your pair {pair}: {freq.thetas[pair]:.4g} rad, wavelength {freq.wavelengths[pair]:.4g} positions.",
-      key="rope_frequencies", table_open=True)
+fig = charts.lines(
+    list(freq.pairs),
+    {"θᵢ = base^(−2i/D)": freq.thetas},
+    title=f"rotation speed of each pair (D = {D}, base {base:g})",
+    x_title="pair index i",
+    y_title="θᵢ (radians per position, log scale)",
+    log_y=True,
+)
+fig.add_vline(
+    x=pair, line_dash="dot", line_color="#555555", annotation_text=f"pair {pair}", annotation_position="top right"
+)
+freq_table = pd.DataFrame(
+    {
+        "pair i": list(freq.pairs),
+        "features": [f"{a}, {b}" for a, b in freq.dims],
+        "θᵢ (rad per position)": freq.thetas,
+        "wavelength 2π/θᵢ (positions)": freq.wavelengths,
+    }
+)
+chart(
+    fig,
+    freq_table,
+    f"Pair 0 turns {freq.thetas[0]:.4g} rad per position (a full turn every {freq.wavelengths[0]:.4g} positions); "
+    f"pair {freq.pairs[-1]} turns {freq.thetas[-1]:.4g} rad (every {freq.wavelengths[-1]:.4g} positions). "
+    f"Your pair {pair}: {freq.thetas[pair]:.4g} rad, wavelength {freq.wavelengths[pair]:.4g} positions.",
+    key="rope_frequencies",
+    table_open=True,
+)
 
 # ---- 4. layouts ---------------------------------------------------------------------------------------
 st.header("4. Adjacent pairs or split halves: the same rotation")
@@ -191,29 +280,40 @@ half, shown = D // 2, min(D // 2, 8)  # spell out at most 8 pairs; the table bel
 more = " …" if shown < half else ""
 st.markdown(
     "**Adjacent layout**, feature order with each pair in brackets: "
-    + " ".join(f"({2 * i} {2 * i + 1})" for i in range(shown)) + more + "  \n"
+    + " ".join(f"({2 * i} {2 * i + 1})" for i in range(shown))
+    + more
+    + "  \n"
     + f"**Split-half layout**, the feature each slot holds: slots 0–{half - 1} hold "
-    + " ".join(str(layout.permutation[j]) for j in range(shown)) + more
-    + f"; slots {half}–{D - 1} hold " + " ".join(str(layout.permutation[half + j]) for j in range(shown)) + more
+    + " ".join(str(layout.permutation[j]) for j in range(shown))
+    + more
+    + f"; slots {half}–{D - 1} hold "
+    + " ".join(str(layout.permutation[half + j]) for j in range(shown))
+    + more
     + f". Pair i sits in slots i and i + D/2 = i + {half}."
 )
 adjacent_q = layout.adjacent[0].tolist()  # (D,) q after RoPE, adjacent layout
 split_q = layout.split_half[0].tolist()  # (D,) q after RoPE, split-half layout
-mapping = pd.DataFrame({
-    "feature d (adjacent layout)": list(range(D)),
-    "pair i": [d // 2 for d in range(D)],
-    "member": ["first" if d % 2 == 0 else "second" for d in range(D)],
-    "slot in split-half layout": list(layout.destination),
-    "q after RoPE, adjacent [d]": adjacent_q,
-    "q after RoPE, split half [slot]": [split_q[j] for j in layout.destination],
-})
+mapping = pd.DataFrame(
+    {
+        "feature d (adjacent layout)": list(range(D)),
+        "pair i": [d // 2 for d in range(D)],
+        "member": ["first" if d % 2 == 0 else "second" for d in range(D)],
+        "slot in split-half layout": list(layout.destination),
+        "q after RoPE, adjacent [d]": adjacent_q,
+        "q after RoPE, split half [slot]": [split_q[j] for j in layout.destination],
+    }
+)
 st.dataframe(mapping, hide_index=True, key="rope_layout_table", height=min(400, 38 + 35 * D))
-layout_check = (f"largest difference between the two layouts after the permutation (q at m = {m}, k at n = {n}): "
-                f"{layout.max_abs_diff:.2e}, tolerance {layout.tolerance:.0e}")
+layout_check = (
+    f"largest difference between the two layouts after the permutation (q at m = {m}, k at n = {n}): "
+    f"{layout.max_abs_diff:.2e}, tolerance {layout.tolerance:.0e}"
+)
 verdict(layout.passed, f"Same rotation: {layout_check}.", f"The layouts disagree: {layout_check}.")
-st.caption(f"Without the permutation (rotating the adjacent layout as if it were split half) the largest "
-           f"difference is {layout.unpermuted_max_abs_diff:.4f}: the pairing has to match the layout the weights were "
-           "trained with.")
+st.caption(
+    f"Without the permutation (rotating the adjacent layout as if it were split half) the largest "
+    f"difference is {layout.unpermuted_max_abs_diff:.4f}: the pairing has to match the layout the weights were "
+    "trained with."
+)
 
 # ---- 5. the model -----------------------------------------------------------------------------------
 st.header("5. One head of the loaded model, with RoPE on and off")
@@ -238,11 +338,15 @@ enc = encode_for_model(bundle.tokenizer, text, config.context_length)
 explain_encoding(enc, "draw scores for")
 onoff = rope_lab.rope_on_off_scores(bundle.model, enc.ids, layer, head)
 T, labels = onoff.T, enc.labels()
-st.caption(f"The model rotates with its own base {config.rope_base:g} and head width {config.head_dim}, "
-           "not the controls at the top of the page.")
+st.caption(
+    f"The model rotates with its own base {config.rope_base:g} and head width {config.head_dim}, "
+    "not the controls at the top of the page."
+)
 mask = onoff.mask.tolist()  # (T, T)
-maps = [[[v if ok else None for v, ok in zip(row, allowed)] for row, allowed in zip(scores.tolist(), mask)]
-        for scores in (onoff.scores_on, onoff.scores_off)]  # 2 x (T, T) with the future as None
+maps = [
+    [[v if ok else None for v, ok in zip(row, allowed)] for row, allowed in zip(scores.tolist(), mask)]
+    for scores in (onoff.scores_on, onoff.scores_off)
+]  # 2 x (T, T) with the future as None
 bound = max(abs(v) for z in maps for row in z for v in row if v is not None) or 1.0
 st.write(
     f"With RoPE off, the allowed scores of layer {layer}, head {head} change by up to {onoff.max_abs_change:.3f} "
@@ -256,15 +360,26 @@ for column, z, name, key in zip(st.columns(2), maps, names, keys):
     best = max(range(len(last)), key=lambda s: last[s])
     hidden = sum(v is None for row in z for v in row)
     with column:
-        fig = charts.heatmap(z, title=f"scores, {name}, layer {layer}, head {head}", x_labels=labels, y_labels=labels,
-                             x_title="key", y_title="query", signed=True, zmin=-bound, zmax=bound,
-                             height=min(900, 190 + 22 * T))
+        fig = charts.heatmap(
+            z,
+            title=f"scores, {name}, layer {layer}, head {head}",
+            x_labels=labels,
+            y_labels=labels,
+            x_title="key",
+            y_title="query",
+            signed=True,
+            zmin=-bound,
+            zmax=bound,
+            height=min(900, 190 + 22 * T),
+        )
         # The key labels and their axis title sit on top: pin the chart title to the container's top edge above them.
         fig.update_layout(margin=dict(t=130), title=dict(yref="container", y=0.995, yanchor="top"))
-        chart(fig,
-              matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),
-              f"{name}: the last query ({escape_markdown(labels[-1])}) scores its {len(last)} allowed keys from "
-              f"{min(last):.3f} to {last[best]:.3f}, highest for key {escape_markdown(labels[best])}; "
-              f"{hidden} future cells are masked.",
-              key=key)
+        chart(
+            fig,
+            matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),
+            f"{name}: the last query ({escape_markdown(labels[-1])}) scores its {len(last)} allowed keys from "
+            f"{min(last):.3f} to {last[best]:.3f}, highest for key {escape_markdown(labels[best])}; "
+            f"{hidden} future cells are masked.",
+            key=key,
+        )
 st.caption(f"Both maps share one colour scale (−{bound:.2f} to {bound:.2f}); orange is negative, purple positive.")

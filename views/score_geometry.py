@@ -1,4 +1,5 @@
 """Score geometry: the shapes that flow through Q Kᵀ, the score matrix, and why we divide by √D."""
+
 import pandas as pd
 import streamlit as st
 
@@ -55,12 +56,14 @@ with shapes_section:
         f"`Q {step['Q'].shape}` @ `Kᵀ {step['Kᵀ'].shape}` → `scores {step['scores'].shape}`, "
         f"then `weights {step['weights'].shape}` @ `V {step['V'].shape}` → `out {step['out'].shape}`"
     )
-    shapes = pd.DataFrame({
-        "tensor": [s.name for s in geo.steps],
-        "code": [s.code for s in geo.steps],
-        "shape in the legend": [s.legend for s in geo.steps],
-        "shape here": [str(s.shape) for s in geo.steps],
-    })
+    shapes = pd.DataFrame(
+        {
+            "tensor": [s.name for s in geo.steps],
+            "code": [s.code for s in geo.steps],
+            "shape in the legend": [s.legend for s in geo.steps],
+            "shape here": [str(s.shape) for s in geo.steps],
+        }
+    )
     st.dataframe(shapes, hide_index=True, key="geo_shapes")
     st.caption("Legend: B batch, H heads, T query positions, S key positions, D head width.")
 scale_text = f"scale 1/√{D} = {geo.scale:.4f}" if scaled else "scale 1 (no division)"
@@ -70,8 +73,13 @@ weights = geo.result.weights[b, h].tolist()  # (T, S)
 left, right = st.columns(2)
 with left:
     chart(
-        charts.heatmap(scores, title=f"scores = Q Kᵀ × {geo.scale:.4f} (b={b}, h={h})", x_labels=labels,
-                       y_labels=labels, signed=True),
+        charts.heatmap(
+            scores,
+            title=f"scores = Q Kᵀ × {geo.scale:.4f} (b={b}, h={h})",
+            x_labels=labels,
+            y_labels=labels,
+            signed=True,
+        ),
         matrix_table(scores, labels, labels, value_name="score"),
         f"Scores for batch element {b}, head {h} with {scale_text}: the largest |score| is "
         f"{geo.max_abs_score[b, h].item():.3f}; over the whole batch the scores have variance "
@@ -81,11 +89,13 @@ with left:
 with right:
     row_max = geo.max_weight[b, h].tolist()  # (T,)
     chart(
-        charts.heatmap(weights, title=f"weights = softmax(scores) (b={b}, h={h})", x_labels=labels,
-                       y_labels=labels, zmin=0, zmax=1),
+        charts.heatmap(
+            weights, title=f"weights = softmax(scores) (b={b}, h={h})", x_labels=labels, y_labels=labels, zmin=0, zmax=1
+        ),
         matrix_table(weights, labels, labels, value_name="weight"),
         f"Weights for batch element {b}, head {h} with {scale_text}: largest weight per row "
-        + ", ".join(f"{w:.3f}" for w in row_max) + ".",
+        + ", ".join(f"{w:.3f}" for w in row_max)
+        + ".",
         key="geo_weights",
     )
 
@@ -114,14 +124,16 @@ fig = charts.lines(
 ticks = [1, 4, 16, 64, 256]
 fig.update_xaxes(type="log", tickvals=widths, ticktext=[str(w) for w in widths])
 fig.update_yaxes(tickvals=ticks, ticktext=[str(x) for x in ticks])
-variance_table = pd.DataFrame({
-    "head width D": widths,
-    "measured Var(q·k)": [round(r.var_unscaled, 4) for r in variance],
-    "closed form D": [r.expected_unscaled for r in variance],
-    "measured Var(q·k / √D)": [round(r.var_scaled, 4) for r in variance],
-    "closed form 1": [r.expected_scaled for r in variance],
-    "standard error of Var(q·k / √D)": [round(r.std_error_scaled, 4) for r in variance],
-})
+variance_table = pd.DataFrame(
+    {
+        "head width D": widths,
+        "measured Var(q·k)": [round(r.var_unscaled, 4) for r in variance],
+        "closed form D": [r.expected_unscaled for r in variance],
+        "measured Var(q·k / √D)": [round(r.var_scaled, 4) for r in variance],
+        "closed form 1": [r.expected_scaled for r in variance],
+        "standard error of Var(q·k / √D)": [round(r.std_error_scaled, 4) for r in variance],
+    }
+)
 first, last = variance[0], variance[-1]
 chart(
     fig,

@@ -1,4 +1,5 @@
 """Temperature: how dividing the scores before softmax sharpens or flattens the distribution."""
+
 import pandas as pd
 import streamlit as st
 
@@ -32,12 +33,20 @@ with left:
     st.metric("Entropy (bits)", f"{result.entropy_bits:.3f}", help="0 bits = one-hot; log2(n) bits = uniform")
     st.caption(f"A uniform distribution over {len(scores)} tokens has {result.uniform_entropy_bits:.3f} bits.")
 with right:
-    fig = charts.bars(tokens, result.probs, title=f"softmax(scores / {temperature:.2f})", y_title="probability",
-                      highlight=top, y_range=(0, 1.1))
+    fig = charts.bars(
+        tokens,
+        result.probs,
+        title=f"softmax(scores / {temperature:.2f})",
+        y_title="probability",
+        highlight=top,
+        y_range=(0, 1.1),
+    )
     table = pd.DataFrame({"token": tokens, "score": scores, "probability": [round(p, 4) for p in result.probs]})
-    summary = (f"At temperature {temperature:.2f} the probabilities are "
-               + ", ".join(f"{p:.4f}" for p in result.probs)
-               + f"; {tokens[top]} is the most likely; entropy {result.entropy_bits:.3f} bits.")
+    summary = (
+        f"At temperature {temperature:.2f} the probabilities are "
+        + ", ".join(f"{p:.4f}" for p in result.probs)
+        + f"; {tokens[top]} is the most likely; entropy {result.entropy_bits:.3f} bits."
+    )
     chart(fig, table, summary, key="temperature_probs", table_open=True)
 
 st.divider()
@@ -57,28 +66,50 @@ if revealed:
     exp = lessons.scaling_experiment(example.q, example.k, example.v, factor=factor, causal=causal)
     rows = [
         ("mean of each row's largest weight", exp.baseline.mean_max_weight, exp.unscaled.mean_max_weight),
-        (f"share of rows with a weight ≥ {lessons.ONE_HOT_THRESHOLD}", exp.baseline.share_one_hot, exp.unscaled.share_one_hot),
+        (
+            f"share of rows with a weight ≥ {lessons.ONE_HOT_THRESHOLD}",
+            exp.baseline.share_one_hot,
+            exp.unscaled.share_one_hot,
+        ),
         ("mean row entropy (bits)", exp.baseline.mean_entropy_bits, exp.unscaled.mean_entropy_bits),
-        ("mean softmax gradient norm ‖∂weights/∂scores‖", exp.baseline.mean_jacobian_norm, exp.unscaled.mean_jacobian_norm),
+        (
+            "mean softmax gradient norm ‖∂weights/∂scores‖",
+            exp.baseline.mean_jacobian_norm,
+            exp.unscaled.mean_jacobian_norm,
+        ),
     ]
     measured = pd.DataFrame(rows, columns=["measure", "scaled by 1/√3", f"×{factor:g}, no √d"])
-    st.dataframe(measured, hide_index=True, key="scaling_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.6f") for c in measured.columns[1:]})
+    st.dataframe(
+        measured,
+        hide_index=True,
+        key="scaling_table",
+        column_config={c: st.column_config.NumberColumn(format="%.6f") for c in measured.columns[1:]},
+    )
     st.write(
         f"Without the division and with Q, K × {factor:g}, the mean largest weight goes from "
-        f"{rows[0][1]:.3f} to {rows[0][2]:.3f}, and the softmax gradient norm from {rows[3][1]:.4f} to {rows[3][2]:.2e}: "
+        f"{rows[0][1]:.3f} to {rows[0][2]:.3f}, and the softmax gradient norm from {rows[3][1]:.4f} to "
+        f"{rows[3][2]:.2e}: "
         "saturated rows pass almost no gradient back."
     )
     T = example.q.shape[1]
     labels = [str(i) for i in range(T)]
     cols = st.columns(2)
-    runs = [("scaled by 1/√3", exp.baseline_result, exp.baseline, "scaling_base"),
-            (f"×{factor:g}, no √d", exp.unscaled_result, exp.unscaled, "scaling_big")]
+    runs = [
+        ("scaled by 1/√3", exp.baseline_result, exp.baseline, "scaling_base"),
+        (f"×{factor:g}, no √d", exp.unscaled_result, exp.unscaled, "scaling_big"),
+    ]
     allowed = example.mask if causal else None
     for col, (name, res, stats, key) in zip(cols, runs):
-        z = [[(res.weights[0, t, s].item() if allowed is None or allowed[t, s] else None) for s in range(T)] for t in range(T)]
+        z = [
+            [(res.weights[0, t, s].item() if allowed is None or allowed[t, s] else None) for s in range(T)]
+            for t in range(T)
+        ]
         with col:
-            chart(charts.heatmap(z, title=f"weights, {name}", x_labels=labels, y_labels=labels, zmin=0, zmax=1),
-                  matrix_table(z, labels, labels, value_name="weight"),
-                  f"Weights {name}: largest weight per row " + ", ".join(f"{m:.3f}" for m in stats.max_weight[0].tolist()) + ".",
-                  key=key)
+            chart(
+                charts.heatmap(z, title=f"weights, {name}", x_labels=labels, y_labels=labels, zmin=0, zmax=1),
+                matrix_table(z, labels, labels, value_name="weight"),
+                f"Weights {name}: largest weight per row "
+                + ", ".join(f"{m:.3f}" for m in stats.max_weight[0].tolist())
+                + ".",
+                key=key,
+            )

@@ -1,12 +1,13 @@
 """Training: train the from-scratch transformer on a domain text, watch its losses and one head's attention."""
+
 import pandas as pd
 import streamlit as st
 
 from core.model import leak, runs
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
-from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.gpt import PRESETS
+from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.tokenizer import SPECIAL_TOKENS
 from ui import charts, models, params
 from ui.companion import chart, matrix_table
@@ -52,14 +53,22 @@ def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
         st.warning(escape_markdown(err))
         return False
     except BundleError as err:
-        st.warning(f"The run could not start: {escape_markdown(err)}. Ask the server's operator to fix the runs "
-                   "directory (LAB_RUNS_DIR).")
+        st.warning(
+            f"The run could not start: {escape_markdown(err)}. Ask the server's operator to fix the runs "
+            "directory (LAB_RUNS_DIR)."
+        )
         return False
     run_dir.name(job_id)
     st.session_state[JOB_KEY] = job_id
     st.session_state.setdefault(RUNS_KEY, {})[job_id] = dict(
-        corpus=corpus_label, fingerprint=corpus.fingerprint, preset=preset_name, causal=train_config.causal,
-        max_iters=train_config.max_iters, seed=train_config.seed, leak_stop=train_config.leak_stop)
+        corpus=corpus_label,
+        fingerprint=corpus.fingerprint,
+        preset=preset_name,
+        causal=train_config.causal,
+        max_iters=train_config.max_iters,
+        seed=train_config.seed,
+        leak_stop=train_config.leak_stop,
+    )
     st.session_state.pop(PINNED_KEY, None)
     return True
 
@@ -70,8 +79,10 @@ def register(view, info) -> None:
     if view.id in registered or view.result is None:
         return
     result = view.result
-    label = (f"Trained here: {info['preset']} on {info['corpus']}, {result.metrics['iters']} steps"
-             f"{', NO causal mask (unsafe)' if not result.causal else ''} [{view.id[:6]}]")
+    label = (
+        f"Trained here: {info['preset']} on {info['corpus']}, {result.metrics['iters']} steps"
+        f"{', NO causal mask (unsafe)' if not result.causal else ''} [{view.id[:6]}]"
+    )
     models.add_session_bundle(label, result.bundle_path)
     registered.add(view.id)
     st.session_state[f"train_label_{view.id}"] = label
@@ -83,35 +94,66 @@ def loss_figure(evals, selected, reference=None, reference_loss=None):
     session's own causal run at the same steps, or the shipped model's final validation loss."""
     steps = [e.step for e in evals]
     max_iters = evals[-1].max_iters
-    series = {"train loss (sample of training text)": [e.loss for e in evals],
-              "validation loss (held-out documents)": [e.val_loss for e in evals]}
+    series = {
+        "train loss (sample of training text)": [e.loss for e in evals],
+        "validation loss (held-out documents)": [e.val_loss for e in evals],
+    }
     if reference:
         honest = {r.step: r.val_loss for r in reference}
         series["your causal run: validation loss"] = [honest.get(s) for s in steps]
-    fig = charts.lines(steps, series, title="Loss while training", x_title="optimizer step",
-                       y_title="cross-entropy (nats per character)")
-    fig.add_vline(x=selected, line_dash="dot", line_color="#555555", annotation_text=f"map: step {selected}",
-                  annotation_position="top left" if selected > max_iters / 2 else "top right")
+    fig = charts.lines(
+        steps,
+        series,
+        title="Loss while training",
+        x_title="optimizer step",
+        y_title="cross-entropy (nats per character)",
+    )
+    fig.add_vline(
+        x=selected,
+        line_dash="dot",
+        line_color="#555555",
+        annotation_text=f"map: step {selected}",
+        annotation_position="top left" if selected > max_iters / 2 else "top right",
+    )
     fig.update_xaxes(range=[0, max_iters])  # the curve grows into the whole budget
     if reference_loss is not None:
-        fig.add_hline(y=reference_loss, line_dash="dash", line_color=charts.OKABE_ITO[5],
-                      annotation_text=f"shipped causal model {reference_loss:.3f}", annotation_position="bottom left")
+        fig.add_hline(
+            y=reference_loss,
+            line_dash="dash",
+            line_color=charts.OKABE_ITO[5],
+            annotation_text=f"shipped causal model {reference_loss:.3f}",
+            annotation_position="bottom left",
+        )
     return fig
 
 
 def snapshot_view(snap, key_suffix: str) -> None:
     labels = [f"{t} {tok}" for t, tok in enumerate(snap.tokens)]
     T = len(labels)
-    z = [[(w if (s <= t or not snap.causal) else None) for s, w in enumerate(row)]  # masked cells drawn as gaps
-         for t, row in enumerate(snap.weights)]
-    fig = charts.heatmap(z, title=f"Layer {snap.layer}, head {snap.head} at step {snap.step}", x_labels=labels,
-                         y_labels=labels, zmin=0, zmax=1, height=max(420, 18 * T + 140))
+    z = [
+        [(w if (s <= t or not snap.causal) else None) for s, w in enumerate(row)]  # masked cells drawn as gaps
+        for t, row in enumerate(snap.weights)
+    ]
+    fig = charts.heatmap(
+        z,
+        title=f"Layer {snap.layer}, head {snap.head} at step {snap.step}",
+        x_labels=labels,
+        y_labels=labels,
+        zmin=0,
+        zmax=1,
+        height=max(420, 18 * T + 140),
+    )
     fig.update_layout(margin=dict(t=125), title=dict(y=0.995, yanchor="top"))  # the title above the key labels
-    where = ("above the diagonal are masked (0)" if snap.causal
-             else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right")
-    summary = (f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
-               f"↵ a line end): each row sums to 1; "
-               f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}.")
+    where = (
+        "above the diagonal are masked (0)"
+        if snap.causal
+        else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right"
+    )
+    summary = (
+        f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
+        f"↵ a line end): each row sums to 1; "
+        f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}."
+    )
     chart(fig, matrix_table(z, labels, labels, value_name="weight"), summary, key=f"train_attention_{key_suffix}")
 
 
@@ -128,7 +170,10 @@ def honest_reference(info, view):
     the shipped causal model's validation loss on this text, or None)."""
     reference = leak.causal_reference(
         [j.result for j in models.job_queue().jobs_of(models.session_id()) if j.id != view.id],
-        corpus_fingerprint=info["fingerprint"], preset_name=info["preset"], max_iters=info["max_iters"])
+        corpus_fingerprint=info["fingerprint"],
+        preset_name=info["preset"],
+        max_iters=info["max_iters"],
+    )
     return reference, shipped_reference_loss(info["fingerprint"])
 
 
@@ -139,11 +184,15 @@ def leak_section(evals, info, view, reference, reference_loss) -> None:
     if failed is None:
         probed = [e for e in evals if e.probe is not None]
         if verdict.leaked:
-            st.warning(f"The causality probe passes, yet the {escape_markdown(verdict.message)}. With the mask on "
-                       "this is not a leak: is the text very repetitive? Check it before trusting this model.")
+            st.warning(
+                f"The causality probe passes, yet the {escape_markdown(verdict.message)}. With the mask on "
+                "this is not a leak: is the text very repetitive? Check it before trusting this model."
+            )
         if probed:
-            st.caption(f"Causality probe at every evaluation, passed so far. Latest (step {probed[-1].step}): "
-                       f"{escape_markdown(probed[-1].probe.describe())}.")
+            st.caption(
+                f"Causality probe at every evaluation, passed so far. Latest (step {probed[-1].step}): "
+                f"{escape_markdown(probed[-1].probe.describe())}."
+            )
         return
     probe, now = failed.probe, evals[-1]
     j, t = probe.first_leak
@@ -153,32 +202,48 @@ def leak_section(evals, info, view, reference, reference_loss) -> None:
     elif info.get("leak_stop", True) and result is None:
         what = f"**The causality probe failed at step {failed.step}: the run stops there.**"
     else:
-        what = (f"**The causality probe failed at step {failed.step}.** The stop is off, so the run goes on: "
-                "watch the validation loss fall.")
-    st.error(f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
-             f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
-             f"{probe.length - 1}), the largest change of an earlier prediction was "
-             f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
-             f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance.")
-    st.caption(f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "
-               "model's structure, not the loss.")
+        what = (
+            f"**The causality probe failed at step {failed.step}.** The stop is off, so the run goes on: "
+            "watch the validation loss fall."
+        )
+    st.error(
+        f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
+        f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
+        f"{probe.length - 1}), the largest change of an earlier prediction was "
+        f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
+        f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance."
+    )
+    st.caption(
+        f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "
+        "model's structure, not the loss."
+    )
     honest = {r.step: r.val_loss for r in (reference or ())}
     if now.step in honest:
         compared = f"your causal run had {honest[now.step]:.3f} at the same step"
     elif reference_loss is not None:
         compared = f"the shipped causal model reaches {reference_loss:.3f} on this text"
     else:
-        compared = ("no honest reference is known for this text yet (train the same preset and step budget once "
-                    "with the mask to get one)")
-    symptom = (f"The loss shows the symptom: the {escape_markdown(verdict.message)}." if verdict.leaked else
-               "The loss does not show it yet: the probe finds the leak before the loss can.")
+        compared = (
+            "no honest reference is known for this text yet (train the same preset and step budget once "
+            "with the mask to get one)"
+        )
+    symptom = (
+        f"The loss shows the symptom: the {escape_markdown(verdict.message)}."
+        if verdict.leaked
+        else "The loss does not show it yet: the probe finds the leak before the loss can."
+    )
     snap = next((e.snapshot for e in reversed(evals) if e.snapshot is not None), None)
-    reads = ("" if snap is None else
-             f" In the attention map (layer {snap.layer}, head {snap.head}, step {snap.step}) "
-             f"{snap.future_weight:.1%} of each row's weight, on average, sits above the diagonal, on characters to "
-             "the right of the query; a causal model puts exactly 0 there.")
-    st.markdown(f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
-                f"{compared}. {symptom}{reads}")
+    reads = (
+        ""
+        if snap is None
+        else f" In the attention map (layer {snap.layer}, head {snap.head}, step {snap.step}) "
+        f"{snap.future_weight:.1%} of each row's weight, on average, sits above the diagonal, on characters to "
+        "the right of the query; a causal model puts exactly 0 there."
+    )
+    st.markdown(
+        f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
+        f"{compared}. {symptom}{reads}"
+    )
 
 
 def show_run(job_id: str, polling: bool) -> None:
@@ -196,8 +261,10 @@ def show_run(job_id: str, polling: bool) -> None:
 
     if view.state == QUEUED:
         limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
-        st.info(f"Waiting: {runs.ordinal(view.place)} in line ({limit} on this server). "
-                "Training starts by itself when the runs ahead finish; Stop cancels it.")
+        st.info(
+            f"Waiting: {runs.ordinal(view.place)} in line ({limit} on this server). "
+            "Training starts by itself when the runs ahead finish; Stop cancels it."
+        )
     elif view.state == RUNNING:
         if last is None:
             st.progress(0.0, text="Preparing the text and building the model...")
@@ -208,27 +275,35 @@ def show_run(job_id: str, polling: bool) -> None:
             b.metric("Time left (estimate)", runs.format_duration(last.eta_seconds))
             c.metric("Elapsed", runs.format_duration(last.elapsed))
     elif view.state == FAILED:
-        st.error(f"The run failed: {escape_markdown(view.error)}. "
-                 "Nothing was saved; change the settings and start again.")
+        st.error(
+            f"The run failed: {escape_markdown(view.error)}. Nothing was saved; change the settings and start again."
+        )
     elif view.result is None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:
         result = view.result
         metrics = result.metrics
-        how = {"leak": (f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
-                        "causality probe failed (the stop condition). The bundle holds what the model learned by "
-                        "then."),
-               "stopped": (f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
-                           "model learned so far."),
-               "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
-                              "holds what the model learned by then.",
-               }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
+        how = {
+            "leak": (
+                f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
+                "causality probe failed (the stop condition). The bundle holds what the model learned by "
+                "then."
+            ),
+            "stopped": (
+                f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
+                "model learned so far."
+            ),
+            "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
+            "holds what the model learned by then.",
+        }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
         label = st.session_state.get(f"train_label_{job_id}", "")
-        st.success(f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
-                   f"per character; {result.num_parameters:,} parameters, "
-                   f"{metrics['tokens_per_second']:,.0f} tokens/s. "
-                   f"The bundle is registered for this session as \"{escape_markdown(label)}\": "
-                   "pick it in the sidebar's model picker to use it on the other pages.")
+        st.success(
+            f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
+            f"per character; {result.num_parameters:,} parameters, "
+            f"{metrics['tokens_per_second']:,.0f} tokens/s. "
+            f'The bundle is registered for this session as "{escape_markdown(label)}": '
+            "pick it in the sidebar's model picker to use it on the other pages."
+        )
         st.caption(f"Saved in {escape_markdown(result.bundle_path)}")
         if not result.safe:
             st.error(f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}.")
@@ -242,22 +317,34 @@ def show_run(job_id: str, polling: bool) -> None:
     if st.session_state.get(PINNED_KEY) != job_id or st.session_state.get(SNAP_KEY) not in steps:
         st.session_state[SNAP_KEY] = steps[-1]  # follow the newest evaluation until the learner moves the slider
     if len(steps) > 1:
-        selected = st.select_slider("Evaluation step shown in the attention map (marked on the loss curve)",
-                                    options=steps, key=SNAP_KEY, on_change=_pin, args=(job_id,))
+        selected = st.select_slider(
+            "Evaluation step shown in the attention map (marked on the loss curve)",
+            options=steps,
+            key=SNAP_KEY,
+            on_change=_pin,
+            args=(job_id,),
+        )
     else:
         selected = steps[0]
     snap = next(e.snapshot for e in evals if e.step == selected)
     left, right = st.columns(2)
     with left:
-        table = pd.DataFrame({"step": steps, "train loss": [round(e.loss, 4) for e in evals],
-                              "validation loss": [round(e.val_loss, 4) for e in evals],
-                              "learning rate": [e.lr for e in evals],
-                              "elapsed (s)": [round(e.elapsed, 1) for e in evals],
-                              "causality probe": [probe_word(e.probe) for e in evals]})
+        table = pd.DataFrame(
+            {
+                "step": steps,
+                "train loss": [round(e.loss, 4) for e in evals],
+                "validation loss": [round(e.val_loss, 4) for e in evals],
+                "learning rate": [e.lr for e in evals],
+                "elapsed (s)": [round(e.elapsed, 1) for e in evals],
+                "causality probe": [probe_word(e.probe) for e in evals],
+            }
+        )
         first, now = evals[0], evals[-1]
-        summary = (f"At step {now.step} the train loss is {now.loss:.3f} and the validation loss {now.val_loss:.3f} "
-                   f"nats per character (at step 0: {first.loss:.3f} and {first.val_loss:.3f}); "
-                   f"the dotted line marks step {selected}.")
+        summary = (
+            f"At step {now.step} the train loss is {now.loss:.3f} and the validation loss {now.val_loss:.3f} "
+            f"nats per character (at step 0: {first.loss:.3f} and {first.val_loss:.3f}); "
+            f"the dotted line marks step {selected}."
+        )
         chart(loss_figure(evals, selected, reference, reference_loss), table, summary, key="train_losses")
     with right:
         snapshot_view(snap, "map")
@@ -289,11 +376,14 @@ with left:
     corpus, corpus_label = None, None
     if source == STDLIB_CHOICE:
         corpus, corpus_label = stdlib_corpus(), "the Python standard library"
-        st.caption(f"{len(STDLIB_MODULES)} modules of this Python's standard library, {corpus.num_chars:,} characters: "
-                   "the default domain of the autocomplete.")
+        st.caption(
+            f"{len(STDLIB_MODULES)} modules of this Python's standard library, {corpus.num_chars:,} characters: "
+            "the default domain of the autocomplete."
+        )
     else:
-        upload = st.file_uploader(f"A UTF-8 text file (up to {MAX_BYTES // 2**20} MB)", key="train_upload",
-                                  max_upload_size=MAX_BYTES // 2**20)
+        upload = st.file_uploader(
+            f"A UTF-8 text file (up to {MAX_BYTES // 2**20} MB)", key="train_upload", max_upload_size=MAX_BYTES // 2**20
+        )
         st.caption("The file is only read as text to learn from: it is never run, and shown only as plain text.")
         if upload is not None:
             corpus, error = uploaded_corpus(upload)
@@ -304,31 +394,41 @@ with left:
                 st.caption(f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters. The beginning:")
                 st.code(corpus.text[:300], language=None)
 with right:
-    preset_name = params.selectbox("Model size (preset)", "train_preset", list(runs.APP_PRESETS), "tiny",
-                                   format_func=preset_label)
+    preset_name = params.selectbox(
+        "Model size (preset)", "train_preset", list(runs.APP_PRESETS), "tiny", format_func=preset_label
+    )
     if corpus is not None:
         vocab = len(set(corpus.text)) + len(SPECIAL_TOKENS)  # CharTokenizer.from_text's vocabulary
-        st.caption(f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
-                   f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step.")
+        st.caption(
+            f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
+            f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
+        )
     iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
     seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
     seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
     no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
-    stop_on_leak = params.toggle("Stop at the first evaluation where the causality probe fails", "train_stop_leak",
-                                 True, help="The leak detector's stop condition. Switch it off to watch the leak "
-                                            "happen: the loss then falls impossibly low.")
-    st.caption("Without the causal mask every position may also look at the characters to its right, including "
-               "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
-               "detector does not wait for that: at every evaluation it edits every position of a random sequence, "
-               "one at a time, and checks that no earlier prediction moves. A model that fails is marked **unsafe**.")
+    stop_on_leak = params.toggle(
+        "Stop at the first evaluation where the causality probe fails",
+        "train_stop_leak",
+        True,
+        help="The leak detector's stop condition. Switch it off to watch the leak "
+        "happen: the loss then falls impossibly low.",
+    )
+    st.caption(
+        "Without the causal mask every position may also look at the characters to its right, including "
+        "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
+        "detector does not wait for that: at every evaluation it edits every position of a random sequence, "
+        "one at a time, and checks that no earlier prediction moves. A model that fails is marked **unsafe**."
+    )
 
 job_id = st.session_state.get(JOB_KEY)
 queue = models.job_queue()
 active = job_id is not None and queue.active_job(models.session_id()) == job_id
 start_col, stop_col, _ = st.columns([1, 1, 4])
 start = start_col.button("Start training", key="train_start", type="primary")
-stop = stop_col.button("Stop", key="train_stop", disabled=not active,
-                       help="Stops the run; the model learned so far is still saved.")
+stop = stop_col.button(
+    "Stop", key="train_stop", disabled=not active, help="Stops the run; the model learned so far is still saved."
+)
 if stop and active:
     queue.stop(job_id)
 if start:
@@ -336,8 +436,14 @@ if start:
         st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
     else:
         # One torch thread: the server's other core stays free for the pages of everyone else.
-        train_config = runs.train_config_for(int(iters), max_seconds=float(seconds), seed=int(seed),
-                                             causal=not no_mask, num_threads=1, leak_stop=bool(stop_on_leak))
+        train_config = runs.train_config_for(
+            int(iters),
+            max_seconds=float(seconds),
+            seed=int(seed),
+            causal=not no_mask,
+            num_threads=1,
+            leak_stop=bool(stop_on_leak),
+        )
         if start_run(corpus, corpus_label, preset_name, train_config):
             st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 

@@ -4,6 +4,7 @@ too late (zeroing weights after softmax, renormalising what is left, rows with n
 Each function is pure (inputs and a seed in, a frozen result out) so that the masks page only renders it
 and a test can check it against a hand computation or PyTorch's own SDPA. Masks are bool, True = may attend.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,8 @@ from core.lessons.scores import random_qkv
 
 @dataclass(frozen=True)
 class MaskComparison:
-    before: Tensor        # (..., T, S) mask applied to the logits: the formula
-    after: Tensor         # (..., T, S) softmax over everything, forbidden weights zeroed afterwards
+    before: Tensor  # (..., T, S) mask applied to the logits: the formula
+    after: Tensor  # (..., T, S) softmax over everything, forbidden weights zeroed afterwards
     missing_mass: Tensor  # (..., T) 1 - row sum of `after`: probability the forbidden keys took
     renormalised: Tensor  # (..., T, S) `after` divided by its row sum (NaN-free: 0 where the sum is 0)
 
@@ -59,13 +60,13 @@ def word_tokens(text: str, max_tokens: int = MAX_WORDS) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class RaggedMasks:
     lengths: tuple[int, ...]  # real tokens per sequence; the batch is padded to T = max(lengths)
-    side: str                 # "right": tokens first, padding after; "left": padding first
-    real: Tensor              # (B, S) True where the position holds a token (the layout, mask on or off)
-    causal: Tensor            # (T, S) the causal mask as applied: all True when it is off
-    padding: Tensor           # (B, 1, S) the padding mask as applied: all True when it is off
-    combined: Tensor          # (B, T, S) causal & padding: True = may attend
-    allowed_keys: Tensor      # (B, T) number of allowed keys in each row of `combined`
-    no_allowed_key: Tensor    # (B, T) rows of `combined` with no allowed key at all
+    side: str  # "right": tokens first, padding after; "left": padding first
+    real: Tensor  # (B, S) True where the position holds a token (the layout, mask on or off)
+    causal: Tensor  # (T, S) the causal mask as applied: all True when it is off
+    padding: Tensor  # (B, 1, S) the padding mask as applied: all True when it is off
+    combined: Tensor  # (B, T, S) causal & padding: True = may attend
+    allowed_keys: Tensor  # (B, T) number of allowed keys in each row of `combined`
+    no_allowed_key: Tensor  # (B, T) rows of `combined` with no allowed key at all
 
 
 def ragged_masks(lengths, *, side: str = "right", causal: bool = True, padding: bool = True) -> RaggedMasks:
@@ -78,20 +79,22 @@ def ragged_masks(lengths, *, side: str = "right", causal: bool = True, padding: 
     causal_m = causal_mask(T) if causal else torch.ones(T, T, dtype=torch.bool)  # (T, S)
     padding_m = real if padding else torch.ones_like(real)  # (B, 1, S)
     combined = causal_m.unsqueeze(0) & padding_m  # (B, T, S)
-    return RaggedMasks(lengths, side, real.squeeze(1), causal_m, padding_m, combined, combined.sum(-1), ~combined.any(-1))
+    return RaggedMasks(
+        lengths, side, real.squeeze(1), causal_m, padding_m, combined, combined.sum(-1), ~combined.any(-1)
+    )
 
 
 @dataclass(frozen=True)
 class EmptyRows:
-    rows: Tensor              # (..., T) True where the row has no allowed key
-    weights: Tensor           # (..., T, S) the lab's weights: all zero on those rows
-    out: Tensor               # (..., T, Dv) the lab's output: zero on those rows
-    grad_q: Tensor            # (..., T, D) gradient of out.sum() with respect to q
-    grads_finite: bool        # every gradient entry (q, k and v) is finite
-    naive_weights: Tensor     # (..., T, S) torch.softmax after masked_fill(-inf): NaN on those rows
-    naive_nan_rows: Tensor    # (..., T) rows of naive_weights holding NaN
-    naive_nan_grads: int      # NaN entries in the naive gradients of q, k and v
-    grad_entries: int         # entries in the gradients of q, k and v together
+    rows: Tensor  # (..., T) True where the row has no allowed key
+    weights: Tensor  # (..., T, S) the lab's weights: all zero on those rows
+    out: Tensor  # (..., T, Dv) the lab's output: zero on those rows
+    grad_q: Tensor  # (..., T, D) gradient of out.sum() with respect to q
+    grads_finite: bool  # every gradient entry (q, k and v) is finite
+    naive_weights: Tensor  # (..., T, S) torch.softmax after masked_fill(-inf): NaN on those rows
+    naive_nan_rows: Tensor  # (..., T) rows of naive_weights holding NaN
+    naive_nan_grads: int  # NaN entries in the naive gradients of q, k and v
+    grad_entries: int  # entries in the gradients of q, k and v together
 
 
 def fully_masked_rows(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> EmptyRows:
@@ -100,6 +103,7 @@ def fully_masked_rows(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> EmptyRow
     q (..., T, D), k (..., S, D), v (..., S, Dv), mask bool (..., T, S). The loss for the gradients is
     the sum of every output entry.
     """
+
     def run(attend):
         leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
         weights, out = attend(*leaves)
@@ -133,12 +137,12 @@ def fully_masked_rows(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> EmptyRow
 @dataclass(frozen=True)
 class MaskExperiment:
     masks: RaggedMasks
-    q: Tensor                  # (B, T, D)
-    k: Tensor                  # (B, S, D)
-    v: Tensor                  # (B, S, D)
-    result: AttentionResult    # attention with masks.combined
+    q: Tensor  # (B, T, D)
+    k: Tensor  # (B, S, D)
+    v: Tensor  # (B, S, D)
+    result: AttentionResult  # attention with masks.combined
     comparison: MaskComparison  # mask before softmax against zeroing after it
-    empty: EmptyRows           # rows with no allowed key
+    empty: EmptyRows  # rows with no allowed key
 
 
 def mask_experiment(masks: RaggedMasks, *, seed: int, D: int = 4) -> MaskExperiment:
@@ -146,29 +150,38 @@ def mask_experiment(masks: RaggedMasks, *, seed: int, D: int = 4) -> MaskExperim
     B, T = len(masks.lengths), masks.combined.shape[-1]
     q, k, v = (x[:, 0] for x in random_qkv(B, 1, T, D, seed=seed))  # (B, T, D) each
     result = scaled_dot_product_attention(q, k, v, masks.combined)
-    return MaskExperiment(masks, q, k, v, result, zero_after_softmax(result.scores, masks.combined),
-                          fully_masked_rows(q, k, v, masks.combined))
+    return MaskExperiment(
+        masks,
+        q,
+        k,
+        v,
+        result,
+        zero_after_softmax(result.scores, masks.combined),
+        fully_masked_rows(q, k, v, masks.combined),
+    )
 
 
 @dataclass(frozen=True)
 class RenormalisedRow:
     forbidden_logit: float
-    key: int                # the forbidden key given that logit
-    logits: Tensor          # (S,) the row's scores with the forbidden logit in place
-    allowed: Tensor         # (S,) True = may attend
-    unmasked: Tensor        # (S,) softmax over every key, forbidden ones included
-    kept_mass: float        # sum of the allowed entries of `unmasked`
-    renormalised: Tensor    # (S,) allowed entries of `unmasked` / kept_mass; all 0 when kept_mass is 0
-    undefined: bool         # kept_mass == 0: the plain division is 0/0 (NaN); the lab returns zeros
-    masked: Tensor          # (S,) the formula: softmax with the mask applied to the logits
-    max_error: float        # max |renormalised - masked|
+    key: int  # the forbidden key given that logit
+    logits: Tensor  # (S,) the row's scores with the forbidden logit in place
+    allowed: Tensor  # (S,) True = may attend
+    unmasked: Tensor  # (S,) softmax over every key, forbidden ones included
+    kept_mass: float  # sum of the allowed entries of `unmasked`
+    renormalised: Tensor  # (S,) allowed entries of `unmasked` / kept_mass; all 0 when kept_mass is 0
+    undefined: bool  # kept_mass == 0: the plain division is 0/0 (NaN); the lab returns zeros
+    masked: Tensor  # (S,) the formula: softmax with the mask applied to the logits
+    max_error: float  # max |renormalised - masked|
 
 
 # Forbidden logits for the renormalisation sweep: float32 underflow sets in between 88 and 104.
 RENORMALISE_SWEEP: tuple[float, ...] = tuple(float(x) for x in range(0, 121, 4))
 
 
-def renormalise_after_softmax(scores: Tensor, allowed: Tensor, *, forbidden_logit: float, key: int | None = None) -> RenormalisedRow:
+def renormalise_after_softmax(
+    scores: Tensor, allowed: Tensor, *, forbidden_logit: float, key: int | None = None
+) -> RenormalisedRow:
     """Zero the forbidden weights after softmax and divide by what is left, with one forbidden logit set high.
 
     scores (S,), allowed bool (S,); `key` (default: the last forbidden key) gets `forbidden_logit`.
@@ -177,7 +190,9 @@ def renormalise_after_softmax(scores: Tensor, allowed: Tensor, *, forbidden_logi
     subnormals lose their digits, and reach 0 near 104: then renormalising is 0/0.
     """
     if scores.dim() != 1 or allowed.shape != scores.shape or allowed.dtype != torch.bool:
-        raise ValueError(f"need scores (S,) and a bool allowed (S,), got {tuple(scores.shape)} and {tuple(allowed.shape)}")
+        raise ValueError(
+            f"need scores (S,) and a bool allowed (S,), got {tuple(scores.shape)} and {tuple(allowed.shape)}"
+        )
     forbidden = (~allowed).nonzero().flatten().tolist()
     if not forbidden or not bool(allowed.any()):
         raise ValueError("the row needs at least one allowed and one forbidden key")
@@ -191,7 +206,14 @@ def renormalise_after_softmax(scores: Tensor, allowed: Tensor, *, forbidden_logi
     cmp = zero_after_softmax(logits, allowed)
     kept = cmp.after.sum().item()
     return RenormalisedRow(
-        float(forbidden_logit), key, logits, allowed, softmax(logits), kept, cmp.renormalised, kept == 0.0,
-        cmp.before, (cmp.renormalised - cmp.before).abs().max().item(),
+        float(forbidden_logit),
+        key,
+        logits,
+        allowed,
+        softmax(logits),
+        kept,
+        cmp.renormalised,
+        kept == 0.0,
+        cmp.before,
+        (cmp.renormalised - cmp.before).abs().max().item(),
     )
-

@@ -6,6 +6,7 @@ the tensor code runs on the same numbers cast to float64, within core.agreement'
 from float64's epsilon and the length of the row's sums, so the verdict is the same on every CPU). The
 float32 tensor result is shown beside it, with float32's allowance, and does not decide.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,26 +36,34 @@ def row_inputs_from_lists(q: list, k: list, v: list) -> tuple[Tensor, Tensor, Te
         q_t, k_t, v_t = (torch.tensor(x, dtype=torch.float32) for x in (q, k, v))  # (T, D), (S, D), (S, Dv)
     except (TypeError, ValueError) as err:
         raise ValueError(f"q, k, v must be rectangular lists of numbers: {err}") from None
-    if q_t.dim() != 2 or k_t.dim() != 2 or v_t.dim() != 2 or q_t.shape[1] != k_t.shape[1] or k_t.shape[0] != v_t.shape[0]:
-        raise ValueError(f"need q (T, D), k (S, D), v (S, Dv), got {tuple(q_t.shape)}, {tuple(k_t.shape)}, {tuple(v_t.shape)}")
+    if (
+        q_t.dim() != 2
+        or k_t.dim() != 2
+        or v_t.dim() != 2
+        or q_t.shape[1] != k_t.shape[1]
+        or k_t.shape[0] != v_t.shape[0]
+    ):
+        raise ValueError(
+            f"need q (T, D), k (S, D), v (S, Dv), got {tuple(q_t.shape)}, {tuple(k_t.shape)}, {tuple(v_t.shape)}"
+        )
     return q_t, k_t, v_t
 
 
 @dataclass(frozen=True)
 class RowReading:
-    t: int                         # the query row
-    allowed: tuple[bool, ...]      # (S,) keys row t may attend to (causal: s <= t)
-    trace: handcheck.RowTrace      # the computation by hand, in Python floats (float64)
-    hand_weight_sum: float         # sum of the hand weights (math.fsum)
-    weights: tuple[float, ...]     # (S,) the tensor's weights of row t in float64, exactly 0 on masked keys
-    weight_sum: float              # exact sum of the allowed tensor weights
-    sum_error: float               # |weight_sum - 1|
-    sum_allowed: float             # what rounding allows for a sum of S weights in float64
-    out: tuple[float, ...]         # (Dv,) the tensor's output row, float64 on the same numbers
+    t: int  # the query row
+    allowed: tuple[bool, ...]  # (S,) keys row t may attend to (causal: s <= t)
+    trace: handcheck.RowTrace  # the computation by hand, in Python floats (float64)
+    hand_weight_sum: float  # sum of the hand weights (math.fsum)
+    weights: tuple[float, ...]  # (S,) the tensor's weights of row t in float64, exactly 0 on masked keys
+    weight_sum: float  # exact sum of the allowed tensor weights
+    sum_error: float  # |weight_sum - 1|
+    sum_allowed: float  # what rounding allows for a sum of S weights in float64
+    out: tuple[float, ...]  # (Dv,) the tensor's output row, float64 on the same numbers
     difference: tuple[float, ...]  # (Dv,) |hand out - tensor out|
-    decided: Agreement             # hand out vs tensor out, float64: the verdict
-    out32: tuple[float, ...]       # (Dv,) the tensor's output row in float32 (shown)
-    shown32: Agreement             # hand out vs float32 out, with float32's allowance (shown, not decided)
+    decided: Agreement  # hand out vs tensor out, float64: the verdict
+    out32: tuple[float, ...]  # (Dv,) the tensor's output row in float32 (shown)
+    shown32: Agreement  # hand out vs float32 out, with float32's allowance (shown, not decided)
 
     @property
     def max_difference(self) -> float:
@@ -74,23 +83,42 @@ class RowReading:
 def read_row(q: Tensor, k: Tensor, v: Tensor, t: int) -> RowReading:
     """Causal attention row t of q (T, D), k (S, D), v (S, Dv), by tensor and by hand, compared in float64."""
     if q.dim() != 2 or k.dim() != 2 or v.dim() != 2:
-        raise ValueError(f"read_row needs q (T, D), k (S, D), v (S, Dv), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"read_row needs q (T, D), k (S, D), v (S, Dv), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     T, S = q.shape[0], k.shape[0]
     if not (isinstance(t, int) and 0 <= t < T):
         raise ValueError(f"row t must be an integer in 0..{T - 1}, got {t!r}")
     mask = causal_mask(T, S)  # (T, S)
     q64, k64, v64 = (x.double().unsqueeze(0) for x in (q, k, v))  # (1, T, D), (1, S, D), (1, S, Dv): exact casts
     result = scaled_dot_product_attention(q64, k64, v64, mask)  # (1, T, S), (1, T, Dv) in float64
-    result32 = scaled_dot_product_attention(q.float().unsqueeze(0), k.float().unsqueeze(0), v.float().unsqueeze(0), mask)
+    result32 = scaled_dot_product_attention(
+        q.float().unsqueeze(0), k.float().unsqueeze(0), v.float().unsqueeze(0), mask
+    )
     allowed = tuple(mask[t].tolist())
     trace = handcheck.attention_row(q[t].tolist(), k.tolist(), v.tolist(), allowed=allowed)
     weights = tuple(result.weights[0, t].tolist())
     weight_sum = math.fsum(w for w, ok in zip(weights, allowed) if ok)
     out = tuple(result.out[0, t].tolist())
-    seen = dict(q_row=q[t].tolist(), k_rows=[r for r, ok in zip(k.tolist(), allowed) if ok],
-                v_rows=[r for r, ok in zip(v.tolist(), allowed) if ok], scale=1.0 / math.sqrt(q.shape[1]))
+    seen = dict(
+        q_row=q[t].tolist(),
+        k_rows=[r for r, ok in zip(k.tolist(), allowed) if ok],
+        v_rows=[r for r, ok in zip(v.tolist(), allowed) if ok],
+        scale=1.0 / math.sqrt(q.shape[1]),
+    )
     out32 = tuple(result32.out[0, t].tolist())
     return RowReading(
-        t, allowed, trace, math.fsum(trace.softmax.weights), weights, weight_sum, abs(weight_sum - 1.0),
-        allowance(torch.float64, S), out, tuple(abs(h - x) for h, x in zip(trace.out, out)),
-        row_agreement(trace.out, out, **seen), out32, row_agreement(out32, trace.out, dtype=torch.float32, **seen))
+        t,
+        allowed,
+        trace,
+        math.fsum(trace.softmax.weights),
+        weights,
+        weight_sum,
+        abs(weight_sum - 1.0),
+        allowance(torch.float64, S),
+        out,
+        tuple(abs(h - x) for h, x in zip(trace.out, out)),
+        row_agreement(trace.out, out, **seen),
+        out32,
+        row_agreement(out32, trace.out, dtype=torch.float32, **seen),
+    )

@@ -16,19 +16,20 @@ All vector arithmetic is float64 (the lesson compares algorithms); the model sec
 float32. Shapes use the legend of `core/__init__.py`: T positions, D head width, P absolute positions,
 R offsets.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
 
 from core.agreement import allowance
 from core.attention import softmax
-from core.model.introspect import projections
 from core.model.gpt import GPT
+from core.model.introspect import projections
 from core.model.rope import (
     apply_rope,
     apply_rope_split_half,
@@ -85,25 +86,26 @@ def _rotate(x: Tensor, positions: Sequence[int], base: float) -> Tensor:
 
 # ---- one pair, drawn --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PairRotation:
     """Pair i of q at position m and of k at position n, before and after RoPE."""
 
     pair: int
-    dims: tuple[int, int]              # (2i, 2i+1): the features this pair holds
-    m: int                             # query position
-    n: int                             # key position
-    theta: float                       # base^(-2i/D), radians per position
-    angle_q: float                     # m·θ: how far q's pair turns
-    angle_k: float                     # n·θ
+    dims: tuple[int, int]  # (2i, 2i+1): the features this pair holds
+    m: int  # query position
+    n: int  # key position
+    theta: float  # base^(-2i/D), radians per position
+    angle_q: float  # m·θ: how far q's pair turns
+    angle_k: float  # n·θ
     q_before: tuple[float, float]
     q_after: tuple[float, float]
     k_before: tuple[float, float]
     k_after: tuple[float, float]
-    pair_score_before: float           # q_pair · k_pair
-    pair_score_after: float            # (R_m q)_pair · (R_n k)_pair
-    score_before: float                # q · k over all D features, no rotation
-    score_after: float                 # (R_m q) · (R_n k) over all D features: what RoPE attention uses (unscaled)
+    pair_score_before: float  # q_pair · k_pair
+    pair_score_after: float  # (R_m q)_pair · (R_n k)_pair
+    score_before: float  # q · k over all D features, no rotation
+    score_after: float  # (R_m q) · (R_n k) over all D features: what RoPE attention uses (unscaled)
 
     @property
     def offset(self) -> int:
@@ -112,14 +114,28 @@ class PairRotation:
     @property
     def lengths(self) -> dict[str, float]:
         """Length of each drawn vector: a rotation keeps it."""
-        return {name: math.hypot(*xy) for name, xy in (("q before", self.q_before), ("q after", self.q_after),
-                                                         ("k before", self.k_before), ("k after", self.k_after))}
+        return {
+            name: math.hypot(*xy)
+            for name, xy in (
+                ("q before", self.q_before),
+                ("q after", self.q_after),
+                ("k before", self.k_before),
+                ("k after", self.k_after),
+            )
+        }
 
     @property
     def angles(self) -> dict[str, float]:
         """Direction of each drawn vector, atan2(y, x) in radians, in (-π, π]."""
-        return {name: math.atan2(xy[1], xy[0]) for name, xy in (("q before", self.q_before), ("q after", self.q_after),
-                                                                 ("k before", self.k_before), ("k after", self.k_after))}
+        return {
+            name: math.atan2(xy[1], xy[0])
+            for name, xy in (
+                ("q before", self.q_before),
+                ("q after", self.q_after),
+                ("k before", self.k_before),
+                ("k after", self.k_after),
+            )
+        }
 
 
 def rotate_pair(q: Tensor, k: Tensor, m: int, n: int, pair: int, base: float = 10000.0) -> PairRotation:
@@ -140,11 +156,19 @@ def rotate_pair(q: Tensor, k: Tensor, m: int, n: int, pair: int, base: float = 1
     a, b = 2 * pair, 2 * pair + 1
     theta = rope_frequencies(D, base)[pair].item()
     return PairRotation(
-        pair=pair, dims=(a, b), m=m, n=n, theta=theta, angle_q=m * theta, angle_k=n * theta,
-        q_before=(q64[a].item(), q64[b].item()), q_after=(q_rot[a].item(), q_rot[b].item()),
-        k_before=(k64[a].item(), k64[b].item()), k_after=(k_rot[a].item(), k_rot[b].item()),
-        pair_score_before=(q64[a:b + 1] @ k64[a:b + 1]).item(),
-        pair_score_after=(q_rot[a:b + 1] @ k_rot[a:b + 1]).item(),
+        pair=pair,
+        dims=(a, b),
+        m=m,
+        n=n,
+        theta=theta,
+        angle_q=m * theta,
+        angle_k=n * theta,
+        q_before=(q64[a].item(), q64[b].item()),
+        q_after=(q_rot[a].item(), q_rot[b].item()),
+        k_before=(k64[a].item(), k64[b].item()),
+        k_after=(k_rot[a].item(), k_rot[b].item()),
+        pair_score_before=(q64[a : b + 1] @ k64[a : b + 1]).item(),
+        pair_score_after=(q_rot[a : b + 1] @ k_rot[a : b + 1]).item(),
         score_before=(q64 @ k64).item(),
         score_after=(q_rot @ k_rot).item(),
     )
@@ -158,22 +182,25 @@ def arc_points(start: float, sweep: float, radius: float, steps: int = 48) -> tu
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     shown = math.fmod(sweep, 2 * math.pi)
-    return tuple((radius * math.cos(start + shown * j / steps), radius * math.sin(start + shown * j / steps))
-                 for j in range(steps + 1))
+    return tuple(
+        (radius * math.cos(start + shown * j / steps), radius * math.sin(start + shown * j / steps))
+        for j in range(steps + 1)
+    )
 
 
 # ---- the score depends only on the offset -----------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OffsetScores:
     """scores[p][r] = (R_m q)·(R_n k) with m - n = offsets[r] and the earlier token at positions[p]."""
 
-    offsets: tuple[int, ...]                  # (R,) m - n
-    positions: tuple[int, ...]                # (P,) absolute position of the earlier token: min(m, n)
-    scores: tuple[tuple[float, ...], ...]     # (P, R) unscaled q·k after rotation
-    spreads: tuple[float, ...]                # (R,) max - min over the P positions, for each offset
-    norm_product: float                       # |q| |k|, the largest |q·k| can be
-    tolerance: float                          # core.agreement allowance: float64, D + max position terms, scale |q||k|
+    offsets: tuple[int, ...]  # (R,) m - n
+    positions: tuple[int, ...]  # (P,) absolute position of the earlier token: min(m, n)
+    scores: tuple[tuple[float, ...], ...]  # (P, R) unscaled q·k after rotation
+    spreads: tuple[float, ...]  # (R,) max - min over the P positions, for each offset
+    norm_product: float  # |q| |k|, the largest |q·k| can be
+    tolerance: float  # core.agreement allowance: float64, D + max position terms, scale |q||k|
 
     @property
     def max_spread(self) -> float:
@@ -184,8 +211,9 @@ class OffsetScores:
         return self.max_spread <= self.tolerance
 
 
-def offset_scores(q: Tensor, k: Tensor, offsets: Sequence[int], positions: Sequence[int],
-                  base: float = 10000.0) -> OffsetScores:
+def offset_scores(
+    q: Tensor, k: Tensor, offsets: Sequence[int], positions: Sequence[int], base: float = 10000.0
+) -> OffsetScores:
     """q·k after rotating q at m and k at n, for every offset r = m - n and every absolute position a of the
     earlier token: r >= 0 puts the key at n = a and the query at m = a + r (the causal case, query after key),
     r < 0 puts the query at m = a and the key at n = a - r."""
@@ -209,8 +237,10 @@ def offset_scores(q: Tensor, k: Tensor, offsets: Sequence[int], positions: Seque
     spreads = scores.amax(0) - scores.amin(0)  # (R,)
     norm_product = (q.to(torch.float64).norm() * k.to(torch.float64).norm()).item()
     return OffsetScores(
-        offsets=tuple(offsets), positions=tuple(positions),
-        scores=tuple(tuple(row) for row in scores.tolist()), spreads=tuple(spreads.tolist()),
+        offsets=tuple(offsets),
+        positions=tuple(positions),
+        scores=tuple(tuple(row) for row in scores.tolist()),
+        spreads=tuple(spreads.tolist()),
         norm_product=norm_product,
         tolerance=allowance(torch.float64, q.shape[-1] + max(m + n), norm_product),
     )
@@ -218,13 +248,14 @@ def offset_scores(q: Tensor, k: Tensor, offsets: Sequence[int], positions: Seque
 
 # ---- how fast each pair turns ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PairFrequencies:
     D: int
     base: float
-    dims: tuple[tuple[int, int], ...]   # (D/2,) the features (2i, 2i+1) of pair i
-    thetas: tuple[float, ...]           # (D/2,) base^(-2i/D), radians per position
-    wavelengths: tuple[float, ...]      # (D/2,) 2π / θ_i: positions per full turn
+    dims: tuple[tuple[int, int], ...]  # (D/2,) the features (2i, 2i+1) of pair i
+    thetas: tuple[float, ...]  # (D/2,) base^(-2i/D), radians per position
+    wavelengths: tuple[float, ...]  # (D/2,) 2π / θ_i: positions per full turn
 
     @property
     def pairs(self) -> tuple[int, ...]:
@@ -235,23 +266,27 @@ def pair_frequencies(D: int, base: float = 10000.0) -> PairFrequencies:
     """θ_i = base^(-2i/D) from core.model.rope.rope_frequencies, and each pair's wavelength 2π/θ_i in tokens."""
     thetas = rope_frequencies(D, base)  # (D/2,)
     return PairFrequencies(
-        D=D, base=float(base), dims=tuple((2 * i, 2 * i + 1) for i in range(D // 2)),
-        thetas=tuple(thetas.tolist()), wavelengths=tuple((2 * math.pi / thetas).tolist()),
+        D=D,
+        base=float(base),
+        dims=tuple((2 * i, 2 * i + 1) for i in range(D // 2)),
+        thetas=tuple(thetas.tolist()),
+        wavelengths=tuple((2 * math.pi / thetas).tolist()),
     )
 
 
 # ---- adjacent pairs against split half -------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class LayoutEquivalence:
     """RoPE on adjacent pairs (2i, 2i+1) and on split-half pairs (i, i + D/2): one rotation, two orders."""
 
     D: int
-    permutation: tuple[int, ...]   # (D,) split-half slot j holds adjacent feature permutation[j]
-    destination: tuple[int, ...]   # (D,) adjacent feature d moves to split-half slot destination[d]
-    adjacent: Tensor               # (T, D) apply_rope(x), adjacent layout
-    split_half: Tensor             # (T, D) apply_rope_split_half(to_split_half(x)), split-half layout
-    max_abs_diff: float            # max |from_split_half(split_half) - adjacent|
+    permutation: tuple[int, ...]  # (D,) split-half slot j holds adjacent feature permutation[j]
+    destination: tuple[int, ...]  # (D,) adjacent feature d moves to split-half slot destination[d]
+    adjacent: Tensor  # (T, D) apply_rope(x), adjacent layout
+    split_half: Tensor  # (T, D) apply_rope_split_half(to_split_half(x)), split-half layout
+    max_abs_diff: float  # max |from_split_half(split_half) - adjacent|
     unpermuted_max_abs_diff: float  # max |apply_rope_split_half(x) - apply_rope(x)|: no permutation, not equal
     tolerance: float
 
@@ -273,8 +308,11 @@ def layout_equivalence(x: Tensor, positions: Tensor, base: float = 10000.0) -> L
     back = from_split_half(split)  # (T, D) adjacent layout again
     unpermuted = apply_rope_split_half(x, positions, base)  # (T, D) the wrong pairing for this layout
     return LayoutEquivalence(
-        D=D, permutation=tuple(perm.tolist()), destination=tuple(torch.argsort(perm).tolist()),
-        adjacent=adjacent, split_half=split,
+        D=D,
+        permutation=tuple(perm.tolist()),
+        destination=tuple(torch.argsort(perm).tolist()),
+        adjacent=adjacent,
+        split_half=split,
         max_abs_diff=(back - adjacent).abs().max().item(),
         unpermuted_max_abs_diff=(unpermuted - adjacent).abs().max().item(),
         tolerance=allowance(torch.float64, 2, x.abs().max().item()),
@@ -283,20 +321,21 @@ def layout_equivalence(x: Tensor, positions: Tensor, base: float = 10000.0) -> L
 
 # ---- one head of the model with and without the rotation ------------------------------------------
 
+
 @dataclass(frozen=True)
 class RopeOnOff:
     """One head's scores q kᵀ/√D for a text, with RoPE (what the model computes) and without it."""
 
     layer: int
     head: int
-    scores_on: Tensor     # (T, T) float32, rotated q and k: the model's own scores
-    scores_off: Tensor    # (T, T) float32, the same q and k unrotated
-    weights_on: Tensor    # (T, T) softmax of scores_on over the allowed keys
-    weights_off: Tensor   # (T, T)
-    mask: Tensor          # (T, T) bool, True = may attend
-    max_abs_change: float   # largest |on - off| over the allowed cells
+    scores_on: Tensor  # (T, T) float32, rotated q and k: the model's own scores
+    scores_off: Tensor  # (T, T) float32, the same q and k unrotated
+    weights_on: Tensor  # (T, T) softmax of scores_on over the allowed keys
+    weights_off: Tensor  # (T, T)
+    mask: Tensor  # (T, T) bool, True = may attend
+    max_abs_change: float  # largest |on - off| over the allowed cells
     mean_abs_change: float  # mean |on - off| over the allowed cells
-    top_key_changed: int    # query rows whose highest-scored allowed key differs between on and off
+    top_key_changed: int  # query rows whose highest-scored allowed key differs between on and off
 
     @property
     def T(self) -> int:
@@ -316,8 +355,14 @@ def rope_on_off_scores(model: GPT, ids: Sequence[int] | Tensor, layer: int, head
     top_on = scores_on.masked_fill(~mask, neg).argmax(-1)  # (T,)
     top_off = scores_off.masked_fill(~mask, neg).argmax(-1)  # (T,)
     return RopeOnOff(
-        layer=layer, head=head, scores_on=scores_on, scores_off=scores_off,
-        weights_on=softmax(scores_on, mask=mask), weights_off=softmax(scores_off, mask=mask), mask=mask,
-        max_abs_change=change.max().item(), mean_abs_change=change.mean().item(),
+        layer=layer,
+        head=head,
+        scores_on=scores_on,
+        scores_off=scores_off,
+        weights_on=softmax(scores_on, mask=mask),
+        weights_off=softmax(scores_off, mask=mask),
+        mask=mask,
+        max_abs_change=change.max().item(),
+        mean_abs_change=change.mean().item(),
         top_key_changed=int((top_on != top_off).sum()),
     )

@@ -5,6 +5,7 @@ Each function is pure (inputs and a seed in, a frozen result out) so that a page
 test can check it against a closed form or a hand computation. The mask lessons live in core.lessons.masks,
 reading one row against the hand computation in core.lessons.one_row.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,10 +58,10 @@ def worked_example(seed: int = 2) -> WorkedExample:
 
 @dataclass(frozen=True)
 class VarianceRow:
-    width: int             # head width D
-    var_unscaled: float    # measured variance of q . k
-    var_scaled: float      # measured variance of q . k / sqrt(D)
-    samples: int = 0       # number of (q, k) pairs behind each measurement
+    width: int  # head width D
+    var_unscaled: float  # measured variance of q . k
+    var_scaled: float  # measured variance of q . k / sqrt(D)
+    samples: int = 0  # number of (q, k) pairs behind each measurement
 
     @property
     def expected_unscaled(self) -> float:
@@ -103,11 +104,11 @@ def score_variance(widths: list[int], *, samples: int = 4096, seed: int = 0) -> 
 
 @dataclass(frozen=True)
 class SaturationStats:
-    max_weight: Tensor          # (..., T) largest weight of each row
-    entropy_bits: Tensor        # (..., T) entropy of each row in bits
-    jacobian_norm: Tensor       # (..., T) Frobenius norm of d weights / d scores for each row
-    share_one_hot: float        # share of rows whose largest weight >= ONE_HOT_THRESHOLD
-    mean_max_weight: float      # mean over rows of the largest weight
+    max_weight: Tensor  # (..., T) largest weight of each row
+    entropy_bits: Tensor  # (..., T) entropy of each row in bits
+    jacobian_norm: Tensor  # (..., T) Frobenius norm of d weights / d scores for each row
+    share_one_hot: float  # share of rows whose largest weight >= ONE_HOT_THRESHOLD
+    mean_max_weight: float  # mean over rows of the largest weight
     mean_entropy_bits: float
     mean_jacobian_norm: float
 
@@ -150,13 +151,15 @@ def saturation(result: AttentionResult, mask: Tensor | None = None) -> Saturatio
 @dataclass(frozen=True)
 class ScalingExperiment:
     factor: float
-    baseline: SaturationStats     # q, k as drawn, divided by sqrt(D)
-    unscaled: SaturationStats     # q, k multiplied by `factor`, no division
+    baseline: SaturationStats  # q, k as drawn, divided by sqrt(D)
+    unscaled: SaturationStats  # q, k multiplied by `factor`, no division
     baseline_result: AttentionResult
     unscaled_result: AttentionResult
 
 
-def scaling_experiment(q: Tensor, k: Tensor, v: Tensor, *, factor: float = 10.0, causal: bool = True) -> ScalingExperiment:
+def scaling_experiment(
+    q: Tensor, k: Tensor, v: Tensor, *, factor: float = 10.0, causal: bool = True
+) -> ScalingExperiment:
     """The lesson's prediction exercise: drop the 1/sqrt(D) and multiply Q and K by `factor`."""
     mask = causal_mask(q.shape[-2], k.shape[-2]) if causal else None
     base = scaled_dot_product_attention(q, k, v, mask)
@@ -180,7 +183,11 @@ def temperature_distribution(scores: tuple[float, ...] | list[float], temperatur
         raise ValueError(f"scores must be a non-empty list of finite numbers, got {list(scores)}")
     probs = softmax(x, temperature=temperature)  # (S,)
     return TemperatureResult(
-        tuple(x.tolist()), float(temperature), tuple(probs.tolist()), row_entropy_bits(probs).item(), math.log2(x.numel())
+        tuple(x.tolist()),
+        float(temperature),
+        tuple(probs.tolist()),
+        row_entropy_bits(probs).item(),
+        math.log2(x.numel()),
     )
 
 
@@ -215,24 +222,24 @@ VARIANCE_WIDTHS: tuple[int, ...] = tuple(2**i for i in range(9))
 
 @dataclass(frozen=True)
 class ShapeStep:
-    name: str                # what the tensor is: "Q", "Kᵀ", "scores", ...
-    code: str                # the line that makes it
-    legend: str              # its shape in the legend, e.g. "(B, H, T, D)"
-    shape: tuple[int, ...]   # its actual shape
+    name: str  # what the tensor is: "Q", "Kᵀ", "scores", ...
+    code: str  # the line that makes it
+    legend: str  # its shape in the legend, e.g. "(B, H, T, D)"
+    shape: tuple[int, ...]  # its actual shape
 
 
 @dataclass(frozen=True)
 class ScoreGeometry:
-    q: Tensor                # (B, H, T, D)
-    k: Tensor                # (B, H, S, D), S = T in self-attention
-    v: Tensor                # (B, H, S, D)
-    scale: float             # 1/sqrt(D), or 1.0 without the division
+    q: Tensor  # (B, H, T, D)
+    k: Tensor  # (B, H, S, D), S = T in self-attention
+    v: Tensor  # (B, H, S, D)
+    scale: float  # 1/sqrt(D), or 1.0 without the division
     result: AttentionResult  # no mask: scores (B, H, T, S)
     steps: tuple[ShapeStep, ...]
-    score_variance: float    # measured variance over every entry of result.scores
+    score_variance: float  # measured variance over every entry of result.scores
     expected_variance: float  # closed form for unit-variance q, k: scale² · D (D unscaled, 1 scaled)
-    max_abs_score: Tensor    # (B, H) largest |score| of each score matrix
-    max_weight: Tensor       # (B, H, T) largest weight of each row: near 1 means nearly one-hot
+    max_abs_score: Tensor  # (B, H) largest |score| of each score matrix
+    max_weight: Tensor  # (B, H, T) largest weight of each row: near 1 means nearly one-hot
 
 
 def score_geometry(B: int, H: int, T: int, D: int, *, seed: int, scaled: bool = True) -> ScoreGeometry:
@@ -253,5 +260,3 @@ def score_geometry(B: int, H: int, T: int, D: int, *, seed: int, scaled: bool = 
     variance = result.scores.double().var(unbiased=False).item() if result.scores.numel() > 1 else 0.0
     max_abs = result.scores.abs().amax(dim=(-2, -1))  # (B, H)
     return ScoreGeometry(q, k, v, scale, result, steps, variance, scale**2 * D, max_abs, result.weights.amax(-1))
-
-

@@ -27,13 +27,14 @@ huge model over small tensors costs nothing; every tensor is finite and within M
 tokenizer's vocabulary size equals config.vocab_size; `safe` is False for a model trained without the
 causal mask; only then is GPT(config) built and load_state_dict(strict=True) run.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import hashlib
-import json
 import itertools
+import json
 import os
 import re
 import shutil
@@ -48,8 +49,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from core.model.corpus import Corpus
-from core.model.kv_cache import default_keep
 from core.model.gpt import GPT, ModelConfig
+from core.model.kv_cache import default_keep
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import CharTokenizer
 
@@ -67,14 +68,26 @@ MAX_BUNDLE_ENTRIES = 64  # a bundle holds 2 files; the directory is listed at mo
 # safetensors over every tensor); a trained model here stays below 10. 1e4 leaves room for any honest
 # training and refuses values (3e38 was tried) whose products overflow float32 into inf and NaN.
 MAX_ABS_WEIGHT = 1e4
-NO_MASK_REASON = ("trained without the causal mask: every position saw the token it had to predict, so its "
-                  "low loss is leakage, not skill, and its predictions are not usable")
+NO_MASK_REASON = (
+    "trained without the causal mask: every position saw the token it had to predict, so its "
+    "low loss is leakage, not skill, and its predictions are not usable"
+)
 
 # Field -> required JSON type(s). bool is checked apart from int (json gives True for true).
 _FIELDS: dict[str, tuple[type, ...]] = {
-    "format_version": (int,), "kind": (str,), "version": (str,), "created": (str,), "tokenizer": (dict,),
-    "architecture": (dict,), "corpus": (dict,), "training": (dict,), "safe": (bool,),
-    "unsafe_reason": (str, type(None)), "prompt_template": (str,), "generation": (dict,), "files": (dict,),
+    "format_version": (int,),
+    "kind": (str,),
+    "version": (str,),
+    "created": (str,),
+    "tokenizer": (dict,),
+    "architecture": (dict,),
+    "corpus": (dict,),
+    "training": (dict,),
+    "safe": (bool,),
+    "unsafe_reason": (str, type(None)),
+    "prompt_template": (str,),
+    "generation": (dict,),
+    "files": (dict,),
 }
 _NESTED: dict[str, dict[str, tuple[type, ...]]] = {
     "tokenizer": {"content_hash": (str,), "chars": (list,)},
@@ -146,10 +159,18 @@ def expected_tensors(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], d
     shapes: dict[str, tuple[int, ...]] = {"token_embedding.weight": (V, C)}
     for i in range(config.n_layer):  # n_layer <= MAX_LAYERS
         b = f"blocks.{i}."
-        shapes.update({b + "norm_attn.weight": (C,), b + "norm_attn.bias": (C,),
-                       b + "attn.qkv.weight": (3 * C, C), b + "attn.proj.weight": (C, C),
-                       b + "norm_mlp.weight": (C,), b + "norm_mlp.bias": (C,),
-                       b + "mlp.fc.weight": (R, C), b + "mlp.proj.weight": (C, R)})
+        shapes.update(
+            {
+                b + "norm_attn.weight": (C,),
+                b + "norm_attn.bias": (C,),
+                b + "attn.qkv.weight": (3 * C, C),
+                b + "attn.proj.weight": (C, C),
+                b + "norm_mlp.weight": (C,),
+                b + "norm_mlp.bias": (C,),
+                b + "mlp.fc.weight": (R, C),
+                b + "mlp.proj.weight": (C, R),
+            }
+        )
     shapes.update({"norm_final.weight": (C,), "norm_final.bias": (C,)})
     return shapes, {"lm_head.weight": "token_embedding.weight"}
 
@@ -159,10 +180,16 @@ def entry_problems(path: Path) -> list[str]:
     MAX_BUNDLE_ENTRIES, the rest. Shared by the transformer and the baseline loaders."""
     entries = list(itertools.islice(path.iterdir(), MAX_BUNDLE_ENTRIES + 1))
     if len(entries) > MAX_BUNDLE_ENTRIES:
-        return [f"{str(path)!r} holds more than {MAX_BUNDLE_ENTRIES} entries; a bundle holds only the files its "
-                f"{MANIFEST} lists"]
-    return [f"{p.name} is a symbolic link (to {os.readlink(p)!r}); a bundle holds its own files: copy the file "
-            f"into the bundle instead of linking it" for p in sorted(entries) if p.is_symlink()]
+        return [
+            f"{str(path)!r} holds more than {MAX_BUNDLE_ENTRIES} entries; a bundle holds only the files its "
+            f"{MANIFEST} lists"
+        ]
+    return [
+        f"{p.name} is a symbolic link (to {os.readlink(p)!r}); a bundle holds its own files: copy the file "
+        f"into the bundle instead of linking it"
+        for p in sorted(entries)
+        if p.is_symlink()
+    ]
 
 
 def read_manifest_text(path: Path) -> str:
@@ -173,11 +200,21 @@ def read_manifest_text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer, *, metrics: dict,
-                command: list[str], corpus: Corpus, train_config: Any = None,
-                sample_config: SampleConfig | None = None, use_cache: bool = True,
-                prompt_template: str = DEFAULT_PROMPT_TEMPLATE, unsafe_reason: str | None = None,
-                overwrite: bool = False) -> Path:
+def save_bundle(
+    out_dir: str | os.PathLike,
+    model: GPT,
+    tokenizer: CharTokenizer,
+    *,
+    metrics: dict,
+    command: list[str],
+    corpus: Corpus,
+    train_config: Any = None,
+    sample_config: SampleConfig | None = None,
+    use_cache: bool = True,
+    prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+    unsafe_reason: str | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Write a bundle to `out_dir` atomically and return its path.
 
     The files are written to a temporary sibling directory, loaded back with `load_bundle` (so a
@@ -187,12 +224,15 @@ def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer
     and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe.
     """
     if not isinstance(model, GPT) or not isinstance(tokenizer, CharTokenizer):
-        raise BundleError(f"save_bundle needs a GPT and a CharTokenizer, got {type(model).__name__} "
-                          f"and {type(tokenizer).__name__}")
+        raise BundleError(
+            f"save_bundle needs a GPT and a CharTokenizer, got {type(model).__name__} and {type(tokenizer).__name__}"
+        )
     config = model.config
     if tokenizer.vocab_size != config.vocab_size:
-        raise BundleError(f"tokenizer vocabulary ({tokenizer.vocab_size}) differs from the model's vocab_size "
-                          f"({config.vocab_size}); save the tokenizer the model was trained with")
+        raise BundleError(
+            f"tokenizer vocabulary ({tokenizer.vocab_size}) differs from the model's vocab_size "
+            f"({config.vocab_size}); save the tokenizer the model was trained with"
+        )
     if not isinstance(command, (list, tuple)) or not all(isinstance(a, str) for a in command):
         raise BundleError(f"command must be a list of strings (argv), got {command!r}")
     if "{prompt}" not in prompt_template:
@@ -203,31 +243,40 @@ def save_bundle(out_dir: str | os.PathLike, model: GPT, tokenizer: CharTokenizer
     tensors, _ = _stored_tensors(model)
     for name, t in tensors.items():
         if t.dtype != torch.float32 or not torch.isfinite(t).all():
-            raise BundleError(f"tensor {name!r} is not finite float32 ({t.dtype}); training diverged or the "
-                              f"model was converted: lower the learning rate and train again")
+            raise BundleError(
+                f"tensor {name!r} is not finite float32 ({t.dtype}); training diverged or the "
+                f"model was converted: lower the learning rate and train again"
+            )
     manifest = {
         "format_version": FORMAT_VERSION,
         "kind": KIND,
         "version": "",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "tokenizer": {**tokenizer.to_dict(), "content_hash": tokenizer.content_hash},
         "architecture": dataclasses.asdict(config),
         "corpus": {"fingerprint": corpus.fingerprint, "source": corpus.source},
-        "training": {"command": list(command), "metrics": dict(metrics),
-                     "config": dataclasses.asdict(train_config) if dataclasses.is_dataclass(train_config) else None},
+        "training": {
+            "command": list(command),
+            "metrics": dict(metrics),
+            "config": dataclasses.asdict(train_config) if dataclasses.is_dataclass(train_config) else None,
+        },
         "safe": unsafe_reason is None,
         "unsafe_reason": unsafe_reason,
         "prompt_template": prompt_template,
-        "generation": {**dataclasses.asdict(sample_config), "use_cache": bool(use_cache),
-                       "keep": default_keep(config.context_length)},
+        "generation": {
+            **dataclasses.asdict(sample_config),
+            "use_cache": bool(use_cache),
+            "keep": default_keep(config.context_length),
+        },
         "files": {},
     }
     out = check_out_dir(out_dir, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        save_file({k: t.detach().contiguous() for k, t in tensors.items()}, str(tmp / WEIGHTS),
-                  metadata={"format": "pt"})
+        save_file(
+            {k: t.detach().contiguous() for k, t in tensors.items()}, str(tmp / WEIGHTS), metadata={"format": "pt"}
+        )
         manifest["files"] = {WEIGHTS: file_sha256(tmp / WEIGHTS)}
         try:
             manifest["version"] = manifest_version(manifest)
@@ -260,11 +309,15 @@ def check_out_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
                 raise BundleError(f"{str(out)!r} is a file, not a directory; choose a new directory for the bundle")
             if any(out.iterdir()):
                 if not (out / MANIFEST).is_file():
-                    raise BundleError(f"{str(out)!r} exists and is not a bundle directory (it holds other files); "
-                                      "choose a new or empty directory")
+                    raise BundleError(
+                        f"{str(out)!r} exists and is not a bundle directory (it holds other files); "
+                        "choose a new or empty directory"
+                    )
                 if not overwrite:
-                    raise BundleError(f"{str(out)!r} already holds a bundle; choose a new directory, or replace "
-                                      "it with --overwrite (overwrite=True)")
+                    raise BundleError(
+                        f"{str(out)!r} already holds a bundle; choose a new directory, or replace "
+                        "it with --overwrite (overwrite=True)"
+                    )
         ancestor = out.absolute().parent
         while not ancestor.exists() and ancestor != ancestor.parent:
             ancestor = ancestor.parent
@@ -274,8 +327,9 @@ def check_out_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     except BundleError:
         raise
     except OSError as e:
-        raise BundleError(f"cannot write a bundle to {str(out)!r} ({e.strerror or e}); "
-                          "choose a directory you can write to") from None
+        raise BundleError(
+            f"cannot write a bundle to {str(out)!r} ({e.strerror or e}); choose a directory you can write to"
+        ) from None
     return out
 
 
@@ -307,6 +361,7 @@ def verify_bundle(path: str | os.PathLike) -> list[str]:
 
 # ---- the checks ----------------------------------------------------------------------------------
 
+
 def _inspect(path: Path) -> tuple[list[str], Bundle | None]:
     try:
         return _inspect_files(path)
@@ -333,16 +388,20 @@ def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
     if problems:
         return problems, None
     if manifest["format_version"] not in SUPPORTED_FORMAT_VERSIONS:
-        return [f"{MANIFEST}: format_version {manifest['format_version']} is not supported "
-                f"(supported: {list(SUPPORTED_FORMAT_VERSIONS)}); update Attention Lab"], None
+        return [
+            f"{MANIFEST}: format_version {manifest['format_version']} is not supported "
+            f"(supported: {list(SUPPORTED_FORMAT_VERSIONS)}); update Attention Lab"
+        ], None
     if manifest["kind"] != KIND:
         return [f"{MANIFEST}: kind {manifest['kind']!r} is not a {KIND!r} bundle"], None
     problems = _check_files(path, manifest["files"])
     if problems:
         return problems, None
     if manifest_version(manifest) != manifest["version"]:
-        return [f"{MANIFEST}: version {manifest['version']!r} does not match its content "
-                f"({manifest_version(manifest)!r}); the manifest was edited after it was written"], None
+        return [
+            f"{MANIFEST}: version {manifest['version']!r} does not match its content "
+            f"({manifest_version(manifest)!r}); the manifest was edited after it was written"
+        ], None
     config, tokenizer, problems = _parse_model_fields(manifest)
     if problems:
         return problems, None
@@ -351,11 +410,13 @@ def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
     if problems:
         return problems, None
     if tokenizer.vocab_size != config.vocab_size:
-        return [f"tokenizer vocabulary size {tokenizer.vocab_size} differs from architecture.vocab_size "
-                f"{config.vocab_size}"], None
+        return [
+            f"tokenizer vocabulary size {tokenizer.vocab_size} differs from architecture.vocab_size {config.vocab_size}"
+        ], None
     if not config.causal and manifest["safe"]:
-        return [f"{MANIFEST}: safe is true but architecture.causal is false (a model without the causal "
-                f"mask is never safe)"], None
+        return [
+            f"{MANIFEST}: safe is true but architecture.causal is false (a model without the causal mask is never safe)"
+        ], None
     with torch.random.fork_rng(devices=[]):  # the throwaway initialisation must not move the caller's RNG
         model = GPT(config)  # only now: the header matched, so this is the size of the file just read
     state = dict(tensors)
@@ -405,8 +466,10 @@ def _check_files(path: Path, files: dict) -> list[str]:
         if not file.is_file():
             problems.append(f"{name} is missing")
         elif file_sha256(file) != digest:
-            problems.append(f"{name}: sha256 mismatch (the file was changed or truncated; it is "
-                            f"{file.stat().st_size} bytes): expected {digest[:16]}..., got {file_sha256(file)[:16]}...")
+            problems.append(
+                f"{name}: sha256 mismatch (the file was changed or truncated; it is "
+                f"{file.stat().st_size} bytes): expected {digest[:16]}..., got {file_sha256(file)[:16]}..."
+            )
     for extra in sorted(p.name for p in path.iterdir() if p.name != MANIFEST and p.name not in files):
         problems.append(f"unexpected file {extra!r} is not listed in {MANIFEST}")
     return problems
@@ -416,8 +479,14 @@ def _parse_model_fields(manifest: dict) -> tuple[ModelConfig | None, CharTokeniz
     arch = manifest["architecture"]
     names = {f.name for f in dataclasses.fields(ModelConfig)}
     if set(arch) != names:
-        return None, None, [f"{MANIFEST}: architecture needs exactly the fields {sorted(names)}, "
-                            f"missing {sorted(names - set(arch))}, unknown {sorted(set(arch) - names)}"]
+        return (
+            None,
+            None,
+            [
+                f"{MANIFEST}: architecture needs exactly the fields {sorted(names)}, "
+                f"missing {sorted(names - set(arch))}, unknown {sorted(set(arch) - names)}"
+            ],
+        )
     try:
         config = ModelConfig(**arch)
     except ValueError as e:
@@ -464,9 +533,11 @@ def _read_tensors(path: Path, expected: dict[str, tuple[int, ...]]) -> tuple[dic
         if not torch.isfinite(t).all():
             problems.append(f"{WEIGHTS}: tensor {name!r} has {int((~torch.isfinite(t)).sum())} non-finite value(s)")
         elif t.numel() and float(t.abs().max()) > MAX_ABS_WEIGHT:
-            problems.append(f"{WEIGHTS}: tensor {name!r} has {int((t.abs() > MAX_ABS_WEIGHT).sum())} value(s) with "
-                            f"|w| > MAX_ABS_WEIGHT={MAX_ABS_WEIGHT:g} (largest {float(t.abs().max()):.3g}); trained "
-                            f"weights here stay below 10, so the file was edited or training diverged")
+            problems.append(
+                f"{WEIGHTS}: tensor {name!r} has {int((t.abs() > MAX_ABS_WEIGHT).sum())} value(s) with "
+                f"|w| > MAX_ABS_WEIGHT={MAX_ABS_WEIGHT:g} (largest {float(t.abs().max()):.3g}); trained "
+                f"weights here stay below 10, so the file was edited or training diverged"
+            )
     return tensors, problems
 
 
@@ -495,11 +566,12 @@ def _replace_dir(tmp: Path, out: Path, *, overwrite: bool = False) -> None:
         except OSError as e:
             kept = out.parent / f"{out.name}.new-{uuid.uuid4().hex[:8]}"
             os.rename(tmp, kept)
-            raise BundleError(f"{str(out)!r} appeared while the bundle was being saved ({e.strerror or e}); "
-                              f"nothing there was replaced and the new bundle is kept in {str(kept)!r}") from None
+            raise BundleError(
+                f"{str(out)!r} appeared while the bundle was being saved ({e.strerror or e}); "
+                f"nothing there was replaced and the new bundle is kept in {str(kept)!r}"
+            ) from None
         return
     old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
     os.rename(out, old)
     os.rename(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
-

@@ -14,6 +14,7 @@ on characters it trained on, which a split by random characters (or random windo
 could not promise. Concatenating the
 documents of a file gives back its text exactly (after CRLF -> LF and a leading BOM removed).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,15 +29,62 @@ from pathlib import Path
 # Python (no shims re-exporting a C module) and are nearly all ASCII (shlex.py is left out: its
 # Latin-1 word-character table would add 60 characters seen nowhere else).
 STDLIB_MODULES: tuple[str, ...] = (
-    "abc.py", "argparse.py", "base64.py", "bdb.py", "bisect.py", "calendar.py", "cmd.py",
-    "collections/__init__.py", "colorsys.py", "contextlib.py", "copy.py", "copyreg.py", "csv.py",
-    "dataclasses.py", "fileinput.py", "fnmatch.py", "fractions.py", "functools.py", "genericpath.py",
-    "getopt.py", "gettext.py", "glob.py", "graphlib.py", "gzip.py", "hashlib.py", "heapq.py", "hmac.py",
-    "json/__init__.py", "json/decoder.py", "json/encoder.py", "json/scanner.py", "keyword.py",
-    "linecache.py", "numbers.py", "operator.py", "posixpath.py", "pprint.py", "pyclbr.py", "queue.py",
-    "random.py", "reprlib.py", "sched.py", "secrets.py", "selectors.py", "stat.py", "statistics.py",
-    "string.py", "tempfile.py", "textwrap.py", "timeit.py", "token.py", "tokenize.py", "traceback.py",
-    "types.py", "uuid.py", "weakref.py",
+    "abc.py",
+    "argparse.py",
+    "base64.py",
+    "bdb.py",
+    "bisect.py",
+    "calendar.py",
+    "cmd.py",
+    "collections/__init__.py",
+    "colorsys.py",
+    "contextlib.py",
+    "copy.py",
+    "copyreg.py",
+    "csv.py",
+    "dataclasses.py",
+    "fileinput.py",
+    "fnmatch.py",
+    "fractions.py",
+    "functools.py",
+    "genericpath.py",
+    "getopt.py",
+    "gettext.py",
+    "glob.py",
+    "graphlib.py",
+    "gzip.py",
+    "hashlib.py",
+    "heapq.py",
+    "hmac.py",
+    "json/__init__.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "json/scanner.py",
+    "keyword.py",
+    "linecache.py",
+    "numbers.py",
+    "operator.py",
+    "posixpath.py",
+    "pprint.py",
+    "pyclbr.py",
+    "queue.py",
+    "random.py",
+    "reprlib.py",
+    "sched.py",
+    "secrets.py",
+    "selectors.py",
+    "stat.py",
+    "statistics.py",
+    "string.py",
+    "tempfile.py",
+    "textwrap.py",
+    "timeit.py",
+    "token.py",
+    "tokenize.py",
+    "traceback.py",
+    "types.py",
+    "uuid.py",
+    "weakref.py",
 )
 STDLIB_SOURCE = "stdlib"
 MAX_BYTES = 20 * 1024 * 1024  # larger files would take minutes to tokenise and hours to learn from
@@ -69,11 +117,15 @@ class Corpus:
 
     def __post_init__(self):
         if len(self.documents) < MIN_DOCUMENTS:
-            raise CorpusError(f"a corpus needs at least {MIN_DOCUMENTS} documents (one to validate on), "
-                              f"got {len(self.documents)}; give it more text")
+            raise CorpusError(
+                f"a corpus needs at least {MIN_DOCUMENTS} documents (one to validate on), "
+                f"got {len(self.documents)}; give it more text"
+            )
         if fingerprint(self.documents) != self.fingerprint:
-            raise CorpusError("the corpus fingerprint does not match its documents; build a Corpus with "
-                              "load_corpus or corpus_from_text instead of by hand")
+            raise CorpusError(
+                "the corpus fingerprint does not match its documents; build a Corpus with "
+                "load_corpus or corpus_from_text instead of by hand"
+            )
 
     @property
     def text(self) -> str:
@@ -133,8 +185,10 @@ def corpus_from_text(name: str, text: str | bytes, *, source: str | None = None)
         raise CorpusError(f"{name!r} is empty (or only whitespace); choose a file with some text in it")
     pieces = split_text(text)
     if len(pieces) < MIN_DOCUMENTS:
-        raise CorpusError(f"{name!r} has only {len(text)} character(s), too little for a training and a "
-                          f"validation document; use a longer text")
+        raise CorpusError(
+            f"{name!r} has only {len(text)} character(s), too little for a training and a "
+            f"validation document; use a longer text"
+        )
     documents = tuple(Document(f"{name}#{i}", piece) for i, piece in enumerate(pieces))
     return Corpus(documents, fingerprint(documents), source if source is not None else f"upload:{name}")
 
@@ -161,8 +215,9 @@ def split_text(text: str, target: int = DOCUMENT_CHARS) -> list[str]:
     return pieces
 
 
-def split_documents(corpus: Corpus, val_fraction: float = 0.1, seed: int = 0
-                    ) -> tuple[tuple[Document, ...], tuple[Document, ...]]:
+def split_documents(
+    corpus: Corpus, val_fraction: float = 0.1, seed: int = 0
+) -> tuple[tuple[Document, ...], tuple[Document, ...]]:
     """(train_docs, val_docs): whole documents, disjoint, each tuple in corpus order.
 
     round(val_fraction * n) documents (at least one, at most n - 1) are drawn for validation by a
@@ -195,10 +250,12 @@ def check_split_size(train_chars: int, val_chars: int, context_length: int) -> N
             raise CorpusError(
                 f"the corpus is too small for context length {context_length}: the {label} documents hold "
                 f"{have} tokens and need at least {need}; use a longer text, a smaller val_fraction "
-                f"or a preset with a shorter context")
+                f"or a preset with a shorter context"
+            )
 
 
 # ---- helpers -------------------------------------------------------------------------------------
+
 
 def _load_stdlib() -> Corpus:
     root = Path(sysconfig.get_paths()["stdlib"])
@@ -206,8 +263,10 @@ def _load_stdlib() -> Corpus:
     for rel in STDLIB_MODULES:
         path = root / rel
         if not path.is_file():
-            raise CorpusError(f"the standard-library module {rel!r} is missing from {str(root)!r}; this "
-                              f"interpreter's stdlib is incomplete: pass a text file with --corpus instead")
+            raise CorpusError(
+                f"the standard-library module {rel!r} is missing from {str(root)!r}; this "
+                f"interpreter's stdlib is incomplete: pass a text file with --corpus instead"
+            )
         documents.append(Document(rel, _normalise(_decode(path.read_bytes(), rel))))
     documents = tuple(documents)
     return Corpus(documents, fingerprint(documents), STDLIB_SOURCE)
@@ -215,8 +274,10 @@ def _load_stdlib() -> Corpus:
 
 def _check_size(n_bytes: int, label: str) -> None:
     if n_bytes > MAX_BYTES:
-        raise CorpusError(f"{label!r} is {n_bytes:,} bytes, more than the limit of {MAX_BYTES:,} "
-                          f"({MAX_BYTES // 2**20} MB); use a smaller excerpt of it")
+        raise CorpusError(
+            f"{label!r} is {n_bytes:,} bytes, more than the limit of {MAX_BYTES:,} "
+            f"({MAX_BYTES // 2**20} MB); use a smaller excerpt of it"
+        )
     if n_bytes == 0:
         raise CorpusError(f"{label!r} is empty (0 bytes); choose a file with some text in it")
 
@@ -225,8 +286,10 @@ def _decode(data: bytes, label: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CorpusError(f"{label!r} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
-                          f"cannot be decoded; save the file as UTF-8 (or use a plain-text file)") from None
+        raise CorpusError(
+            f"{label!r} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
+            f"cannot be decoded; save the file as UTF-8 (or use a plain-text file)"
+        ) from None
 
 
 def _normalise(text: str) -> str:
@@ -247,4 +310,3 @@ def _cut_point(text: str, start: int, target: int) -> int:
     if newline != -1:
         return newline + 1
     return lo
-

@@ -22,6 +22,7 @@ the token it has to predict and the training loss becomes impossibly good.
 Shapes use the legend of `core/__init__.py`: B batch, H heads, T query positions, S key positions
 (cache + new), D head width, C model width (d_model), V vocabulary size.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,7 +38,6 @@ from core.attention import causal_mask, scaled_dot_product_attention
 from core.model.kv_cache import KVCache
 from core.model.rope import rope_cos_sin, rotate_pairs
 
-
 # Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
 # is allocated. Each is far above the largest preset ("large": context 256, 6 layers, 6 heads, d_model 192, mlp
 # ratio 4, ~2.7 M parameters) and far below what this machine can hold (24 GB, 2 cores).
@@ -49,9 +49,14 @@ MAX_VOCAB = 65536  # a character vocabulary: the whole Basic Multilingual Plane
 MAX_MLP_RATIO = 16  # 4x the usual 4
 # The product matters as much as the factors: 100 M parameters are 0.4 GB in float32 (~37x "large").
 MAX_PARAMETERS = 100_000_000
-_BOUNDS = {"vocab_size": ("MAX_VOCAB", MAX_VOCAB), "context_length": ("MAX_CONTEXT_LENGTH", MAX_CONTEXT_LENGTH),
-           "n_layer": ("MAX_LAYERS", MAX_LAYERS), "n_head": ("MAX_HEADS", MAX_HEADS),
-           "d_model": ("MAX_D_MODEL", MAX_D_MODEL), "mlp_ratio": ("MAX_MLP_RATIO", MAX_MLP_RATIO)}
+_BOUNDS = {
+    "vocab_size": ("MAX_VOCAB", MAX_VOCAB),
+    "context_length": ("MAX_CONTEXT_LENGTH", MAX_CONTEXT_LENGTH),
+    "n_layer": ("MAX_LAYERS", MAX_LAYERS),
+    "n_head": ("MAX_HEADS", MAX_HEADS),
+    "d_model": ("MAX_D_MODEL", MAX_D_MODEL),
+    "mlp_ratio": ("MAX_MLP_RATIO", MAX_MLP_RATIO),
+}
 
 
 @dataclass(frozen=True)
@@ -86,8 +91,10 @@ class ModelConfig:
         V, C, L, R = self.vocab_size, self.d_model, self.n_layer, self.mlp_ratio
         params = V * C + L * (4 * C + (4 + 2 * R) * C * C) + 2 * C  # embedding (tied head), blocks, final norm
         if params > MAX_PARAMETERS:
-            raise ValueError(f"this architecture has {params:,} parameters, more than MAX_PARAMETERS="
-                             f"{MAX_PARAMETERS:,} ({4 * MAX_PARAMETERS / 1e9:.1f} GB in float32); make it smaller")
+            raise ValueError(
+                f"this architecture has {params:,} parameters, more than MAX_PARAMETERS="
+                f"{MAX_PARAMETERS:,} ({4 * MAX_PARAMETERS / 1e9:.1f} GB in float32); make it smaller"
+            )
         if not isinstance(self.rope_base, (int, float)) or not math.isfinite(self.rope_base) or self.rope_base <= 1:
             raise ValueError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
@@ -158,8 +165,9 @@ class CausalSelfAttention(nn.Module):
             # Training's fused kernel, held to parity with core.attention (tests/test_model.py).
             # is_causal is top-left aligned, so it is only used when there is no cache (S == T).
             causal_square = mask is not None and S == T
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal_square else mask,
-                                                 is_causal=causal_square)  # (B, H, T, D)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None if causal_square else mask, is_causal=causal_square
+            )  # (B, H, T, D)
             weights = None
         else:
             result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
@@ -192,8 +200,9 @@ class Block(nn.Module):
         self.norm_mlp = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None, layer: int,
-                fast: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None, layer: int, fast: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         attn_out, weights = self.attn(self.norm_attn(x), rope, cache, layer, fast)
         x = x + attn_out
         x = x + self.mlp(self.norm_mlp(x))
@@ -239,8 +248,9 @@ class GPT(nn.Module):
         param = self.token_embedding.weight
         return KVCache.for_model(self.config, batch_size, dtype=param.dtype, device=param.device)
 
-    def forward(self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False,
-                fast_attention: bool = False) -> ModelOutput:
+    def forward(
+        self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False, fast_attention: bool = False
+    ) -> ModelOutput:
         """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`.
 
         fast_attention=True swaps core.attention for PyTorch's fused kernel (training throughput only;

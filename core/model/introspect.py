@@ -17,12 +17,13 @@ allowance (the verdict); the model's own float32 weights are compared too, as a 
 Shapes use the legend of `core/__init__.py`: T positions, C model width, D head width, H heads,
 L layers (n_layer).
 """
+
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -34,21 +35,20 @@ from core.model.gpt import GPT
 from core.model.rope import apply_rope, rope_cos_sin
 from core.model.tokenizer import UNK_ID, CharTokenizer
 
-
-
 # ---- text -> ids -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EncodedText:
     """The ids the model reads for a text, made visible, and what was lost on the way."""
 
-    text: str                       # the characters those ids encode: the end of a text longer than the context
-    ids: tuple[int, ...]            # (T,) at most context_length ids: the END of the text
-    pieces: tuple[str, ...]         # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
+    text: str  # the characters those ids encode: the end of a text longer than the context
+    ids: tuple[int, ...]  # (T,) at most context_length ids: the END of the text
+    pieces: tuple[str, ...]  # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
     unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
     unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
-    truncated: bool                 # True when the text had more than context_length tokens
-    original_length: int            # tokens in the whole text
+    truncated: bool  # True when the text had more than context_length tokens
+    original_length: int  # tokens in the whole text
     context_length: int
 
     @property
@@ -79,7 +79,7 @@ def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -
         raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
     all_ids = tokenizer.encode(text)  # (N,) one id per character
     ids = all_ids[-context_length:]  # (T,) T = min(N, context_length)
-    kept_text = text[len(text) - len(ids):]  # one character per token, so the same cut applies to the text
+    kept_text = text[len(text) - len(ids) :]  # one character per token, so the same cut applies to the text
     return EncodedText(
         text=kept_text,
         ids=tuple(ids),
@@ -94,24 +94,25 @@ def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -
 
 # ---- q, k, v of one head ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Projections:
     """One layer's and one head's view of a text; every tensor float32 on the CPU, detached."""
 
     layer: int
     head: int
-    positions: Tensor   # (T,) absolute positions 0 .. T-1
+    positions: Tensor  # (T,) absolute positions 0 .. T-1
     embeddings: Tensor  # (T, C) rows of the token embedding (the block-0 input)
     block_input: Tensor  # (T, C) the residual stream entering block `layer`
-    normed: Tensor      # (T, C) block.norm_attn(block_input): what the q, k, v layers read
-    q_raw: Tensor       # (T, D) queries before RoPE
-    k_raw: Tensor       # (T, D) keys before RoPE
-    q: Tensor           # (T, D) queries after RoPE (what the scores use)
-    k: Tensor           # (T, D) keys after RoPE
-    v: Tensor           # (T, D) values (RoPE never touches them)
-    scale: float        # 1/√D
-    scores: Tensor      # (T, T) q kᵀ · scale, before the mask (the future entries are still there)
-    mask: Tensor        # (T, T) bool, True = may attend (causal, or all True for a causal=False model)
+    normed: Tensor  # (T, C) block.norm_attn(block_input): what the q, k, v layers read
+    q_raw: Tensor  # (T, D) queries before RoPE
+    k_raw: Tensor  # (T, D) keys before RoPE
+    q: Tensor  # (T, D) queries after RoPE (what the scores use)
+    k: Tensor  # (T, D) keys after RoPE
+    v: Tensor  # (T, D) values (RoPE never touches them)
+    scale: float  # 1/√D
+    scores: Tensor  # (T, T) q kᵀ · scale, before the mask (the future entries are still there)
+    mask: Tensor  # (T, T) bool, True = may attend (causal, or all True for a causal=False model)
 
     @property
     def head_dim(self) -> int:
@@ -138,8 +139,10 @@ def _idx(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
         raise ValueError("there are no tokens to look at (T = 0): type some text first")
     config = model.config
     if len(ids) > config.context_length:
-        raise ValueError(f"{len(ids)} tokens exceed the model's context_length={config.context_length}; "
-                         "keep the last context_length tokens (encode_for_model does)")
+        raise ValueError(
+            f"{len(ids)} tokens exceed the model's context_length={config.context_length}; "
+            "keep the last context_length tokens (encode_for_model does)"
+        )
     bad = [i for i in ids if not 0 <= i < config.vocab_size]
     if bad:
         raise ValueError(f"token ids must be integers in 0..{config.vocab_size - 1}, got {bad[:5]!r}")
@@ -151,8 +154,9 @@ def _check_layer_head(model: GPT, layer: int, head: int) -> None:
     L, H = model.config.n_layer, model.config.n_head
     for name, value, n in (("layer", layer, L), ("head", head, H)):
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n:
-            raise ValueError(f"{name} must be an integer in 0..{n - 1} (the model has {L} layers, {H} heads), "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{name} must be an integer in 0..{n - 1} (the model has {L} layers, {H} heads), got {value!r}"
+            )
 
 
 @torch.no_grad()
@@ -180,10 +184,20 @@ def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) 
     scores = (q @ k.transpose(0, 1)) * scale  # (T, T)
     mask = causal_mask(T, device=idx.device) if config.causal else torch.ones(T, T, dtype=torch.bool)  # (T, T)
     return Projections(
-        layer=layer, head=head, positions=positions.cpu(),
-        embeddings=embeddings[0].cpu(), block_input=x[0].cpu(), normed=normed[0].cpu(),  # (T, C) each
-        q_raw=q_raw.cpu(), k_raw=k_raw.cpu(), q=q.cpu(), k=k.cpu(), v=v.cpu(),  # (T, D) each
-        scale=scale, scores=scores.cpu(), mask=mask.cpu(),
+        layer=layer,
+        head=head,
+        positions=positions.cpu(),
+        embeddings=embeddings[0].cpu(),
+        block_input=x[0].cpu(),
+        normed=normed[0].cpu(),  # (T, C) each
+        q_raw=q_raw.cpu(),
+        k_raw=k_raw.cpu(),
+        q=q.cpu(),
+        k=k.cpu(),
+        v=v.cpu(),  # (T, D) each
+        scale=scale,
+        scores=scores.cpu(),
+        mask=mask.cpu(),
     )
 
 
@@ -198,22 +212,23 @@ def attention_grid(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
 
 # ---- one row by hand -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class RowCheck:
     """Query row t of one head, recomputed by hand and compared with the model's attention code."""
 
     t: int
-    q_row: tuple[float, ...]                  # (D,) q[t] after RoPE
-    k_rows: tuple[tuple[float, ...], ...]     # (t+1, D) the keys query t may see: 0 .. t
-    v_rows: tuple[tuple[float, ...], ...]     # (t+1, D) their values
-    trace: handcheck.RowTrace                 # dots term by term, scores, softmax, weighted values, out
-    tensor_weights: tuple[float, ...]         # (t+1,) core.attention's weights on the same q, k, v in float64
-    decided: Agreement                        # hand vs tensor_weights, float64: the verdict
-    model_weights: tuple[float, ...]          # (t+1,) the model's own float32 weights for keys 0 .. t
-    model_float32: Agreement                  # hand vs model_weights, float32 allowance: a figure, not a verdict
-    future_weight: float                      # forward's total weight on keys t+1 .. T-1 (0 for causal)
-    differences: tuple[float, ...]            # (t+1,) |hand - model float32| per key (shown)
-    weight_sum: float                         # the hand-computed weights' sum (math.fsum)
+    q_row: tuple[float, ...]  # (D,) q[t] after RoPE
+    k_rows: tuple[tuple[float, ...], ...]  # (t+1, D) the keys query t may see: 0 .. t
+    v_rows: tuple[tuple[float, ...], ...]  # (t+1, D) their values
+    trace: handcheck.RowTrace  # dots term by term, scores, softmax, weighted values, out
+    tensor_weights: tuple[float, ...]  # (t+1,) core.attention's weights on the same q, k, v in float64
+    decided: Agreement  # hand vs tensor_weights, float64: the verdict
+    model_weights: tuple[float, ...]  # (t+1,) the model's own float32 weights for keys 0 .. t
+    model_float32: Agreement  # hand vs model_weights, float32 allowance: a figure, not a verdict
+    future_weight: float  # forward's total weight on keys t+1 .. T-1 (0 for causal)
+    differences: tuple[float, ...]  # (t+1,) |hand - model float32| per key (shown)
+    weight_sum: float  # the hand-computed weights' sum (math.fsum)
 
     @property
     def within_tolerance(self) -> bool:
@@ -244,7 +259,12 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
     model_weights = tuple(row[s] for s in allowed)
     same = dict(q_row=q_row, k_rows=k_rows, v_rows=v_rows, scale=proj.scale)
     return RowCheck(
-        t=t, q_row=q_row, k_rows=k_rows, v_rows=v_rows, trace=trace, tensor_weights=tensor_weights,
+        t=t,
+        q_row=q_row,
+        k_rows=k_rows,
+        v_rows=v_rows,
+        trace=trace,
+        tensor_weights=tensor_weights,
         decided=row_agreement(trace.softmax.weights, tensor_weights, **same),
         model_weights=model_weights,
         model_float32=row_agreement(model_weights, trace.softmax.weights, dtype=torch.float32, **same),
@@ -256,16 +276,17 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
 
 # ---- what each head does, in four numbers ------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class HeadSummary:
     """Averages over the query rows of one head's weights (T, T): where its attention goes."""
 
     layer: int
     head: int
-    self_weight: float      # mean weight of query t on key t (itself)
+    self_weight: float  # mean weight of query t on key t (itself)
     previous_weight: float  # mean weight of query t on key t-1, over rows t >= 1 (nan when T = 1)
-    first_weight: float     # mean weight of query t on key 0, over rows t >= 1 (nan when T = 1)
-    max_weight: float       # mean of each row's largest weight (1 = every row one-hot)
+    first_weight: float  # mean weight of query t on key 0, over rows t >= 1 (nan when T = 1)
+    max_weight: float  # mean of each row's largest weight (1 = every row one-hot)
 
 
 def head_summaries(grid: Tensor) -> tuple[HeadSummary, ...]:
@@ -282,11 +303,13 @@ def head_summaries(grid: Tensor) -> tuple[HeadSummary, ...]:
     nan = float("nan")
     return tuple(
         HeadSummary(
-            layer=layer, head=head,
+            layer=layer,
+            head=head,
             self_weight=diagonal[layer, head].mean().item(),
             previous_weight=previous[layer, head].mean().item() if T > 1 else nan,
             first_weight=first[layer, head].mean().item() if T > 1 else nan,
             max_weight=row_max[layer, head].mean().item(),
         )
-        for layer in range(L) for head in range(H)
+        for layer in range(L)
+        for head in range(H)
     )

@@ -6,14 +6,16 @@ function `work(report, should_stop)`: it reports progress through `report(event)
 `should_stop()`; it never touches the UI. Pages poll `JobQueue.view(job_id)`, which returns a frozen
 copy, so the worker thread and the page never share mutable state.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 QUEUED, RUNNING, DONE, STOPPED, FAILED = "queued", "running", "done", "stopped", "failed"
 FINISHED = (DONE, STOPPED, FAILED)
@@ -47,8 +49,8 @@ class JobView:
     owner: str
     name: str
     state: str
-    place: int                  # 0 = running or finished; n = n-th in the waiting line
-    events: tuple[Any, ...]     # every event reported so far, oldest first
+    place: int  # 0 = running or finished; n = n-th in the waiting line
+    events: tuple[Any, ...]  # every event reported so far, oldest first
     result: Any
     error: str | None
     created: float
@@ -122,8 +124,19 @@ class JobQueue:
             if job is None:
                 raise JobError(f"no run with id {job_id!r} on this server")
             place = self._waiting.index(job.id) + 1 if job.id in self._waiting else 0
-            return JobView(job.id, job.owner, job.name, job.state, place, tuple(job.events), job.result,
-                           job.error, job.created, job.started, job.finished)
+            return JobView(
+                job.id,
+                job.owner,
+                job.name,
+                job.state,
+                place,
+                tuple(job.events),
+                job.result,
+                job.error,
+                job.created,
+                job.started,
+                job.finished,
+            )
 
     def active_job(self, owner: str) -> str | None:
         """The owner's unfinished job, if any."""

@@ -31,6 +31,7 @@ agree is core.agreement's rule (decided in float64), not this module's.
 
 Shapes use the legend of `core/__init__.py`: B batch, H heads, T new positions, S cached + new, D head width.
 """
+
 from __future__ import annotations
 
 import torch
@@ -89,7 +90,7 @@ class KVCache:
         self._lengths = [0] * n_layer
 
     @classmethod
-    def for_model(cls, config, batch_size: int = 1, *, dtype=torch.float32, device=None) -> "KVCache":
+    def for_model(cls, config, batch_size: int = 1, *, dtype=torch.float32, device=None) -> KVCache:
         """An empty cache sized for a `core.model.gpt.ModelConfig` (capacity = context_length)."""
         return cls(
             config.n_layer,

@@ -16,11 +16,13 @@ Losses are in nats per character.
 
 Shapes use the legend of `core/__init__.py`: B batch (here: edited copies), T positions, V vocabulary.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 
@@ -60,15 +62,21 @@ class CausalityProbe:
 
     def describe(self) -> str:
         """One line: what was edited, what moved, against what allowance."""
-        setup = (f"every position 1..{self.length - 1} edited in {self.sequences} seeded sequence"
-                 f"{'s' if self.sequences != 1 else ''} of {self.length} tokens")
-        moved = (f"largest change of an earlier logit {self.agreement.max_abs_diff:.2e}, "
-                 f"allowed {self.agreement.allowed:.2e}")
+        setup = (
+            f"every position 1..{self.length - 1} edited in {self.sequences} seeded sequence"
+            f"{'s' if self.sequences != 1 else ''} of {self.length} tokens"
+        )
+        moved = (
+            f"largest change of an earlier logit {self.agreement.max_abs_diff:.2e}, "
+            f"allowed {self.agreement.allowed:.2e}"
+        )
         if self.first_leak is None:
             return f"causal: {setup}; {moved}; at or after the edit {self.max_change_after:.2e}"
         j, t = self.first_leak
-        return (f"LEAK: editing the token at position {j} moved the logits at earlier position {t}; {setup}; "
-                f"{moved} (x{self.agreement.ratio:.3g} the allowance)")
+        return (
+            f"LEAK: editing the token at position {j} moved the logits at earlier position {t}; {setup}; "
+            f"{moved} (x{self.agreement.ratio:.3g} the allowance)"
+        )
 
 
 @torch.no_grad()
@@ -77,7 +85,9 @@ def causality_probe(model: GPT, *, sequences: int = 2, length: int | None = None
     and compare the logits at positions < j with the unedited run, on `float64_copy(model)`. Allowed:
     allowance(float64, model_terms(config), scale=max |logit|). `model` itself is not touched."""
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):  # a GPT, or any sequence model
-        raise ValueError(f"causality_probe needs a model with a config (a core.model.gpt.GPT), got {type(model).__name__}")
+        raise ValueError(
+            f"causality_probe needs a model with a config (a core.model.gpt.GPT), got {type(model).__name__}"
+        )
     config = model.config
     L = config.context_length if length is None else length
     if not _is_int(L) or not 2 <= L <= config.context_length:
@@ -99,18 +109,19 @@ def causality_probe(model: GPT, *, sequences: int = 2, length: int | None = None
     edited = seqs[seq_of].clone()  # (B, T)
     edited[torch.arange(rows), j_of] = (edited[torch.arange(rows), j_of] + shift[seq_of, j_of]) % V
     chunk = max(1, PROBE_TOKENS_PER_CHUNK // L)
-    base = torch.cat([reference(seqs[i:i + chunk]).logits for i in range(0, sequences, chunk)])  # (N, T, V)
+    base = torch.cat([reference(seqs[i : i + chunk]).logits for i in range(0, sequences, chunk)])  # (N, T, V)
     change = torch.empty(rows, L, dtype=DECIDING_DTYPE)  # (B, T): max over V of |edited - base| at each t
     for i in range(0, rows, chunk):
-        out = reference(edited[i:i + chunk]).logits  # (b, T, V)
-        change[i:i + chunk] = (out - base[seq_of[i:i + chunk]]).abs().amax(-1)  # (b, T)
+        out = reference(edited[i : i + chunk]).logits  # (b, T, V)
+        change[i : i + chunk] = (out - base[seq_of[i : i + chunk]]).abs().amax(-1)  # (b, T)
     change = torch.where(torch.isfinite(change), change, torch.full_like(change, math.inf))  # NaN never agrees
     before = torch.arange(L)[None, :] < j_of[:, None]  # (B, T): positions t < j of each copy
     scale = float(base.abs().max()) if torch.isfinite(base).all() else 1.0
     terms = model_terms(config)
     allowed = allowance(DECIDING_DTYPE, terms, scale=scale)
-    agreement = Agreement(float(change[before].max()), allowed, str(DECIDING_DTYPE).removeprefix("torch."),
-                          terms, scale)
+    agreement = Agreement(
+        float(change[before].max()), allowed, str(DECIDING_DTYPE).removeprefix("torch."), terms, scale
+    )
     moved = before & (change > allowed)  # (B, T)
     first = None
     if moved.any():
@@ -133,6 +144,7 @@ def first_failed_probe(evaluations: Iterable[Any]) -> Any | None:
 
 # ---- the symptom: an impossibly good validation loss --------------------------------------------
 
+
 @dataclass(frozen=True)
 class LeakVerdict:
     leaked: bool
@@ -143,8 +155,14 @@ class LeakVerdict:
     message: str
 
 
-def leak_verdict(history: Iterable, *, floor: float = LEAK_FLOOR_NATS, reference: Iterable | None = None,
-                 reference_loss: float | None = None, ratio: float = LEAK_REFERENCE_RATIO) -> LeakVerdict:
+def leak_verdict(
+    history: Iterable,
+    *,
+    floor: float = LEAK_FLOOR_NATS,
+    reference: Iterable | None = None,
+    reference_loss: float | None = None,
+    ratio: float = LEAK_REFERENCE_RATIO,
+) -> LeakVerdict:
     """Is the validation loss impossibly good (the symptom of a leak; the probe is the detector)?
     `history`: evaluations with `.step` and `.val_loss` (EvalRecord, or eval Progress events), in nats
     per character. Rules, checked in this order:
@@ -167,25 +185,42 @@ def leak_verdict(history: Iterable, *, floor: float = LEAK_FLOOR_NATS, reference
     records = sorted(history, key=lambda r: r.step)
     for r in records:
         if r.val_loss < floor:
-            return LeakVerdict(True, "floor", r.step, r.val_loss, floor,
-                               f"validation loss {r.val_loss:.3f} nats per character at step {r.step} is below "
-                               f"{floor} nats ({floor / math.log(2):.2f} bits), better than the lower estimate "
-                               f"of the entropy of natural text: impossibly good")
+            return LeakVerdict(
+                True,
+                "floor",
+                r.step,
+                r.val_loss,
+                floor,
+                f"validation loss {r.val_loss:.3f} nats per character at step {r.step} is below "
+                f"{floor} nats ({floor / math.log(2):.2f} bits), better than the lower estimate "
+                f"of the entropy of natural text: impossibly good",
+            )
     ref = {r.step: r.val_loss for r in (reference or ()) if r.step > 0}
     for r in records:
         if r.step in ref and r.val_loss < ratio * ref[r.step]:
-            return LeakVerdict(True, "reference run", r.step, r.val_loss, ratio * ref[r.step],
-                               f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
-                               f"{ref[r.step]:.3f} your causal run had at the same step: impossibly good")
+            return LeakVerdict(
+                True,
+                "reference run",
+                r.step,
+                r.val_loss,
+                ratio * ref[r.step],
+                f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
+                f"{ref[r.step]:.3f} your causal run had at the same step: impossibly good",
+            )
     if reference_loss is not None:
         for r in records:
             if r.val_loss < ratio * reference_loss:
-                return LeakVerdict(True, "reference model", r.step, r.val_loss, ratio * reference_loss,
-                                   f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
-                                   f"{reference_loss:.3f} the shipped causal model reaches on this text: "
-                                   "impossibly good")
-    return LeakVerdict(False, None, None, None, None, "the validation loss stays in the range a causal model "
-                       "can reach")
+                return LeakVerdict(
+                    True,
+                    "reference model",
+                    r.step,
+                    r.val_loss,
+                    ratio * reference_loss,
+                    f"validation loss {r.val_loss:.3f} at step {r.step} is less than {ratio:g} x the "
+                    f"{reference_loss:.3f} the shipped causal model reaches on this text: "
+                    "impossibly good",
+                )
+    return LeakVerdict(False, None, None, None, None, "the validation loss stays in the range a causal model can reach")
 
 
 def causal_reference_loss(manifest: dict, corpus_fingerprint: str) -> float | None:
@@ -200,16 +235,22 @@ def causal_reference_loss(manifest: dict, corpus_fingerprint: str) -> float | No
     return loss if same and causal and math.isfinite(loss) and loss > 0 else None
 
 
-def causal_reference(results: Iterable[Any], *, corpus_fingerprint: str, preset_name: str,
-                     max_iters: int) -> tuple | None:
+def causal_reference(
+    results: Iterable[Any], *, corpus_fingerprint: str, preset_name: str, max_iters: int
+) -> tuple | None:
     """The history of the last causal run in `results` (core.model.runs.RunResult or None, oldest first) on the
     same corpus and preset with the same step budget (so its evaluations fall on the same steps), for the
     "reference run" rule of leak_verdict; None if none. A run whose own probe failed is no reference."""
     found = None
     for r in results:
-        if (r is not None and r.causal and r.corpus_fingerprint == corpus_fingerprint
-                and r.preset_name == preset_name and r.max_iters == max_iters
-                and first_failed_probe(r.history) is None):
+        if (
+            r is not None
+            and r.causal
+            and r.corpus_fingerprint == corpus_fingerprint
+            and r.preset_name == preset_name
+            and r.max_iters == max_iters
+            and first_failed_probe(r.history) is None
+        ):
             found = r.history
     return found
 

@@ -19,11 +19,12 @@ the same rotation after a fixed permutation of the feature dimensions.
 Keys are rotated once, at their own absolute position, before they enter the KV cache.
 Shapes use the legend of `core/__init__.py` (T positions, D head width).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -78,7 +79,9 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     return rotate_pairs(x, *rope_cos_sin(positions, x.shape[-1], base, x.dtype))
 
 
-def rope_cos_sin(positions: Tensor, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+def rope_cos_sin(
+    positions: Tensor, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor]:
     """cos and sin (T, D/2) of the angles, computed in float64 then cast: the model computes them once
     per forward pass and every layer's q and k share them."""
     angles = rope_angles(positions, D, base)  # (T, D/2)
@@ -138,11 +141,11 @@ class RopeTrace:
     """What rotating one head vector at position m does to each of its D/2 pairs."""
 
     position: int
-    frequencies: tuple[float, ...]                      # (D/2,) base^(-2i/D)
-    angles: tuple[float, ...]                           # (D/2,) m * frequencies[i], radians
+    frequencies: tuple[float, ...]  # (D/2,) base^(-2i/D)
+    angles: tuple[float, ...]  # (D/2,) m * frequencies[i], radians
     rotations: tuple[tuple[tuple[float, float], tuple[float, float]], ...]  # (D/2,) [[cos, -sin], [sin, cos]]
-    before: tuple[tuple[float, float], ...]             # (D/2,) pairs (x_2i, x_2i+1)
-    after: tuple[tuple[float, float], ...]              # (D/2,) rotated pairs
+    before: tuple[tuple[float, float], ...]  # (D/2,) pairs (x_2i, x_2i+1)
+    after: tuple[tuple[float, float], ...]  # (D/2,) rotated pairs
 
     @property
     def rotated(self) -> tuple[float, ...]:

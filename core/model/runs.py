@@ -23,6 +23,7 @@ whose causality probe fails, on any text, with stop_reason "leak".
 
 Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,17 +32,16 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
 from core.model.bundle import MANIFEST, check_out_dir, save_bundle
-from core.model.corpus import (STDLIB_SOURCE, Corpus, check_split_size, corpus_from_text, load_corpus,
-                         split_documents)
-from core.model.leak import CausalityProbe, first_failed_probe, leak_verdict
+from core.model.corpus import STDLIB_SOURCE, Corpus, check_split_size, corpus_from_text, load_corpus, split_documents
 from core.model.gpt import GPT, PRESETS, ModelConfig
+from core.model.leak import CausalityProbe, first_failed_probe
 from core.model.tokenizer import CharTokenizer
 from core.model.training import EvalRecord, TrainConfig, TrainEvent, TrainResult, train
 
@@ -54,20 +54,41 @@ APP_COMMAND = ("attention-lab-app", "views/training.py", "train")  # marks a bun
 
 # ---- configuration -------------------------------------------------------------------------------
 
-def train_config_for(max_iters: int, *, max_seconds: float | None = None, seed: int = 0, batch_size: int = 12,
-                     learning_rate: float = 2e-3, eval_interval: int | None = None, eval_iters: int = 20,
-                     val_fraction: float = 0.1, causal: bool = True, num_threads: int | None = None,
-                     fast_attention: bool = False, leak_stop: bool = True) -> TrainConfig:
+
+def train_config_for(
+    max_iters: int,
+    *,
+    max_seconds: float | None = None,
+    seed: int = 0,
+    batch_size: int = 12,
+    learning_rate: float = 2e-3,
+    eval_interval: int | None = None,
+    eval_iters: int = 20,
+    val_fraction: float = 0.1,
+    causal: bool = True,
+    num_threads: int | None = None,
+    fast_attention: bool = False,
+    leak_stop: bool = True,
+) -> TrainConfig:
     """The TrainConfig of a run, the CLI's and the app's alike: about ten evaluations (every max_iters / 10
     steps, at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10,
     and the leak stop on (the first evaluation whose causality probe fails ends the run)."""
     if not isinstance(max_iters, int) or isinstance(max_iters, bool) or max_iters < 1:
         raise ValueError(f"max_iters must be an integer >= 1, got {max_iters!r}")
     return TrainConfig(
-        batch_size=batch_size, max_iters=max_iters, max_seconds=max_seconds, learning_rate=learning_rate,
-        min_lr=learning_rate / 10, warmup_iters=min(100, max_iters // 10),
-        eval_interval=eval_interval or max(1, min(250, max_iters // 10)), eval_iters=eval_iters, seed=seed,
-        val_fraction=val_fraction, causal=causal, num_threads=num_threads, fast_attention=fast_attention,
+        batch_size=batch_size,
+        max_iters=max_iters,
+        max_seconds=max_seconds,
+        learning_rate=learning_rate,
+        min_lr=learning_rate / 10,
+        warmup_iters=min(100, max_iters // 10),
+        eval_interval=eval_interval or max(1, min(250, max_iters // 10)),
+        eval_iters=eval_iters,
+        seed=seed,
+        val_fraction=val_fraction,
+        causal=causal,
+        num_threads=num_threads,
+        fast_attention=fast_attention,
         leak_stop=leak_stop,
     )
 
@@ -128,21 +149,38 @@ class RunSpec:
         if not isinstance(self.snapshot_text, str) or not self.snapshot_text:
             raise ValueError(f"snapshot_text must be a non-empty string, got {self.snapshot_text!r}")
         if not 0 <= self.snapshot_layer < config.n_layer or not 0 <= self.snapshot_head < config.n_head:
-            raise ValueError(f"snapshot layer {self.snapshot_layer}, head {self.snapshot_head} do not exist in "
-                             f"preset {self.preset_name!r} ({config.n_layer} layers, {config.n_head} heads)")
+            raise ValueError(
+                f"snapshot layer {self.snapshot_layer}, head {self.snapshot_head} do not exist in "
+                f"preset {self.preset_name!r} ({config.n_layer} layers, {config.n_head} heads)"
+            )
 
     def command(self) -> list[str]:
         """The command line recorded in the bundle: says it came from the app, with its settings."""
         cfg = self.train_config
-        argv = [*APP_COMMAND, "--corpus", self.corpus.source, "--preset", self.preset_name,
-                "--max-iters", str(cfg.max_iters), "--seed", str(cfg.seed), "--batch-size", str(cfg.batch_size),
-                "--learning-rate", repr(cfg.learning_rate), "--eval-interval", str(cfg.eval_interval)]
+        argv = [
+            *APP_COMMAND,
+            "--corpus",
+            self.corpus.source,
+            "--preset",
+            self.preset_name,
+            "--max-iters",
+            str(cfg.max_iters),
+            "--seed",
+            str(cfg.seed),
+            "--batch-size",
+            str(cfg.batch_size),
+            "--learning-rate",
+            repr(cfg.learning_rate),
+            "--eval-interval",
+            str(cfg.eval_interval),
+        ]
         if cfg.max_seconds is not None:
             argv += ["--max-seconds", repr(cfg.max_seconds)]
         return argv + ([] if cfg.causal else ["--no-causal-mask"]) + ([] if cfg.leak_stop else ["--no-leak-stop"])
 
 
 # ---- events and results --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -160,7 +198,7 @@ class Snapshot:
         """Mean over query rows of the weight on keys to the right of the query (s > t): 0 with the
         causal mask; without it, the share of attention spent reading ahead."""
         T = len(self.weights)
-        return math.fsum(math.fsum(row[t + 1:]) for t, row in enumerate(self.weights)) / T
+        return math.fsum(math.fsum(row[t + 1 :]) for t, row in enumerate(self.weights)) / T
 
     @property
     def mean_max_weight(self) -> float:
@@ -215,15 +253,16 @@ class RunResult:
 
 # ---- the work ------------------------------------------------------------------------------------
 
-def attention_snapshot(model: GPT, tokenizer: CharTokenizer, text: str, *, layer: int, head: int,
-                       step: int) -> Snapshot:
+
+def attention_snapshot(
+    model: GPT, tokenizer: CharTokenizer, text: str, *, layer: int, head: int, step: int
+) -> Snapshot:
     """The weights of `head` in `layer` over `text` (cut to the context length), from the model's own forward."""
     ids = tokenizer.encode(text)[: model.config.context_length]
     idx = torch.tensor([ids], dtype=torch.long)  # (1, T)
     with torch.no_grad():
         weights = model(idx, return_weights=True).weights[layer][0, head]  # (T, S)
-    return Snapshot(step, layer, head, [tokenizer.display_piece(i) for i in ids], weights.tolist(),
-                    model.config.causal)
+    return Snapshot(step, layer, head, [tokenizer.display_piece(i) for i in ids], weights.tolist(), model.config.causal)
 
 
 def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop: Callable[[], bool]) -> RunResult:
@@ -239,34 +278,86 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
             last_step_report[0] = now
         snapshot = None
         if event.kind == "eval" and event.model is not None:
-            snapshot = attention_snapshot(event.model, tokenizer, spec.snapshot_text, layer=spec.snapshot_layer,
-                                          head=spec.snapshot_head, step=event.step)
+            snapshot = attention_snapshot(
+                event.model,
+                tokenizer,
+                spec.snapshot_text,
+                layer=spec.snapshot_layer,
+                head=spec.snapshot_head,
+                step=event.step,
+            )
         eta = event.eta_seconds if math.isfinite(event.eta_seconds) else None
-        report(Progress(event.kind, event.step, event.max_iters, event.loss, event.val_loss, event.lr,
-                        event.tokens_per_second, event.elapsed, eta, snapshot, event.probe))
+        report(
+            Progress(
+                event.kind,
+                event.step,
+                event.max_iters,
+                event.loss,
+                event.val_loss,
+                event.lr,
+                event.tokens_per_second,
+                event.elapsed,
+                eta,
+                snapshot,
+                event.probe,
+            )
+        )
 
-    result, path = train_and_save(spec.corpus, spec.preset_name, spec.train_config, spec.out_dir,
-                                  command=spec.command(), callback=forward, should_stop=should_stop)
+    result, path = train_and_save(
+        spec.corpus,
+        spec.preset_name,
+        spec.train_config,
+        spec.out_dir,
+        command=spec.command(),
+        callback=forward,
+        should_stop=should_stop,
+    )
     manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
-    return RunResult(path, dict(result.metrics), result.metrics["stop_reason"] == "stopped",
-                     first_failed_probe(result.history), manifest["safe"], manifest["unsafe_reason"], result.history,
-                     spec.preset_name, spec.corpus.source, spec.corpus.fingerprint, result.model.config.causal,
-                     spec.train_config.max_iters, result.model.num_parameters())
+    return RunResult(
+        path,
+        dict(result.metrics),
+        result.metrics["stop_reason"] == "stopped",
+        first_failed_probe(result.history),
+        manifest["safe"],
+        manifest["unsafe_reason"],
+        result.history,
+        spec.preset_name,
+        spec.corpus.source,
+        spec.corpus.fingerprint,
+        result.model.config.causal,
+        spec.train_config.max_iters,
+        result.model.num_parameters(),
+    )
 
 
-def train_and_save(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path], *,
-                   command: Sequence[str], callback: Callable[[TrainEvent], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, overwrite: bool = False,
-                   ) -> tuple[TrainResult, Path]:
+def train_and_save(
+    corpus: Corpus,
+    preset_name: str,
+    train_config: TrainConfig,
+    out_dir: Path | Callable[[], Path],
+    *,
+    command: Sequence[str],
+    callback: Callable[[TrainEvent], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    overwrite: bool = False,
+) -> tuple[TrainResult, Path]:
     """Train PRESETS[preset_name] on `corpus` and save the bundle (also after an early stop): the part the
     CLI and the app share. The output directory is resolved and checked (check_out_dir) before training,
     so a bad path fails in a second, not after the run. The bundle is marked unsafe when the run's own
     evaluations broke the leak rule (`leak_unsafe_reason`)."""
     target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite)
     result = train(_preset(preset_name), train_config, corpus, callback=callback, should_stop=should_stop)
-    path = save_bundle(target, result.model, result.tokenizer, metrics=result.metrics, command=list(command),
-                       corpus=corpus, train_config=train_config, overwrite=overwrite,
-                       unsafe_reason=leak_unsafe_reason(result.history))
+    path = save_bundle(
+        target,
+        result.model,
+        result.tokenizer,
+        metrics=result.metrics,
+        command=list(command),
+        corpus=corpus,
+        train_config=train_config,
+        overwrite=overwrite,
+        unsafe_reason=leak_unsafe_reason(result.history),
+    )
     return result, path
 
 
@@ -278,19 +369,41 @@ def leak_unsafe_reason(history: Sequence[EvalRecord]) -> str | None:
     return None
 
 
-def training_work(corpus_source: str, corpus_text: str | bytes | None, preset_name: str, train_config: TrainConfig,
-                  out_dir: Path | Callable[[], Path], *, snapshot_text: str | None = None, snapshot_layer: int = 0,
-                  snapshot_head: int = 0) -> Callable[[Callable, Callable], RunResult]:
+def training_work(
+    corpus_source: str,
+    corpus_text: str | bytes | None,
+    preset_name: str,
+    train_config: TrainConfig,
+    out_dir: Path | Callable[[], Path],
+    *,
+    snapshot_text: str | None = None,
+    snapshot_layer: int = 0,
+    snapshot_head: int = 0,
+) -> Callable[[Callable, Callable], RunResult]:
     """A `work(report, should_stop)` for JobQueue.submit from plain arguments: `corpus_text` (an upload)
     named `corpus_source`, or without text "stdlib" / a file path. Raises CorpusError now, before the run
     waits in line."""
-    return work_for_corpus(load_run_corpus(corpus_source, corpus_text), preset_name, train_config, out_dir,
-                           snapshot_text=snapshot_text, snapshot_layer=snapshot_layer, snapshot_head=snapshot_head)
+    return work_for_corpus(
+        load_run_corpus(corpus_source, corpus_text),
+        preset_name,
+        train_config,
+        out_dir,
+        snapshot_text=snapshot_text,
+        snapshot_layer=snapshot_layer,
+        snapshot_head=snapshot_head,
+    )
 
 
-def work_for_corpus(corpus: Corpus, preset_name: str, train_config: TrainConfig, out_dir: Path | Callable[[], Path],
-                    *, snapshot_text: str | None = None, snapshot_layer: int = 0, snapshot_head: int = 0,
-                    ) -> Callable[[Callable, Callable], RunResult]:
+def work_for_corpus(
+    corpus: Corpus,
+    preset_name: str,
+    train_config: TrainConfig,
+    out_dir: Path | Callable[[], Path],
+    *,
+    snapshot_text: str | None = None,
+    snapshot_layer: int = 0,
+    snapshot_head: int = 0,
+) -> Callable[[Callable, Callable], RunResult]:
     """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise) and that
     the run can save where it is told (BundleError otherwise: a JobDir's parent must be writable, a path
     new or empty). `snapshot_text` defaults to `default_probe`."""
@@ -331,6 +444,7 @@ class JobDir:
 
 # ---- display helpers (plain text, used by the page and the tests) --------------------------------
 
+
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -347,4 +461,3 @@ def _preset(name: str) -> ModelConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return PRESETS[name]
-

@@ -26,12 +26,13 @@ cache, so both paths produce the same tokens. An empty prompt starts from <eos> 
 stop at <eos> by itself: the caller sees each token and stops the loop when it wants. It never yields a
 <pad>, <bos> or <unk> unless the caller asks for them (suppress=()).
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -96,8 +97,10 @@ class SampleConfig:
         # frozen: the greedy fallback is written once, here, so every user of the config sees the same value
         object.__setattr__(self, "temperature", effective_temperature(self.temperature))
         if not _is_int(self.max_new_tokens) or not 0 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise ValueError(f"max_new_tokens must be an integer from 0 to {MAX_NEW_TOKENS} (MAX_NEW_TOKENS; "
-                             f"generate longer texts in several calls), got {self.max_new_tokens!r}")
+            raise ValueError(
+                f"max_new_tokens must be an integer from 0 to {MAX_NEW_TOKENS} (MAX_NEW_TOKENS; "
+                f"generate longer texts in several calls), got {self.max_new_tokens!r}"
+            )
 
     @property
     def greedy(self) -> bool:
@@ -108,8 +111,10 @@ def _check_filters(temperature: float, top_k: int | None, top_p: float | None) -
     """Validate the filters; return the effective temperature (0.0 = greedy)."""
     temperature = effective_temperature(temperature)
     if top_k is not None and (not _is_int(top_k) or not 1 <= top_k <= MAX_TOP_K):
-        raise ValueError(f"top_k must be None or an integer from 1 to {MAX_TOP_K} (values above the vocabulary "
-                         f"keep every token), got {top_k!r}")
+        raise ValueError(
+            f"top_k must be None or an integer from 1 to {MAX_TOP_K} (values above the vocabulary "
+            f"keep every token), got {top_k!r}"
+        )
     if top_p is not None:
         if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0:
             raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
@@ -140,7 +145,11 @@ def _allowed(logits: Tensor, suppress: Sequence[int]) -> Tensor:
 
 
 def next_token_distribution(
-    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, *,
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    *,
     suppress: Sequence[int] = (),
 ) -> Tensor:
     """The exact distribution sampling draws from: probs with the shape of logits, (V,) or (B, V).
@@ -281,8 +290,9 @@ def _generate(model, ids, sample, generator, use_cache, keep, suppress) -> Itera
             else:
                 feed = ids[-1:]  # only the newest token; the rest is in the cache
             logits = _last_logits(model, torch.tensor([feed], device=device), cache)  # (V,)
-            probs = next_token_distribution(logits, sample.temperature, sample.top_k, sample.top_p,
-                                            suppress=suppress)  # (V,)
+            probs = next_token_distribution(
+                logits, sample.temperature, sample.top_k, sample.top_p, suppress=suppress
+            )  # (V,)
             token = int(_draw(probs, generator, greedy=sample.greedy))  # () -> Python int
             seconds = time.perf_counter() - began
             ids.append(token)

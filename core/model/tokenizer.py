@@ -15,13 +15,15 @@ training and encoding if that matters for a corpus.
 The vocabulary is versioned with the model: `to_dict()` is stored in the bundle and `content_hash` is
 the sha256 of its canonical JSON, so a bundle can refuse a tokenizer that is not the one it trained with.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import operator
 import unicodedata
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -56,7 +58,7 @@ class CharTokenizer:
         self._char_to_id: dict[str, int] = {c: i + len(SPECIAL_TOKENS) for i, c in enumerate(chars)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
+    def from_text(cls, text: str) -> CharTokenizer:
         """The vocabulary of `text`: every distinct character, sorted."""
         if not isinstance(text, str):
             raise TypeError(f"from_text needs a str, got {type(text).__name__}")
@@ -142,7 +144,7 @@ class CharTokenizer:
         }
 
     @classmethod
-    def from_dict(cls, d: Any) -> "CharTokenizer":
+    def from_dict(cls, d: Any) -> CharTokenizer:
         """Rebuild from `to_dict()` output; raises ValueError naming what is wrong with a malformed dict."""
         if not isinstance(d, dict):
             raise ValueError(f"tokenizer description must be a dict, got {type(d).__name__}")

@@ -25,22 +25,23 @@ the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), 
 
 Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from core.model.corpus import Corpus, Document, check_split_size, split_documents
-from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model.gpt import GPT, ModelConfig
+from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model.tokenizer import EOS_ID, CharTokenizer
 
 
@@ -74,8 +75,10 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.warmup_iters < self.max_iters:
-            raise ValueError(f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
-                             f"got {self.warmup_iters}; shorten the warmup or train longer")
+            raise ValueError(
+                f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
+                f"got {self.warmup_iters}; shorten the warmup or train longer"
+            )
         if self.max_seconds is not None and not (_is_number(self.max_seconds) and self.max_seconds > 0):
             raise ValueError(f"max_seconds must be a positive number of seconds or None, got {self.max_seconds!r}")
         for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip"):
@@ -176,12 +179,15 @@ def document_stream(documents: Sequence[Document], tokenizer: CharTokenizer) -> 
     return torch.tensor(ids, dtype=torch.long)  # (N,)
 
 
-def sample_batch(stream: Tensor, batch_size: int, context_length: int, generator: torch.Generator
-                 ) -> tuple[Tensor, Tensor]:
+def sample_batch(
+    stream: Tensor, batch_size: int, context_length: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
     """`batch_size` random windows of the stream: inputs (B, T) and targets shifted by one (B, T)."""
     if stream.dim() != 1 or stream.numel() < context_length + 1:
-        raise ValueError(f"stream must be 1-D with at least context_length + 1 = {context_length + 1} tokens, "
-                         f"got shape {tuple(stream.shape)}")
+        raise ValueError(
+            f"stream must be 1-D with at least context_length + 1 = {context_length + 1} tokens, "
+            f"got shape {tuple(stream.shape)}"
+        )
     starts = torch.randint(stream.numel() - context_length, (batch_size,), generator=generator)  # (B,)
     offsets = starts[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
     window = stream[offsets]  # (B, T + 1)
@@ -189,8 +195,9 @@ def sample_batch(stream: Tensor, batch_size: int, context_length: int, generator
 
 
 @torch.no_grad()
-def evaluate_loss(model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int,
-                  context_length: int | None = None) -> float:
+def evaluate_loss(
+    model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int, context_length: int | None = None
+) -> float:
     """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
 
     The same seed gives the same batches. The model is evaluated in eval mode and returned to the
@@ -217,14 +224,18 @@ def make_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
     LayerNorm weights and biases, whose scale carries meaning rather than capacity."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
 
 
-def train(model_config: ModelConfig, train_config: TrainConfig, corpus: Corpus, *,
-          callback: Callable[[TrainEvent], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+def train(
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    corpus: Corpus,
+    *,
+    callback: Callable[[TrainEvent], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult:
     """Build a tokenizer and a GPT for `corpus` and train it; see the module docstring.
 
     The model's vocab_size comes from the tokenizer and its `causal` flag from `train_config.causal`
@@ -232,13 +243,17 @@ def train(model_config: ModelConfig, train_config: TrainConfig, corpus: Corpus, 
     corpus is too small for the context length.
     """
     if not isinstance(model_config, ModelConfig) or not isinstance(train_config, TrainConfig):
-        raise ValueError(f"train needs a ModelConfig and a TrainConfig, got {type(model_config).__name__} "
-                         f"and {type(train_config).__name__}")
+        raise ValueError(
+            f"train needs a ModelConfig and a TrainConfig, got {type(model_config).__name__} "
+            f"and {type(train_config).__name__}"
+        )
     if not isinstance(corpus, Corpus):
         raise ValueError(f"train needs a Corpus (core.model.corpus.load_corpus), got {type(corpus).__name__}")
     if not model_config.causal and train_config.causal:
-        raise ValueError("model_config.causal is False but train_config.causal is True; "
-                         "remove the causal mask with TrainConfig(causal=False)")
+        raise ValueError(
+            "model_config.causal is False but train_config.causal is True; "
+            "remove the causal mask with TrainConfig(causal=False)"
+        )
     cfg = train_config
     tokenizer = CharTokenizer.from_text(corpus.text)
     config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size, causal=cfg.causal)
@@ -252,15 +267,28 @@ def train(model_config: ModelConfig, train_config: TrainConfig, corpus: Corpus, 
         run = _Run(model, cfg, train_stream, val_stream, callback)
         run.loop(should_stop)
     model.eval()
-    return TrainResult(model, tokenizer, tuple(run.history), run.metrics(), tuple(run.step_losses),
-                       tuple(d.name for d in train_docs), tuple(d.name for d in val_docs))
+    return TrainResult(
+        model,
+        tokenizer,
+        tuple(run.history),
+        run.metrics(),
+        tuple(run.step_losses),
+        tuple(d.name for d in train_docs),
+        tuple(d.name for d in val_docs),
+    )
 
 
 class _Run:
     """The mutable state of one training run (never kept on configs or modules)."""
 
-    def __init__(self, model: GPT, cfg: TrainConfig, train_stream: Tensor, val_stream: Tensor,
-                 callback: Callable[[TrainEvent], None] | None):
+    def __init__(
+        self,
+        model: GPT,
+        cfg: TrainConfig,
+        train_stream: Tensor,
+        val_stream: Tensor,
+        callback: Callable[[TrainEvent], None] | None,
+    ):
         self.model, self.cfg, self.callback = model, cfg, callback
         self.train_stream, self.val_stream = train_stream, val_stream
         self.T = model.config.context_length
@@ -334,12 +362,26 @@ class _Run:
         finally:
             self.model.train()
 
-    def emit(self, kind: str, loss: float, val_loss: float, model: GPT | None = None,
-             probe: CausalityProbe | None = None) -> None:
+    def emit(
+        self, kind: str, loss: float, val_loss: float, model: GPT | None = None, probe: CausalityProbe | None = None
+    ) -> None:
         if self.callback is None:
             return
-        self.callback(TrainEvent(kind, self.step, self.cfg.max_iters, loss, val_loss, self.lr(),
-                                 self.tokens_per_second(), self.elapsed(), self.eta(), model, probe))
+        self.callback(
+            TrainEvent(
+                kind,
+                self.step,
+                self.cfg.max_iters,
+                loss,
+                val_loss,
+                self.lr(),
+                self.tokens_per_second(),
+                self.elapsed(),
+                self.eta(),
+                model,
+                probe,
+            )
+        )
 
     def lr(self) -> float:
         """The rate of the last step taken (the first step's before any)."""
@@ -363,9 +405,14 @@ class _Run:
 
     def metrics(self) -> dict:
         last = self.history[-1]
-        return {"train_loss": last.train_loss, "val_loss": last.val_loss, "iters": self.step,
-                "seconds": round(self.elapsed(), 3), "tokens_per_second": round(self.tokens_per_second(), 1),
-                "stop_reason": self.stop_reason}
+        return {
+            "train_loss": last.train_loss,
+            "val_loss": last.val_loss,
+            "iters": self.step,
+            "seconds": round(self.elapsed(), 3),
+            "tokens_per_second": round(self.tokens_per_second(), 1),
+            "stop_reason": self.stop_reason,
+        }
 
 
 def _loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:

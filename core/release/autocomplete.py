@@ -19,6 +19,7 @@ Everything here is built on `core.model.sampling`, so the numbers the app shows 
 A character tokenizer maps one character to one token, so "the last N tokens" of a prompt are its
 last N characters. Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,16 +27,17 @@ import dataclasses
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from core.agreement import Agreement, agreement, float64_copy, model_terms
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
-from core.model.kv_cache import default_keep, next_window_start
 from core.model.gpt import ModelConfig
+from core.model.kv_cache import default_keep, next_window_start
 from core.model.sampling import (
     NEVER_SAMPLED,
     SampleConfig,
@@ -103,7 +105,7 @@ def prepare_prompt(
     model_text = template.replace("{prompt}", text)
     all_ids = tokenizer.encode(model_text)  # (N,) one id per character
     kept = all_ids[-L:]  # (min(N, L),)
-    kept_text = model_text[len(model_text) - len(kept):]  # one character per token
+    kept_text = model_text[len(model_text) - len(kept) :]  # one character per token
     ids = tuple(start_ids(kept))
     return Prompt(
         text=text,
@@ -165,7 +167,11 @@ def next_token_logits(model: torch.nn.Module, ids: Sequence[int]) -> Tensor:
 
 
 def next_token_candidates(
-    model: torch.nn.Module, ids: Sequence[int], sample: SampleConfig, k: int | None = 10, *,
+    model: torch.nn.Module,
+    ids: Sequence[int],
+    sample: SampleConfig,
+    k: int | None = 10,
+    *,
     tokenizer: CharTokenizer | None = None,
 ) -> list[Candidate]:
     """The k most likely next tokens under core.model.sampling.next_token_distribution, most likely first.
@@ -180,8 +186,9 @@ def next_token_candidates(
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"k must be None or an integer >= 1, got {k!r}")
     logits = next_token_logits(model, ids)  # (V,)
-    probs = next_token_distribution(logits, sample.temperature, sample.top_k, sample.top_p,
-                                    suppress=NEVER_SAMPLED).tolist()  # V floats
+    probs = next_token_distribution(
+        logits, sample.temperature, sample.top_k, sample.top_p, suppress=NEVER_SAMPLED
+    ).tolist()  # V floats
     order = sorted(range(V), key=lambda i: (-probs[i], i))[: V if k is None else min(k, V)]
     piece = tokenizer.display_piece if tokenizer is not None else (lambda i: f"id {i}")
     return [Candidate(i, piece(i), probs[i]) for i in order]
@@ -208,8 +215,15 @@ class Completion:
 
 
 def complete(
-    model: torch.nn.Module, tokenizer: CharTokenizer, ids: Sequence[int], sample: SampleConfig, *,
-    seed: int | None = 0, use_cache: bool = True, keep: int | None = None, stop_at_eos: bool = True,
+    model: torch.nn.Module,
+    tokenizer: CharTokenizer,
+    ids: Sequence[int],
+    sample: SampleConfig,
+    *,
+    seed: int | None = 0,
+    use_cache: bool = True,
+    keep: int | None = None,
+    stop_at_eos: bool = True,
 ) -> Completion:
     """Up to sample.max_new_tokens tokens after `ids` through core.model.sampling.generate.
 
@@ -308,8 +322,13 @@ class CacheTiming:
 
 
 def measure_cache_latency(
-    model: torch.nn.Module, *, prompt_tokens: int | None = None, new_tokens: int = TIMING_NEW_TOKENS,
-    repeats: int = TIMING_REPEATS, warmup: int = TIMING_WARMUP, clock: Callable[[], float] = time.perf_counter,
+    model: torch.nn.Module,
+    *,
+    prompt_tokens: int | None = None,
+    new_tokens: int = TIMING_NEW_TOKENS,
+    repeats: int = TIMING_REPEATS,
+    warmup: int = TIMING_WARMUP,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> CacheTiming:
     """Time greedy generation of `new_tokens` after a `prompt_tokens`-long window, with and without the cache.
 
@@ -321,15 +340,20 @@ def measure_cache_latency(
     cached and uncached alternating.
     """
     L, V = model.config.context_length, model.config.vocab_size
-    for name, value, lo, hi in (("new_tokens", new_tokens, 1, L), ("repeats", repeats, 1, MAX_TIMING_REPEATS),
-                                ("warmup", warmup, 0, MAX_TIMING_REPEATS)):
+    for name, value, lo, hi in (
+        ("new_tokens", new_tokens, 1, L),
+        ("repeats", repeats, 1, MAX_TIMING_REPEATS),
+        ("warmup", warmup, 0, MAX_TIMING_REPEATS),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
     prompt_tokens = max(1, L - new_tokens) if prompt_tokens is None else prompt_tokens
     longest = L - new_tokens + 1  # the last step then reads exactly L tokens: the window never slides
     if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or not 1 <= prompt_tokens <= longest:
-        raise ValueError(f"prompt_tokens must be an integer in 1..{longest} (context_length {L} - new_tokens "
-                         f"{new_tokens} + 1, so the window never slides), got {prompt_tokens!r}")
+        raise ValueError(
+            f"prompt_tokens must be an integer in 1..{longest} (context_length {L} - new_tokens "
+            f"{new_tokens} + 1, so the window never slides), got {prompt_tokens!r}"
+        )
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(len(SPECIAL_TOKENS), V, (prompt_tokens,), generator=g).tolist()  # character ids
     greedy = SampleConfig(temperature=0.0, max_new_tokens=new_tokens)
@@ -443,7 +467,12 @@ class ParityTrace:
 
 
 def parity_trace(
-    model: torch.nn.Module, ids: Sequence[int], n_steps: int, sample: SampleConfig, seed: int | None = 0, *,
+    model: torch.nn.Module,
+    ids: Sequence[int],
+    n_steps: int,
+    sample: SampleConfig,
+    seed: int | None = 0,
+    *,
     keep: int | None = None,
 ) -> ParityTrace:
     """Run a cached generation and, at every step, recompute the logits without the cache.
@@ -484,25 +513,30 @@ def parity_trace(
             with _eval_mode(model64):
                 uncached64 = _forward_last(model64, window)  # (V,) float64, from scratch
             replay = None if sample.greedy else torch.Generator().set_state(state)
-            uncached_token = int(sample_next_token(uncached64, replay, sample.temperature, sample.top_k,
-                                                   sample.top_p, suppress=NEVER_SAMPLED))
+            uncached_token = int(
+                sample_next_token(
+                    uncached64, replay, sample.temperature, sample.top_k, sample.top_p, suppress=NEVER_SAMPLED
+                )
+            )
             if i == 0 or reencoded:
                 cache32.reset()
             with _eval_mode(model):
                 feed = window if cache32.length == 0 else window[-1:]  # prefill, or the newest token only
                 cached32 = model(torch.tensor([feed]), cache=cache32).logits[0, -1]  # (V,) float32
                 uncached32 = _forward_last(model, window)  # (V,) float32
-            steps.append(ParityStep(
-                step=i,
-                position=step.position,
-                token=step.token,
-                uncached_token=uncached_token,
-                agreement=agreement(step.logits, uncached64, terms=terms),
-                float32=agreement(cached32, uncached32, terms=terms),
-                reencoded=reencoded,
-                context=len(window),
-                window_agrees=step.reencoded == reencoded and step.context == len(window),
-            ))
+            steps.append(
+                ParityStep(
+                    step=i,
+                    position=step.position,
+                    token=step.token,
+                    uncached_token=uncached_token,
+                    agreement=agreement(step.logits, uncached64, terms=terms),
+                    float32=agreement(cached32, uncached32, terms=terms),
+                    reencoded=reencoded,
+                    context=len(window),
+                    window_agrees=step.reencoded == reencoded and step.context == len(window),
+                )
+            )
             prefix.append(step.token)  # both paths continue from the cached choice
     return ParityTrace(steps=tuple(steps), terms=terms)
 
@@ -542,8 +576,14 @@ class Suggestion:
 
 
 def suggest(
-    model: torch.nn.Module, tokenizer: CharTokenizer, text: str, sample: SampleConfig | None = None, *,
-    seed: int | None = 0, use_cache: bool = True, max_chars: int = SUGGESTION_MAX_CHARS,
+    model: torch.nn.Module,
+    tokenizer: CharTokenizer,
+    text: str,
+    sample: SampleConfig | None = None,
+    *,
+    seed: int | None = 0,
+    use_cache: bool = True,
+    max_chars: int = SUGGESTION_MAX_CHARS,
     template: str = DEFAULT_PROMPT_TEMPLATE,
 ) -> Suggestion:
     """Complete `text` up to the end of the next word (see cut_suggestion); greedy unless `sample` says so.
@@ -556,8 +596,9 @@ def suggest(
     sample = SampleConfig(temperature=0.0) if sample is None else sample
     prompt = prepare_prompt(tokenizer, text, model.config, template=template)
     generated = ""
-    steps = generate(model, prompt.ids, dataclasses.replace(sample, max_new_tokens=max_chars), seed=seed,
-                     use_cache=use_cache)
+    steps = generate(
+        model, prompt.ids, dataclasses.replace(sample, max_new_tokens=max_chars), seed=seed, use_cache=use_cache
+    )
     with contextlib.closing(steps):
         for step in steps:
             if step.token == EOS_ID:

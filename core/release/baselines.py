@@ -40,6 +40,7 @@ kind "ngram" or "rule", the tokenizer, the corpus fingerprint, the split in trai
 counts in `counts.json`, whose sha256 the manifest lists. Count keys are text: each token is written
 as its character, the special tokens as the private-use characters U+E000 + id. No pickle anywhere.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -50,9 +51,10 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -122,8 +124,10 @@ def check_positions(ids: Sequence[int], positions: range) -> None:
     if not isinstance(positions, range) or positions.step != 1:
         raise ValueError(f"positions must be a range with step 1, got {positions!r}")
     if len(positions) and (positions.start < 1 or positions.stop > len(ids) + 1):
-        raise ValueError(f"positions must lie in 1..len(ids)={len(ids)} (a prediction needs a context), "
-                         f"got {positions.start}..{positions.stop - 1}")
+        raise ValueError(
+            f"positions must lie in 1..len(ids)={len(ids)} (a prediction needs a context), "
+            f"got {positions.start}..{positions.stop - 1}"
+        )
 
 
 class _Keyed:
@@ -154,12 +158,15 @@ def key_alphabet(tokenizer: CharTokenizer) -> tuple[str, ...]:
     specials = tuple(chr(SPECIAL_BASE + i) for i in range(len(SPECIAL_TOKENS)))
     clash = sorted(set(specials) & set(tokenizer.chars))
     if clash:
-        raise ValueError(f"the corpus uses the private-use characters {clash!r}, which baseline count files "
-                         f"reserve for special tokens; remove them from the corpus")
+        raise ValueError(
+            f"the corpus uses the private-use characters {clash!r}, which baseline count files "
+            f"reserve for special tokens; remove them from the corpus"
+        )
     return specials + tokenizer.chars
 
 
 # ---- the n-gram model ----------------------------------------------------------------------------
+
 
 class NGramModel(_Keyed):
     kind = "ngram"
@@ -177,8 +184,17 @@ class NGramModel(_Keyed):
             grouped: dict[str, list[tuple[int, int]]] = {}
             for gram, c in ngrams[m].items():
                 grouped.setdefault(gram[:-1], []).append((self.key_id[gram[-1]], c))
-            self.contexts.append({h: (np.array([i for i, _ in nxt]), np.array([c for _, c in nxt], dtype=float),
-                                      float(sum(c for _, c in nxt)), len(nxt)) for h, nxt in grouped.items()})
+            self.contexts.append(
+                {
+                    h: (
+                        np.array([i for i, _ in nxt]),
+                        np.array([c for _, c in nxt], dtype=float),
+                        float(sum(c for _, c in nxt)),
+                        len(nxt),
+                    )
+                    for h, nxt in grouped.items()
+                }
+            )
 
     def distribution(self, context: str) -> np.ndarray:
         """P(next | context) over all V ids, (V,) float64; `context` is a key string."""
@@ -199,34 +215,37 @@ class NGramModel(_Keyed):
         check_positions(ids, positions)
         n = self.order - 1  # context tokens used
         start = max(0, positions.start - n)
-        key = self.text(ids[start:positions.stop - 1])  # every context the rows need, as one key string
-        rows = [self.distribution(key[max(0, t - n) - start:t - start]) for t in positions]  # P x (V,)
+        key = self.text(ids[start : positions.stop - 1])  # every context the rows need, as one key string
+        rows = [self.distribution(key[max(0, t - n) - start : t - start]) for t in positions]  # P x (V,)
         return _stack_log(rows, self.V)
 
     def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
         if not ids:
             return []
-        return greedy_completion(self, list(ids[-max(1, self.order - 1):]), max_chars)
+        return greedy_completion(self, list(ids[-max(1, self.order - 1) :]), max_chars)
 
 
-def train_ngram(documents: Sequence[Document], tokenizer: CharTokenizer, *, order: int = DEFAULT_ORDER,
-                add_k: float = DEFAULT_ADD_K) -> NGramModel:
+def train_ngram(
+    documents: Sequence[Document], tokenizer: CharTokenizer, *, order: int = DEFAULT_ORDER, add_k: float = DEFAULT_ADD_K
+) -> NGramModel:
     """Count every 1..order-gram of the documents' token stream (documents joined by <eos>)."""
     if not isinstance(order, int) or isinstance(order, bool) or not 1 <= order <= 12:
         raise ValueError(f"order must be an integer in 1..12, got {order!r}")
     keys = key_alphabet(tokenizer)
     s = "".join(keys[i] for i in document_stream(documents, tokenizer).tolist())
-    ngrams = [dict(Counter(s[i:i + m + 1] for i in range(len(s) - m))) for m in range(order)]
+    ngrams = [dict(Counter(s[i : i + m + 1] for i in range(len(s) - m))) for m in range(order)]
     return NGramModel(tokenizer, ngrams, add_k=add_k)
 
 
 # ---- the rule ------------------------------------------------------------------------------------
 
+
 class RuleModel(_Keyed):
     kind = "rule"
 
-    def __init__(self, tokenizer: CharTokenizer, words: dict[str, int], unigram: dict[str, int], *,
-                 add_k: float = DEFAULT_ADD_K):
+    def __init__(
+        self, tokenizer: CharTokenizer, words: dict[str, int], unigram: dict[str, int], *, add_k: float = DEFAULT_ADD_K
+    ):
         super().__init__(tokenizer, unigram, add_k)
         self.words = words
         self.next_counts: dict[str, Counter] = {}  # prefix -> Counter(next id) over word occurrences
@@ -247,7 +266,7 @@ class RuleModel(_Keyed):
         n = 0
         while n < len(tail) and tail[len(tail) - 1 - n] in self.word_id_set:
             n += 1
-        return self.text(tail[len(tail) - n:])
+        return self.text(tail[len(tail) - n :])
 
     def distribution(self, word: str) -> np.ndarray:
         """P(next | the word being typed) over all V ids, (V,) float64."""
@@ -263,14 +282,14 @@ class RuleModel(_Keyed):
 
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor:
         check_positions(ids, positions)
-        rows = [self.distribution(self.current_word(ids[max(0, t - MAX_WORD_CHARS):t])) for t in positions]
+        rows = [self.distribution(self.current_word(ids[max(0, t - MAX_WORD_CHARS) : t])) for t in positions]
         return _stack_log(rows, self.V)
 
     def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
         word = self.current_word(ids)
         if not word or word not in self.best:
             return []
-        rest = self.best[word][len(word):][:max_chars]
+        rest = self.best[word][len(word) :][:max_chars]
         return [self.key_id[c] for c in rest]
 
 
@@ -302,6 +321,7 @@ def train_rule(documents: Sequence[Document], tokenizer: CharTokenizer, *, add_k
 
 # ---- baseline bundles ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class BaselineBundle:
     """A loaded baseline bundle: the model behind the predictor interface, its manifest and path."""
@@ -323,9 +343,16 @@ class BaselineBundle:
         return self.model.tokenizer
 
 
-def train_baseline(kind: str, corpus: Corpus, *, val_fraction: float = 0.1, seed: int = 0,
-                   tokenizer: CharTokenizer | None = None, order: int = DEFAULT_ORDER,
-                   add_k: float = DEFAULT_ADD_K) -> NGramModel | RuleModel:
+def train_baseline(
+    kind: str,
+    corpus: Corpus,
+    *,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    tokenizer: CharTokenizer | None = None,
+    order: int = DEFAULT_ORDER,
+    add_k: float = DEFAULT_ADD_K,
+) -> NGramModel | RuleModel:
     """A baseline trained on the training documents of split_documents(corpus, val_fraction, seed).
 
     The tokenizer defaults to the one training builds (every character of the whole corpus)."""
@@ -338,35 +365,63 @@ def train_baseline(kind: str, corpus: Corpus, *, val_fraction: float = 0.1, seed
     return train_rule(train_docs, tokenizer, add_k=add_k)
 
 
-def save_baseline(out_dir: str | os.PathLike, model: NGramModel | RuleModel, *, corpus: Corpus,
-                  val_fraction: float, seed: int, command: Sequence[str] = ()) -> Path:
+def save_baseline(
+    out_dir: str | os.PathLike,
+    model: NGramModel | RuleModel,
+    *,
+    corpus: Corpus,
+    val_fraction: float,
+    seed: int,
+    command: Sequence[str] = (),
+) -> Path:
     """Write a baseline bundle atomically (temp sibling, loaded back, renamed) and return its path.
 
     An existing bundle at out_dir is replaced; any other non-empty directory is refused."""
     if not isinstance(model, (NGramModel, RuleModel)):
         raise BundleError(f"save_baseline needs an NGramModel or a RuleModel, got {type(model).__name__}")
     if model.kind == "ngram":
-        architecture = {"family": "ngram", "order": model.order, "add_k": model.add_k,
-                        "smoothing": "interpolated Witten-Bell, add-k unigram"}
+        architecture = {
+            "family": "ngram",
+            "order": model.order,
+            "add_k": model.add_k,
+            "smoothing": "interpolated Witten-Bell, add-k unigram",
+        }
         counts = {"ngrams": model.ngrams}
         metrics = {"train_tokens": sum(model.ngrams[0].values()), "distinct_ngrams": sum(map(len, model.ngrams))}
     else:
-        architecture = {"family": "rule", "add_k": model.add_k, "max_word_chars": MAX_WORD_CHARS,
-                        "rule": "complete the most frequent training word extending the word being typed"}
+        architecture = {
+            "family": "rule",
+            "add_k": model.add_k,
+            "max_word_chars": MAX_WORD_CHARS,
+            "rule": "complete the most frequent training word extending the word being typed",
+        }
         counts = {"words": model.words, "unigram": model.unigram_counts}
         metrics = {"train_tokens": sum(model.unigram_counts.values()), "distinct_words": len(model.words)}
     tok = model.tokenizer
     manifest = {
-        "format_version": FORMAT_VERSION, "kind": model.kind, "version": "",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "format_version": FORMAT_VERSION,
+        "kind": model.kind,
+        "version": "",
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "tokenizer": {**tok.to_dict(), "content_hash": tok.content_hash},
         "architecture": architecture,
         "corpus": {"fingerprint": corpus.fingerprint, "source": corpus.source},
-        "training": {"command": [str(a) for a in command], "metrics": metrics,
-                     "config": {"val_fraction": val_fraction, "seed": seed}},
-        "safe": True, "unsafe_reason": None, "prompt_template": "{prompt}",
-        "generation": {"temperature": 0.0, "top_k": None, "top_p": None, "max_new_tokens": SUGGESTION_MAX_CHARS,
-                       "use_cache": False, "keep": max(1, model.order - 1) if model.kind == "ngram" else MAX_WORD_CHARS},
+        "training": {
+            "command": [str(a) for a in command],
+            "metrics": metrics,
+            "config": {"val_fraction": val_fraction, "seed": seed},
+        },
+        "safe": True,
+        "unsafe_reason": None,
+        "prompt_template": "{prompt}",
+        "generation": {
+            "temperature": 0.0,
+            "top_k": None,
+            "top_p": None,
+            "max_new_tokens": SUGGESTION_MAX_CHARS,
+            "use_cache": False,
+            "keep": max(1, model.order - 1) if model.kind == "ngram" else MAX_WORD_CHARS,
+        },
         "files": {},
     }
     out = Path(out_dir)
@@ -376,8 +431,13 @@ def save_baseline(out_dir: str | os.PathLike, model: NGramModel | RuleModel, *, 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         with open(tmp / COUNTS, "w", encoding="ascii") as f:
-            json.dump({"format": f"attention-lab/{model.kind}-counts", **counts}, f, sort_keys=True,
-                      ensure_ascii=True, separators=(",", ":"))
+            json.dump(
+                {"format": f"attention-lab/{model.kind}-counts", **counts},
+                f,
+                sort_keys=True,
+                ensure_ascii=True,
+                separators=(",", ":"),
+            )
         manifest["files"] = {COUNTS: file_sha256(tmp / COUNTS)}
         manifest["version"] = manifest_version(manifest)
         write_manifest(tmp, manifest)
@@ -438,9 +498,20 @@ def verify_any(path: str | os.PathLike) -> list[str]:
     return verify_baseline(path) if kind in KINDS else verify_bundle(path)
 
 
-_BASELINE_FIELDS = {"format_version": int, "kind": str, "version": str, "created": str, "tokenizer": dict,
-                    "architecture": dict, "corpus": dict, "training": dict, "safe": bool, "generation": dict,
-                    "files": dict, "prompt_template": str}
+_BASELINE_FIELDS = {
+    "format_version": int,
+    "kind": str,
+    "version": str,
+    "created": str,
+    "tokenizer": dict,
+    "architecture": dict,
+    "corpus": dict,
+    "training": dict,
+    "safe": bool,
+    "generation": dict,
+    "files": dict,
+    "prompt_template": str,
+}
 
 
 def _inspect_baseline(path: Path) -> tuple[list[str], BaselineBundle | None]:
@@ -465,8 +536,11 @@ def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | Non
         return [f"{MANIFEST} is not valid JSON ({e})"], None
     if not isinstance(manifest, dict):
         return [f"{MANIFEST} must hold a JSON object"], None
-    problems = [f"{MANIFEST}: field {k!r} is missing or not {t.__name__}" for k, t in _BASELINE_FIELDS.items()
-                if not isinstance(manifest.get(k), t) or (t is int and isinstance(manifest.get(k), bool))]
+    problems = [
+        f"{MANIFEST}: field {k!r} is missing or not {t.__name__}"
+        for k, t in _BASELINE_FIELDS.items()
+        if not isinstance(manifest.get(k), t) or (t is int and isinstance(manifest.get(k), bool))
+    ]
     if problems:
         return problems, None
     if manifest["format_version"] not in SUPPORTED_FORMAT_VERSIONS:
@@ -484,8 +558,10 @@ def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | Non
     if extra:
         return [f"unexpected file {name!r} is not listed in {MANIFEST}" for name in extra], None
     if manifest_version(manifest) != manifest["version"]:
-        return [f"{MANIFEST}: version {manifest['version']!r} does not match its content "
-                f"({manifest_version(manifest)!r}); the manifest was edited after it was written"], None
+        return [
+            f"{MANIFEST}: version {manifest['version']!r} does not match its content "
+            f"({manifest_version(manifest)!r}); the manifest was edited after it was written"
+        ], None
     try:
         tokenizer = CharTokenizer.from_dict({k: v for k, v in manifest["tokenizer"].items() if k != "content_hash"})
         if tokenizer.content_hash != manifest["tokenizer"].get("content_hash"):
@@ -517,8 +593,9 @@ def _model_from_counts(kind: str, tokenizer: CharTokenizer, counts: dict, arch: 
         ngrams = counts["ngrams"]
         if not isinstance(ngrams, list) or len(ngrams) != arch.get("order"):
             raise ValueError(f"ngrams must be a list of architecture.order={arch.get('order')} tables")
-        return NGramModel(tokenizer, [checked(t, m + 1, f"ngrams[{m}]") for m, t in enumerate(ngrams)],
-                          add_k=arch["add_k"])
+        return NGramModel(
+            tokenizer, [checked(t, m + 1, f"ngrams[{m}]") for m, t in enumerate(ngrams)], add_k=arch["add_k"]
+        )
     words = checked(counts["words"], None, "words")
     if any(not all(is_word_char(c) for c in w) or not w for w in words):
         raise ValueError("words must be non-empty runs of word characters")

@@ -34,6 +34,7 @@ Caps keep a run to minutes on two cores: `max_positions` scored positions (seede
 to whole segments; an accepted suggestion may run past a segment's end, so a little more is covered).
 Shapes: P scored positions, V vocabulary size.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,20 +42,20 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from core.release.baselines import SUGGESTION_MAX_CHARS, Predictor, check_positions, word_ids
 from core.model.corpus import Corpus, CorpusError, Document, load_corpus, split_documents
 from core.model.gpt import GPT
 from core.model.sampling import SampleConfig, generate
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.model.training import document_stream
+from core.release.baselines import SUGGESTION_MAX_CHARS, Predictor, check_positions, word_ids
 
 MAX_CONTEXT = 1024  # tokens handed to suggest(): more than any model here looks at
 COLUMN_BUCKETS = ((0, 0), (1, 3), (4, 7), (8, 15), (16, 31), (32, 63), (64, math.inf))
@@ -76,8 +77,17 @@ class EvalConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("max_positions", "chunk", "typing_chars", "segment_chars", "max_suggestion_chars",
-                     "min_suggestion_chars", "latency_samples", "min_slice_positions", "seed"):
+        for name in (
+            "max_positions",
+            "chunk",
+            "typing_chars",
+            "segment_chars",
+            "max_suggestion_chars",
+            "min_suggestion_chars",
+            "latency_samples",
+            "min_slice_positions",
+            "seed",
+        ):
             value = getattr(self, name)
             low = 0 if name in ("seed", "latency_samples", "typing_chars") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -171,12 +181,19 @@ class HeldOut:
     warnings: tuple[str, ...] = field(default=())
 
     def describe(self) -> dict:
-        return {"source": self.corpus.source, "fingerprint": self.corpus.fingerprint,
-                "val_fraction": self.val_fraction, "seed": self.seed, "split_recorded": self.recorded,
-                "documents": [d.name for d in self.val], "characters": sum(len(d.text) for d in self.val)}
+        return {
+            "source": self.corpus.source,
+            "fingerprint": self.corpus.fingerprint,
+            "val_fraction": self.val_fraction,
+            "seed": self.seed,
+            "split_recorded": self.recorded,
+            "documents": [d.name for d in self.val],
+            "characters": sum(len(d.text) for d in self.val),
+        }
 
 
 # ---- the transformer behind the predictor interface ------------------------------------------------
+
 
 class TransformerPredictor:
     """A GPT and its tokenizer as a `Predictor`."""
@@ -200,18 +217,22 @@ class TransformerPredictor:
         for c0 in range(positions.start, positions.stop, step):
             c1 = min(c0 + step, positions.stop)
             b = max(0, c1 - 1 - L)  # the window ids[b : c1 - 1] holds at most L tokens
-            x = torch.tensor([list(ids[b:c1 - 1])], dtype=torch.long)  # (1, T)
-            logits = self.model(x).logits[0, c0 - b - 1:c1 - b - 1]  # (P_chunk, V): logits at j predict ids[b + j + 1]
+            x = torch.tensor([list(ids[b : c1 - 1])], dtype=torch.long)  # (1, T)
+            logits = self.model(x).logits[
+                0, c0 - b - 1 : c1 - b - 1
+            ]  # (P_chunk, V): logits at j predict ids[b + j + 1]
             rows.append(F.log_softmax(logits.double(), dim=-1))
         return torch.cat(rows) if rows else torch.empty(0, self.tokenizer.vocab_size, dtype=torch.float64)  # (P, V)
 
-    def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS, *, use_cache: bool = True) -> list[int]:
+    def suggest(
+        self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS, *, use_cache: bool = True
+    ) -> list[int]:
         """Greedy word completion through core.model.sampling.generate. The prompt is the last L - max_chars
         tokens, so the window never slides while a suggestion is generated."""
         L = self.model.config.context_length
         if not 1 <= max_chars < L:
             raise ValueError(f"max_chars must lie in 1..context_length - 1 = {L - 1}, got {max_chars}")
-        prompt = list(ids[-(L - max_chars):])
+        prompt = list(ids[-(L - max_chars) :])
         if not prompt:
             return []
         out = []
@@ -235,20 +256,24 @@ def load_predictor(path) -> tuple[Predictor, dict]:
 
 # ---- the held-out documents ------------------------------------------------------------------------
 
+
 def held_out(manifest: dict, corpus: Corpus | str | None = None) -> HeldOut:
     """The split a bundle was trained with, on `corpus` (default: the source its manifest names)."""
     warnings = []
     source = manifest.get("corpus", {}).get("source")
     if corpus is None:
         if not isinstance(source, str) or source.startswith("upload:"):
-            raise CorpusError(f"the bundle was trained on {source!r}, which cannot be read back; "
-                              f"pass the same text with --corpus")
+            raise CorpusError(
+                f"the bundle was trained on {source!r}, which cannot be read back; pass the same text with --corpus"
+            )
         corpus = source
     if not isinstance(corpus, Corpus):
         corpus = load_corpus(corpus)
     if corpus.fingerprint != manifest.get("corpus", {}).get("fingerprint"):
-        warnings.append("the corpus differs from the one the bundle was trained on (fingerprint mismatch): "
-                        "held-out documents may have been trained on, so the figures may be optimistic")
+        warnings.append(
+            "the corpus differs from the one the bundle was trained on (fingerprint mismatch): "
+            "held-out documents may have been trained on, so the figures may be optimistic"
+        )
     config = (manifest.get("training") or {}).get("config") or {}
     recorded = isinstance(config.get("val_fraction"), (int, float)) and isinstance(config.get("seed"), int)
     val_fraction, seed = (float(config["val_fraction"]), config["seed"]) if recorded else (0.1, 0)
@@ -260,9 +285,17 @@ def held_out(manifest: dict, corpus: Corpus | str | None = None) -> HeldOut:
 
 # ---- evaluation ----------------------------------------------------------------------------------
 
-def evaluate_predictor(predictor: Predictor, documents: Sequence[Document], config: EvalConfig = EvalConfig(),
-                       *, measure_latency: bool = True, version: str | None = None, held_out_info: dict | None = None,
-                       warnings: Sequence[str] = ()) -> EvalReport:
+
+def evaluate_predictor(
+    predictor: Predictor,
+    documents: Sequence[Document],
+    config: EvalConfig = EvalConfig(),
+    *,
+    measure_latency: bool = True,
+    version: str | None = None,
+    held_out_info: dict | None = None,
+    warnings: Sequence[str] = (),
+) -> EvalReport:
     """Every metric of the module docstring for `predictor` on `documents` (the held-out side)."""
     if not documents:
         raise ValueError("evaluation needs at least one held-out document")
@@ -280,34 +313,57 @@ def evaluate_predictor(predictor: Predictor, documents: Sequence[Document], conf
         top1.append(order[:, 0] == target)
         top3.append((order == target[:, None]).any(dim=1))
         scored.extend(range(a, b))
-    token = {"pos": np.array(scored, dtype=np.int64), "nll": torch.cat(nll).numpy(),
-             "top1": torch.cat(top1).numpy(), "top3": torch.cat(top3).numpy()}
+    token = {
+        "pos": np.array(scored, dtype=np.int64),
+        "nll": torch.cat(nll).numpy(),
+        "top1": torch.cat(top1).numpy(),
+        "top3": torch.cat(top3).numpy(),
+    }
     typing = simulate_typing(predictor, ids, _typing_segments(documents, config), config)
     z = statistics.NormalDist().inv_cdf(0.5 + config.confidence / 2)
     overall = _metrics(token, typing, np.ones(N, dtype=bool), z)
-    slices = tuple(SliceMetrics(family, name, _metrics(token, typing, labels[family] == name, z))
-                   for family in SLICE_FAMILIES for name in _slice_names(family, labels[family][1:]))
-    latency = measure_suggestion_latency(predictor, ids, config) if measure_latency else {"cached": None, "uncached": None}
-    info = held_out_info or {"documents": [d.name for d in documents], "characters": sum(len(d.text) for d in documents)}
-    return EvalReport(predictor.kind, version, info, config, overall, slices, worst_slices(slices, config),
-                      latency, tuple(warnings), round(time.perf_counter() - began, 3))
+    slices = tuple(
+        SliceMetrics(family, name, _metrics(token, typing, labels[family] == name, z))
+        for family in SLICE_FAMILIES
+        for name in _slice_names(family, labels[family][1:])
+    )
+    latency = (
+        measure_suggestion_latency(predictor, ids, config) if measure_latency else {"cached": None, "uncached": None}
+    )
+    info = held_out_info or {
+        "documents": [d.name for d in documents],
+        "characters": sum(len(d.text) for d in documents),
+    }
+    return EvalReport(
+        predictor.kind,
+        version,
+        info,
+        config,
+        overall,
+        slices,
+        worst_slices(slices, config),
+        latency,
+        tuple(warnings),
+        round(time.perf_counter() - began, 3),
+    )
 
 
-def simulate_typing(predictor: Predictor, ids: Sequence[int], segments: Sequence[tuple[int, int]],
-                    config: EvalConfig = EvalConfig()) -> dict[str, np.ndarray]:
+def simulate_typing(
+    predictor: Predictor, ids: Sequence[int], segments: Sequence[tuple[int, int]], config: EvalConfig = EvalConfig()
+) -> dict[str, np.ndarray]:
     """Per stream position: offered / accepted (0 or 1), saved keystrokes, covered characters."""
     N = len(ids)
     out = {k: np.zeros(N, dtype=np.int64) for k in ("offered", "accepted", "saved", "covered")}
     for a, b in segments:
         i = a
         while i < b:
-            s = predictor.suggest(ids[max(0, i - MAX_CONTEXT):i], config.max_suggestion_chars)
+            s = predictor.suggest(ids[max(0, i - MAX_CONTEXT) : i], config.max_suggestion_chars)
             if len(s) >= config.min_suggestion_chars:
                 out["offered"][i] = 1
-                if list(ids[i:i + len(s)]) == list(s):
+                if list(ids[i : i + len(s)]) == list(s):
                     out["accepted"][i] = 1
                     out["saved"][i] = len(s) - 1  # one Tab instead of len(s) characters
-                    out["covered"][i:i + len(s)] += 1
+                    out["covered"][i : i + len(s)] += 1
                     i += len(s)
                     continue
             out["covered"][i] += 1
@@ -326,15 +382,18 @@ def measure_suggestion_latency(predictor: Predictor, ids: Sequence[int], config:
     result = {"cached": None, "uncached": None}
     for mode, use_cache in modes.items():
         kwargs = {} if use_cache is None else {"use_cache": use_cache}
-        predictor.suggest(ids[max(0, sample[0] - MAX_CONTEXT):sample[0]], config.max_suggestion_chars, **kwargs)  # warm-up
+        predictor.suggest(
+            ids[max(0, sample[0] - MAX_CONTEXT) : sample[0]], config.max_suggestion_chars, **kwargs
+        )  # warm-up
         times = []
         for t in sample:
-            context = ids[max(0, t - MAX_CONTEXT):t]
+            context = ids[max(0, t - MAX_CONTEXT) : t]
             began = time.perf_counter()
             predictor.suggest(context, config.max_suggestion_chars, **kwargs)
             times.append((time.perf_counter() - began) * 1000)
-        result[mode] = Latency(float(np.percentile(times, 50)), float(np.percentile(times, 95)),
-                               float(np.mean(times)), len(times))
+        result[mode] = Latency(
+            float(np.percentile(times, 50)), float(np.percentile(times, 95)), float(np.mean(times)), len(times)
+        )
     return result
 
 
@@ -346,15 +405,19 @@ def slice_labels(documents: Sequence[Document]) -> dict[str, np.ndarray]:
         for i, line in enumerate(lines):
             line = line + "\n" if i < len(lines) - 1 else line
             stripped = line.lstrip(" \t")
-            width = sum(4 if c == "\t" else 1 for c in line[:len(line) - len(stripped)])
+            width = sum(4 if c == "\t" else 1 for c in line[: len(line) - len(stripped)])
             depth = "4+" if width // 4 >= 4 else str(width // 4)
             for col, c in enumerate(line):
                 labels["char_class"].append(char_class(c))
                 labels["column"].append(_bucket(col))
                 labels["indent"].append(depth)
                 labels["document"].append(doc.name)
-        for family, value in (("char_class", "end of document"), ("column", "end of document"),
-                              ("indent", "end of document"), ("document", doc.name)):
+        for family, value in (
+            ("char_class", "end of document"),
+            ("column", "end of document"),
+            ("indent", "end of document"),
+            ("document", doc.name),
+        ):
             labels[family].append(value)
     return {f: np.array(v, dtype=object) for f, v in labels.items()}
 
@@ -363,8 +426,11 @@ def _slice_names(family: str, values: np.ndarray) -> list[str]:
     """The slice names present, in reading order: classes and buckets in their fixed order, indentation
     depths increasing, documents in corpus order."""
     present = list(dict.fromkeys(values.tolist()))
-    fixed = {"char_class": CHAR_CLASSES, "column": [_bucket(lo) for lo, _ in COLUMN_BUCKETS] + ["end of document"],
-             "indent": ["0", "1", "2", "3", "4+", "end of document"]}.get(family)
+    fixed = {
+        "char_class": CHAR_CLASSES,
+        "column": [_bucket(lo) for lo, _ in COLUMN_BUCKETS] + ["end of document"],
+        "indent": ["0", "1", "2", "3", "4+", "end of document"],
+    }.get(family)
     return present if fixed is None else [n for n in fixed if n in present]
 
 
@@ -396,8 +462,10 @@ def worst_slices(slices: Sequence[SliceMetrics], config: EvalConfig) -> tuple[Wo
         return ()
     low = min(big, key=lambda s: (s.metrics.top1, s.label))
     high = max(big, key=lambda s: (s.metrics.loss, s.label))
-    return (WorstSlice("top1", low.label, low.metrics.top1, low.metrics.top1_ci, low.metrics.positions),
-            WorstSlice("loss", high.label, high.metrics.loss, high.metrics.loss_ci, high.metrics.positions))
+    return (
+        WorstSlice("top1", low.label, low.metrics.top1, low.metrics.top1_ci, low.metrics.positions),
+        WorstSlice("loss", high.label, high.metrics.loss, high.metrics.loss_ci, high.metrics.positions),
+    )
 
 
 def _metrics(token: dict, typing: dict, mask: np.ndarray, z: float) -> MetricSet:
@@ -413,12 +481,21 @@ def _metrics(token: dict, typing: dict, mask: np.ndarray, z: float) -> MetricSet
     offered, accepted = int(typing["offered"][mask].sum()), int(typing["accepted"][mask].sum())
     covered, saved = int(typing["covered"][mask].sum()), int(typing["saved"][mask].sum())
     return MetricSet(
-        positions=n, loss=loss, loss_ci=loss_ci, bits_per_char=loss / math.log(2) if n else None,
-        top1=float(c1.mean()) if n else None, top1_ci=wilson(int(c1.sum()), n, z),
-        top3=float(c3.mean()) if n else None, top3_ci=wilson(int(c3.sum()), n, z),
-        typed_chars=covered, offered=offered, accepted=accepted,
-        acceptance_rate=accepted / offered if offered else None, acceptance_ci=wilson(accepted, offered, z),
-        keystrokes_saved_per_100=100.0 * saved / covered if covered else None)
+        positions=n,
+        loss=loss,
+        loss_ci=loss_ci,
+        bits_per_char=loss / math.log(2) if n else None,
+        top1=float(c1.mean()) if n else None,
+        top1_ci=wilson(int(c1.sum()), n, z),
+        top3=float(c3.mean()) if n else None,
+        top3_ci=wilson(int(c3.sum()), n, z),
+        typed_chars=covered,
+        offered=offered,
+        accepted=accepted,
+        acceptance_rate=accepted / offered if offered else None,
+        acceptance_ci=wilson(accepted, offered, z),
+        keystrokes_saved_per_100=100.0 * saved / covered if covered else None,
+    )
 
 
 def _bucket(col: int) -> str:
@@ -487,8 +564,11 @@ class Evaluation:
     comparison: tuple[dict, ...]  # comparison_table(baselines + (report,))
 
     def to_dict(self) -> dict:
-        return {**self.report.to_dict(), "baselines": [r.to_dict() for r in self.baselines],
-                "comparison": list(self.comparison)}
+        return {
+            **self.report.to_dict(),
+            "baselines": [r.to_dict() for r in self.baselines],
+            "comparison": list(self.comparison),
+        }
 
 
 def comparison_table(reports: Sequence[EvalReport]) -> list[dict]:
@@ -517,8 +597,14 @@ def _figure(report: EvalReport, key: str) -> float | None:
     return getattr(m, key)
 
 
-def evaluate_bundle(path, *, corpus: Corpus | str | None = None, config: EvalConfig = EvalConfig(),
-                    with_baselines: bool = False, measure_latency: bool = True) -> Evaluation:
+def evaluate_bundle(
+    path,
+    *,
+    corpus: Corpus | str | None = None,
+    config: EvalConfig = EvalConfig(),
+    with_baselines: bool = False,
+    measure_latency: bool = True,
+) -> Evaluation:
     """Evaluate the bundle at `path` (any kind) on its held-out documents; with_baselines also trains
     the rule and the n-gram on the same training documents (with the bundle's tokenizer) and
     evaluates them with the same code and positions."""
@@ -527,12 +613,26 @@ def evaluate_bundle(path, *, corpus: Corpus | str | None = None, config: EvalCon
     predictor, manifest = load_predictor(path)
     split = held_out(manifest, corpus)
     info = split.describe()
-    report = evaluate_predictor(predictor, split.val, config, measure_latency=measure_latency,
-                                version=manifest["version"], held_out_info=info, warnings=split.warnings)
+    report = evaluate_predictor(
+        predictor,
+        split.val,
+        config,
+        measure_latency=measure_latency,
+        version=manifest["version"],
+        held_out_info=info,
+        warnings=split.warnings,
+    )
     baselines = ()
     if with_baselines:
         baselines = tuple(
-            evaluate_predictor(train(split.train, predictor.tokenizer), split.val, config,
-                               measure_latency=measure_latency, held_out_info=info)
-            for train in (train_rule, train_ngram) if train.__name__ != f"train_{predictor.kind}")
+            evaluate_predictor(
+                train(split.train, predictor.tokenizer),
+                split.val,
+                config,
+                measure_latency=measure_latency,
+                held_out_info=info,
+            )
+            for train in (train_rule, train_ngram)
+            if train.__name__ != f"train_{predictor.kind}"
+        )
     return Evaluation(report, baselines, tuple(comparison_table(baselines + (report,))))

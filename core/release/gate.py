@@ -44,6 +44,7 @@ writes a side directory beside it, `<bundle>.release/rubric.json` (and, on reque
 The command line (`python -m core evaluate | baseline | release ...`) lives in cli/release.py;
 nothing here prints.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,15 +60,15 @@ from pathlib import Path
 
 import torch
 
-from core.release.baselines import DEFAULT_ORDER, NGramModel, load_baseline, save_baseline, train_ngram
+from core.agreement import agreement, allowance, float64_copy, model_terms
 from core.model.bundle import BundleError, load_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError
-from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
-from core.model.leak import causality_probe
-from core.agreement import agreement, allowance, float64_copy, model_terms
 from core.model.gpt import GPT
+from core.model.leak import causality_probe
 from core.model.sampling import SampleConfig, generate
 from core.model.training import document_stream
+from core.release.baselines import DEFAULT_ORDER, NGramModel, load_baseline, save_baseline, train_ngram
+from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
 
 RUBRIC = "rubric.json"
 FALLBACK = "ngram"
@@ -122,11 +123,20 @@ class Rubric:
         return [f"{c.name}: {c.figure} ({c.threshold})" for c in self.checks if not c.passed]
 
     def table(self) -> list[dict]:
-        return [{"check": c.name, "result": "pass" if c.passed else "FAIL", "figure": c.figure,
-                 "threshold": c.threshold, "detail": c.detail} for c in self.checks]
+        return [
+            {
+                "check": c.name,
+                "result": "pass" if c.passed else "FAIL",
+                "figure": c.figure,
+                "threshold": c.threshold,
+                "detail": c.detail,
+            }
+            for c in self.checks
+        ]
 
     def to_dict(self) -> dict:
         """JSON-ready; a non-finite number (a figure of a broken model) becomes None, never NaN or inf."""
+
         def finite(v):
             if isinstance(v, float):
                 return v if math.isfinite(v) else None
@@ -145,22 +155,39 @@ class ReleaseCheck:
     split: dict | None  # {"val_fraction", "seed"}
 
 
-def check_release(bundle_dir, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = ReleasePolicy()
-                  ) -> ReleaseCheck:
+def check_release(
+    bundle_dir, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = ReleasePolicy()
+) -> ReleaseCheck:
     """Run every check of the module docstring on the bundle at `bundle_dir` (never writes anything)."""
     path = Path(bundle_dir)
     checks: list[CheckResult] = []
-    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     problems = verify_bundle(path)
-    checks.append(CheckResult("integrity", not problems, f"{len(problems)} problem(s)", len(problems),
-                              "verify_bundle finds none", "; ".join(problems)))
+    checks.append(
+        CheckResult(
+            "integrity",
+            not problems,
+            f"{len(problems)} problem(s)",
+            len(problems),
+            "verify_bundle finds none",
+            "; ".join(problems),
+        )
+    )
     if problems:
         checks += [_not_run(name, "the bundle does not load") for name in _LATER_CHECKS]
         return ReleaseCheck(Rubric(str(path), None, created, tuple(checks), None, {}), None, None, None)
     bundle = load_bundle(path)
     model, manifest = bundle.model, bundle.manifest
-    checks.append(CheckResult("marked safe", bundle.safe, str(bundle.safe).lower(), None, "manifest safe is true",
-                              manifest["unsafe_reason"] or ""))
+    checks.append(
+        CheckResult(
+            "marked safe",
+            bundle.safe,
+            str(bundle.safe).lower(),
+            None,
+            "manifest safe is true",
+            manifest["unsafe_reason"] or "",
+        )
+    )
     checks.append(causality_check(model, policy))
     checks.extend(cache_checks(model, policy))
     try:
@@ -168,10 +195,16 @@ def check_release(bundle_dir, *, corpus: Corpus | str | None = None, policy: Rel
     except (CorpusError, OSError) as e:
         checks += [_not_run(name, f"the held-out text is unavailable ({e})") for name in _DATA_CHECKS]
         return ReleaseCheck(Rubric(str(path), bundle.version, created, tuple(checks), None, {}), None, None, None)
-    checks.append(CheckResult("held-out split", not split.warnings,
-                              f"val_fraction {split.val_fraction}, seed {split.seed}, {len(split.val)} documents",
-                              None, "the training split, on the training corpus (fingerprint)",
-                              "; ".join(split.warnings)))
+    checks.append(
+        CheckResult(
+            "held-out split",
+            not split.warnings,
+            f"val_fraction {split.val_fraction}, seed {split.seed}, {len(split.val)} documents",
+            None,
+            "the training split, on the training corpus (fingerprint)",
+            "; ".join(split.warnings),
+        )
+    )
     predictor = TransformerPredictor(model, bundle.tokenizer)
     ngram = train_ngram(split.train, bundle.tokenizer, order=policy.ngram_order)
     ev = policy.evaluation
@@ -180,29 +213,61 @@ def check_release(bundle_dir, *, corpus: Corpus | str | None = None, policy: Rel
     checks.append(peek_check(model, document_stream(split.val, bundle.tokenizer).tolist(), policy))
     checks.append(canary_check(predictor, split.val, policy))
     floor = policy.ngram_floor_ratio * theirs.loss
-    checks.append(CheckResult("plausible: vs n-gram", mine.loss >= floor, f"loss {mine.loss:.4f} vs n-gram {theirs.loss:.4f}",
-                              mine.loss / theirs.loss, f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
-                              f"ratio {mine.loss / theirs.loss:.3f}"))
+    checks.append(
+        CheckResult(
+            "plausible: vs n-gram",
+            mine.loss >= floor,
+            f"loss {mine.loss:.4f} vs n-gram {theirs.loss:.4f}",
+            mine.loss / theirs.loss,
+            f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
+            f"ratio {mine.loss / theirs.loss:.3f}",
+        )
+    )
     required = "" if policy.require_beats_baseline else " (not required by this policy)"
-    checks.append(CheckResult("beats n-gram: loss", mine.loss < theirs.loss or not policy.require_beats_baseline,
-                              f"{mine.loss:.4f} vs {theirs.loss:.4f} nats/char", mine.loss - theirs.loss,
-                              "lower held-out loss than the n-gram" + required))
-    checks.append(CheckResult("beats n-gram: keystrokes",
-                              mine.keystrokes_saved_per_100 > theirs.keystrokes_saved_per_100 or not policy.require_beats_baseline,
-                              f"{mine.keystrokes_saved_per_100:.2f} vs {theirs.keystrokes_saved_per_100:.2f} per 100 chars",
-                              mine.keystrokes_saved_per_100 - theirs.keystrokes_saved_per_100,
-                              "more keystrokes saved than the n-gram" + required))
+    checks.append(
+        CheckResult(
+            "beats n-gram: loss",
+            mine.loss < theirs.loss or not policy.require_beats_baseline,
+            f"{mine.loss:.4f} vs {theirs.loss:.4f} nats/char",
+            mine.loss - theirs.loss,
+            "lower held-out loss than the n-gram" + required,
+        )
+    )
+    checks.append(
+        CheckResult(
+            "beats n-gram: keystrokes",
+            mine.keystrokes_saved_per_100 > theirs.keystrokes_saved_per_100 or not policy.require_beats_baseline,
+            f"{mine.keystrokes_saved_per_100:.2f} vs {theirs.keystrokes_saved_per_100:.2f} per 100 chars",
+            mine.keystrokes_saved_per_100 - theirs.keystrokes_saved_per_100,
+            "more keystrokes saved than the n-gram" + required,
+        )
+    )
     fallback_check, fallback = _fallback_check(ngram, split, policy)
     checks.append(fallback_check)
-    summary = {"held_out": split.describe(), "warnings": list(split.warnings), "evaluation": dataclasses.asdict(ev),
-               "model": {"loss": mine.loss, "top1": mine.top1, "keystrokes_saved_per_100": mine.keystrokes_saved_per_100},
-               "ngram": {"loss": theirs.loss, "top1": theirs.top1, "keystrokes_saved_per_100": theirs.keystrokes_saved_per_100}}
+    summary = {
+        "held_out": split.describe(),
+        "warnings": list(split.warnings),
+        "evaluation": dataclasses.asdict(ev),
+        "model": {"loss": mine.loss, "top1": mine.top1, "keystrokes_saved_per_100": mine.keystrokes_saved_per_100},
+        "ngram": {
+            "loss": theirs.loss,
+            "top1": theirs.top1,
+            "keystrokes_saved_per_100": theirs.keystrokes_saved_per_100,
+        },
+    }
     rubric = Rubric(str(path), bundle.version, created, tuple(checks), fallback, summary)
     return ReleaseCheck(rubric, ngram, split.corpus, {"val_fraction": split.val_fraction, "seed": split.seed})
 
 
-_DATA_CHECKS = ("held-out split", "plausible: no-peek", "plausible: canary", "plausible: vs n-gram", "beats n-gram: loss", "beats n-gram: keystrokes",
-                "named fallback")
+_DATA_CHECKS = (
+    "held-out split",
+    "plausible: no-peek",
+    "plausible: canary",
+    "plausible: vs n-gram",
+    "beats n-gram: loss",
+    "beats n-gram: keystrokes",
+    "named fallback",
+)
 _LATER_CHECKS = ("marked safe", "causality", "cache logits", "cache greedy") + _DATA_CHECKS
 
 
@@ -215,12 +280,20 @@ def causality_check(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> Chec
     (core.model.leak.causality_probe, in float64, within core.agreement's allowance)."""
     probe = causality_probe(model, sequences=policy.causality_sequences, seed=policy.seed)
     a = probe.agreement
-    where = "" if probe.first_leak is None else (f"; editing position {probe.first_leak[0]} moved the logits at "
-                                                 f"position {probe.first_leak[1]}")
-    return CheckResult("causality", probe.passed, f"max |change| before the edit {a.max_abs_diff:.2e} (float64)",
-                       a.max_abs_diff, a.rule,
-                       f"every position 1..{probe.length - 1} edited x {probe.sequences} sequences of {probe.length}; "
-                       f"largest change at or after the edit {probe.max_change_after:.2e}{where}")
+    where = (
+        ""
+        if probe.first_leak is None
+        else (f"; editing position {probe.first_leak[0]} moved the logits at position {probe.first_leak[1]}")
+    )
+    return CheckResult(
+        "causality",
+        probe.passed,
+        f"max |change| before the edit {a.max_abs_diff:.2e} (float64)",
+        a.max_abs_diff,
+        a.rule,
+        f"every position 1..{probe.length - 1} edited x {probe.sequences} sequences of {probe.length}; "
+        f"largest change at or after the edit {probe.max_change_after:.2e}{where}",
+    )
 
 
 @torch.no_grad()
@@ -244,12 +317,23 @@ def cache_checks(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> list[Ch
     same = sum(1 for a, b in zip(cached, uncached) if a == b)
     first = next((i for i, (a, b) in enumerate(zip(cached, uncached)) if a != b), None)
     return [
-        CheckResult("cache logits", decided.passed,
-                    f"max |cached - full| {decided.max_abs_diff:.2e} (float64)", decided.max_abs_diff, decided.rule,
-                    f"prefill {prefill} tokens, then {L - prefill} one at a time; in float32 (shown, not decided) "
-                    f"{diff32:.2e} against a float32 allowance of {shown32:.2e}"),
-        CheckResult("cache greedy", cached == uncached, f"{same}/{len(cached)} tokens identical", float(same),
-                    "all identical", "" if first is None else f"first difference at generated token {first}"),
+        CheckResult(
+            "cache logits",
+            decided.passed,
+            f"max |cached - full| {decided.max_abs_diff:.2e} (float64)",
+            decided.max_abs_diff,
+            decided.rule,
+            f"prefill {prefill} tokens, then {L - prefill} one at a time; in float32 (shown, not decided) "
+            f"{diff32:.2e} against a float32 allowance of {shown32:.2e}",
+        ),
+        CheckResult(
+            "cache greedy",
+            cached == uncached,
+            f"{same}/{len(cached)} tokens identical",
+            float(same),
+            "all identical",
+            "" if first is None else f"first difference at generated token {first}",
+        ),
     ]
 
 
@@ -259,7 +343,7 @@ def _cached_and_full(model: GPT, seq: torch.Tensor, prefill: int) -> tuple[torch
     full = model(seq).logits[0]  # (L, V)
     cache = model.new_cache(batch_size=1)
     parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
-    parts += [model(seq[:, t:t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
+    parts += [model(seq[:, t : t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
     return torch.cat(parts), full  # (L, V), (L, V)
 
 
@@ -279,13 +363,18 @@ def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = ReleasePolicy
     for r in rows:
         s = rng.randint(0, N - W)  # window ids[s:s+W], row r predicts ids[s+r+1]
         t = s + r + 1
-        windowed.append((ids[s:s + W], r, ids[t]))
-        blind.append((ids[max(0, t - L):t], min(t, L) - 1, ids[t]))  # the window ends just before it
+        windowed.append((ids[s : s + W], r, ids[t]))
+        blind.append((ids[max(0, t - L) : t], min(t, L) - 1, ids[t]))  # the window ends just before it
     mine, cut = _nll(model, windowed), _nll(model, blind)
     floor = policy.peek_ratio * cut
-    return CheckResult("plausible: no-peek", mine >= floor, f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
-                       mine / cut if cut > 0 else None, f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
-                       f"{len(rows)} seeded held-out positions over all {W - 1} rows of a {W}-token window")
+    return CheckResult(
+        "plausible: no-peek",
+        mine >= floor,
+        f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
+        mine / cut if cut > 0 else None,
+        f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
+        f"{len(rows)} seeded held-out positions over all {W - 1} rows of a {W}-token window",
+    )
 
 
 def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:
@@ -296,12 +385,15 @@ def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:
     total = 0.0
     for group in by_length.values():
         for i in range(0, len(group), 64):
-            batch = group[i:i + 64]
+            batch = group[i : i + 64]
             x = torch.tensor([w for w, _, _ in batch])  # (B, T)
             logits = model(x).logits  # (B, T, V)
             rows = logits[torch.arange(len(batch)), torch.tensor([r for _, r, _ in batch])]  # (B, V)
-            total += float(torch.nn.functional.cross_entropy(rows.double(), torch.tensor([y for _, _, y in batch]),
-                                                             reduction="sum"))
+            total += float(
+                torch.nn.functional.cross_entropy(
+                    rows.double(), torch.tensor([y for _, _, y in batch]), reduction="sum"
+                )
+            )
     return total / len(cases)
 
 
@@ -324,29 +416,40 @@ def canary_check(predictor: TransformerPredictor, documents, policy: ReleasePoli
     nll = []
     for a in range(1, len(ids), 256):
         lp = predictor.log_probs(ids, range(a, min(a + 256, len(ids))))  # (P, V)
-        nll.append(-lp.gather(1, torch.tensor(ids[a:a + lp.shape[0]])[:, None])[:, 0])
+        nll.append(-lp.gather(1, torch.tensor(ids[a : a + lp.shape[0]])[:, None])[:, 0])
     loss = float(torch.cat(nll).mean())
     counts = Counter(text[1:])
     n = sum(counts.values())
     entropy = -sum(c / n * math.log(c / n) for c in counts.values())
     floor = (1 - policy.canary_tolerance) * entropy
-    return CheckResult("plausible: canary", loss >= floor, f"loss {loss:.4f} on shuffled text, entropy {entropy:.4f}",
-                       loss, f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
-                       f"{len(text)} characters: seeded shuffles of the held-out text")
+    return CheckResult(
+        "plausible: canary",
+        loss >= floor,
+        f"loss {loss:.4f} on shuffled text, entropy {entropy:.4f}",
+        loss,
+        f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
+        f"{len(text)} characters: seeded shuffles of the held-out text",
+    )
 
 
 def _fallback_check(ngram: NGramModel, split, policy: ReleasePolicy) -> tuple[CheckResult, dict | None]:
     with tempfile.TemporaryDirectory(prefix="fallback-") as tmp:
         try:
-            path = save_baseline(Path(tmp) / FALLBACK, ngram, corpus=split.corpus, val_fraction=split.val_fraction,
-                                 seed=split.seed)
+            path = save_baseline(
+                Path(tmp) / FALLBACK, ngram, corpus=split.corpus, val_fraction=split.val_fraction, seed=split.seed
+            )
             loaded = load_baseline(path)
         except (BundleError, OSError, ValueError) as e:
             return CheckResult("named fallback", False, "none", None, "an n-gram baseline bundle loads", str(e)), None
     info = {"kind": "ngram", "version": loaded.version, "order": ngram.order}
-    return CheckResult("named fallback", True, f"n-gram order {ngram.order}, version {loaded.version}", None,
-                       "an n-gram baseline bundle on the same split loads back",
-                       "served when no known-good model version loads"), info
+    return CheckResult(
+        "named fallback",
+        True,
+        f"n-gram order {ngram.order}, version {loaded.version}",
+        None,
+        "an n-gram baseline bundle on the same split loads back",
+        "served when no known-good model version loads",
+    ), info
 
 
 def side_dir(bundle_dir) -> Path:
@@ -362,8 +465,14 @@ def write_release_record(check: ReleaseCheck, out_dir=None, *, save_fallback: bo
     out = side_dir(check.rubric.bundle) if out_dir is None else Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if save_fallback and check.fallback is not None:
-        save_baseline(out / FALLBACK, check.fallback, corpus=check.corpus, command=(),
-                      val_fraction=check.split["val_fraction"], seed=check.split["seed"])
+        save_baseline(
+            out / FALLBACK,
+            check.fallback,
+            corpus=check.corpus,
+            command=(),
+            val_fraction=check.split["val_fraction"],
+            seed=check.split["seed"],
+        )
     write_json_atomic(out / RUBRIC, check.rubric.to_dict())
     return out
 

@@ -30,6 +30,7 @@ last known-good version (a promoted version that passes them: the earlier curren
 any other promoted version, newest first); otherwise the n-gram fallback stored with a version. The
 returned `reason` names what is served and why, for the app's banner. It never raises for a bad registry.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,14 +43,15 @@ import shutil
 import stat
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from filelock import FileLock, Timeout
 
-from core.release.baselines import BaselineBundle, load_baseline, read_kind, save_baseline
 from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
+from core.release.baselines import BaselineBundle, load_baseline, read_kind, save_baseline
 from core.release.gate import RUBRIC, ReleaseCheck, ReleasePolicy, Rubric, check_release, write_json_atomic
 
 CURRENT = "current"
@@ -66,6 +68,8 @@ MAX_COUNTED_FILES = 10_000  # files counted for a leftover's size (ours hold 8)
 _LEFTOVER = re.compile(rf"\.[0-9a-f]{{{VERSION_LENGTH}}}\.[0-9a-f]{{8}}\.tmp")  # versions/ temp dirs of _install
 _POINTER_TMP = re.compile(rf"\.{CURRENT}\.[a-z0-9_]+\.tmp")  # registry/ temp files of write_json_atomic
 _NAME_RULE = f"{VERSION_LENGTH} lowercase hex digits, as `release status` lists them"
+
+DEFAULT_POLICY = ReleasePolicy()  # frozen: one shared default is safe
 
 
 class RegistryError(ValueError):
@@ -137,15 +141,30 @@ class RegistryStatus:
     leftovers: tuple[Leftover, ...] = ()  # of interrupted promotions; the next promote or rollback removes them
 
     def to_dict(self) -> dict:
-        return {"registry": self.registry, "current": self.current, "history": list(self.history),
-                "versions": [v.__dict__ for v in self.versions], "served": self.served.to_dict(),
-                "log": list(self.log), "leftovers": [v.__dict__ for v in self.leftovers]}
+        return {
+            "registry": self.registry,
+            "current": self.current,
+            "history": list(self.history),
+            "versions": [v.__dict__ for v in self.versions],
+            "served": self.served.to_dict(),
+            "log": list(self.log),
+            "leftovers": [v.__dict__ for v in self.leftovers],
+        }
 
 
 # ---- promote and rollback --------------------------------------------------------------------------
 
-def promote(bundle_dir, registry="registry", *, corpus=None, policy: ReleasePolicy = ReleasePolicy(),
-            check: ReleaseCheck | None = None, actor: str | None = None, why: str | None = None) -> PromoteResult:
+
+def promote(
+    bundle_dir,
+    registry="registry",
+    *,
+    corpus=None,
+    policy: ReleasePolicy = DEFAULT_POLICY,
+    check: ReleaseCheck | None = None,
+    actor: str | None = None,
+    why: str | None = None,
+) -> PromoteResult:
     """Check the bundle with the rubric; if it passes, install it as a version and make it current.
 
     `check` reuses a check_release result of this bundle (a page that has just shown the rubric); the
@@ -158,16 +177,18 @@ def promote(bundle_dir, registry="registry", *, corpus=None, policy: ReleasePoli
     except BundleError as e:
         return _refuse(reg, None, f"{e}", source, None, who)
     if kind != "transformer":
-        return _refuse(reg, None, f"only transformer bundles are promoted, {str(source)!r} is a {kind!r} bundle",
-                       source, None, who)
+        return _refuse(
+            reg, None, f"only transformer bundles are promoted, {str(source)!r} is a {kind!r} bundle", source, None, who
+        )
     if check is None:
         check = check_release(source, corpus=corpus, policy=policy)  # outside the lock: it takes a while
     elif Path(check.rubric.bundle).resolve() != source.resolve():
         raise RegistryError(f"the check given is of {check.rubric.bundle!r}, not of {str(source)!r}")
     rubric = check.rubric
     if not rubric.passed:
-        return _refuse(reg, rubric.version, "failed the release rubric: " + "; ".join(rubric.failures()), source,
-                       rubric, who)
+        return _refuse(
+            reg, rubric.version, "failed the release rubric: " + "; ".join(rubric.failures()), source, rubric, who
+        )
     version = rubric.version
     with _locked(reg):
         cleaned = _clean_leftovers(reg)
@@ -176,8 +197,15 @@ def promote(bundle_dir, registry="registry", *, corpus=None, policy: ReleasePoli
             try:
                 _load_version(reg, version)
             except BundleError as e:
-                return _refuse(reg, version, f"the stored copy of version {version} is damaged and is kept for "
-                                             f"inspection ({_short(e)})", source, rubric, who, cleaned)
+                return _refuse(
+                    reg,
+                    version,
+                    f"the stored copy of version {version} is damaged and is kept for inspection ({_short(e)})",
+                    source,
+                    rubric,
+                    who,
+                    cleaned,
+                )
         else:
             _install(vdir, source, version, check, who)
         current, problem = _pointer(reg)
@@ -188,13 +216,20 @@ def promote(bundle_dir, registry="registry", *, corpus=None, policy: ReleasePoli
             _switch(reg, version, history, f"promoted from {source}")
             reason = f"version {version} is now current" + (f" (was {current['version']})" if current else "")
             reason += f" ({problem}; it is replaced)" if problem else ""
-        _log(reg, "promote", version, reason, source=str(source), previous=current["version"] if current else None,
-             **who)
+        _log(
+            reg, "promote", version, reason, source=str(source), previous=current["version"] if current else None, **who
+        )
     return PromoteResult(True, version, reason, rubric, version, cleaned)
 
 
-def rollback(registry="registry", *, to: str | None = None, reason: str = "manual rollback",
-             actor: str | None = None, why: str | None = None) -> RollbackResult:
+def rollback(
+    registry="registry",
+    *,
+    to: str | None = None,
+    reason: str = "manual rollback",
+    actor: str | None = None,
+    why: str | None = None,
+) -> RollbackResult:
     """Switch `current` back to the version that was current before it (or to the promoted version `to`).
 
     A `to` that is not a version name raises RegistryError (bad input); `actor` and `why` go into the log."""
@@ -209,21 +244,24 @@ def rollback(registry="registry", *, to: str | None = None, reason: str = "manua
         history = list(current["history"])
         if to is None:
             if not history:
-                return _refuse_rollback(reg, current["version"], f"version {current['version']} has no earlier "
-                                                                 f"version", who, cleaned)
+                return _refuse_rollback(
+                    reg, current["version"], f"version {current['version']} has no earlier version", who, cleaned
+                )
             target, history = history[-1], history[:-1]
         else:
             if to == current["version"]:
                 return _refuse_rollback(reg, current["version"], f"version {to} is already current", who, cleaned)
             if not os.path.lexists(reg / VERSIONS / to):  # `to` is a version name: no path can hide in it
-                return _refuse_rollback(reg, current["version"], f"version {to!r} was never promoted here", who,
-                                        cleaned)
+                return _refuse_rollback(
+                    reg, current["version"], f"version {to!r} was never promoted here", who, cleaned
+                )
             target, history = to, [h for h in history if h != to]
         try:
             _load_version(reg, target)
         except BundleError as e:
-            return _refuse_rollback(reg, current["version"], f"version {target} does not load ({_short(e)})", who,
-                                    cleaned)
+            return _refuse_rollback(
+                reg, current["version"], f"version {target} does not load ({_short(e)})", who, cleaned
+            )
         _switch(reg, target, history, f"rollback from {current['version']}: {reason}")
         message = f"current is version {target} again (was {current['version']}): {reason}"
         _log(reg, "rollback", target, message, previous=current["version"], **who)
@@ -231,6 +269,7 @@ def rollback(registry="registry", *, to: str | None = None, reason: str = "manua
 
 
 # ---- serving -------------------------------------------------------------------------------------
+
 
 def resolve_served(registry="registry") -> Served:
     """What to serve now, and why (see the module docstring). Reads only; never raises for a bad registry."""
@@ -261,22 +300,33 @@ def resolve_served(registry="registry") -> Served:
             baseline = _read_version(reg, owner, FALLBACK, load_baseline)
         except BundleError:
             continue
-        return Served(baseline, baseline.version, "ngram",
-                      f"{why}, and no earlier version loads; serving the n-gram baseline {baseline.version} "
-                      f"(the named fallback of version {owner})", True)
+        return Served(
+            baseline,
+            baseline.version,
+            "ngram",
+            f"{why}, and no earlier version loads; serving the n-gram baseline {baseline.version} "
+            f"(the named fallback of version {owner})",
+            True,
+        )
     return Served(None, None, None, f"{why}; no known-good version and no n-gram fallback loads", True)
 
 
 def status(registry="registry", *, log_tail: int = 10) -> RegistryStatus:
     reg = Path(registry)
     current = read_current(reg)
-    return RegistryStatus(str(reg), current["version"] if current else None,
-                          tuple(current["history"]) if current else (), tuple(list_versions(reg, verify=True)),
-                          resolve_served(reg), tuple(read_log(reg)[-log_tail:] if log_tail else ()),
-                          tuple(find_leftovers(reg)))
+    return RegistryStatus(
+        str(reg),
+        current["version"] if current else None,
+        tuple(current["history"]) if current else (),
+        tuple(list_versions(reg, verify=True)),
+        resolve_served(reg),
+        tuple(read_log(reg)[-log_tail:] if log_tail else ()),
+        tuple(find_leftovers(reg)),
+    )
 
 
 # ---- reading ---------------------------------------------------------------------------------------
+
 
 def read_current(registry) -> dict | None:
     """The current pointer, or None when it is missing, unreadable or names anything but versions."""
@@ -337,6 +387,7 @@ def find_leftovers(registry) -> list[Leftover]:
 
 # ---- what may be served --------------------------------------------------------------------------
 
+
 def _version_dir(reg: Path, version: str) -> Path:
     """versions/<version>, confined to versions/; BundleError naming what is wrong."""
     if not is_version(version):
@@ -359,13 +410,21 @@ def _checked_dir(reg: Path, version: str, part: str) -> Path:
     try:
         rubric = json.loads(_read_small(vdir / RUBRIC))
     except (OSError, ValueError) as e:
-        raise BundleError(f"{where} is missing or unreadable ({type(e).__name__}); only a version the gate passed "
-                          f"is served") from None
+        raise BundleError(
+            f"{where} is missing or unreadable ({type(e).__name__}); only a version the gate passed is served"
+        ) from None
     checks = rubric.get("checks") if isinstance(rubric, dict) else None
-    if not (isinstance(checks, list) and checks and rubric.get("passed") is True and rubric.get("version") == version
-            and all(isinstance(c, dict) and c.get("passed") is True for c in checks)):
-        raise BundleError(f"{where} does not record a passed release rubric of version {version}; only a version "
-                          f"the gate passed is served")
+    if not (
+        isinstance(checks, list)
+        and checks
+        and rubric.get("passed") is True
+        and rubric.get("version") == version
+        and all(isinstance(c, dict) and c.get("passed") is True for c in checks)
+    ):
+        raise BundleError(
+            f"{where} does not record a passed release rubric of version {version}; only a version "
+            f"the gate passed is served"
+        )
     return vdir / part
 
 
@@ -410,6 +469,7 @@ def _read_small(path: Path) -> str:
 
 # ---- helpers -------------------------------------------------------------------------------------
 
+
 def _install(vdir: Path, source: Path, version: str, check, who: dict) -> None:
     """Copy the bundle, its fallback, rubric and record into a temporary sibling, verify, rename."""
     tmp = vdir.parent / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
@@ -418,10 +478,17 @@ def _install(vdir: Path, source: Path, version: str, check, who: dict) -> None:
         shutil.copytree(source, tmp / BUNDLE)
         copied = load_bundle(tmp / BUNDLE)
         if copied.version != version:
-            raise RegistryError(f"{str(source)!r} changed while it was being promoted (version {copied.version}, "
-                                f"checked {version}); promote it again")
-        save_baseline(tmp / FALLBACK, check.fallback, corpus=check.corpus, val_fraction=check.split["val_fraction"],
-                      seed=check.split["seed"])
+            raise RegistryError(
+                f"{str(source)!r} changed while it was being promoted (version {copied.version}, "
+                f"checked {version}); promote it again"
+            )
+        save_baseline(
+            tmp / FALLBACK,
+            check.fallback,
+            corpus=check.corpus,
+            val_fraction=check.split["val_fraction"],
+            seed=check.split["seed"],
+        )
         write_json_atomic(tmp / RUBRIC, check.rubric.to_dict())
         write_json_atomic(tmp / RECORD, {"version": version, "promoted": _now(), "source": str(source), **who})
         for path in tmp.rglob("*"):
@@ -442,7 +509,9 @@ def _clean_leftovers(reg: Path) -> tuple[str, ...]:
             _remove(reg / leftover.path)
             removed.append(leftover.path)
     if removed:
-        _log(reg, "cleanup", None, f"removed {len(removed)} leftover(s) of interrupted promotions: " + ", ".join(removed))
+        _log(
+            reg, "cleanup", None, f"removed {len(removed)} leftover(s) of interrupted promotions: " + ", ".join(removed)
+        )
     return tuple(removed)
 
 
@@ -466,16 +535,31 @@ def _switch(reg: Path, version: str, history: list[str], reason: str) -> None:
     write_json_atomic(reg / CURRENT, {"version": version, "history": history, "switched": _now(), "reason": reason})
 
 
-def _refuse(reg: Path, version: str | None, reason: str, source: Path, rubric: Rubric | None, who: dict,
-            cleaned: tuple[str, ...] = ()) -> PromoteResult:
+def _refuse(
+    reg: Path,
+    version: str | None,
+    reason: str,
+    source: Path,
+    rubric: Rubric | None,
+    who: dict,
+    cleaned: tuple[str, ...] = (),
+) -> PromoteResult:
     current = read_current(reg)  # one appended line needs no lock; callers may hold it already
-    reason = _log_refusal(reg, "refuse", version, reason, source=str(source),
-                          failed=[c.name for c in rubric.checks if not c.passed] if rubric else None, **who)
+    reason = _log_refusal(
+        reg,
+        "refuse",
+        version,
+        reason,
+        source=str(source),
+        failed=[c.name for c in rubric.checks if not c.passed] if rubric else None,
+        **who,
+    )
     return PromoteResult(False, version, reason, rubric, current["version"] if current else None, cleaned)
 
 
-def _refuse_rollback(reg: Path, current: str | None, reason: str, who: dict, cleaned: tuple[str, ...]
-                     ) -> RollbackResult:
+def _refuse_rollback(
+    reg: Path, current: str | None, reason: str, who: dict, cleaned: tuple[str, ...]
+) -> RollbackResult:
     reason = _log_refusal(reg, "rollback-refused", current, reason, **who)
     return RollbackResult(False, current, current, reason, cleaned)
 
@@ -516,11 +600,14 @@ def _locked(reg: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise RegistryError(f"the registry {str(reg)!r} is locked by another promotion or rollback (waited "
-                            f"{LOCK_TIMEOUT:g} s); try again when it has finished") from None
+        raise RegistryError(
+            f"the registry {str(reg)!r} is locked by another promotion or rollback (waited "
+            f"{LOCK_TIMEOUT:g} s); try again when it has finished"
+        ) from None
     except OSError as e:
-        raise RegistryError(f"cannot lock the registry {str(reg)!r} ({type(e).__name__}: {e}); it may be "
-                            f"read-only") from None
+        raise RegistryError(
+            f"cannot lock the registry {str(reg)!r} ({type(e).__name__}: {e}); it may be read-only"
+        ) from None
     try:
         yield
     finally:
@@ -528,13 +615,13 @@ def _locked(reg: Path) -> Iterator[None]:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
 
 
 def _quote(value: object, limit: int = 40) -> str:
     """A value read from a file, shown short (it may be anything)."""
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _short(e: Exception | str, limit: int = 200) -> str:
@@ -543,4 +630,4 @@ def _short(e: Exception | str, limit: int = 200) -> str:
     text = " ".join(str(e).split())
     if text.startswith("bundle '") and " refused: " in text:
         text = text.split(" refused: ", 1)[1]
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

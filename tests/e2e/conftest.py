@@ -4,6 +4,7 @@ Everything here works offline: Playwright's own browser download cannot, so Chro
 launched from `executable_path`. Pages are discovered from app.py, so a new lesson is covered the
 moment it is added to the navigation.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,10 +16,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -68,8 +69,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _CHART_CALLS = {"chart", "plotly_chart"}  # ui.companion.chart and st.plotly_chart
 # Code under these runs only sometimes (a function may never be called, a branch never taken).
-_CONDITIONAL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.ExceptHandler, ast.Match,
-                ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_CONDITIONAL = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.IfExp,
+    ast.ExceptHandler,
+    ast.Match,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+)
 
 ALWAYS = "always"  # a chart call runs on every load
 UNLESS_STOPPED = "unless stopped"  # ... unless an earlier st.stop() / require_*() ends the run first
@@ -137,8 +148,11 @@ def discover_pages(app: Path = APP) -> list[AppPage]:
     The url path is st.Page's: `url_path=` if given, else the file stem; the default page is "/".
     """
     tree = ast.parse(app.read_text(encoding="utf-8"))
-    calls = [n for n in ast.walk(tree)
-             if isinstance(n, ast.Call) and _call_name(n) == "Page" and n.args and isinstance(_const(n.args[0]), str)]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and _call_name(n) == "Page" and n.args and isinstance(_const(n.args[0]), str)
+    ]
     pages = []
     for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):  # source order = navigation order
         script = _const(node.args[0])
@@ -205,20 +219,38 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     log_path = log_dir / f"streamlit-{port}.log"
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
     ]
     with open(log_path, "wb") as log:
         # Runs and the registry go to this test session's own folders: a developer's local registry
         # would change which model the pages select, and test runs must not land in the repo's runs/.
-        env = dict(os.environ, LAB_RUNS_DIR=str(log_dir / "runs"), LAB_REGISTRY_DIR=str(log_dir / "registry"),
-                   LAB_TEACHER_PASSCODE=TEACHER_PASSCODE)
+        env = dict(
+            os.environ,
+            LAB_RUNS_DIR=str(log_dir / "runs"),
+            LAB_REGISTRY_DIR=str(log_dir / "registry"),
+            LAB_TEACHER_PASSCODE=TEACHER_PASSCODE,
+        )
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            cmd,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
             env=env,
         )
         server = Server(url=url, log_path=log_path)
@@ -226,11 +258,16 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
             deadline = time.monotonic() + SERVER_START_TIMEOUT_S
             while not _healthy(url):
                 if proc.poll() is not None:
-                    pytest.fail(f"streamlit exited with code {proc.returncode} before answering on {url}:\n"
-                                f"{server.log_tail()}", pytrace=False)
+                    pytest.fail(
+                        f"streamlit exited with code {proc.returncode} before answering on {url}:\n{server.log_tail()}",
+                        pytrace=False,
+                    )
                 if time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not answer {url}/_stcore/health within {SERVER_START_TIMEOUT_S} s:\n"
-                                f"{server.log_tail()}", pytrace=False)
+                    pytest.fail(
+                        f"streamlit did not answer {url}/_stcore/health within {SERVER_START_TIMEOUT_S} s:\n"
+                        f"{server.log_tail()}",
+                        pytrace=False,
+                    )
                 time.sleep(0.25)
             yield server
         finally:
@@ -357,8 +394,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 def chromium_path() -> str:
     """CHROMIUM_PATH, else chromium on PATH, else Debian's /usr/bin/chromium."""
-    for candidate in (os.environ.get("CHROMIUM_PATH"), shutil.which("chromium"), shutil.which("chromium-browser"),
-                      "/usr/bin/chromium"):
+    for candidate in (
+        os.environ.get("CHROMIUM_PATH"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        "/usr/bin/chromium",
+    ):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     pytest.fail(
@@ -445,10 +486,15 @@ def wait_for_app_idle(page, timeout_ms: int = APP_IDLE_TIMEOUT_MS, settle_checks
             return
         if time.monotonic() > deadline:
             app = page.locator('[data-testid="stApp"]')
-            state = (app.get_attribute("data-test-script-state"), app.get_attribute("data-test-connection-state")) \
-                if app.count() else ("no stApp element", "")
-            pytest.fail(f"Streamlit did not finish within {timeout_ms} ms on {page.url} (script, connection state: "
-                        f"{state})", pytrace=False)
+            state = (
+                (app.get_attribute("data-test-script-state"), app.get_attribute("data-test-connection-state"))
+                if app.count()
+                else ("no stApp element", "")
+            )
+            pytest.fail(
+                f"Streamlit did not finish within {timeout_ms} ms on {page.url} (script, connection state: {state})",
+                pytrace=False,
+            )
         page.wait_for_timeout(150)
 
 

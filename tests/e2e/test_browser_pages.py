@@ -4,6 +4,7 @@ the temperature slider redraws the chart and writes its value into the address b
 Pages are discovered from app.py (see conftest.discover_pages), so a new lesson is covered as soon as
 it is in the navigation. Screenshots land in /tmp/attention-lab-shots/ for people to look at.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,11 +41,14 @@ def error_texts(page, stem: str | None = None) -> list[str]:
     `stem`) and anything showing a traceback."""
     found = [f"exception: {t}" for t in page.locator('[data-testid="stException"]').all_inner_texts()]
     expected = tuple(prefix for s, prefix in LESSON_ERROR_BOXES if s == stem)
-    found += [f"st.error: {t}" for t in page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
-              if not (expected and t.strip().startswith(expected))]
+    found += [
+        f"st.error: {t}"
+        for t in page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+        if not (expected and t.strip().startswith(expected))
+    ]
     body = page.locator('[data-testid="stApp"]').inner_text()
     if "Traceback" in body:
-        found.append("'Traceback' in the page text: " + body[body.index("Traceback"):][:400])
+        found.append("'Traceback' in the page text: " + body[body.index("Traceback") :][:400])
     return found
 
 
@@ -138,6 +142,7 @@ def query_value(url: str, key: str) -> str | None:
 
 def wait_for_query_value(page, key: str, expected: float) -> None:
     """Poll the address bar until ?key= holds `expected` (bind="query-params" writes it after the rerun)."""
+
     def ok() -> bool:
         raw = query_value(page.url, key)
         try:
@@ -169,8 +174,12 @@ def test_temperature_slider_redraws_chart_and_updates_url(page, base_url, reques
             titles = chart_titles(page)
             return len(titles) == 1 and want in titles[0]
 
-        wait_until(page, only_final_chart, APP_IDLE_TIMEOUT_MS,
-                   lambda: f"the temperature chart should show only {want} in its title; titles: {chart_titles(page)}")
+        wait_until(
+            page,
+            only_final_chart,
+            APP_IDLE_TIMEOUT_MS,
+            lambda: f"the temperature chart should show only {want} in its title; titles: {chart_titles(page)}",
+        )
         wait_for_app_idle(page, settle_checks=3)
         assert only_final_chart(), f"the chart changed again after the app settled: {chart_titles(page)}"
         return chart_title(page), assert_bars_show_softmax(page, expected)

@@ -1,5 +1,6 @@
 """The model pages in a real browser: a training run started and stopped from the page with its loss
 curve drawn, and an autocomplete request that returns suggestions. Screenshots are kept."""
+
 from __future__ import annotations
 
 from .conftest import APP_IDLE_TIMEOUT_MS, open_page, outside_requests, save_screenshot, wait_for_app_idle, wait_until
@@ -19,15 +20,27 @@ def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, 
     # The tiny preset (the page's default) with a budget large enough that Stop comes first.
     open_page(page, base_url, "/training?train_iters=3000&train_seconds=600")
     page.get_by_role("button", name="Start training", exact=True).click()
-    wait_until(page, lambda: "Loss while training" in plot_titles(page), RUN_TIMEOUT_MS,
-               lambda: f"no loss curve appeared; the page says:\n{body_text(page)[-1500:]}")
+    wait_until(
+        page,
+        lambda: "Loss while training" in plot_titles(page),
+        RUN_TIMEOUT_MS,
+        lambda: f"no loss curve appeared; the page says:\n{body_text(page)[-1500:]}",
+    )
     # The curve grows while the run goes on: at least one evaluation after step 0 before we stop.
-    wait_until(page, lambda: page.locator(".js-plotly-plot .scatterlayer .trace").count() > 0, RUN_TIMEOUT_MS,
-               lambda: "the loss chart has no line")
+    wait_until(
+        page,
+        lambda: page.locator(".js-plotly-plot .scatterlayer .trace").count() > 0,
+        RUN_TIMEOUT_MS,
+        lambda: "the loss chart has no line",
+    )
     save_screenshot(page, tmp_path, "training-running")
     page.get_by_role("button", name="Stop", exact=True).click()
-    wait_until(page, lambda: "Stopped at step" in body_text(page), RUN_TIMEOUT_MS,
-               lambda: f"the run did not report its stop; the page says:\n{body_text(page)[-1500:]}")
+    wait_until(
+        page,
+        lambda: "Stopped at step" in body_text(page),
+        RUN_TIMEOUT_MS,
+        lambda: f"the run did not report its stop; the page says:\n{body_text(page)[-1500:]}",
+    )
     wait_for_app_idle(page, APP_IDLE_TIMEOUT_MS)
     assert "Loss while training" in plot_titles(page)
     # The stopped run became a bundle this session can select in the sidebar.
@@ -44,8 +57,12 @@ def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_
     prompt = page.get_by_label("Text to complete (the prompt; Ctrl+Enter to apply)")
     prompt.fill("import ")
     prompt.press("Control+Enter")
-    wait_until(page, lambda: any("next characters" in t for t in plot_titles(page)), RUN_TIMEOUT_MS,
-               lambda: "no candidate chart")
+    wait_until(
+        page,
+        lambda: any("next characters" in t for t in plot_titles(page)),
+        RUN_TIMEOUT_MS,
+        lambda: "no candidate chart",
+    )
     wait_for_app_idle(page, RUN_TIMEOUT_MS)
     code_blocks = page.locator('[data-testid="stCode"]').all_inner_texts()
     assert code_blocks[0].strip() == "import␣"  # what the model sees, whitespace made visible

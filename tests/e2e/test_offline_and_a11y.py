@@ -5,6 +5,7 @@ Accessibility policy: a violation of impact "critical" or "serious" fails the te
 Streamlit's own chrome is excluded only where it is the sole cause and we cannot change it (see
 STREAMLIT_CHROME below), and then only for the rule and the element concerned.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,15 +85,24 @@ def test_recorder_sees_outside_requests(page, requests_seen):
     page.route("**/*", lambda route: route.abort())  # nothing really leaves the machine
     page.set_content(
         '<img src="http://192.0.2.1/pixel.png">'
-        '<style>@font-face{font-family:x;src:url(https://fonts.example.invalid/x.woff2)}</style>'
+        "<style>@font-face{font-family:x;src:url(https://fonts.example.invalid/x.woff2)}</style>"
         '<p style="font-family:x">text</p>'
     )
     page.evaluate("fetch('http://cdn.example.invalid/lib.js').catch(() => null)")
     page.wait_for_timeout(300)
     outside = outside_requests(requests_seen)
     assert "http://192.0.2.1/pixel.png" in outside and "http://cdn.example.invalid/lib.js" in outside, requests_seen
-    assert outside_requests(["http://127.0.0.1:8501/static/x.js", "ws://localhost:8501/_stcore/stream",
-                             "data:image/png;base64,AA==", "blob:http://127.0.0.1/x"]) == []
+    assert (
+        outside_requests(
+            [
+                "http://127.0.0.1:8501/static/x.js",
+                "ws://localhost:8501/_stcore/stream",
+                "data:image/png;base64,AA==",
+                "blob:http://127.0.0.1/x",
+            ]
+        )
+        == []
+    )
 
 
 def test_axe_exclusions_are_narrow(page):
@@ -101,8 +111,8 @@ def test_axe_exclusions_are_narrow(page):
     page.set_content(
         '<html lang="en"><head><title>t</title></head><body><main>'
         '<ul data-testid="stSidebarNavItems"><div>section</div><li>a</li><img src="x.png"></ul>'
-        '<ul><div>our own list</div></ul>'
-        '</main></body></html>'
+        "<ul><div>our own list</div></ul>"
+        "</main></body></html>"
     )
     violations = {v["id"]: v for v in run_axe(page)}
     assert "list" in violations, violations.keys()

@@ -2,6 +2,7 @@
 and rollback refuse without the passcode (disabled buttons, a wrong passcode refused, nothing written to the
 registry), and the right one opens the confirmation dialog that names the version the class would be served.
 Screenshots of the locked and the unlocked page are kept."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def main_text(page) -> str:
 def registry_state(server) -> dict[str, bytes]:
     """Every file of the server's registry (conftest: LAB_REGISTRY_DIR beside the server log), byte for byte."""
     reg = Path(server.log_path).parent / "registry"
-    return {str(p.relative_to(reg)): p.read_bytes() for p in sorted(reg.rglob("*")) if p.is_file()} \
-        if reg.is_dir() else {}
+    return (
+        {str(p.relative_to(reg)): p.read_bytes() for p in sorted(reg.rglob("*")) if p.is_file()} if reg.is_dir() else {}
+    )
 
 
 def submit_passcode(page, passcode: str) -> None:
@@ -34,7 +36,8 @@ def submit_passcode(page, passcode: str) -> None:
 
 
 def test_release_actions_refuse_without_the_passcode_and_the_right_one_opens_the_confirmation(
-        page, base_url, server, tmp_path, requests_seen):
+    page, base_url, server, tmp_path, requests_seen
+):
     before = registry_state(server)
     open_page(page, base_url, "/release")
     promote = page.get_by_role("button", name=re.compile(r"^Promote version"))
