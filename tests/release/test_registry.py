@@ -29,7 +29,7 @@ from core.release.registry import (
     status,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
 POLICY = ReleasePolicy(

@@ -13,7 +13,7 @@ from core.model.gpt import PRESETS
 from core.model.sampling import SampleConfig, generate
 from core.model.training import document_stream, evaluate_loss
 
-SHIPPED = Path(__file__).resolve().parent.parent / "models" / "default"
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "default"
 MAX_WEIGHT_BYTES = 8 * 1024 * 1024
 
 

@@ -246,7 +246,7 @@ def test_parity_passes_on_an_untrained_tiny_model():
 def test_parity_passes_on_the_shipped_model():
     from core.model.bundle import load_bundle
 
-    bundle = load_bundle(Path(__file__).resolve().parent.parent / "models" / "default")
+    bundle = load_bundle(Path(__file__).resolve().parents[2] / "models" / "default")
     L = bundle.config.context_length
     text = "import os\n\n\ndef main(argv):\n    " + "x = 1\n    " * 20  # > L - 8 characters: it slides
     ids = bundle.tokenizer.encode(text)[-(L - 4) :]

@@ -10,7 +10,7 @@ import torch
 
 from core import handcheck
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_attention_by_hand_prints_the_hand_checked_weights():

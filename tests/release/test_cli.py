@@ -13,7 +13,7 @@ from cli.main import COMMANDS, _Progress, main
 from core.model.bundle import MANIFEST, WEIGHTS, load_bundle
 from core.model.training import TrainEvent
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB
 METRICS = {"train_loss", "val_loss", "iters", "seconds", "tokens_per_second"}
 

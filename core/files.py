@@ -1,0 +1,88 @@
+"""How a file or a directory is written so that a reader never sees half of it: written once, here.
+
+    write_json(path, data)          JSON (ASCII, indented, no NaN), flushed and fsync'ed
+    write_json_atomic(path, data)   the same into a temporary sibling, then os.replace: readers see the
+                                    old file or the new one, never a torn one
+    staged_dir(out)                 a temporary sibling directory to build `out` in; removed if the
+                                    block raises
+    install_dir(staged, out, *, overwrite, error)
+                                    rename the staged directory to `out`. Without overwrite nothing at
+                                    `out` is ever replaced: if something appeared there meanwhile, the
+                                    staged copy is kept under a visible sibling name and `error` is raised
+                                    naming it, so nothing is lost either way. With overwrite an existing
+                                    `out` is moved aside first and removed after.
+
+Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
+`current` pointer (core.release.registry) and the release rubric (core.release.gate) all use these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write `data` as indented ASCII JSON (NaN and inf refused) and fsync it."""
+    with open(path, "w", encoding="ascii") as f:
+        json.dump(data, f, indent=2, ensure_ascii=True, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """write_json into a temporary sibling, then os.replace onto `path` (readable by everyone: 0644)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write_json(tmp, data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
+    """A new empty directory `.<name>.<random>.tmp` beside `out` (its parent is created); removed when the
+    block raises. The block builds the content and ends with install_dir."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield staged
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def install_dir(staged: Path, out: Path, *, overwrite: bool = False, error: type[Exception] = OSError) -> None:
+    """Rename `staged` to `out` (mode 0755), see the module docstring. POSIX rename succeeds only onto
+    nothing or an empty directory, so without overwrite a directory that appeared since the caller checked
+    `out` is never replaced."""
+    os.chmod(staged, 0o755)  # mkdtemp creates 0700; a bundle is for everyone to read
+    if not overwrite or not out.exists():
+        try:
+            os.rename(staged, out)
+        except OSError as e:
+            kept = out.parent / f"{out.name}.new-{uuid.uuid4().hex[:8]}"
+            os.rename(staged, kept)
+            raise error(
+                f"{str(out)!r} appeared while it was being written ({e.strerror or e}); "
+                f"nothing there was replaced and the new copy is kept in {str(kept)!r}"
+            ) from None
+        return
+    old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(out, old)
+    os.rename(staged, out)
+    shutil.rmtree(old, ignore_errors=True)
