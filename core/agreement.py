@@ -30,9 +30,12 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
+
+M = TypeVar("M", bound=torch.nn.Module)
 
 SAFETY = 16
 DECIDING_DTYPE = torch.float64
@@ -143,7 +146,7 @@ def model_terms(config) -> int:
     return config.n_layer * per_layer + config.d_model
 
 
-def float64_copy(model: torch.nn.Module) -> torch.nn.Module:
+def float64_copy(model: M) -> M:
     """A float64 copy of `model` in eval mode (the original is untouched): deciding comparisons run on it."""
     return copy.deepcopy(model).to(DECIDING_DTYPE).eval()
 

@@ -9,6 +9,7 @@ float32 tensor result is shown beside it, with float32's allowance, and does not
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -100,7 +101,8 @@ def read_row(q: Tensor, k: Tensor, v: Tensor, t: int) -> RowReading:
     weights = tuple(result.weights[0, t].tolist())
     weight_sum = math.fsum(w for w, ok in zip(weights, allowed) if ok)
     out = tuple(result.out[0, t].tolist())
-    seen = dict(
+    seen = functools.partial(  # row_agreement on what row t sees: its q row and the allowed k, v rows
+        row_agreement,
         q_row=q[t].tolist(),
         k_rows=[r for r, ok in zip(k.tolist(), allowed) if ok],
         v_rows=[r for r, ok in zip(v.tolist(), allowed) if ok],
@@ -118,7 +120,7 @@ def read_row(q: Tensor, k: Tensor, v: Tensor, t: int) -> RowReading:
         allowance(torch.float64, S),
         out,
         tuple(abs(h - x) for h, x in zip(trace.out, out)),
-        row_agreement(trace.out, out, **seen),
+        seen(trace.out, out),
         out32,
-        row_agreement(out32, trace.out, dtype=torch.float32, **seen),
+        seen(out32, trace.out, dtype=torch.float32),
     )

@@ -33,6 +33,9 @@ from core.model.introspect import projections
 from core.model.rope import (
     apply_rope,
     apply_rope_split_half,
+    check_base,
+    check_position,
+    check_width,
     from_split_half,
     rope_frequencies,
     split_half_permutation,
@@ -46,31 +49,16 @@ SEED = 0  # the page's fixed q, k come from torch.Generator().manual_seed(SEED)
 # each rotated feature is x·cos + x'·sin, two terms, in both layouts.
 
 
-def _check_width(D: int) -> None:
-    if not isinstance(D, int) or isinstance(D, bool) or D < 2 or D % 2:
-        raise ValueError(f"RoPE needs an even head width D >= 2 (it rotates pairs), got D={D!r}")
-
-
-def _check_base(base: float) -> None:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
-        raise ValueError(f"RoPE base must be a finite number > 1, got {base!r}")
-
-
-def _check_position(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an integer position >= 0, got {value!r}")
-
-
 def _check_vector(name: str, x: Tensor) -> None:
     if not isinstance(x, Tensor) or x.dim() != 1 or not x.is_floating_point():
         got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"{name} must be a 1-D floating-point head vector (D,), got {got}")
-    _check_width(x.shape[0])
+    check_width(x.shape[0])
 
 
 def seeded_qk(D: int, seed: int = SEED) -> tuple[Tensor, Tensor]:
     """A query and a key (D,) each, float64, drawn in that order from randn with `seed`."""
-    _check_width(D)
+    check_width(D)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(D, generator=g, dtype=torch.float64)  # (D,)
     k = torch.randn(D, generator=g, dtype=torch.float64)  # (D,)
@@ -144,9 +132,9 @@ def rotate_pair(q: Tensor, k: Tensor, m: int, n: int, pair: int, base: float = 1
     _check_vector("k", k)
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same width, got {tuple(q.shape)} and {tuple(k.shape)}")
-    _check_position("m", m)
-    _check_position("n", n)
-    _check_base(base)
+    check_position("m", m)
+    check_position("n", n)
+    check_base(base)
     D = q.shape[0]
     if not isinstance(pair, int) or isinstance(pair, bool) or not 0 <= pair < D // 2:
         raise ValueError(f"pair must be an integer in 0..{D // 2 - 1} (D = {D} has {D // 2} pairs), got {pair!r}")
@@ -221,14 +209,14 @@ def offset_scores(
     _check_vector("k", k)
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same width, got {tuple(q.shape)} and {tuple(k.shape)}")
-    _check_base(base)
+    check_base(base)
     offsets, positions = list(offsets), list(positions)
     if not offsets or any(not isinstance(r, int) or isinstance(r, bool) for r in offsets):
         raise ValueError(f"offsets must be a non-empty sequence of integers m - n, got {offsets[:5]!r}")
     if not positions:
         raise ValueError("positions must hold at least one absolute position")
     for a in positions:
-        _check_position("every absolute position", a)
+        check_position("every absolute position", a)
     m = [a + max(r, 0) for a in positions for r in offsets]  # (P*R,) query positions
     n = [a + max(-r, 0) for a in positions for r in offsets]  # (P*R,) key positions
     q_rot = _rotate(q, m, base)  # (P*R, D)

@@ -259,7 +259,7 @@ def check_split_size(train_chars: int, val_chars: int, context_length: int) -> N
 
 def _load_stdlib() -> Corpus:
     root = Path(sysconfig.get_paths()["stdlib"])
-    documents = []
+    documents: list[Document] = []
     for rel in STDLIB_MODULES:
         path = root / rel
         if not path.is_file():
@@ -268,8 +268,7 @@ def _load_stdlib() -> Corpus:
                 f"interpreter's stdlib is incomplete: pass a text file with --corpus instead"
             )
         documents.append(Document(rel, _normalise(_decode(path.read_bytes(), rel))))
-    documents = tuple(documents)
-    return Corpus(documents, fingerprint(documents), STDLIB_SOURCE)
+    return Corpus(tuple(documents), fingerprint(documents), STDLIB_SOURCE)
 
 
 def _check_size(n_bytes: int, label: str) -> None:

@@ -3,7 +3,7 @@
 Everything here is computed by calling the model's OWN modules, in the order its forward pass uses
 them, so what the pages draw is what the model computes:
 
-    text -> ids (T,)                                 the bundle's tokenizer; the last context_length kept
+    text -> ids (T,)                                 core.model.prompt: the last context_length kept
     ids -> token_embedding -> x (T, C)               blocks 0 .. layer-1 applied to reach `layer`
     x -> block.norm_attn -> normed (T, C)
     normed -> block.attn.qkv -> q, k, v (T, D) of one head (columns head*D .. head*D + D - 1)
@@ -20,6 +20,7 @@ L layers (n_layer).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Sequence
@@ -31,66 +32,12 @@ from torch import Tensor
 from core import handcheck
 from core.agreement import Agreement, row_agreement
 from core.attention import causal_mask, scaled_dot_product_attention
-from core.model.gpt import GPT
+from core.model.gpt import GPT, Block
+
+# encode_for_model is re-exported: the pages import it from here
+from core.model.prompt import EncodedText as EncodedText
+from core.model.prompt import encode_for_model as encode_for_model
 from core.model.rope import apply_rope, rope_cos_sin
-from core.model.tokenizer import UNK_ID, CharTokenizer
-
-# ---- text -> ids -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EncodedText:
-    """The ids the model reads for a text, made visible, and what was lost on the way."""
-
-    text: str  # the characters those ids encode: the end of a text longer than the context
-    ids: tuple[int, ...]  # (T,) at most context_length ids: the END of the text
-    pieces: tuple[str, ...]  # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
-    unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
-    unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
-    truncated: bool  # True when the text had more than context_length tokens
-    original_length: int  # tokens in the whole text
-    context_length: int
-
-    @property
-    def T(self) -> int:
-        return len(self.ids)
-
-    @property
-    def dropped(self) -> int:
-        """How many tokens were cut from the start of the text."""
-        return self.original_length - len(self.ids)
-
-    def labels(self) -> list[str]:
-        """One unique axis label per position: 'position piece', e.g. '3 ␣'."""
-        return [f"{t} {piece}" for t, piece in enumerate(self.pieces)]
-
-
-def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -> EncodedText:
-    """Encode `text` as the model would see it: unseen characters become <unk>, and a text longer than
-    the context keeps only its last `context_length` tokens (the ones nearest the next prediction).
-
-    An empty text gives an EncodedText with no ids (T = 0); `projections` and `attention_grid` refuse it.
-    """
-    if not isinstance(tokenizer, CharTokenizer):
-        raise ValueError(f"encode_for_model needs a CharTokenizer, got {type(tokenizer).__name__}")
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a str, got {type(text).__name__}")
-    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1:
-        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
-    all_ids = tokenizer.encode(text)  # (N,) one id per character
-    ids = all_ids[-context_length:]  # (T,) T = min(N, context_length)
-    kept_text = text[len(text) - len(ids) :]  # one character per token, so the same cut applies to the text
-    return EncodedText(
-        text=kept_text,
-        ids=tuple(ids),
-        pieces=tuple(tokenizer.display_piece(i) for i in ids),
-        unknown_chars=tuple(tokenizer.unknown_chars(kept_text)),
-        unknown_positions=tuple(t for t, i in enumerate(ids) if i == UNK_ID),
-        truncated=len(all_ids) > context_length,
-        original_length=len(all_ids),
-        context_length=context_length,
-    )
-
 
 # ---- q, k, v of one head ---------------------------------------------------------------------------
 
@@ -174,6 +121,8 @@ def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) 
     for i, block in enumerate(model.blocks[:layer]):
         x, _ = block(x, rope, None, i)  # (1, T, C): the residual stream after block i
     block = model.blocks[layer]
+    if not isinstance(block, Block):  # nn.ModuleList gives a Module: every GPT's blocks are Blocks
+        raise ValueError(f"layer {layer} of the model is a {type(block).__name__}, not a core.model.gpt.Block")
     normed = block.norm_attn(x)  # (1, T, C)
     q_all, k_all, v_all = block.attn.qkv(normed).split(C, dim=2)  # (1, T, C) each: heads side by side
     cols = slice(head * D, (head + 1) * D)  # this head's D columns, as forward's view(B, T, H, D) splits them
@@ -257,7 +206,7 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
     tensor_weights = tuple(weights64[allowed].tolist())  # (t+1,)
     row = weights[t].tolist()  # (T,)
     model_weights = tuple(row[s] for s in allowed)
-    same = dict(q_row=q_row, k_rows=k_rows, v_rows=v_rows, scale=proj.scale)
+    same = functools.partial(row_agreement, q_row=q_row, k_rows=k_rows, v_rows=v_rows, scale=proj.scale)
     return RowCheck(
         t=t,
         q_row=q_row,
@@ -265,9 +214,9 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
         v_rows=v_rows,
         trace=trace,
         tensor_weights=tensor_weights,
-        decided=row_agreement(trace.softmax.weights, tensor_weights, **same),
+        decided=same(trace.softmax.weights, tensor_weights),
         model_weights=model_weights,
-        model_float32=row_agreement(model_weights, trace.softmax.weights, dtype=torch.float32, **same),
+        model_float32=same(model_weights, trace.softmax.weights, dtype=torch.float32),
         future_weight=math.fsum(row[s] for s in forbidden),
         differences=tuple(abs(a - b) for a, b in zip(trace.softmax.weights, model_weights)),
         weight_sum=math.fsum(trace.softmax.weights),

@@ -95,8 +95,11 @@ class JobQueue:
                 return
             self._running += 1
             job.state, job.started = RUNNING, time.time()
+            work = job.work  # set at submit; cleared only once the job has finished
         try:
-            result = job.work(lambda event: self._report(job, event), job.stop.is_set)
+            if work is None:
+                raise RuntimeError(f"job {job.id} has no work to run")
+            result = work(lambda event: self._report(job, event), job.stop.is_set)
             outcome, error = (STOPPED if job.stop.is_set() else DONE), None
         except Exception as err:  # the worker reports failures as data; the page shows the message
             result, outcome = None, FAILED

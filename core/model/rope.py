@@ -29,21 +29,34 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+# ---- the validators: written once, used here and by core.lessons.rope ---------------------------
 
-def _check_width(D: int) -> None:
+
+def check_width(D: object) -> None:
+    """ValueError unless D is an even integer >= 2 (RoPE rotates pairs)."""
     if not isinstance(D, int) or isinstance(D, bool) or D < 2 or D % 2:
         raise ValueError(f"RoPE needs an even head width D >= 2 (it rotates pairs), got D={D!r}")
 
 
-def _check_base(base: float) -> None:
-    if not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
+def check_base(base: object) -> None:
+    """ValueError unless base is a finite number > 1 (a bool is not a number here)."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
         raise ValueError(f"RoPE base must be a finite number > 1, got {base!r}")
+
+
+def check_position(name: str, value: object) -> None:
+    """ValueError unless value is an integer absolute position >= 0; `name` says which one it is."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an integer position >= 0, got {value!r}")
+
+
+# ---- the rotation --------------------------------------------------------------------------------
 
 
 def rope_frequencies(D: int, base: float = 10000.0) -> Tensor:
     """base^(-2i/D) for i = 0 .. D/2 - 1, float64 (D/2,). Pair 0 turns fastest (1 radian per position)."""
-    _check_width(D)
-    _check_base(base)
+    check_width(D)
+    check_base(base)
     i = torch.arange(D // 2, dtype=torch.float64)  # (D/2,)
     return base ** (-2.0 * i / D)  # (D/2,)
 
@@ -63,7 +76,7 @@ def _check_x(x: Tensor, positions: Tensor) -> None:
     if not isinstance(x, Tensor) or x.dim() < 2 or not x.is_floating_point():
         got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"x must be a floating-point tensor (..., T, D), got {got}")
-    _check_width(x.shape[-1])
+    check_width(x.shape[-1])
     if isinstance(positions, Tensor) and positions.dim() == 1 and positions.shape[0] != x.shape[-2]:
         raise ValueError(
             f"positions has {positions.shape[0]} entries but x {tuple(x.shape)} has T={x.shape[-2]} positions"
@@ -104,7 +117,7 @@ def split_half_permutation(D: int) -> Tensor:
 
     After `x[..., perm]`, the first member of pair i sits at i and the second at i + D/2.
     """
-    _check_width(D)
+    check_width(D)
     return torch.cat((torch.arange(0, D, 2), torch.arange(1, D, 2)))  # (D,)
 
 
@@ -160,10 +173,9 @@ def rope_trace(vec: Sequence[float], position: int, base: float = 10000.0) -> Ro
     """
     values = [float(value) for value in vec]
     D = len(values)
-    _check_width(D)
-    _check_base(base)
-    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-        raise ValueError(f"position must be an integer >= 0, got {position!r}")
+    check_width(D)
+    check_base(base)
+    check_position("position", position)
     frequencies, angles, rotations, before, after = [], [], [], [], []
     for i in range(D // 2):
         frequency = base ** (-2.0 * i / D)

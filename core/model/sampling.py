@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from core.attention import softmax
+from core.model.gpt import GPT
 from core.model.kv_cache import default_keep, next_window_start
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -229,7 +230,7 @@ class GenerationStep:
 
 
 def generate(
-    model: torch.nn.Module,
+    model: GPT,
     prompt_ids: Sequence[int],
     sample: SampleConfig,
     *,

@@ -2,7 +2,7 @@
 
 The data: the tokenizer is built from the whole corpus text (so validation never meets <unk>); the
 corpus is split by whole documents (`core.model.corpus.split_documents`); each side becomes one token
-stream, its documents joined by <eos> (`document_stream`). A batch is `batch_size` random windows of
+stream, its documents joined by <eos> (`core.model.batches.document_stream`). A batch is `batch_size` random windows of
 context_length + 1 tokens from the training stream: the first T tokens are the input, the last T the
 targets (the same windows shifted by one).
 
@@ -20,8 +20,8 @@ threading.Event); a stopped run still ends with an evaluation and a "done" event
 The leak detector runs at every evaluation: `core.model.leak.causality_probe` edits every position of a seeded
 random sequence and checks that no earlier position's logits move (on a float64 copy, so training's RNG
 and weights are untouched). Its result rides on the EvalRecord and the "eval" event; with
-`leak_stop=True` (the CLI's and the app's default, through core.model.runs.train_config_for) the run stops at
-the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), with stop_reason "leak".
+`leak_stop=True` (the CLI's and the app's default, through core.model.train_config.train_config_for) the run
+stops at the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), with stop_reason "leak".
 
 Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
 """
@@ -32,75 +32,23 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from core.model.corpus import Corpus, Document, check_split_size, split_documents
+# document_stream, evaluate_loss, sample_batch, TrainConfig, learning_rate_at: re-exported (release, bench, tests)
+from core.model.batches import document_stream as document_stream
+from core.model.batches import evaluate_loss as evaluate_loss
+from core.model.batches import next_token_loss
+from core.model.batches import sample_batch as sample_batch
+from core.model.corpus import Corpus, check_split_size, split_documents
 from core.model.gpt import GPT, ModelConfig
 from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
-from core.model.tokenizer import EOS_ID, CharTokenizer
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    batch_size: int = 12  # B windows per step
-    max_iters: int = 2000  # optimizer steps (the schedule's length)
-    max_seconds: float | None = None  # optional wall-clock budget for the loop; the schedule anneals by it too
-    learning_rate: float = 2e-3  # peak, reached at the end of warmup
-    min_lr: float = 2e-4  # where the cosine ends, at step max_iters - 1
-    warmup_iters: int = 100
-    weight_decay: float = 0.1  # on 2-D weights (matrices, embeddings) only; never on norms or biases
-    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
-    eval_interval: int = 250  # steps between evaluations
-    eval_iters: int = 20  # batches per evaluation
-    seed: int = 0
-    val_fraction: float = 0.1  # share of documents held out
-    causal: bool = True  # False = remove the causal mask (the leakage lesson); the bundle is then marked unsafe
-    beta1: float = 0.9
-    beta2: float = 0.99
-    num_threads: int | None = None  # torch threads during training; None keeps the current setting
-    fast_attention: bool = False  # train through PyTorch's fused attention (parity-tested; see core.model.gpt)
-    leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
-
-    def __post_init__(self):
-        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.warmup_iters < self.max_iters:
-            raise ValueError(
-                f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
-                f"got {self.warmup_iters}; shorten the warmup or train longer"
-            )
-        if self.max_seconds is not None and not (_is_number(self.max_seconds) and self.max_seconds > 0):
-            raise ValueError(f"max_seconds must be a positive number of seconds or None, got {self.max_seconds!r}")
-        for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip"):
-            value = getattr(self, name)
-            if not _is_number(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.min_lr > self.learning_rate:
-            raise ValueError(f"min_lr={self.min_lr} must not exceed learning_rate={self.learning_rate}")
-        if not _is_number(self.val_fraction) or not 0 < self.val_fraction < 1:
-            raise ValueError(f"val_fraction must lie strictly between 0 and 1, got {self.val_fraction!r}")
-        for name in ("beta1", "beta2"):
-            if not _is_number(getattr(self, name)) or not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"causal must be a bool, got {self.causal!r}")
-        for name in ("fast_attention", "leak_stop"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
-            raise ValueError(f"num_threads must be an integer >= 1 or None, got {self.num_threads!r}")
+from core.model.tokenizer import CharTokenizer
+from core.model.train_config import TrainConfig as TrainConfig
+from core.model.train_config import learning_rate_at as learning_rate_at
 
 
 @dataclass(frozen=True)
@@ -144,79 +92,6 @@ class TrainResult:
     step_losses: tuple[float, ...]  # the batch loss of every optimizer step
     train_documents: tuple[str, ...]  # document names
     val_documents: tuple[str, ...]
-
-
-def learning_rate_at(step: int, cfg: TrainConfig, elapsed: float | None = None) -> float:
-    """The learning rate of optimizer step `step` (0-based): linear warmup, then cosine decay.
-
-    step < W:            lr * (step + 1) / W
-    W <= step:           min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2,  p = min(1, (step - W) / (N - 1 - W))
-    with W = warmup_iters, N = max_iters; so step W gets lr and step N - 1 (and later) gets min_lr.
-
-    A time budget: with cfg.max_seconds set and `elapsed` (seconds since the run started) given,
-    p = min(1, max(step progress, elapsed / max_seconds)), so the decay follows whichever budget runs
-    out first and a run stopped by the clock still ends annealed. (Such a run depends on the machine's
-    speed and is not reproducible step for step; without max_seconds it is.)
-    """
-    if not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an integer >= 0, got {step!r}")
-    if step < cfg.warmup_iters:
-        return cfg.learning_rate * (step + 1) / cfg.warmup_iters
-    span = max(1, cfg.max_iters - 1 - cfg.warmup_iters)
-    progress = (step - cfg.warmup_iters) / span
-    if cfg.max_seconds is not None and elapsed is not None:
-        progress = max(progress, elapsed / cfg.max_seconds)
-    progress = min(1.0, progress)
-    return cfg.min_lr + (cfg.learning_rate - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def document_stream(documents: Sequence[Document], tokenizer: CharTokenizer) -> Tensor:
-    """One token stream: each document's ids followed by <eos>. Returns (N,) long."""
-    ids: list[int] = []
-    for doc in documents:
-        ids.extend(tokenizer.encode(doc.text))
-        ids.append(EOS_ID)
-    return torch.tensor(ids, dtype=torch.long)  # (N,)
-
-
-def sample_batch(
-    stream: Tensor, batch_size: int, context_length: int, generator: torch.Generator
-) -> tuple[Tensor, Tensor]:
-    """`batch_size` random windows of the stream: inputs (B, T) and targets shifted by one (B, T)."""
-    if stream.dim() != 1 or stream.numel() < context_length + 1:
-        raise ValueError(
-            f"stream must be 1-D with at least context_length + 1 = {context_length + 1} tokens, "
-            f"got shape {tuple(stream.shape)}"
-        )
-    starts = torch.randint(stream.numel() - context_length, (batch_size,), generator=generator)  # (B,)
-    offsets = starts[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
-    window = stream[offsets]  # (B, T + 1)
-    return window[:, :-1], window[:, 1:]  # (B, T), (B, T)
-
-
-@torch.no_grad()
-def evaluate_loss(
-    model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int, context_length: int | None = None
-) -> float:
-    """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
-
-    The same seed gives the same batches. The model is evaluated in eval mode and returned to the
-    mode it was in.
-    """
-    if iters < 1 or batch_size < 1:
-        raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
-    T = model.config.context_length if context_length is None else context_length
-    generator = torch.Generator().manual_seed(seed)
-    was_training = model.training
-    model.eval()
-    try:
-        total = 0.0
-        for _ in range(iters):
-            x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
-            total += _loss(model, x, y).item()
-    finally:
-        model.train(was_training)
-    return total / iters
 
 
 def make_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -337,7 +212,7 @@ class _Run:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         x, y = sample_batch(self.train_stream, cfg.batch_size, self.T, self.data_generator)  # (B, T), (B, T)
-        loss = _loss(self.model, x, y, fast_attention=self.cfg.fast_attention)
+        loss = next_token_loss(self.model, x, y, fast_attention=self.cfg.fast_attention)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
@@ -415,11 +290,6 @@ class _Run:
         }
 
 
-def _loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:
-    logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T
-
-
 @contextlib.contextmanager
 def _torch_threads(n: int | None) -> Iterator[None]:
     if n is None:
@@ -431,7 +301,3 @@ def _torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

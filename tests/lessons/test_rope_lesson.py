@@ -169,3 +169,28 @@ def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(lay
     assert result.scores_on[0, 0].item() == pytest.approx(
         result.scores_off[0, 0].item(), abs=1e-5
     )  # position 0: no turn
+
+
+@pytest.mark.parametrize("base", [1, 0.5, float("inf"), float("nan"), True, "10000"])
+def test_the_lesson_refuses_a_base_exactly_as_the_model_does(base):
+    q, k = seeded_qk(4)
+    messages = set()
+    for call in (
+        lambda: rotate_pair(q, k, 1, 0, pair=0, base=base),
+        lambda: pair_frequencies(4, base),
+        lambda: rope_trace([1.0, 0.0, 0.0, 1.0], 1, base),
+        lambda: apply_rope(q.view(1, 4), torch.tensor([0]), base),
+    ):
+        with pytest.raises(ValueError, match="RoPE base must be a finite number > 1") as err:
+            call()
+        messages.add(str(err.value))
+    assert len(messages) == 1  # one validator, one message
+
+
+def test_a_position_is_refused_with_the_same_rule_in_the_lesson_and_the_model():
+    q, k = seeded_qk(4)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="m must be an integer position >= 0"):
+            rotate_pair(q, k, bad, 0, pair=0)
+        with pytest.raises(ValueError, match="position must be an integer position >= 0"):
+            rope_trace([1.0, 0.0], bad)

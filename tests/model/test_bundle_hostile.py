@@ -12,6 +12,7 @@ import torch
 from test_bundle import TEXT, make_model, read_manifest, refused, reseal, rewrite_tensors
 
 import core.model.bundle
+import core.model.bundle_checks
 import core.model.gpt
 from cli.main import main
 from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
@@ -219,7 +220,7 @@ def test_a_linked_baseline_counts_file_is_refused(corpus, tmp_path):
 
 
 def test_an_oversized_manifest_is_refused_before_it_is_read(bundle_copy, monkeypatch):
-    monkeypatch.setattr(core.model.bundle, "MAX_MANIFEST_BYTES", 10_000)
+    monkeypatch.setattr(core.model.bundle_checks, "MAX_MANIFEST_BYTES", 10_000)
     text = (bundle_copy / MANIFEST).read_text()
     (bundle_copy / MANIFEST).write_text(text + " " * 10_000)
     refused(bundle_copy, "more than MAX_MANIFEST_BYTES=10,000")

@@ -16,14 +16,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import core.model.bundle as bundle_module
 import core.model.gpt
 from core.attention import causal_mask
+from core.files import install_dir
 from core.model import leak, runs
 from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.corpus import CorpusError
 from core.model.gpt import GPT, PRESETS, preset
 from core.model.jobs import STOPPED, JobQueue
+from core.model.tokenizer import CharTokenizer
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60))  # ~2 kB
 PROBE = "def f1(x):\n    return x"
@@ -356,7 +357,7 @@ def test_a_directory_that_appears_while_saving_is_not_replaced_and_the_new_bundl
     out.mkdir()
     (out / "theirs.txt").write_text("theirs")  # written after check_out_dir passed
     with pytest.raises(BundleError, match="kept in") as err:
-        bundle_module._replace_dir(tmp, out)
+        install_dir(tmp, out, error=BundleError)  # the step save_bundle ends with
     assert [p.name for p in out.iterdir()] == ["theirs.txt"]
     [kept] = [p for p in tmp_path.iterdir() if p.name.startswith("out.new-")]
     assert str(kept) in str(err.value) and load_bundle(kept).version == load_bundle(a_bundle).version
@@ -375,3 +376,18 @@ def test_a_run_directory_that_already_exists_is_never_replaced(tmp_path):
     (tmp_path / "blocked").write_text("a file where the runs directory should be")
     with pytest.raises(BundleError, match="is a file"):  # refused before the job is queued
         runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), runs.JobDir(tmp_path / "blocked"))
+
+
+def test_a_snapshot_of_a_text_longer_than_the_context_reads_its_last_tokens():
+    tokenizer = CharTokenizer.from_text(TEXT)
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", tokenizer.vocab_size)).eval()
+    L = model.config.context_length
+    text = TEXT * (2 * L // len(TEXT) + 2)  # longer than the context
+    assert len(text) > L
+    snap = runs.attention_snapshot(model, tokenizer, text, layer=1, head=1, step=0)
+    tail = text[-L:]  # one character per token: the tokens nearest the next prediction
+    assert snap.tokens == [tokenizer.display_piece(i) for i in tokenizer.encode(tail)]
+    with torch.no_grad():
+        expected = model(torch.tensor([tokenizer.encode(tail)]), return_weights=True).weights[1][0, 1]  # (T, S)
+    torch.testing.assert_close(torch.tensor(snap.weights), expected, atol=0, rtol=0)

@@ -1,0 +1,79 @@
+"""The data a run trains and evaluates on, and the loss it minimises.
+
+    document_stream     the documents of one side of the split as one token stream, each followed by <eos>
+    sample_batch        `batch_size` random windows of context_length + 1 tokens: the first T are the
+                        input, the last T the targets (the same window shifted by one)
+    next_token_loss     mean cross-entropy over every position of a batch, in nats per token
+    evaluate_loss       that loss over seeded batches: the same seed gives the same batches, so every
+                        evaluation of a run compares like with like
+
+Randomness is explicit (a torch.Generator or a seed). Shapes use the legend of `core/__init__.py`:
+B batch, T positions, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from core.model.corpus import Document
+from core.model.gpt import GPT
+from core.model.tokenizer import EOS_ID, CharTokenizer
+
+
+def document_stream(documents: Sequence[Document], tokenizer: CharTokenizer) -> Tensor:
+    """One token stream: each document's ids followed by <eos>. Returns (N,) long."""
+    ids: list[int] = []
+    for doc in documents:
+        ids.extend(tokenizer.encode(doc.text))
+        ids.append(EOS_ID)
+    return torch.tensor(ids, dtype=torch.long)  # (N,)
+
+
+def sample_batch(
+    stream: Tensor, batch_size: int, context_length: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """`batch_size` random windows of the stream: inputs (B, T) and targets shifted by one (B, T)."""
+    if stream.dim() != 1 or stream.numel() < context_length + 1:
+        raise ValueError(
+            f"stream must be 1-D with at least context_length + 1 = {context_length + 1} tokens, "
+            f"got shape {tuple(stream.shape)}"
+        )
+    starts = torch.randint(stream.numel() - context_length, (batch_size,), generator=generator)  # (B,)
+    offsets = starts[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
+    window = stream[offsets]  # (B, T + 1)
+    return window[:, :-1], window[:, 1:]  # (B, T), (B, T)
+
+
+@torch.no_grad()
+def evaluate_loss(
+    model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int, context_length: int | None = None
+) -> float:
+    """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
+
+    The same seed gives the same batches. The model is evaluated in eval mode and returned to the
+    mode it was in.
+    """
+    if iters < 1 or batch_size < 1:
+        raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
+    T = model.config.context_length if context_length is None else context_length
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    try:
+        total = 0.0
+        for _ in range(iters):
+            x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
+            total += next_token_loss(model, x, y).item()
+    finally:
+        model.train(was_training)
+    return total / iters
+
+
+def next_token_loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:
+    """Mean cross-entropy of the model's logits for inputs x (B, T) against the targets y (B, T)."""
+    logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T

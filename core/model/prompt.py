@@ -1,0 +1,82 @@
+"""How a text becomes the ids the model reads: the one rule every caller uses.
+
+    text (N characters) -> the last context_length characters -> ids (T,), T = min(N, context_length)
+
+- A text longer than the context keeps its LAST `context_length` tokens: the ones nearest the next
+  prediction, the ones generation, the inspector, the training snapshot and autocomplete all feed.
+- A character the vocabulary lacks becomes <unk> (`core.model.tokenizer.UNK_ID`); the result names
+  those characters and the positions that hold them, so a page can say what the model did not see.
+- What was dropped is counted (`dropped`, `truncated`), never silently lost.
+
+A character tokenizer maps one character to one token, so the cut is made on the text before encoding
+(the last N tokens are the last N characters): the work is bounded by context_length, not by the text.
+An empty text gives no ids (T = 0); a caller that must feed the model something (sampling, autocomplete)
+starts from <eos> with `core.model.sampling.start_ids`.
+
+Shapes use the legend of `core/__init__.py`: T positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.model.tokenizer import UNK_ID, CharTokenizer
+
+
+@dataclass(frozen=True)
+class EncodedText:
+    """The ids the model reads for a text, made visible, and what was lost on the way."""
+
+    text: str  # the characters those ids encode: the end of a text longer than the context
+    ids: tuple[int, ...]  # (T,) at most context_length ids: the END of the text
+    pieces: tuple[str, ...]  # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
+    unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
+    unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
+    truncated: bool  # True when the text had more than context_length tokens
+    original_length: int  # tokens in the whole text, before the cut
+    context_length: int
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+    @property
+    def empty(self) -> bool:
+        """No ids at all: the text was empty."""
+        return not self.ids
+
+    @property
+    def dropped(self) -> int:
+        """How many tokens were cut from the start of the text."""
+        return self.original_length - len(self.ids)
+
+    def labels(self) -> list[str]:
+        """One unique axis label per position: 'position piece', e.g. '3 ␣'."""
+        return [f"{t} {piece}" for t, piece in enumerate(self.pieces)]
+
+
+def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -> EncodedText:
+    """Encode `text` as the model would see it: unseen characters become <unk>, and a text longer than
+    the context keeps only its last `context_length` tokens (the ones nearest the next prediction).
+
+    An empty text gives an EncodedText with no ids (T = 0). Raises ValueError for a tokenizer that is
+    not a CharTokenizer, a text that is not a str, or a context_length that is not an integer >= 1.
+    """
+    if not isinstance(tokenizer, CharTokenizer):
+        raise ValueError(f"encode_for_model needs a CharTokenizer, got {type(tokenizer).__name__}")
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1:
+        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
+    kept_text = text[-context_length:]  # one character per token: the last T characters are the last T tokens
+    ids = tokenizer.encode(kept_text)  # (T,) T = min(N, context_length)
+    return EncodedText(
+        text=kept_text,
+        ids=tuple(ids),
+        pieces=tuple(tokenizer.display_piece(i) for i in ids),
+        unknown_chars=tuple(tokenizer.unknown_chars(kept_text)),
+        unknown_positions=tuple(t for t, i in enumerate(ids) if i == UNK_ID),
+        truncated=len(text) > context_length,
+        original_length=len(text),
+        context_length=context_length,
+    )
