@@ -14,16 +14,20 @@ import sys
 import torch
 
 from core.model.bundle import BundleError, load_bundle
-from core.release.baselines import DEFAULT_ORDER, load_baseline, save_baseline
-from core.release.evaluation import EvalConfig, held_out
-from core.release.gate import EXIT_FAILED, RUBRIC, Rubric, check_release, write_release_record
+from core.release.baseline_bundle import load_baseline, save_baseline, train_baseline
+from core.release.eval_report import EvalConfig
+from core.release.evaluation import evaluate_bundle, held_out
+from core.release.gate import check_release
+from core.release.ngram import DEFAULT_ORDER
+from core.release.registry import promote, rollback, status
+from core.release.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
 
 
 def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     """A plain-text table of `rows` (dicts); floats with 4 significant decimals, None as n/a."""
     columns = columns or (list(rows[0]) if rows else [])
 
-    def cell(v) -> str:
+    def cell(v: object) -> str:
         if v is None:
             return "n/a"
         if isinstance(v, float):
@@ -37,7 +41,7 @@ def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def register_commands(subparsers) -> None:
+def register_commands(subparsers: argparse._SubParsersAction) -> None:
     """`evaluate`, `baseline` and `release {check,promote,rollback,status}`."""
     p = subparsers.add_parser("evaluate", help="held-out metrics of a bundle (any kind)")
     p.add_argument("--bundle", required=True, help="bundle directory (transformer, ngram or rule)")
@@ -98,8 +102,6 @@ def _threads(n: int | None) -> None:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from core.release.evaluation import evaluate_bundle
-
     _threads(args.threads)
     config = EvalConfig(
         max_positions=args.max_positions,
@@ -108,8 +110,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     result = evaluate_bundle(args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare)
-    for w in result.report.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    for warning in result.report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False))
         return 0
@@ -166,7 +168,6 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 def _run_baseline(args: argparse.Namespace) -> int:
     from core.model.corpus import load_corpus
-    from core.release.baselines import train_baseline
 
     if args.like:
         bundle = load_bundle(args.like)
@@ -176,8 +177,12 @@ def _run_baseline(args: argparse.Namespace) -> int:
         if args.corpus is None:
             raise ValueError("pass --like BUNDLE or --corpus")
         corpus, fraction, seed, tokenizer = load_corpus(args.corpus), args.val_fraction, args.seed, None
-    model = train_baseline(args.kind, corpus, val_fraction=fraction, seed=seed, tokenizer=tokenizer, order=args.order)
-    path = save_baseline(args.out, model, corpus=corpus, val_fraction=fraction, seed=seed, command=args.command_line)
+    predictor = train_baseline(
+        args.kind, corpus, val_fraction=fraction, seed=seed, tokenizer=tokenizer, order=args.order
+    )
+    path = save_baseline(
+        args.out, predictor, corpus=corpus, val_fraction=fraction, seed=seed, command=args.command_line
+    )
     print(json.dumps({"bundle": str(path), "kind": args.kind, "version": load_baseline(path).version}))
     return 0
 
@@ -208,8 +213,6 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_promote(args: argparse.Namespace) -> int:
-    from core.release.registry import promote
-
     _threads(args.threads)
     result = promote(args.bundle, args.registry, corpus=args.corpus)
     _print_cleaned(result.cleaned)
@@ -220,8 +223,6 @@ def _run_promote(args: argparse.Namespace) -> int:
 
 
 def _run_rollback(args: argparse.Namespace) -> int:
-    from core.release.registry import rollback
-
     result = rollback(args.registry, to=args.to, reason=args.reason)
     _print_cleaned(result.cleaned)
     print(("rolled back: " if result.switched else "refused: ") + result.reason)
@@ -229,8 +230,6 @@ def _run_rollback(args: argparse.Namespace) -> int:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    from core.release.registry import status
-
     st = status(args.registry)
     if args.json:
         print(json.dumps(st.to_dict(), allow_nan=False))

@@ -36,10 +36,12 @@
                    100 characters than the n-gram baseline, same positions, same code
   named fallback   the n-gram baseline trained on the same split saves and loads back as a bundle
 
-Any failure fails the rubric. Where the rubric goes: a bundle directory must hold exactly the files
-its manifest lists (verify_bundle refuses any other), so nothing is written into it. `write_release_record`
-writes a side directory beside it, `<bundle>.release/rubric.json` (and, on request, the fallback
-`ngram/` bundle); the registry keeps its own copy of both with each promoted version.
+Any failure fails the rubric. The policy and the records are core.release.rubric; the model checks
+(causality, cache, no-peek, canary) are core.release.checks; this module runs them all in order.
+Where the rubric goes: a bundle directory must hold exactly the files its manifest lists (verify_bundle
+refuses any other), so nothing is written into it. `write_release_record` writes a side directory beside
+it, `<bundle>.release/rubric.json` (and, on request, the fallback `ngram/` bundle); the registry keeps its
+own copy of both with each promoted version.
 
 The command line (`python -m core evaluate | baseline | release ...`) lives in cli/release.py;
 nothing here prints.
@@ -49,114 +51,55 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
-import math
 import os
-import random
 import tempfile
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from core.agreement import agreement, allowance, float64_copy, model_terms
 from core.model.bundle import BundleError, load_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError
-from core.model.gpt import GPT
-from core.model.leak import causality_probe
-from core.model.sampling import SampleConfig, generate
 from core.model.training import document_stream
-from core.release.baselines import DEFAULT_ORDER, NGramModel, load_baseline, save_baseline, train_ngram
-from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
+from core.release.baseline_bundle import load_baseline, save_baseline
+from core.release.checks import cache_checks, canary_check, canary_text, causality_check, peek_check
+from core.release.eval_report import MetricSet
+from core.release.evaluation import HeldOut, evaluate_predictor, held_out
+from core.release.ngram import NGramModel, train_ngram
+from core.release.rubric import (
+    DEFAULT_POLICY,
+    EXIT_FAILED,
+    FALLBACK,
+    RUBRIC,
+    CheckResult,
+    ReleaseCheck,
+    ReleasePolicy,
+    Rubric,
+    not_run,
+    side_dir,
+    write_release_record,
+)
+from core.release.transformer_predictor import TransformerPredictor
 
-RUBRIC = "rubric.json"
-FALLBACK = "ngram"
-EXIT_FAILED = 1  # the rubric failed or a promotion was refused (2 stays a usage error)
-
-
-@dataclass(frozen=True)
-class ReleasePolicy:
-    causality_sequences: int = 2  # each edits every position of one context-long sequence
-    peek_positions: int = 256
-    peek_ratio: float = 0.9
-    canary_chars: int = 2048
-    canary_tolerance: float = 0.10
-    ngram_floor_ratio: float = 0.25
-    require_beats_baseline: bool = True  # False only where a test needs a known-good model in seconds
-    ngram_order: int = DEFAULT_ORDER
-    evaluation: EvalConfig = field(default_factory=lambda: EvalConfig(latency_samples=0))
-    seed: int = 0
-
-    def __post_init__(self):
-        if not isinstance(self.evaluation, EvalConfig) or self.evaluation.typing_chars < 1:
-            raise ValueError("the release policy needs an EvalConfig with typing_chars >= 1 (keystrokes are compared)")
-        for name in ("causality_sequences", "peek_positions", "canary_chars", "ngram_order"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    passed: bool
-    figure: str  # the measured figure, as shown
-    value: float | None  # the same as a number, when there is one
-    threshold: str  # the rule it was held to
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Rubric:
-    bundle: str
-    version: str | None
-    created: str
-    checks: tuple[CheckResult, ...]
-    fallback: dict | None  # kind, version, order of the named fallback
-    summary: dict  # the held-out split and the figures compared
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(c.passed for c in self.checks)
-
-    def failures(self) -> list[str]:
-        return [f"{c.name}: {c.figure} ({c.threshold})" for c in self.checks if not c.passed]
-
-    def table(self) -> list[dict]:
-        return [
-            {
-                "check": c.name,
-                "result": "pass" if c.passed else "FAIL",
-                "figure": c.figure,
-                "threshold": c.threshold,
-                "detail": c.detail,
-            }
-            for c in self.checks
-        ]
-
-    def to_dict(self) -> dict:
-        """JSON-ready; a non-finite number (a figure of a broken model) becomes None, never NaN or inf."""
-
-        def finite(v):
-            if isinstance(v, float):
-                return v if math.isfinite(v) else None
-            if isinstance(v, dict):
-                return {k: finite(x) for k, x in v.items()}
-            return type(v)(finite(x) for x in v) if isinstance(v, (list, tuple)) else v
-
-        return finite({**dataclasses.asdict(self), "passed": self.passed})
-
-
-@dataclass(frozen=True)
-class ReleaseCheck:
-    rubric: Rubric
-    fallback: NGramModel | None  # trained on the bundle's split, to be saved beside it or in the registry
-    corpus: Corpus | None
-    split: dict | None  # {"val_fraction", "seed"}
+__all__ = [
+    "DEFAULT_POLICY",
+    "EXIT_FAILED",
+    "FALLBACK",
+    "RUBRIC",
+    "CheckResult",
+    "ReleaseCheck",
+    "ReleasePolicy",
+    "Rubric",
+    "cache_checks",
+    "canary_check",
+    "canary_text",
+    "causality_check",
+    "check_release",
+    "peek_check",
+    "side_dir",
+    "write_release_record",
+]
 
 
 def check_release(
-    bundle_dir, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = ReleasePolicy()
+    bundle_dir: str | os.PathLike, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = DEFAULT_POLICY
 ) -> ReleaseCheck:
     """Run every check of the module docstring on the bundle at `bundle_dir` (never writes anything)."""
     path = Path(bundle_dir)
@@ -174,7 +117,7 @@ def check_release(
         )
     )
     if problems:
-        checks += [_not_run(name, "the bundle does not load") for name in _LATER_CHECKS]
+        checks += [not_run(name, "the bundle does not load") for name in _LATER_CHECKS]
         return ReleaseCheck(Rubric(str(path), None, created, tuple(checks), None, {}), None, None, None)
     bundle = load_bundle(path)
     model, manifest = bundle.model, bundle.manifest
@@ -193,7 +136,7 @@ def check_release(
     try:
         split = held_out(manifest, corpus)
     except (CorpusError, OSError) as e:
-        checks += [_not_run(name, f"the held-out text is unavailable ({e})") for name in _DATA_CHECKS]
+        checks += [not_run(name, f"the held-out text is unavailable ({e})") for name in _DATA_CHECKS]
         return ReleaseCheck(Rubric(str(path), bundle.version, created, tuple(checks), None, {}), None, None, None)
     checks.append(
         CheckResult(
@@ -212,37 +155,8 @@ def check_release(
     theirs = evaluate_predictor(ngram, split.val, ev, measure_latency=False).overall
     checks.append(peek_check(model, document_stream(split.val, bundle.tokenizer).tolist(), policy))
     checks.append(canary_check(predictor, split.val, policy))
-    floor = policy.ngram_floor_ratio * theirs.loss
-    checks.append(
-        CheckResult(
-            "plausible: vs n-gram",
-            mine.loss >= floor,
-            f"loss {mine.loss:.4f} vs n-gram {theirs.loss:.4f}",
-            mine.loss / theirs.loss,
-            f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
-            f"ratio {mine.loss / theirs.loss:.3f}",
-        )
-    )
-    required = "" if policy.require_beats_baseline else " (not required by this policy)"
-    checks.append(
-        CheckResult(
-            "beats n-gram: loss",
-            mine.loss < theirs.loss or not policy.require_beats_baseline,
-            f"{mine.loss:.4f} vs {theirs.loss:.4f} nats/char",
-            mine.loss - theirs.loss,
-            "lower held-out loss than the n-gram" + required,
-        )
-    )
-    checks.append(
-        CheckResult(
-            "beats n-gram: keystrokes",
-            mine.keystrokes_saved_per_100 > theirs.keystrokes_saved_per_100 or not policy.require_beats_baseline,
-            f"{mine.keystrokes_saved_per_100:.2f} vs {theirs.keystrokes_saved_per_100:.2f} per 100 chars",
-            mine.keystrokes_saved_per_100 - theirs.keystrokes_saved_per_100,
-            "more keystrokes saved than the n-gram" + required,
-        )
-    )
-    fallback_check, fallback = _fallback_check(ngram, split, policy)
+    checks.extend(_versus_ngram(mine, theirs, policy))
+    fallback_check, fallback = _fallback_check(ngram, split)
     checks.append(fallback_check)
     summary = {
         "held_out": split.describe(),
@@ -271,168 +185,44 @@ _DATA_CHECKS = (
 _LATER_CHECKS = ("marked safe", "causality", "cache logits", "cache greedy") + _DATA_CHECKS
 
 
-def _not_run(name: str, why: str) -> CheckResult:
-    return CheckResult(name, False, "not run", None, "must run", why)
-
-
-def causality_check(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
-    """Edit every position j of seeded random sequences; the logits at positions < j must not move
-    (core.model.leak.causality_probe, in float64, within core.agreement's allowance)."""
-    probe = causality_probe(model, sequences=policy.causality_sequences, seed=policy.seed)
-    a = probe.agreement
-    where = (
-        ""
-        if probe.first_leak is None
-        else (f"; editing position {probe.first_leak[0]} moved the logits at position {probe.first_leak[1]}")
-    )
-    return CheckResult(
-        "causality",
-        probe.passed,
-        f"max |change| before the edit {a.max_abs_diff:.2e} (float64)",
-        a.max_abs_diff,
-        a.rule,
-        f"every position 1..{probe.length - 1} edited x {probe.sequences} sequences of {probe.length}; "
-        f"largest change at or after the edit {probe.max_change_after:.2e}{where}",
-    )
-
-
-@torch.no_grad()
-def cache_checks(model: GPT, policy: ReleasePolicy = ReleasePolicy()) -> list[CheckResult]:
-    """Cached vs full logits over one context, and greedy tokens with vs without the cache: decided on a
-    float64 copy of the model (core.agreement); the float32 difference is reported as a figure only."""
-    L, V = model.config.context_length, model.config.vocab_size
-    g = torch.Generator().manual_seed(policy.seed + 1)
-    seq = torch.randint(0, V, (1, L), generator=g)  # (1, L)
-    prefill = max(1, L // 2)
-    cached64, full64 = _cached_and_full(float64_copy(model), seq, prefill)  # (L, V) each, float64
-    decided = agreement(cached64, full64, terms=model_terms(model.config))
-    cached32, full32 = _cached_and_full(model, seq, prefill)  # (L, V) each, float32: shown only
-    diff32 = float((cached32 - full32).abs().max())
-    shown32 = allowance(torch.float32, model_terms(model.config), float(full32.abs().max()))
-    greedy = SampleConfig(temperature=0.0, max_new_tokens=L + 8)
-    prompt = seq[0, :prefill].tolist()
-    model64 = float64_copy(model)
-    cached = [s.token for s in generate(model64, prompt, greedy, use_cache=True)]
-    uncached = [s.token for s in generate(model64, prompt, greedy, use_cache=False)]
-    same = sum(1 for a, b in zip(cached, uncached) if a == b)
-    first = next((i for i, (a, b) in enumerate(zip(cached, uncached)) if a != b), None)
+def _versus_ngram(mine: MetricSet, theirs: MetricSet, policy: ReleasePolicy) -> list[CheckResult]:
+    """The plausibility floor against the n-gram and the two beats-the-n-gram checks, same positions, same code."""
+    loss, ngram_loss = mine.loss, theirs.loss
+    keys, ngram_keys = mine.keystrokes_saved_per_100, theirs.keystrokes_saved_per_100
+    if loss is None or ngram_loss is None or keys is None or ngram_keys is None:
+        why = "the held-out text gave no scored position or no typed character"
+        return [
+            not_run(name, why) for name in ("plausible: vs n-gram", "beats n-gram: loss", "beats n-gram: keystrokes")
+        ]
+    floor = policy.ngram_floor_ratio * ngram_loss
+    required = "" if policy.require_beats_baseline else " (not required by this policy)"
     return [
         CheckResult(
-            "cache logits",
-            decided.passed,
-            f"max |cached - full| {decided.max_abs_diff:.2e} (float64)",
-            decided.max_abs_diff,
-            decided.rule,
-            f"prefill {prefill} tokens, then {L - prefill} one at a time; in float32 (shown, not decided) "
-            f"{diff32:.2e} against a float32 allowance of {shown32:.2e}",
+            "plausible: vs n-gram",
+            loss >= floor,
+            f"loss {loss:.4f} vs n-gram {ngram_loss:.4f}",
+            loss / ngram_loss,
+            f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
+            f"ratio {loss / ngram_loss:.3f}",
         ),
         CheckResult(
-            "cache greedy",
-            cached == uncached,
-            f"{same}/{len(cached)} tokens identical",
-            float(same),
-            "all identical",
-            "" if first is None else f"first difference at generated token {first}",
+            "beats n-gram: loss",
+            loss < ngram_loss or not policy.require_beats_baseline,
+            f"{loss:.4f} vs {ngram_loss:.4f} nats/char",
+            loss - ngram_loss,
+            "lower held-out loss than the n-gram" + required,
+        ),
+        CheckResult(
+            "beats n-gram: keystrokes",
+            keys > ngram_keys or not policy.require_beats_baseline,
+            f"{keys:.2f} vs {ngram_keys:.2f} per 100 chars",
+            keys - ngram_keys,
+            "more keystrokes saved than the n-gram" + required,
         ),
     ]
 
 
-def _cached_and_full(model: GPT, seq: torch.Tensor, prefill: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits (L, V) of seq (1, L) through the cache (a prefill, then one token at a time) and in one pass."""
-    L = seq.shape[1]
-    full = model(seq).logits[0]  # (L, V)
-    cache = model.new_cache(batch_size=1)
-    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
-    parts += [model(seq[:, t : t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
-    return torch.cat(parts), full  # (L, V), (L, V)
-
-
-@torch.no_grad()
-def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
-    """Windowed loss (target at row r of a full window, later tokens visible) vs no-peek loss (the window
-    ends just before it). The rows cycle through every row of the window, in seeded order, so a leak that
-    opens only at some positions (say every fourth) is probed too."""
-    L, N = model.config.context_length, len(ids)
-    if N < 3:
-        return _not_run("plausible: no-peek", "the held-out stream has fewer than three tokens")
-    W = min(L, N - 1)  # window length: a full context when the stream allows
-    rng = random.Random(policy.seed + 2)
-    rows = [i % (W - 1) for i in range(policy.peek_positions)]  # every row 0..W-2 has a later token in its window
-    rng.shuffle(rows)
-    windowed, blind = [], []  # (window, row, target) per position
-    for r in rows:
-        s = rng.randint(0, N - W)  # window ids[s:s+W], row r predicts ids[s+r+1]
-        t = s + r + 1
-        windowed.append((ids[s : s + W], r, ids[t]))
-        blind.append((ids[max(0, t - L) : t], min(t, L) - 1, ids[t]))  # the window ends just before it
-    mine, cut = _nll(model, windowed), _nll(model, blind)
-    floor = policy.peek_ratio * cut
-    return CheckResult(
-        "plausible: no-peek",
-        mine >= floor,
-        f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
-        mine / cut if cut > 0 else None,
-        f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
-        f"{len(rows)} seeded held-out positions over all {W - 1} rows of a {W}-token window",
-    )
-
-
-def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:
-    """Mean -ln P(target) at row `row` of each window, windows of equal length run as one batch."""
-    by_length: dict[int, list[tuple[list[int], int, int]]] = {}
-    for case in cases:
-        by_length.setdefault(len(case[0]), []).append(case)
-    total = 0.0
-    for group in by_length.values():
-        for i in range(0, len(group), 64):
-            batch = group[i : i + 64]
-            x = torch.tensor([w for w, _, _ in batch])  # (B, T)
-            logits = model(x).logits  # (B, T, V)
-            rows = logits[torch.arange(len(batch)), torch.tensor([r for _, r, _ in batch])]  # (B, V)
-            total += float(
-                torch.nn.functional.cross_entropy(
-                    rows.double(), torch.tensor([y for _, _, y in batch]), reduction="sum"
-                )
-            )
-    return total / len(cases)
-
-
-def canary_text(documents, n_chars: int, seed: int) -> str:
-    """Seeded shuffles of the documents' characters, joined until n_chars long."""
-    chars = list("".join(d.text for d in documents))
-    if not chars:
-        raise ValueError("the canary needs held-out text")
-    rng, out = random.Random(seed), []
-    while len(out) < n_chars:
-        block = chars[:]
-        rng.shuffle(block)
-        out.extend(block)
-    return "".join(out[:n_chars])
-
-
-def canary_check(predictor: TransformerPredictor, documents, policy: ReleasePolicy = ReleasePolicy()) -> CheckResult:
-    text = canary_text(documents, policy.canary_chars, policy.seed)
-    ids = predictor.tokenizer.encode(text)
-    nll = []
-    for a in range(1, len(ids), 256):
-        lp = predictor.log_probs(ids, range(a, min(a + 256, len(ids))))  # (P, V)
-        nll.append(-lp.gather(1, torch.tensor(ids[a : a + lp.shape[0]])[:, None])[:, 0])
-    loss = float(torch.cat(nll).mean())
-    counts = Counter(text[1:])
-    n = sum(counts.values())
-    entropy = -sum(c / n * math.log(c / n) for c in counts.values())
-    floor = (1 - policy.canary_tolerance) * entropy
-    return CheckResult(
-        "plausible: canary",
-        loss >= floor,
-        f"loss {loss:.4f} on shuffled text, entropy {entropy:.4f}",
-        loss,
-        f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
-        f"{len(text)} characters: seeded shuffles of the held-out text",
-    )
-
-
-def _fallback_check(ngram: NGramModel, split, policy: ReleasePolicy) -> tuple[CheckResult, dict | None]:
+def _fallback_check(ngram: NGramModel, split: HeldOut) -> tuple[CheckResult, dict | None]:
     with tempfile.TemporaryDirectory(prefix="fallback-") as tmp:
         try:
             path = save_baseline(
@@ -450,44 +240,3 @@ def _fallback_check(ngram: NGramModel, split, policy: ReleasePolicy) -> tuple[Ch
         "an n-gram baseline bundle on the same split loads back",
         "served when no known-good model version loads",
     ), info
-
-
-def side_dir(bundle_dir) -> Path:
-    """Where `release check` writes beside a bundle: <parent>/<name>.release/."""
-    path = Path(bundle_dir).resolve()
-    return path.parent / f"{path.name}.release"
-
-
-def write_release_record(check: ReleaseCheck, out_dir=None, *, save_fallback: bool = False) -> Path:
-    """rubric.json (atomically) into `out_dir` (default: side_dir of the bundle), and with save_fallback
-    the fallback n-gram bundle as `ngram/` (its counts are deterministic, so it gets the version the rubric
-    names; the registry stores its own copy). Never writes into the bundle itself."""
-    out = side_dir(check.rubric.bundle) if out_dir is None else Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if save_fallback and check.fallback is not None:
-        save_baseline(
-            out / FALLBACK,
-            check.fallback,
-            corpus=check.corpus,
-            command=(),
-            val_fraction=check.split["val_fraction"],
-            seed=check.split["seed"],
-        )
-    write_json_atomic(out / RUBRIC, check.rubric.to_dict())
-    return out
-
-
-def write_json_atomic(path: Path, data) -> None:
-    """Write to a temporary sibling, fsync, os.replace: readers see the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            json.dump(data, f, indent=2, ensure_ascii=True, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

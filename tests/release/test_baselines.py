@@ -97,12 +97,12 @@ def test_baseline_bundles_round_trip(saved, kind, tmp_path):
     assert manifest["corpus"]["fingerprint"] == corpus.fingerprint
     ids = model.tokenizer.encode("    return self.value")
     torch.testing.assert_close(
-        loaded.model.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))), atol=0, rtol=0
+        loaded.predictor.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))), atol=0, rtol=0
     )
-    assert loaded.model.suggest(ids[:-3]) == model.suggest(ids[:-3])
+    assert loaded.predictor.suggest(ids[:-3]) == model.suggest(ids[:-3])
     again = save_baseline(tmp_path / "again", model, corpus=corpus, val_fraction=0.2, seed=1)
     assert load_baseline(again).version == loaded.version  # same counts, same version
-    assert type(load_any(path).model) is type(model) and verify_any(path) == []
+    assert type(load_any(path).predictor) is type(model) and verify_any(path) == []
 
 
 @pytest.mark.parametrize(

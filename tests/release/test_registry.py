@@ -12,6 +12,7 @@ from filelock import FileLock
 
 import core.release.registry as registry
 from cli.main import main
+from core.files import staged_dir
 from core.model.bundle import load_bundle, save_bundle, verify_bundle
 from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
@@ -128,7 +129,7 @@ def test_a_tampered_current_version_falls_back_to_known_good_then_to_the_ngram(b
     _tamper(reg / "versions" / va / "bundle")
     served = resolve_served(reg)
     assert served.kind == "ngram" and served.degraded and "n-gram baseline" in served.reason
-    assert served.predictor.suggest is not None and served.model.version in served.reason
+    assert served.predictor.suggest is not None and served.bundle.version in served.reason
     assert read_current(reg)["version"] == vb  # serving never moves the pointer
 
 
@@ -213,6 +214,23 @@ def test_a_promotion_that_fails_midway_leaves_nothing_behind(bundles, checks, tm
         promote(bundles["b"], reg, check=checks["b"])
     assert (reg / CURRENT).read_bytes() == before
     assert [p.name for p in (reg / "versions").iterdir()] == [_version(bundles["a"])]  # no temporary directory
+
+
+def test_a_staged_version_left_by_a_killed_promotion_is_listed_and_then_removed(tmp_path):
+    """A version is staged by core.files.staged_dir (tempfile.mkdtemp names, not hex): a SIGKILL inside the
+    block leaves the directory, which status must list and the next rollback (even a refused one) remove."""
+    reg = tmp_path / "registry"
+    vdir = reg / "versions" / "0123456789abcdef"
+    blocks = [staged_dir(vdir) for _ in range(5)]  # five random names: all-hex odds ~1e-15
+    staged = [block.__enter__() for block in blocks]  # never exited, as when the process is killed inside
+    for path in staged:
+        (path / "bundle").mkdir()
+    names = sorted(p.relative_to(reg).as_posix() for p in staged)
+    assert sorted(v.path for v in status(reg).leftovers) == names
+    result = rollback(reg)
+    assert not result.switched and sorted(result.cleaned) == names
+    assert not any(p.exists() for p in staged) and status(reg).leftovers == ()
+    del blocks  # kept alive until here: a collected block would close and remove its directory itself
 
 
 def test_nothing_the_app_imports_uses_fcntl():

@@ -72,7 +72,7 @@ def reg(bundles, checks, tmp_path):
 
 
 def served_from_versions(reg, served):
-    return served.model.path.resolve().is_relative_to((reg / "versions").resolve())
+    return served.bundle.path.resolve().is_relative_to((reg / "versions").resolve())
 
 
 def test_a_current_pointer_naming_a_path_is_not_served(bundles, checks, reg, capsys):
@@ -178,7 +178,7 @@ def test_a_huge_architecture_as_current_falls_back_without_allocating_it(bundles
     point(reg, m["version"], [va])
     served = resolve_served(reg)  # never raises
     assert served.version == va and served.degraded and "MAX_CONTEXT_LENGTH" in served.reason
-    assert built == [served.model.config]  # the only model built is the fallback's
+    assert built == [served.bundle.config]  # the only model built is the fallback's
 
 
 def test_leftovers_of_a_killed_promotion_are_listed_then_removed(bundles, checks, reg, capsys):

@@ -82,7 +82,9 @@ def test_a_tampered_current_version_falls_back_to_the_ngram_with_a_banner_and_st
     at = run_page("autocomplete")
     assert "Serving the ngram baseline" in all_text(at)
     suggestion = at.code[0].value
-    expected = served.model.tokenizer.decode(served.model.model.suggest(served.model.tokenizer.encode("def main(")))
+    expected = served.bundle.tokenizer.decode(
+        served.bundle.predictor.suggest(served.bundle.tokenizer.encode("def main("))
+    )
     assert suggestion == (expected or "(no suggestion)")
 
     at = run_page("inspector")  # a transformer view says why it cannot show the baseline

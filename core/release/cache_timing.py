@@ -1,0 +1,156 @@
+"""The KV-cache lesson's measurement: per-token time of greedy generation with the cache and without it.
+
+    measure_cache_latency(model)   a warm-up run per mode (not recorded), then TIMING_REPEATS runs per mode,
+                                   interleaved, at a window where the cache matters; CacheTiming holds every
+                                   step's seconds and reports medians
+
+Timing is shown, never decides anything (benchmarks in bench/ print figures too).
+Shapes: N new tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from core.model.gpt import GPT
+from core.model.sampling import SampleConfig, generate
+from core.model.tokenizer import SPECIAL_TOKENS
+
+# The KV-cache lesson's measurement. A step's wall clock on a shared machine jumps with other jobs (a single
+# 330 ms spike once made the cache look slower), so: one warm-up run per mode that is not recorded (first
+# calls allocate buffers and pick kernels), then TIMING_REPEATS runs per mode, interleaved so load falls on
+# both alike, and medians, which one spike cannot move.
+TIMING_REPEATS = 5
+TIMING_WARMUP = 1
+TIMING_NEW_TOKENS = 16
+MAX_TIMING_REPEATS = 50  # a bound on the work one measurement may ask for
+
+
+@dataclass(frozen=True)
+class CacheTiming:
+    """Per-step seconds of greedy generation with and without the KV cache, warm-up runs excluded."""
+
+    prompt_tokens: int  # tokens in the window before the first new one
+    positions: tuple[int, ...]  # (N,) index of each new token: prompt_tokens .. prompt_tokens + N - 1
+    cached_seconds: tuple[tuple[float, ...], ...]  # (repeats, N) each recorded run's step times
+    uncached_seconds: tuple[tuple[float, ...], ...]  # (repeats, N)
+    warmup: int  # runs per mode timed first and thrown away
+    threads: int  # torch.get_num_threads() while measuring
+
+    @property
+    def repeats(self) -> int:
+        return len(self.cached_seconds)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.positions)
+
+    @staticmethod
+    def _per_step_ms(runs: Sequence[Sequence[float]]) -> tuple[float, ...]:
+        return tuple(1000 * statistics.median(step) for step in zip(*runs))
+
+    @property
+    def cached_ms(self) -> tuple[float, ...]:
+        """(N,) median over the repeats of each step's milliseconds, with the cache (step 0 encodes the prompt)."""
+        return self._per_step_ms(self.cached_seconds)
+
+    @property
+    def uncached_ms(self) -> tuple[float, ...]:
+        """(N,) the same without the cache: every step encodes the whole window."""
+        return self._per_step_ms(self.uncached_seconds)
+
+    @property
+    def cached_ms_per_token(self) -> float:
+        """Median over the repeats of a run's mean milliseconds per new token (its prefill included)."""
+        return 1000 * statistics.median(math.fsum(run) / len(run) for run in self.cached_seconds)
+
+    @property
+    def uncached_ms_per_token(self) -> float:
+        return 1000 * statistics.median(math.fsum(run) / len(run) for run in self.uncached_seconds)
+
+    @property
+    def prefill_ms(self) -> float:
+        """Median of the first cached step: it encodes the whole prompt, like an uncached step."""
+        return self.cached_ms[0]
+
+    @property
+    def cached_one_token_ms(self) -> float | None:
+        """Median over the repeats of a run's mean over its one-token steps (all but the first); None if N = 1."""
+        if self.new_tokens < 2:
+            return None
+        return 1000 * statistics.median(math.fsum(run[1:]) / (len(run) - 1) for run in self.cached_seconds)
+
+    @property
+    def speedup(self) -> float:
+        """Median time per token without the cache / with it: above 1 when the cache saves time."""
+        return self.uncached_ms_per_token / self.cached_ms_per_token
+
+
+def measure_cache_latency(
+    model: GPT,
+    *,
+    prompt_tokens: int | None = None,
+    new_tokens: int = TIMING_NEW_TOKENS,
+    repeats: int = TIMING_REPEATS,
+    warmup: int = TIMING_WARMUP,
+    clock: Callable[[], float] = time.perf_counter,
+) -> CacheTiming:
+    """Time greedy generation of `new_tokens` after a `prompt_tokens`-long window, with and without the cache.
+
+    The default window is context_length - new_tokens: the prompt fills most of the context, where the
+    uncached step re-encodes the most and the window never slides. The prompt is a fixed, seeded sequence
+    of character ids (timing does not depend on which). Each step is timed from the clock reading before
+    generate computes it to the reading after it is yielded, with `clock` (time.perf_counter; a test may
+    pass its own). `warmup` runs per mode come first and are not recorded; then `repeats` runs per mode,
+    cached and uncached alternating.
+    """
+    L, V = model.config.context_length, model.config.vocab_size
+    for name, value, lo, hi in (
+        ("new_tokens", new_tokens, 1, L),
+        ("repeats", repeats, 1, MAX_TIMING_REPEATS),
+        ("warmup", warmup, 0, MAX_TIMING_REPEATS),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    T = max(1, L - new_tokens) if prompt_tokens is None else prompt_tokens  # tokens in the prompt window
+    longest = L - new_tokens + 1  # the last step then reads exactly L tokens: the window never slides
+    if isinstance(T, bool) or not isinstance(T, int) or not 1 <= T <= longest:
+        raise ValueError(
+            f"prompt_tokens must be an integer in 1..{longest} (context_length {L} - new_tokens "
+            f"{new_tokens} + 1, so the window never slides), got {T!r}"
+        )
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(len(SPECIAL_TOKENS), V, (T,), generator=g).tolist()  # character ids
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=new_tokens)
+
+    def run(use_cache: bool) -> tuple[float, ...]:
+        seconds: list[float] = []
+        before = clock()
+        for _ in generate(model, prompt, greedy, use_cache=use_cache):
+            after = clock()
+            seconds.append(after - before)
+            before = after
+        return tuple(seconds)
+
+    for _ in range(warmup):
+        run(True)
+        run(False)
+    cached: list[tuple[float, ...]] = []
+    uncached: list[tuple[float, ...]] = []
+    for _ in range(repeats):
+        cached.append(run(True))
+        uncached.append(run(False))
+    return CacheTiming(
+        prompt_tokens=T,
+        positions=tuple(range(T, T + new_tokens)),
+        cached_seconds=tuple(cached),
+        uncached_seconds=tuple(uncached),
+        warmup=warmup,
+        threads=torch.get_num_threads(),
+    )

@@ -1,0 +1,189 @@
+"""The model checks of the release rubric: causality, the KV cache, and the plausibility of the held-out loss.
+
+    causality_check   edit every position of seeded sequences; no earlier logit may move (core.model.leak)
+    cache_checks      cached vs full logits and greedy tokens with vs without the cache, decided in float64
+    peek_check        the windowed loss against a no-peek loss no model can beat by seeing its target
+    canary_check      the loss on shuffled held-out text against the entropy of its characters
+
+Each returns core.release.rubric.CheckResult with its measured figure; core.release.gate's docstring states
+the rules. Shapes use the legend of `core/__init__.py`: B batch, T positions, L context length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from core.agreement import agreement, allowance, float64_copy, model_terms
+from core.model.corpus import Document
+from core.model.gpt import GPT
+from core.model.leak import causality_probe
+from core.model.sampling import SampleConfig, generate
+from core.release.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run
+from core.release.transformer_predictor import TransformerPredictor
+
+
+def causality_check(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> CheckResult:
+    """Edit every position j of seeded random sequences; the logits at positions < j must not move
+    (core.model.leak.causality_probe, in float64, within core.agreement's allowance)."""
+    probe = causality_probe(model, sequences=policy.causality_sequences, seed=policy.seed)
+    a = probe.agreement
+    where = (
+        ""
+        if probe.first_leak is None
+        else (f"; editing position {probe.first_leak[0]} moved the logits at position {probe.first_leak[1]}")
+    )
+    return CheckResult(
+        "causality",
+        probe.passed,
+        f"max |change| before the edit {a.max_abs_diff:.2e} (float64)",
+        a.max_abs_diff,
+        a.rule,
+        f"every position 1..{probe.length - 1} edited x {probe.sequences} sequences of {probe.length}; "
+        f"largest change at or after the edit {probe.max_change_after:.2e}{where}",
+    )
+
+
+@torch.no_grad()
+def cache_checks(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> list[CheckResult]:
+    """Cached vs full logits over one context, and greedy tokens with vs without the cache: decided on a
+    float64 copy of the model (core.agreement); the float32 difference is reported as a figure only."""
+    L, V = model.config.context_length, model.config.vocab_size
+    g = torch.Generator().manual_seed(policy.seed + 1)
+    seq = torch.randint(0, V, (1, L), generator=g)  # (1, L)
+    prefill = max(1, L // 2)
+    model64 = float64_copy(model)  # a deep copy of the same class, in float64
+    cached64, full64 = _cached_and_full(model64, seq, prefill)  # (L, V) each, float64
+    decided = agreement(cached64, full64, terms=model_terms(model.config))
+    cached32, full32 = _cached_and_full(model, seq, prefill)  # (L, V) each, float32: shown only
+    diff32 = float((cached32 - full32).abs().max())
+    shown32 = allowance(torch.float32, model_terms(model.config), float(full32.abs().max()))
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=L + 8)
+    prompt = seq[0, :prefill].tolist()
+    cached = [s.token for s in generate(model64, prompt, greedy, use_cache=True)]
+    uncached = [s.token for s in generate(model64, prompt, greedy, use_cache=False)]
+    same = sum(1 for a, b in zip(cached, uncached) if a == b)
+    first = next((i for i, (a, b) in enumerate(zip(cached, uncached)) if a != b), None)
+    return [
+        CheckResult(
+            "cache logits",
+            decided.passed,
+            f"max |cached - full| {decided.max_abs_diff:.2e} (float64)",
+            decided.max_abs_diff,
+            decided.rule,
+            f"prefill {prefill} tokens, then {L - prefill} one at a time; in float32 (shown, not decided) "
+            f"{diff32:.2e} against a float32 allowance of {shown32:.2e}",
+        ),
+        CheckResult(
+            "cache greedy",
+            cached == uncached,
+            f"{same}/{len(cached)} tokens identical",
+            float(same),
+            "all identical",
+            "" if first is None else f"first difference at generated token {first}",
+        ),
+    ]
+
+
+def _cached_and_full(model: GPT, seq: torch.Tensor, prefill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (L, V) of seq (1, L) through the cache (a prefill, then one token at a time) and in one pass."""
+    L = seq.shape[1]
+    full = model(seq).logits[0]  # (L, V)
+    cache = model.new_cache(batch_size=1)
+    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
+    parts += [model(seq[:, t : t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
+    return torch.cat(parts), full  # (L, V), (L, V)
+
+
+@torch.no_grad()
+def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = DEFAULT_POLICY) -> CheckResult:
+    """Windowed loss (target at row r of a full window, later tokens visible) vs no-peek loss (the window
+    ends just before it). The rows cycle through every row of the window, in seeded order, so a leak that
+    opens only at some positions (say every fourth) is probed too."""
+    L, N = model.config.context_length, len(ids)
+    if N < 3:
+        return not_run("plausible: no-peek", "the held-out stream has fewer than three tokens")
+    W = min(L, N - 1)  # window length: a full context when the stream allows
+    rng = random.Random(policy.seed + 2)
+    rows = [i % (W - 1) for i in range(policy.peek_positions)]  # every row 0..W-2 has a later token in its window
+    rng.shuffle(rows)
+    windowed: list[tuple[list[int], int, int]] = []  # (window, row, target) per position
+    blind: list[tuple[list[int], int, int]] = []
+    for r in rows:
+        s = rng.randint(0, N - W)  # window ids[s:s+W], row r predicts ids[s+r+1]
+        t = s + r + 1
+        windowed.append((ids[s : s + W], r, ids[t]))
+        blind.append((ids[max(0, t - L) : t], min(t, L) - 1, ids[t]))  # the window ends just before it
+    mine, cut = _nll(model, windowed), _nll(model, blind)
+    floor = policy.peek_ratio * cut
+    return CheckResult(
+        "plausible: no-peek",
+        mine >= floor,
+        f"windowed {mine:.4f} vs no-peek {cut:.4f} nats/char",
+        mine / cut if cut > 0 else None,
+        f"windowed >= {policy.peek_ratio} x no-peek = {floor:.4f}",
+        f"{len(rows)} seeded held-out positions over all {W - 1} rows of a {W}-token window",
+    )
+
+
+def _nll(model: GPT, cases: list[tuple[list[int], int, int]]) -> float:
+    """Mean -ln P(target) at row `row` of each window, windows of equal length run as one batch."""
+    by_length: dict[int, list[tuple[list[int], int, int]]] = {}
+    for case in cases:
+        by_length.setdefault(len(case[0]), []).append(case)
+    total = 0.0
+    for group in by_length.values():
+        for i in range(0, len(group), 64):
+            batch = group[i : i + 64]
+            x = torch.tensor([w for w, _, _ in batch])  # (B, T)
+            logits = model(x).logits  # (B, T, V)
+            rows = logits[torch.arange(len(batch)), torch.tensor([r for _, r, _ in batch])]  # (B, V)
+            total += float(
+                torch.nn.functional.cross_entropy(
+                    rows.double(), torch.tensor([y for _, _, y in batch]), reduction="sum"
+                )
+            )
+    return total / len(cases)
+
+
+def canary_text(documents: Sequence[Document], n_chars: int, seed: int) -> str:
+    """Seeded shuffles of the documents' characters, joined until n_chars long."""
+    chars = list("".join(d.text for d in documents))
+    if not chars:
+        raise ValueError("the canary needs held-out text")
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n_chars:
+        block = chars[:]
+        rng.shuffle(block)
+        out.extend(block)
+    return "".join(out[:n_chars])
+
+
+def canary_check(
+    predictor: TransformerPredictor, documents: Sequence[Document], policy: ReleasePolicy = DEFAULT_POLICY
+) -> CheckResult:
+    """Loss on seeded shuffles of the held-out text against the entropy of its characters (one-sided)."""
+    text = canary_text(documents, policy.canary_chars, policy.seed)
+    ids = predictor.tokenizer.encode(text)
+    nll: list[torch.Tensor] = []
+    for a in range(1, len(ids), 256):
+        lp = predictor.log_probs(ids, range(a, min(a + 256, len(ids))))  # (P, V)
+        nll.append(-lp.gather(1, torch.tensor(ids[a : a + lp.shape[0]])[:, None])[:, 0])
+    loss = float(torch.cat(nll).mean())
+    counts = Counter(text[1:])
+    n = sum(counts.values())
+    entropy = -sum(c / n * math.log(c / n) for c in counts.values())
+    floor = (1 - policy.canary_tolerance) * entropy
+    return CheckResult(
+        "plausible: canary",
+        loss >= floor,
+        f"loss {loss:.4f} on shuffled text, entropy {entropy:.4f}",
+        loss,
+        f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
+        f"{len(text)} characters: seeded shuffles of the held-out text",
+    )

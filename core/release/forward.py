@@ -1,0 +1,70 @@
+"""One uncached forward pass for the next token, the way the autocomplete pages and the parity trace read it.
+
+    window(model, ids)          the ids the model sees next: the last context_length of them, (<eos>,) if none
+    eval_mode(model)            eval mode and no gradients for a block, the training flag restored after
+    forward_last(model, window) the logits (V,) after `window`, recomputed from scratch (no cache)
+    next_token_logits           window + eval_mode + forward_last
+    closing(steps)              close a generation when the block ends early (its generator is released)
+
+Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+import torch
+from torch import Tensor
+
+from core.model.gpt import GPT
+from core.model.sampling import start_ids
+
+Step = TypeVar("Step")
+
+
+def window(model: GPT, ids: Sequence[int]) -> list[int]:
+    """The ids the model sees for the next token: the last context_length of them, <eos> if none."""
+    kept = start_ids(ids)
+    V, L = model.config.vocab_size, model.config.context_length
+    if min(kept) < 0 or max(kept) >= V:
+        raise ValueError(f"ids must lie in 0..{V - 1}, got min {min(kept)}, max {max(kept)}")
+    return kept[-L:]
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode without gradients for the block; the model's training flag is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def forward_last(model: GPT, ids: list[int]) -> Tensor:
+    """Uncached logits (V,) after `ids` (a window), recomputed from scratch."""
+    device = next(model.parameters()).device
+    return model(torch.tensor([ids], device=device)).logits[0, -1]  # (1, T, V) -> (V,)
+
+
+def next_token_logits(model: GPT, ids: Sequence[int]) -> Tensor:
+    """The model's logits (V,) for the token after `ids` (cut to the context; empty -> <eos>)."""
+    kept = window(model, ids)
+    with eval_mode(model):
+        return forward_last(model, kept)  # (V,)
+
+
+@contextlib.contextmanager
+def closing(steps: Iterator[Step]) -> Iterator[Iterator[Step]]:
+    """contextlib.closing for core.model.sampling.generate, which is annotated as an Iterator: a generation
+    left early is closed, so its generator (and the model's eval mode it holds) is released."""
+    try:
+        yield steps
+    finally:
+        close = getattr(steps, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,45 @@
+"""The registry's log: one JSON line per promotion, refusal, rollback and cleanup, appended, never rewritten.
+
+append_log(reg, event, version, reason, **extra)   time, event, version, reason (and actor, why ... when given),
+                                                    opened in append mode and fsync'ed
+read_log(registry)                                  every entry, oldest first
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+LOG = "log.jsonl"
+
+
+def now() -> str:
+    """The time a registry records: UTC, ISO 8601, microseconds (so entries of one second stay ordered)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
+
+
+def append_log(reg: Path, event: str, version: str | None, reason: str, **extra: Any) -> None:
+    """Append one JSON line (opened in append mode, fsync'ed): the log is never rewritten."""
+    entry = {"time": now(), "event": event, "version": version, "reason": reason}
+    entry.update({k: v for k, v in extra.items() if v is not None})
+    with open(reg / LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, ensure_ascii=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_log(registry: str | os.PathLike) -> list[dict]:
+    """Every log entry, oldest first (a line that does not parse is skipped)."""
+    path = Path(registry) / LOG
+    if not path.is_file():
+        return []
+    entries: list[dict] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries

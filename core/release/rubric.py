@@ -1,0 +1,143 @@
+"""The release rubric: the policy it is held to, each check's result with its measured figure, and where it
+is written.
+
+    ReleasePolicy            the thresholds of every check (frozen; DEFAULT_POLICY is the one the gate uses)
+    CheckResult, Rubric      one check's verdict and figure; every check of one bundle
+    ReleaseCheck             a rubric with the n-gram fallback trained on the bundle's split
+    write_release_record     rubric.json (core.files.write_json_atomic) beside the bundle, never into it,
+                             and on request the fallback `ngram/` bundle
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.files import write_json_atomic
+from core.model.corpus import Corpus
+from core.release.baseline_bundle import save_baseline
+from core.release.eval_report import EvalConfig
+from core.release.ngram import DEFAULT_ORDER, NGramModel
+
+RUBRIC = "rubric.json"
+FALLBACK = "ngram"
+EXIT_FAILED = 1  # the rubric failed or a promotion was refused (2 stays a usage error)
+
+
+@dataclass(frozen=True)
+class ReleasePolicy:
+    causality_sequences: int = 2  # each edits every position of one context-long sequence
+    peek_positions: int = 256
+    peek_ratio: float = 0.9
+    canary_chars: int = 2048
+    canary_tolerance: float = 0.10
+    ngram_floor_ratio: float = 0.25
+    require_beats_baseline: bool = True  # False only where a test needs a known-good model in seconds
+    ngram_order: int = DEFAULT_ORDER
+    evaluation: EvalConfig = field(default_factory=lambda: EvalConfig(latency_samples=0))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.evaluation, EvalConfig) or self.evaluation.typing_chars < 1:
+            raise ValueError("the release policy needs an EvalConfig with typing_chars >= 1 (keystrokes are compared)")
+        for name in ("causality_sequences", "peek_positions", "canary_chars", "ngram_order"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    figure: str  # the measured figure, as shown
+    value: float | None  # the same as a number, when there is one
+    threshold: str  # the rule it was held to
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Rubric:
+    bundle: str
+    version: str | None
+    created: str
+    checks: tuple[CheckResult, ...]
+    fallback: dict | None  # kind, version, order of the named fallback
+    summary: dict  # the held-out split and the figures compared
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def failures(self) -> list[str]:
+        return [f"{c.name}: {c.figure} ({c.threshold})" for c in self.checks if not c.passed]
+
+    def table(self) -> list[dict]:
+        return [
+            {
+                "check": c.name,
+                "result": "pass" if c.passed else "FAIL",
+                "figure": c.figure,
+                "threshold": c.threshold,
+                "detail": c.detail,
+            }
+            for c in self.checks
+        ]
+
+    def to_dict(self) -> dict:
+        """JSON-ready; a non-finite number (a figure of a broken model) becomes None, never NaN or inf."""
+
+        def finite(v: Any) -> Any:
+            if isinstance(v, float):
+                return v if math.isfinite(v) else None
+            if isinstance(v, dict):
+                return {k: finite(x) for k, x in v.items()}
+            return type(v)(finite(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+        return finite({**dataclasses.asdict(self), "passed": self.passed})
+
+
+@dataclass(frozen=True)
+class ReleaseCheck:
+    rubric: Rubric
+    fallback: NGramModel | None  # trained on the bundle's split, to be saved beside it or in the registry
+    corpus: Corpus | None
+    split: dict | None  # {"val_fraction", "seed"}
+
+
+DEFAULT_POLICY = ReleasePolicy()  # frozen: one shared default is safe
+
+
+def not_run(name: str, why: str) -> CheckResult:
+    """A check that could not run fails the rubric, saying why."""
+    return CheckResult(name, False, "not run", None, "must run", why)
+
+
+def side_dir(bundle_dir: str | os.PathLike) -> Path:
+    """Where `release check` writes beside a bundle: <parent>/<name>.release/."""
+    path = Path(bundle_dir).resolve()
+    return path.parent / f"{path.name}.release"
+
+
+def write_release_record(
+    check: ReleaseCheck, out_dir: str | os.PathLike | None = None, *, save_fallback: bool = False
+) -> Path:
+    """rubric.json (atomically) into `out_dir` (default: side_dir of the bundle), and with save_fallback
+    the fallback n-gram bundle as `ngram/` (its counts are deterministic, so it gets the version the rubric
+    names; the registry stores its own copy). Never writes into the bundle itself."""
+    out = side_dir(check.rubric.bundle) if out_dir is None else Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if save_fallback and check.fallback is not None and check.corpus is not None and check.split is not None:
+        save_baseline(
+            out / FALLBACK,
+            check.fallback,
+            corpus=check.corpus,
+            command=(),
+            val_fraction=check.split["val_fraction"],
+            seed=check.split["seed"],
+        )
+    write_json_atomic(out / RUBRIC, check.rubric.to_dict())
+    return out

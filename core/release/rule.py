@@ -1,0 +1,103 @@
+"""The rule baseline (kind "rule"): word completion from a dictionary of training words.
+
+With w the word being typed (the run of word characters just before the cursor), it suggests the rest
+of the most frequent training word that extends w (ties: the alphabetically first); before the first
+character of a word it suggests nothing. Its next-character distribution mixes the words' next letters
+with the add-k unigram ("the most frequent next character"):
+
+    P(c|w) = lam n(w, c) / n(w) + (1 - lam) P_0(c),    lam = n(w) / (n(w) + e(w) + 1)
+
+n(w, c) = occurrences of training words that start with w + c, n(w) = their sum, e(w) = occurrences
+of w as a whole word (the word may end here). With no word being typed, or none extending w, P = P_0.
+Shapes: P positions, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from torch import Tensor
+
+from core.model.corpus import Document
+from core.model.tokenizer import CharTokenizer
+from core.model.training import document_stream
+from core.release.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
+from core.release.predictor import SUGGESTION_MAX_CHARS, check_positions, is_word_char
+
+MAX_WORD_CHARS = 40  # the rule looks at most this far back for the word being typed
+
+
+class RuleModel(KeyedCounts):
+    kind = "rule"
+
+    def __init__(
+        self, tokenizer: CharTokenizer, words: dict[str, int], unigram: dict[str, int], *, add_k: float = DEFAULT_ADD_K
+    ):
+        super().__init__(tokenizer, unigram, add_k)
+        self.words = words
+        self.next_counts: dict[str, Counter] = {}  # prefix -> Counter(next id) over word occurrences
+        self.ends: Counter = Counter()  # word -> occurrences as a whole word
+        best: dict[str, tuple[int, str]] = {}  # prefix -> (count, word) of the most frequent extension
+        for word, c in words.items():
+            self.ends[word] += c
+            for i in range(len(word)):
+                prefix = word[:i]
+                self.next_counts.setdefault(prefix, Counter())[self.key_id[word[i]]] += c
+                if prefix not in best or (c, _neg(word)) > (best[prefix][0], _neg(best[prefix][1])):
+                    best[prefix] = (c, word)
+        self.best = {prefix: word for prefix, (_, word) in best.items()}
+
+    def current_word(self, ids: Sequence[int]) -> str:
+        """The run of word characters just before the cursor (at most MAX_WORD_CHARS of them)."""
+        tail = list(ids[-MAX_WORD_CHARS:])
+        n = 0
+        while n < len(tail) and tail[len(tail) - 1 - n] in self.word_id_set:
+            n += 1
+        return self.text(tail[len(tail) - n :])
+
+    def distribution(self, word: str) -> np.ndarray:
+        """P(next | the word being typed) over all V ids, (V,) float64."""
+        nxt = self.next_counts.get(word) if word else None
+        if not nxt:
+            return self.p0.copy()
+        n = sum(nxt.values())
+        lam = n / (n + self.ends.get(word, 0) + 1)
+        p = (1.0 - lam) * self.p0  # (V,)
+        for i, c in nxt.items():
+            p[i] += lam * c / n
+        return p
+
+    def log_probs(self, ids: Sequence[int], positions: range) -> Tensor:
+        check_positions(ids, positions)
+        rows = [self.distribution(self.current_word(ids[max(0, t - MAX_WORD_CHARS) : t])) for t in positions]
+        return stack_log(rows, self.V)
+
+    def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
+        word = self.current_word(ids)
+        if not word or word not in self.best:
+            return []
+        rest = self.best[word][len(word) :][:max_chars]
+        return [self.key_id[c] for c in rest]
+
+
+def _neg(word: str) -> tuple[int, ...]:
+    """An ordering key under which the alphabetically first word is the largest."""
+    return tuple(-ord(c) for c in word) + (0,)
+
+
+def train_rule(documents: Sequence[Document], tokenizer: CharTokenizer, *, add_k: float = DEFAULT_ADD_K) -> RuleModel:
+    """Count the training words (runs of word characters) and the token unigram."""
+    keys = key_alphabet(tokenizer)
+    stream = document_stream(documents, tokenizer).tolist()
+    unigram = dict(Counter(keys[i] for i in stream))
+    words: Counter = Counter()
+    for doc in documents:
+        for is_word, run in itertools.groupby(doc.text, key=is_word_char):
+            if is_word:
+                words["".join(run)] += 1
+    known = set(tokenizer.chars)
+    words = Counter({w: c for w, c in words.items() if set(w) <= known})  # a word with <unk> cannot be typed back
+    return RuleModel(tokenizer, dict(words), unigram, add_k=add_k)

@@ -1,0 +1,235 @@
+"""What the registry serves, and the checks a version passes before it is served: the registry's read side.
+
+Nothing read from the registry is trusted as a path. A version is served only if its name has the form
+core.model.bundle.manifest_version gives (16 lowercase hex digits; every `history` entry and rollback target
+too), its directory is a real directory inside versions/ (no symbolic link), its stored rubric.json
+records a passed rubric of that version, and its bundle loads with that version.
+
+    resolve_served(registry)   the current version if it passes those checks; otherwise the last known-good
+                               version (a promoted version that passes them: the earlier currents, latest
+                               first, then any other promoted version, newest first); otherwise the n-gram
+                               fallback stored with a version. `reason` names what is served and why, for the
+                               app's banner. It never raises for a bad registry.
+    read_current, list_versions               the pointer and the versions, read and checked
+    load_version(reg, version)                the bundle of a version that may be served, else BundleError
+
+The layout of a registry and how it changes: core.release.registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
+from core.release.baseline_bundle import BaselineBundle, load_baseline
+from core.release.predictor import Predictor
+from core.release.rubric import RUBRIC
+from core.release.transformer_predictor import TransformerPredictor
+
+CURRENT = "current"
+VERSIONS = "versions"
+BUNDLE = "bundle"
+FALLBACK = "ngram"
+RECORD = "record.json"
+MAX_RECORD_BYTES = 1 << 20  # `current` and a stored rubric.json: a few kB (a pointer grows ~20 bytes a promotion)
+NAME_RULE = f"{VERSION_LENGTH} lowercase hex digits, as `release status` lists them"
+
+Loaded = TypeVar("Loaded")
+
+
+@dataclass(frozen=True)
+class Served:
+    bundle: Bundle | BaselineBundle | None  # what to serve; None when nothing loads
+    version: str | None
+    kind: str | None  # "transformer", "ngram" or None
+    reason: str  # names the version served and why (the app's banner)
+    degraded: bool  # True unless the current version is served
+
+    @property
+    def predictor(self) -> Predictor | None:
+        """The served bundle behind the evaluation's predictor interface (None when nothing loads)."""
+        if isinstance(self.bundle, Bundle):
+            return TransformerPredictor(self.bundle.model, self.bundle.tokenizer)
+        return None if self.bundle is None else self.bundle.predictor
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "kind": self.kind, "reason": self.reason, "degraded": self.degraded}
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    promoted: str | None
+    verifies: bool
+    problem: str
+
+
+def resolve_served(registry: str | os.PathLike = "registry") -> Served:
+    """What to serve now, and why (see the module docstring). Reads only; never raises for a bad registry."""
+    reg = Path(registry)
+    current, problem = pointer(reg)
+    stored = [v.version for v in reversed(list_versions(reg))]  # newest first
+    if current is None:
+        if not stored and not problem:
+            return Served(None, None, None, f"nothing has been promoted to {str(reg)!r} yet", True)
+        why, failed = problem or "the current pointer is missing", None
+    else:
+        failed = current["version"]
+        try:
+            bundle = load_version(reg, failed)
+            return Served(bundle, failed, "transformer", f"serving the current version {failed}", False)
+        except BundleError as e:
+            why = f"the current version {failed} fails to load or verify ({short(e)})"
+    order = list(reversed(current["history"])) if current else []
+    candidates = [v for v in dict.fromkeys(order + stored) if v != failed]
+    for version in candidates:
+        try:
+            bundle = load_version(reg, version)
+        except BundleError:
+            continue
+        return Served(bundle, version, "transformer", f"{why}; serving the last known-good version {version}", True)
+    for owner in ([failed] if failed else []) + candidates:
+        try:
+            baseline = read_version(reg, owner, FALLBACK, load_baseline)
+        except BundleError:
+            continue
+        return Served(
+            baseline,
+            baseline.version,
+            "ngram",
+            f"{why}, and no earlier version loads; serving the n-gram baseline {baseline.version} "
+            f"(the named fallback of version {owner})",
+            True,
+        )
+    return Served(None, None, None, f"{why}; no known-good version and no n-gram fallback loads", True)
+
+
+def read_current(registry: str | os.PathLike) -> dict | None:
+    """The current pointer, or None when it is missing, unreadable or names anything but versions."""
+    return pointer(Path(registry))[0]
+
+
+def list_versions(registry: str | os.PathLike, *, verify: bool = False) -> list[VersionInfo]:
+    """Installed versions (directories named as versions), oldest promotion first; with verify=True each
+    is checked as resolve_served checks it, to say whether it can be served."""
+    root = Path(registry) / VERSIONS
+    try:
+        vdirs = [d for d in root.iterdir() if is_version(d.name) and d.is_dir()] if root.is_dir() else []
+    except OSError:
+        return []
+    infos: list[VersionInfo] = []
+    for vdir in vdirs:
+        try:
+            promoted = json.loads(read_small(vdir / RECORD)).get("promoted")
+        except (OSError, ValueError, AttributeError):
+            promoted = None
+        ok, problem = True, ""
+        if verify:
+            try:
+                load_version(Path(registry), vdir.name)
+            except BundleError as e:
+                ok, problem = False, short(e)
+        infos.append(VersionInfo(vdir.name, promoted if isinstance(promoted, str) else None, ok, problem))
+    return sorted(infos, key=lambda v: (v.promoted or "", v.version))
+
+
+def version_dir(reg: Path, version: str) -> Path:
+    """versions/<version>, confined to versions/; BundleError naming what is wrong."""
+    if not is_version(version):
+        raise BundleError(f"{quote(version)} is not a version name ({NAME_RULE})")
+    root = reg / VERSIONS
+    vdir = root / version
+    if vdir.is_symlink():
+        raise BundleError(f"{VERSIONS}/{version} is a symbolic link; a version is a real directory of the registry")
+    if vdir.resolve().parent != root.resolve():
+        raise BundleError(f"{VERSIONS}/{version} resolves outside {str(root)!r}")
+    return vdir
+
+
+def checked_dir(reg: Path, version: str, part: str) -> Path:
+    """versions/<version>/<part> of a version whose stored rubric says it passed; else BundleError."""
+    vdir = version_dir(reg, version)
+    where = f"{VERSIONS}/{version}/{RUBRIC}"
+    if (vdir / RUBRIC).is_symlink() or (vdir / part).is_symlink():
+        raise BundleError(f"{VERSIONS}/{version} holds a symbolic link ({RUBRIC} or {part}/); it is not served")
+    try:
+        rubric = json.loads(read_small(vdir / RUBRIC))
+    except (OSError, ValueError) as e:
+        raise BundleError(
+            f"{where} is missing or unreadable ({type(e).__name__}); only a version the gate passed is served"
+        ) from None
+    checks = rubric.get("checks") if isinstance(rubric, dict) else None
+    if not (
+        isinstance(checks, list)
+        and checks
+        and rubric.get("passed") is True
+        and rubric.get("version") == version
+        and all(isinstance(c, dict) and c.get("passed") is True for c in checks)
+    ):
+        raise BundleError(
+            f"{where} does not record a passed release rubric of version {version}; only a version "
+            f"the gate passed is served"
+        )
+    return vdir / part
+
+
+def load_version(reg: Path, version: str) -> Bundle:
+    """The bundle of a version that may be served (see the module docstring); else BundleError."""
+    bundle = read_version(reg, version, BUNDLE, load_bundle)
+    if bundle.version != version:
+        raise BundleError(f"{VERSIONS}/{version} holds a bundle of version {bundle.version}, not {version}")
+    return bundle
+
+
+def read_version(reg: Path, version: str, part: str, loader: Callable[[Path], Loaded]) -> Loaded:
+    """loader(versions/<version>/<part>) of a version whose stored rubric passed; an unreadable one is a
+    BundleError naming the version."""
+    try:
+        return loader(checked_dir(reg, version, part))
+    except (OSError, RuntimeError) as e:  # unreadable, or a loop of links (RuntimeError before Python 3.13)
+        raise BundleError(f"{VERSIONS}/{version} could not be read ({type(e).__name__}: {short(e, 120)})") from None
+
+
+def pointer(reg: Path) -> tuple[dict | None, str]:
+    """(the current pointer, "") or (None, what is wrong with it; "" when there is none)."""
+    path = reg / CURRENT
+    try:
+        if not (path.exists() or path.is_symlink()):
+            return None, ""
+        data = json.loads(read_small(path))
+    except (OSError, ValueError) as e:
+        return None, f"the current pointer is unreadable ({type(e).__name__}: {short(e, 80)})"
+    if not isinstance(data, dict) or not isinstance(data.get("history"), list):
+        return None, "the current pointer is not a JSON object with a version and a history"
+    for which, name in [("version", data.get("version")), *(("history entry", h) for h in data["history"])]:
+        if not is_version(name):
+            return None, f"the current pointer's {which} {quote(name)} is not a version name ({NAME_RULE})"
+    return data, ""
+
+
+def read_small(path: Path) -> str:
+    """A registry record read whole, refused above MAX_RECORD_BYTES (ValueError)."""
+    size = path.stat().st_size
+    if size > MAX_RECORD_BYTES:
+        raise ValueError(f"{path.name} is {size:,} bytes, more than MAX_RECORD_BYTES={MAX_RECORD_BYTES:,}")
+    return path.read_text(encoding="utf-8")
+
+
+def quote(value: object, limit: int = 40) -> str:
+    """A value read from a file, shown short (it may be anything)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def short(e: Exception | str, limit: int = 200) -> str:
+    """One line of at most `limit` characters; a loader's "bundle '<path>' refused: " is dropped (the
+    reason names the version already, and the path would crowd out what was wrong)."""
+    text = " ".join(str(e).split())
+    if text.startswith("bundle '") and " refused: " in text:
+        text = text.split(" refused: ", 1)[1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
