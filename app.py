@@ -1,4 +1,4 @@
-"""Attention Lab: the entry point. Navigation and the shared sidebar; every lesson lives in pages/."""
+"""Attention Lab: the entry point. Navigation and the shared sidebar; every lesson lives in views/."""
 
 import streamlit as st
 

@@ -8,7 +8,7 @@ cells carry a "masked" label.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -111,7 +111,7 @@ def bars(
 
 def lines(
     x: Sequence[float],
-    series: dict[str, Sequence[float | None]],
+    series: Mapping[str, Sequence[float | None]],
     *,
     title: str,
     x_title: str,

@@ -20,7 +20,7 @@ import torch
 
 from core.model.bundle import Bundle, BundleError, load_bundle
 from core.model.jobs import JobQueue
-from core.release.baselines import BaselineBundle
+from core.release.baseline_bundle import BaselineBundle
 from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
 from ui.text import escape_markdown
 
@@ -130,15 +130,18 @@ def sidebar() -> None:
             st.caption("No model bundle yet: train one on the Training page.")
             return
         label = st.selectbox("Model bundle", list(options), key="lab_bundle")
-        if options[label] is None:
+        path = options[label]
+        if path is None:
             release = served()
-            if isinstance(release.model, Bundle):
-                _describe(release.model)
-            elif isinstance(release.model, BaselineBundle):
+            if release is None:  # the registry was emptied since `choices()`: nothing to describe
+                return
+            if isinstance(release.bundle, Bundle):
+                _describe(release.bundle)
+            elif isinstance(release.bundle, BaselineBundle):
                 st.caption(f"Version `{release.version}` · {release.kind} baseline (the named fallback)")
             return
         try:
-            bundle = load(options[label])
+            bundle = load(path)
         except BundleError as err:
             st.error(f"This bundle cannot be used: {escape_markdown(err)}")
             return
@@ -164,10 +167,12 @@ def selected_served() -> Bundle | BaselineBundle | None:
     label = label if label in options else next(iter(options), None)
     if label is None:
         return None
-    if options[label] is None:
-        return served().model
+    path = options[label]
+    if path is None:
+        release = served()
+        return None if release is None else release.bundle
     try:
-        return load(options[label])
+        return load(path)
     except BundleError:
         return None
 

@@ -8,39 +8,12 @@ from core.lessons import masks as masking
 from core.lessons import scores as lessons
 from ui import charts, params
 from ui.companion import chart, matrix_table
+from ui.mask_charts import mask_figure, mask_table
 from ui.text import escape_markdown
 
 NAN_TEXT = "NaN (undefined)"
 DEFAULT_SENTENCE = "the cat sat down"
 DEFAULT_LENGTHS = (6, 4, 2)
-
-
-def mask_figure(rows, *, title, x_labels, y_labels, yes, no, x_title="key s", y_title="query t", text=None):
-    """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
-    z = [[1.0 if ok else None for ok in row] for row in rows]
-    fig = charts.heatmap(
-        z,
-        title=title,
-        x_labels=x_labels,
-        y_labels=y_labels,
-        x_title=x_title,
-        y_title=y_title,
-        zmin=0,
-        zmax=1,
-        show_values=True,
-    )
-    text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
-    return fig.update_traces(text=text, showscale=False)
-
-
-def mask_table(rows, row_labels, col_labels, *, yes, no, row_name="query t", col_name="key s"):
-    return pd.DataFrame.from_records(
-        [
-            {row_name: r, col_name: c, "mask": yes if rows[i][j] else no}
-            for i, r in enumerate(row_labels)
-            for j, c in enumerate(col_labels)
-        ]
-    )
 
 
 def fmt(values, digits=4):

@@ -1,16 +1,14 @@
 """Training: train the from-scratch transformer on a domain text, watch its losses and one head's attention."""
 
-import pandas as pd
 import streamlit as st
 
-from core.model import leak, runs
+from core.model import runs
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.tokenizer import SPECIAL_TOKENS
-from ui import charts, models, params
-from ui.companion import chart, matrix_table
+from ui import models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
@@ -89,163 +87,6 @@ def register(view, info) -> None:
     st.rerun()
 
 
-def loss_figure(evals, selected, reference=None, reference_loss=None):
-    """The run's two losses; beside them, where known, an honest (causal) reference on the same text: the
-    session's own causal run at the same steps, or the shipped model's final validation loss."""
-    steps = [e.step for e in evals]
-    max_iters = evals[-1].max_iters
-    series = {
-        "train loss (sample of training text)": [e.loss for e in evals],
-        "validation loss (held-out documents)": [e.val_loss for e in evals],
-    }
-    if reference:
-        honest = {r.step: r.val_loss for r in reference}
-        series["your causal run: validation loss"] = [honest.get(s) for s in steps]
-    fig = charts.lines(
-        steps,
-        series,
-        title="Loss while training",
-        x_title="optimizer step",
-        y_title="cross-entropy (nats per character)",
-    )
-    fig.add_vline(
-        x=selected,
-        line_dash="dot",
-        line_color="#555555",
-        annotation_text=f"map: step {selected}",
-        annotation_position="top left" if selected > max_iters / 2 else "top right",
-    )
-    fig.update_xaxes(range=[0, max_iters])  # the curve grows into the whole budget
-    if reference_loss is not None:
-        fig.add_hline(
-            y=reference_loss,
-            line_dash="dash",
-            line_color=charts.OKABE_ITO[5],
-            annotation_text=f"shipped causal model {reference_loss:.3f}",
-            annotation_position="bottom left",
-        )
-    return fig
-
-
-def snapshot_view(snap, key_suffix: str) -> None:
-    labels = [f"{t} {tok}" for t, tok in enumerate(snap.tokens)]
-    T = len(labels)
-    z = [
-        [(w if (s <= t or not snap.causal) else None) for s, w in enumerate(row)]  # masked cells drawn as gaps
-        for t, row in enumerate(snap.weights)
-    ]
-    fig = charts.heatmap(
-        z,
-        title=f"Layer {snap.layer}, head {snap.head} at step {snap.step}",
-        x_labels=labels,
-        y_labels=labels,
-        zmin=0,
-        zmax=1,
-        height=max(420, 18 * T + 140),
-    )
-    fig.update_layout(margin=dict(t=125), title=dict(y=0.995, yanchor="top"))  # the title above the key labels
-    where = (
-        "above the diagonal are masked (0)"
-        if snap.causal
-        else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right"
-    )
-    summary = (
-        f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
-        f"↵ a line end): each row sums to 1; "
-        f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}."
-    )
-    chart(fig, matrix_table(z, labels, labels, value_name="weight"), summary, key=f"train_attention_{key_suffix}")
-
-
-def shipped_reference_loss(fingerprint: str):
-    """The shipped causal model's validation loss, when it was trained on this same text."""
-    try:
-        return leak.causal_reference_loss(models.load(models.SHIPPED_DIR).manifest, fingerprint)
-    except (BundleError, OSError):
-        return None
-
-
-def honest_reference(info, view):
-    """(history of this session's last causal run with the same text, preset and budget, or None;
-    the shipped causal model's validation loss on this text, or None)."""
-    reference = leak.causal_reference(
-        [j.result for j in models.job_queue().jobs_of(models.session_id()) if j.id != view.id],
-        corpus_fingerprint=info["fingerprint"],
-        preset_name=info["preset"],
-        max_iters=info["max_iters"],
-    )
-    return reference, shipped_reference_loss(info["fingerprint"])
-
-
-def leak_section(evals, info, view, reference, reference_loss) -> None:
-    """The detector's finding (the causality probe), then the lesson's symptom as the evidence."""
-    failed = leak.first_failed_probe(evals)
-    verdict = leak.leak_verdict(evals, reference=reference, reference_loss=reference_loss)
-    if failed is None:
-        probed = [e for e in evals if e.probe is not None]
-        if verdict.leaked:
-            st.warning(
-                f"The causality probe passes, yet the {escape_markdown(verdict.message)}. With the mask on "
-                "this is not a leak: is the text very repetitive? Check it before trusting this model."
-            )
-        if probed:
-            st.caption(
-                f"Causality probe at every evaluation, passed so far. Latest (step {probed[-1].step}): "
-                f"{escape_markdown(probed[-1].probe.describe())}."
-            )
-        return
-    probe, now = failed.probe, evals[-1]
-    j, t = probe.first_leak
-    result = view.result
-    if result is not None and result.metrics["stop_reason"] == "leak":
-        what = f"**The causality probe stopped the run at step {failed.step}.**"
-    elif info.get("leak_stop", True) and result is None:
-        what = f"**The causality probe failed at step {failed.step}: the run stops there.**"
-    else:
-        what = (
-            f"**The causality probe failed at step {failed.step}.** The stop is off, so the run goes on: "
-            "watch the validation loss fall."
-        )
-    st.error(
-        f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
-        f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
-        f"{probe.length - 1}), the largest change of an earlier prediction was "
-        f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
-        f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance."
-    )
-    st.caption(
-        f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "
-        "model's structure, not the loss."
-    )
-    honest = {r.step: r.val_loss for r in (reference or ())}
-    if now.step in honest:
-        compared = f"your causal run had {honest[now.step]:.3f} at the same step"
-    elif reference_loss is not None:
-        compared = f"the shipped causal model reaches {reference_loss:.3f} on this text"
-    else:
-        compared = (
-            "no honest reference is known for this text yet (train the same preset and step budget once "
-            "with the mask to get one)"
-        )
-    symptom = (
-        f"The loss shows the symptom: the {escape_markdown(verdict.message)}."
-        if verdict.leaked
-        else "The loss does not show it yet: the probe finds the leak before the loss can."
-    )
-    snap = next((e.snapshot for e in reversed(evals) if e.snapshot is not None), None)
-    reads = (
-        ""
-        if snap is None
-        else f" In the attention map (layer {snap.layer}, head {snap.head}, step {snap.step}) "
-        f"{snap.future_weight:.1%} of each row's weight, on average, sits above the diagonal, on characters to "
-        "the right of the query; a causal model puts exactly 0 there."
-    )
-    st.markdown(
-        f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
-        f"{compared}. {symptom}{reads}"
-    )
-
-
 def show_run(job_id: str, polling: bool) -> None:
     """The run's status, curves and attention snapshots; re-run every second while the run is unfinished."""
     try:
@@ -310,9 +151,9 @@ def show_run(job_id: str, polling: bool) -> None:
 
     if not evals:
         return
-    reference, reference_loss = honest_reference(info, view) if info else (None, None)
+    reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
     if info:
-        leak_section(evals, info, view, reference, reference_loss)
+        training_view.leak_section(evals, info, view, reference, reference_loss)
     steps = [e.step for e in evals]
     if st.session_state.get(PINNED_KEY) != job_id or st.session_state.get(SNAP_KEY) not in steps:
         st.session_state[SNAP_KEY] = steps[-1]  # follow the newest evaluation until the learner moves the slider
@@ -329,29 +170,9 @@ def show_run(job_id: str, polling: bool) -> None:
     snap = next(e.snapshot for e in evals if e.step == selected)
     left, right = st.columns(2)
     with left:
-        table = pd.DataFrame(
-            {
-                "step": steps,
-                "train loss": [round(e.loss, 4) for e in evals],
-                "validation loss": [round(e.val_loss, 4) for e in evals],
-                "learning rate": [e.lr for e in evals],
-                "elapsed (s)": [round(e.elapsed, 1) for e in evals],
-                "causality probe": [probe_word(e.probe) for e in evals],
-            }
-        )
-        first, now = evals[0], evals[-1]
-        summary = (
-            f"At step {now.step} the train loss is {now.loss:.3f} and the validation loss {now.val_loss:.3f} "
-            f"nats per character (at step 0: {first.loss:.3f} and {first.val_loss:.3f}); "
-            f"the dotted line marks step {selected}."
-        )
-        chart(loss_figure(evals, selected, reference, reference_loss), table, summary, key="train_losses")
+        training_view.show_losses(evals, selected, reference, reference_loss)
     with right:
-        snapshot_view(snap, "map")
-
-
-def probe_word(probe) -> str:
-    return "not run" if probe is None else "passed" if probe.passed else f"FAILED (x{probe.agreement.ratio:.3g})"
+        training_view.snapshot_view(snap, "map")
 
 
 def _pin(job_id: str) -> None:

@@ -1,0 +1,127 @@
+"""The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward, no module too long.
+
+    kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py
+    model    core/model/      may import the kernel
+    lessons  core/lessons/    may import the kernel and the model wing
+    release  core/release/    may import the kernel and the model wing (never the lessons)
+    cli      cli/             may import all of core
+    ui       ui/              may import all of core (Streamlit lives here and above)
+    views    views/, app.py   may import core and ui
+
+core/__init__.py is the public facade (it re-exports from every wing) and core/__main__.py the entry point
+of `python -m core` (it calls cli); nothing in core imports streamlit.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = {"core.attention", "core.handcheck", "core.agreement", "core.files"}
+ALLOWED = {
+    "kernel": {"kernel"},
+    "model": {"kernel", "model"},
+    "lessons": {"kernel", "model", "lessons"},
+    "release": {"kernel", "model", "release"},
+    "cli": {"kernel", "model", "lessons", "release", "facade", "cli"},
+    "ui": {"kernel", "model", "lessons", "release", "facade", "ui"},
+    "views": {"kernel", "model", "lessons", "release", "facade", "ui"},
+}
+MAX_LINES = 400
+
+
+def wing(module: str) -> str | None:
+    """The wing of a first-party module name, None for anything else (the standard library, torch, ...)."""
+    if module in KERNEL:
+        return "kernel"
+    if module == "core":
+        return "facade"
+    parts = module.split(".")
+    if parts[0] == "core" and len(parts) > 1 and parts[1] in ("model", "lessons", "release"):
+        return parts[1]
+    if parts[0] in ("cli", "ui", "views"):
+        return parts[0]
+    if parts[0] == "app":
+        return "views"
+    return None
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imported(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) for every import anywhere in the file, a function-level one included; `from core
+    import x` counts as core.x when x is a module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                is_module = (ROOT / (sub.replace(".", "/") + ".py")).is_file() or (
+                    ROOT / sub.replace(".", "/")
+                ).is_dir()
+                found.append((node.lineno, sub if is_module else node.module))
+    return found
+
+
+def violations(path: Path, source: str) -> list[str]:
+    me = module_name(path)
+    if me in ("core", "core.__main__"):
+        return []  # the facade and the entry point, see the module docstring
+    mine = wing(me)
+    out = []
+    for line, target in imported(ast.parse(source)):
+        if me.startswith("core") and target.split(".")[0] in ("streamlit", "ui", "views", "cli"):
+            out.append(f"{me}:{line} imports {target}: core never imports streamlit, ui, views or cli")
+            continue
+        theirs = wing(target)
+        if theirs is not None and mine is not None and theirs not in ALLOWED[mine]:
+            out.append(f"{me}:{line} imports {target}: the {mine} wing may import only {sorted(ALLOWED[mine])}")
+    return out
+
+
+def first_party_files() -> list[Path]:
+    files = [ROOT / "app.py"]
+    for folder in ("core", "cli", "ui", "views"):
+        files += sorted((ROOT / folder).rglob("*.py"))
+    return files
+
+
+def test_imports_only_run_downward():
+    problems = [v for path in first_party_files() for v in violations(path, path.read_text(encoding="utf-8"))]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "where, source",
+    [
+        ("core/model/gpt.py", "from core.release.gate import check_release\n"),
+        ("core/release/gate.py", "def f():\n    from core.lessons.masks import masked_softmax\n"),
+        ("core/attention.py", "import core.model.gpt\n"),
+        ("core/lessons/masks.py", "import streamlit as st\n"),
+        ("core/model/bundle.py", "from cli.main import main\n"),
+        ("ui/charts.py", "from views import masks\n"),
+    ],
+)
+def test_an_import_against_the_direction_is_caught(where, source):
+    """The checker itself: each planted import goes against the allowed direction and must be reported."""
+    assert violations(ROOT / where, source), f"{where} importing {source.strip()!r} was not caught"
+
+
+def test_every_folder_is_a_wing_and_every_module_is_readable_in_one_sitting():
+    for path in first_party_files():
+        assert wing(module_name(path)) is not None or module_name(path) in ("core", "core.__main__"), path
+    too_long = {
+        str(p.relative_to(ROOT)): n
+        for p in first_party_files()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"

@@ -1,0 +1,65 @@
+"""A boolean mask drawn and tabled for the Masks page: cells say in words whether a key may be read.
+
+True = may attend (the convention of core.attention). Forbidden cells are grey gaps with their word printed,
+so colour is never the only channel; the table is the chart's companion (ui.companion.chart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui import charts
+
+Mask = Sequence[Sequence[bool]]
+
+
+def mask_figure(
+    rows: Mask,
+    *,
+    title: str,
+    x_labels: Sequence[str],
+    y_labels: Sequence[str],
+    yes: str,
+    no: str,
+    x_title: str = "key s",
+    y_title: str = "query t",
+    text: Sequence[Sequence[str]] | None = None,
+) -> go.Figure:
+    """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
+    z = [[1.0 if ok else None for ok in row] for row in rows]
+    fig = charts.heatmap(
+        z,
+        title=title,
+        x_labels=x_labels,
+        y_labels=y_labels,
+        x_title=x_title,
+        y_title=y_title,
+        zmin=0,
+        zmax=1,
+        show_values=True,
+    )
+    text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
+    return fig.update_traces(text=text, showscale=False)
+
+
+def mask_table(
+    rows: Mask,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    yes: str,
+    no: str,
+    row_name: str = "query t",
+    col_name: str = "key s",
+) -> pd.DataFrame:
+    """One row per cell: (row label, column label, `yes` or `no`)."""
+    return pd.DataFrame.from_records(
+        [
+            {row_name: r, col_name: c, "mask": yes if rows[i][j] else no}
+            for i, r in enumerate(row_labels)
+            for j, c in enumerate(col_labels)
+        ]
+    )

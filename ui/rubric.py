@@ -1,0 +1,159 @@
+"""The release gate's rubric and the baseline comparison, as the Release page shows them.
+
+The rubric is core.release.gate's own (one row per check, with the figure it measured and the rule it is
+held to) and a sentence per check saying what it guards against. The comparison is
+core.release.evaluation's: the transformer, the rule and the n-gram on the same held-out positions, and
+top-1 accuracy per slice with its Wilson interval. Everything shown comes from a file or a model, so every
+markdown cell is escaped.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.release.comparison import Evaluation
+from core.release.eval_report import EvalReport, Interval, SliceMetrics
+from core.release.rubric import ReleaseCheck
+from ui import charts
+from ui.companion import chart
+from ui.text import escape_markdown
+
+# What each check of core.release.gate guards against, in a sentence for the team.
+GUARDS = {
+    "integrity": "Damaged, half-copied or edited files: every file's hash, the manifest fields, the tensor names "
+    "and shapes, finite weights.",
+    "marked safe": "Shipping a model its own training flagged (for example one trained without the causal mask).",
+    "causality": "A model that reads the future: changing a later character must not move any earlier prediction.",
+    "cache logits": "A KV cache that drifts: predictions computed token by token through the cache must equal "
+    "the full forward pass.",
+    "cache greedy": "Suggestions that change when the cache is on, including after the context window slides.",
+    "held-out split": "Scores measured on text the model trained on: the evaluation uses the split and the corpus "
+    "the bundle records.",
+    "plausible: no-peek": "A leak the edit test missed: a model that sees its target gets worse when the window "
+    "ends just before the target.",
+    "plausible: canary": "Copying that looks like skill: on shuffled text no honest model beats the character entropy.",
+    "plausible: vs n-gram": "An impossibly good loss: a small character model is not four times better than a 5-gram.",
+    "beats n-gram: loss": "Complexity that does not pay: the transformer must predict held-out text better than the "
+    "n-gram.",
+    "beats n-gram: keystrokes": "A model that scores well but helps less: it must save users more keystrokes than "
+    "the n-gram.",
+    "named fallback": "Having nothing to serve: an n-gram on the same split must save and load back, ready to serve.",
+}
+RUBRIC_COLUMNS = ["check", "result", "figure", "threshold", "guards against", "detail"]
+SLICE_COLUMNS = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
+
+
+def show_rubric(check: ReleaseCheck, seconds: float) -> None:
+    """The verdict (how many checks pass, which failed with their figures), then every check in a table."""
+    rubric = check.rubric
+    failed = [c for c in rubric.checks if not c.passed]
+    summary = f"{len(rubric.checks) - len(failed)} of {len(rubric.checks)} checks pass"
+    if failed:
+        summary += "; failed: " + "; ".join(f"{c.name} ({c.figure})" for c in failed)
+        st.error(f"**Refused.** {escape_markdown(summary)}.")
+    else:
+        st.success(f"**Passes the release gate.** {escape_markdown(summary)}.")
+    st.caption(
+        f"Checked version {escape_markdown(rubric.version)} at {escape_markdown(rubric.created)} in {seconds:.1f} s."
+    )
+    table = pd.DataFrame([{**row, "guards against": GUARDS.get(row["check"], "")} for row in rubric.table()])
+    # st.table shows every row and wraps every cell (a rubric is read in full); its cells are markdown, so escaped
+    st.table(table[RUBRIC_COLUMNS].set_index("check").map(escape_markdown))
+    if rubric.fallback:
+        kind, order, version = (escape_markdown(rubric.fallback[k]) for k in ("kind", "order", "version"))
+        st.caption(f"Named fallback of this version: {kind} of order {order}, version {version}.")
+
+
+def show_comparison(result: Evaluation) -> None:
+    """One row per metric for the baselines and the transformer, the evaluation's warnings, the slice chart."""
+    kinds = [r.predictor for r in result.baselines] + [result.report.predictor]
+    rows = [
+        {
+            "metric": r["metric"],
+            **{k: r[k] for k in kinds},
+            "better": r["better"],
+            "worst slice": "; ".join(f"{k}: {s}" for k, s in r["slice"].items()) if "slice" in r else "",
+        }
+        for r in result.comparison
+    ]
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        key="rel_comparison_table",
+        height=35 * (len(rows) + 1) + 3,
+        column_config={
+            "metric": st.column_config.TextColumn(width="medium"),
+            "worst slice": st.column_config.TextColumn(width="large"),
+            **{k: st.column_config.NumberColumn(format="%.4f") for k in kinds},
+        },
+    )
+    for w in result.report.warnings:
+        st.warning(escape_markdown(w))
+    slice_chart(result.report)
+
+
+def scored_slices(report: EvalReport) -> list[tuple[SliceMetrics, float, Interval]]:
+    """(slice, top-1 accuracy, its Wilson interval) of every slice with scored positions, in report order.
+    Wilson's interval exists exactly where top-1 does (both need at least one position)."""
+    scored = []
+    for s in report.slices:
+        top1, ci = s.metrics.top1, s.metrics.top1_ci
+        if top1 is not None and ci is not None:
+            scored.append((s, top1, ci))
+    return scored
+
+
+def slice_chart(report: EvalReport) -> None:
+    """Top-1 accuracy per slice with its 95% Wilson interval, the worst slice highlighted."""
+    scored = scored_slices(report)
+    labels = [s.label for s, _, _ in scored]
+    top1 = [v for _, v, _ in scored]
+    worst = next((w for w in report.worst if w.metric == "top1"), None)
+    highlight = labels.index(worst.slice) if worst and worst.slice in labels else None
+    fig = charts.bars(
+        labels,
+        top1,
+        title=f"Top-1 accuracy per slice, version {report.version}",
+        y_title="top-1 accuracy",
+        x_title="slice",
+        value_format=".2f",
+        y_range=(0, 1.12),
+        highlight=highlight,
+    )  # the worst slice in the other colour, outlined
+    ci = [c for _, _, c in scored]
+    # Values at the foot of each bar, clear of its error bar; above a bar too short to hold them.
+    fig.update_traces(
+        textposition=["inside" if v >= 0.1 else "outside" for v in top1],
+        insidetextanchor="start",
+        customdata=[[c.low, c.high, s.metrics.positions] for s, _, c in scored],
+        hovertemplate="%{x}: %{y:.3f}, 95% interval [%{customdata[0]:.3f}, %{customdata[1]:.3f}], "
+        "%{customdata[2]} positions<extra></extra>",
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            color="#000000",
+            thickness=1.5,
+            width=3,
+            array=[c.high - v for c, v in zip(ci, top1)],
+            arrayminus=[v - c.low for c, v in zip(ci, top1)],
+        ),
+    )
+    fig.update_layout(height=520)
+    fig.update_xaxes(tickangle=-45)
+    table = pd.DataFrame(report.slice_table())[SLICE_COLUMNS]
+    overall = report.overall
+    summary = (
+        f"Top-1 accuracy of version {escape_markdown(report.version)} over {overall.positions:,} scored "
+        f"positions is {overall.top1:.3f}; "
+    )
+    if worst is not None:
+        interval = "" if worst.ci is None else f", 95% interval [{worst.ci.low:.3f}, {worst.ci.high:.3f}]"
+        summary += (
+            f"the worst slice (among those with at least {report.config.min_slice_positions} positions) is "
+            f"{escape_markdown(worst.slice)} at {worst.value:.3f}{interval}, over {worst.positions} positions "
+            "(the highlighted bar)."
+        )
+    else:
+        summary += f"no slice has the {report.config.min_slice_positions} positions needed to name a worst one."
+    chart(fig, table, summary, key="rel_slices")
