@@ -68,12 +68,11 @@ def test_row_agreement_holds_the_hand_check_to_the_tensor_code():
 
 
 def test_model_terms_and_the_float64_copy():
+    # by hand: tiny has 2 layers, width 32, MLP 4 x 32 = 128 wide, context 32: 2 x 128 + the head's 32
     config = preset("tiny", 12)
-    assert (
-        model_terms(config)
-        == config.n_layer * max(config.mlp_ratio * config.d_model, config.context_length, config.d_model)
-        + config.d_model
-    )
+    assert model_terms(config) == 288
+    # default: 4 layers, width 128, MLP 512 wide, context 128: 4 x 512 + 128
+    assert model_terms(preset("default", 12)) == 2176
     model = GPT(config)
     copy = float64_copy(model)
     assert next(model.parameters()).dtype == torch.float32  # the original is untouched
