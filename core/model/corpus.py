@@ -1,10 +1,11 @@
 """The text a model learns from: a corpus of named documents, and its train/validation split.
 
-The default domain is Python source code: `STDLIB_MODULES` pins about fifty modules of the running
-interpreter's standard library (about 1 MB), read at run time from `sysconfig.get_paths()["stdlib"]`,
+The default domain is Python source code: `STDLIB_MODULES` pins about two hundred modules of the running
+interpreter's standard library (about 6 MB), read at run time from `sysconfig.get_paths()["stdlib"]`,
 one file per document. Nothing is downloaded and nothing is shipped: every Python 3.11+ has them.
 Their exact text depends on the interpreter version, and the corpus `fingerprint` records which text
-a model saw.
+a model saw. A text of another kind is "pydoc": the language reference topics the interpreter ships for
+`help()` (pydoc_data/topics.py, about 0.5 MB of English prose), one topic per document.
 
 Any UTF-8 text file (or an uploaded text) can be used instead. It is cut into documents at
 blank-line boundaries, each about `DOCUMENT_CHARS` characters (a paragraph longer than twice that is
@@ -25,68 +26,49 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-# Sorted paths relative to the stdlib directory; all exist in CPython 3.11, 3.12 and 3.13, are pure
-# Python (no shims re-exporting a C module) and are nearly all ASCII (shlex.py is left out: its
+# Sorted paths relative to the stdlib directory; all exist in CPython 3.11 (tests/model/test_corpus.py checks
+# the running interpreter) and none is among the modules 3.12 and 3.13 removed or turned into packages; all
+# are pure Python (no shims re-exporting a C module) and ASCII but for a few names and quotes (shlex.py is left out: its
 # Latin-1 word-character table would add 60 characters seen nowhere else).
-STDLIB_MODULES: tuple[str, ...] = (
-    "abc.py",
-    "argparse.py",
-    "base64.py",
-    "bdb.py",
-    "bisect.py",
-    "calendar.py",
-    "cmd.py",
-    "collections/__init__.py",
-    "colorsys.py",
-    "contextlib.py",
-    "copy.py",
-    "copyreg.py",
-    "csv.py",
-    "dataclasses.py",
-    "fileinput.py",
-    "fnmatch.py",
-    "fractions.py",
-    "functools.py",
-    "genericpath.py",
-    "getopt.py",
-    "gettext.py",
-    "glob.py",
-    "graphlib.py",
-    "gzip.py",
-    "hashlib.py",
-    "heapq.py",
-    "hmac.py",
-    "json/__init__.py",
-    "json/decoder.py",
-    "json/encoder.py",
-    "json/scanner.py",
-    "keyword.py",
-    "linecache.py",
-    "numbers.py",
-    "operator.py",
-    "posixpath.py",
-    "pprint.py",
-    "pyclbr.py",
-    "queue.py",
-    "random.py",
-    "reprlib.py",
-    "sched.py",
-    "secrets.py",
-    "selectors.py",
-    "stat.py",
-    "statistics.py",
-    "string.py",
-    "tempfile.py",
-    "textwrap.py",
-    "timeit.py",
-    "token.py",
-    "tokenize.py",
-    "traceback.py",
-    "types.py",
-    "uuid.py",
-    "weakref.py",
+STDLIB_MODULES: tuple[str, ...] = tuple(
+    """
+    _collections_abc.py _pyio.py _strptime.py _threading_local.py _weakrefset.py abc.py argparse.py ast.py
+    asyncio/base_events.py asyncio/events.py asyncio/futures.py asyncio/locks.py asyncio/protocols.py
+    asyncio/queues.py asyncio/selector_events.py asyncio/sslproto.py asyncio/streams.py asyncio/subprocess.py
+    asyncio/tasks.py asyncio/transports.py asyncio/unix_events.py base64.py bdb.py bisect.py bz2.py calendar.py
+    cmd.py code.py codecs.py codeop.py collections/__init__.py colorsys.py compileall.py
+    concurrent/futures/_base.py concurrent/futures/process.py concurrent/futures/thread.py configparser.py
+    contextlib.py copy.py copyreg.py csv.py ctypes/__init__.py ctypes/util.py dataclasses.py dbm/__init__.py
+    dbm/dumb.py difflib.py dis.py doctest.py email/_header_value_parser.py email/_policybase.py
+    email/base64mime.py email/charset.py email/contentmanager.py email/feedparser.py email/generator.py
+    email/header.py email/headerregistry.py email/policy.py email/quoprimime.py email/utils.py
+    encodings/__init__.py encodings/idna.py enum.py filecmp.py fileinput.py fnmatch.py fractions.py functools.py
+    genericpath.py getopt.py getpass.py gettext.py glob.py graphlib.py gzip.py hashlib.py heapq.py hmac.py
+    html/__init__.py html/parser.py http/client.py http/cookiejar.py http/cookies.py http/server.py imaplib.py
+    importlib/__init__.py importlib/_bootstrap.py importlib/_bootstrap_external.py
+    importlib/metadata/__init__.py inspect.py ipaddress.py json/__init__.py json/decoder.py json/encoder.py
+    json/scanner.py json/tool.py keyword.py linecache.py locale.py logging/__init__.py logging/config.py
+    logging/handlers.py lzma.py mailbox.py mimetypes.py modulefinder.py multiprocessing/connection.py
+    multiprocessing/context.py multiprocessing/managers.py multiprocessing/pool.py multiprocessing/process.py
+    multiprocessing/queues.py multiprocessing/synchronize.py multiprocessing/util.py netrc.py ntpath.py
+    numbers.py opcode.py operator.py optparse.py os.py pdb.py pickle.py pickletools.py pkgutil.py platform.py
+    plistlib.py poplib.py posixpath.py pprint.py profile.py pstats.py py_compile.py pyclbr.py pydoc.py queue.py
+    quopri.py random.py re/__init__.py re/_compiler.py re/_constants.py re/_parser.py reprlib.py rlcompleter.py
+    sched.py secrets.py selectors.py shelve.py shutil.py signal.py smtplib.py socket.py socketserver.py
+    sqlite3/dump.py ssl.py stat.py statistics.py string.py stringprep.py subprocess.py symtable.py tabnanny.py
+    tarfile.py tempfile.py textwrap.py threading.py timeit.py token.py tokenize.py tomllib/_parser.py
+    tomllib/_re.py trace.py traceback.py tracemalloc.py types.py typing.py unittest/case.py unittest/loader.py
+    unittest/main.py unittest/mock.py unittest/result.py unittest/runner.py unittest/suite.py urllib/request.py
+    urllib/robotparser.py uuid.py warnings.py wave.py weakref.py webbrowser.py wsgiref/handlers.py
+    wsgiref/headers.py wsgiref/simple_server.py wsgiref/util.py wsgiref/validate.py xml/dom/expatbuilder.py
+    xml/dom/minidom.py xml/dom/pulldom.py xml/etree/ElementTree.py xml/sax/expatreader.py xml/sax/handler.py
+    xml/sax/saxutils.py zipapp.py zoneinfo/_common.py zoneinfo/_tzpath.py zoneinfo/_zoneinfo.py
+    """.split()
 )
 STDLIB_SOURCE = "stdlib"
+# Prose of another kind, also on every Python: the language reference's topics that `help("if")` shows,
+# shipped with the interpreter as pydoc_data/topics.py (English prose with grammar snippets), one per document.
+PYDOC_SOURCE = "pydoc"
 MAX_BYTES = 20 * 1024 * 1024  # larger files would take minutes to tokenise and hours to learn from
 DOCUMENT_CHARS = 4000  # target size of one document cut from a plain text file
 MIN_DOCUMENTS = 2  # one for training, one for validation
@@ -150,17 +132,24 @@ def fingerprint(documents: tuple[Document, ...] | list[Document]) -> str:
 
 
 def load_corpus(source: str | os.PathLike) -> Corpus:
-    """The pinned standard-library corpus for "stdlib", otherwise the UTF-8 text file at `source`.
+    """The pinned standard-library corpus for "stdlib", the reference topics for "pydoc", otherwise the UTF-8
+    text file at `source`.
 
-    A file that happens to be called "stdlib" is reached as "./stdlib".
+    A file that happens to be called "stdlib" or "pydoc" is reached as "./stdlib" or "./pydoc".
     """
     if isinstance(source, str) and source == STDLIB_SOURCE:
         return _load_stdlib()
+    if isinstance(source, str) and source == PYDOC_SOURCE:
+        return _load_pydoc()
     path = Path(source)
     if not path.exists():
-        raise CorpusError(f"corpus file {str(path)!r} does not exist; pass 'stdlib' or the path of a UTF-8 text file")
+        raise CorpusError(
+            f"corpus file {str(path)!r} does not exist; pass 'stdlib', 'pydoc' or the path of a UTF-8 text file"
+        )
     if not path.is_file():
-        raise CorpusError(f"corpus {str(path)!r} is not a regular file; pass 'stdlib' or the path of a UTF-8 text file")
+        raise CorpusError(
+            f"corpus {str(path)!r} is not a regular file; pass 'stdlib', 'pydoc' or the path of a UTF-8 text file"
+        )
     size = path.stat().st_size
     _check_size(size, str(path))
     return corpus_from_text(path.name, path.read_bytes(), source=str(path))
@@ -269,6 +258,17 @@ def _load_stdlib() -> Corpus:
             )
         documents.append(Document(rel, _normalise(_decode(path.read_bytes(), rel))))
     return Corpus(tuple(documents), fingerprint(documents), STDLIB_SOURCE)
+
+
+def _load_pydoc() -> Corpus:
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:
+        raise CorpusError(
+            "this interpreter has no pydoc_data (the 'pydoc' corpus): pass a text file with --corpus instead"
+        ) from None
+    documents = [Document(f"pydoc/{name}", _normalise(str(text))) for name, text in sorted(topics.items())]
+    return Corpus(tuple(documents), fingerprint(documents), PYDOC_SOURCE)
 
 
 def _check_size(n_bytes: int, label: str) -> None:
