@@ -16,6 +16,14 @@
         streamed as it is generated. Generation stops at <eos> or after max_new_tokens; sampling
         options not given come from the bundle's generation policy.
 
+    python -m core suggest --bundle DIR --prompt TEXT [--json]     (cli/suggest.py)
+        The one suggestion policy (core.release.policy) after TEXT: the suggestion, its probability, and
+        whether it clears the bundle's threshold, exactly as the Autocomplete page shows it.
+    python -m core tune --bundle DIR                                (cli/suggest.py)
+        Choose the suggestion threshold on the validation documents and record it in the manifest; `train`
+        does it after training unless --no-tune.
+    python -m core evaluate | baseline | release ...                (cli/release.py)
+
 Bad arguments, a missing or tampered bundle and an unusable corpus print one line `error: ...` on
 stderr and exit with status 2, without a traceback.
 
@@ -60,7 +68,11 @@ def register_train(subparsers) -> None:
     from core.model.gpt import PRESETS
 
     p = subparsers.add_parser("train", help="train a model on a corpus and write a bundle")
-    p.add_argument("--corpus", required=True, help="'stdlib' (the pinned Python standard library) or a UTF-8 text file")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="'stdlib' (the pinned Python standard library), 'pydoc' (Python's reference prose) or a UTF-8 text file",
+    )
     p.add_argument("--out", required=True, help="bundle directory to write: new or empty (checked before training)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle at --out")
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="model size (default: default)")
@@ -89,6 +101,11 @@ def register_train(subparsers) -> None:
         "--no-causal-mask",
         action="store_true",
         help="remove the causal mask (the leakage lesson); the bundle is marked unsafe",
+    )
+    p.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="skip choosing the suggestion threshold on the validation documents (`tune` does it later)",
     )
     p.add_argument(
         "--no-leak-stop",
@@ -141,6 +158,11 @@ def _run_train(args: argparse.Namespace) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+    if not args.no_tune:  # the suggestion threshold, chosen on the validation documents (core.release.tuning)
+        from core.release.tuning import tune_bundle
+
+        policy, _, _ = tune_bundle(path, corpus=corpus)
+        print(f"suggestion threshold {policy.threshold} tuned on the validation documents", file=sys.stderr)
     manifest = json.loads((path / "manifest.json").read_text(encoding="ascii"))
     version = manifest["version"]
     leaked = first_failed_probe(result.history)
@@ -282,7 +304,14 @@ def register_release(subparsers) -> None:
     register_commands(subparsers)
 
 
-COMMANDS: list[Callable] = [register_train, register_generate, register_release]
+def register_suggest(subparsers) -> None:
+    """`suggest` and `tune`: see cli/suggest.py."""
+    from cli.suggest import register_commands
+
+    register_commands(subparsers)
+
+
+COMMANDS: list[Callable] = [register_train, register_generate, register_suggest, register_release]
 
 
 def build_parser() -> argparse.ArgumentParser:

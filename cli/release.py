@@ -45,7 +45,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     """`evaluate`, `baseline` and `release {check,promote,rollback,status}`."""
     p = subparsers.add_parser("evaluate", help="held-out metrics of a bundle (any kind)")
     p.add_argument("--bundle", required=True, help="bundle directory (transformer, ngram or rule)")
-    p.add_argument("--corpus", default=None, help="'stdlib' or a text file (default: the bundle's own corpus)")
+    p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own corpus)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--compare", action="store_true", help="also train the rule and the n-gram on the same split")
     p.add_argument("--max-positions", type=int, default=EvalConfig.max_positions)
@@ -59,7 +59,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kind", choices=("ngram", "rule"), required=True)
     p.add_argument("--out", required=True, help="baseline bundle directory to write")
     p.add_argument("--like", default=None, help="take corpus, split and tokenizer from this bundle")
-    p.add_argument("--corpus", default=None, help="'stdlib' or a text file (default: the --like bundle's)")
+    p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the --like bundle's)")
     p.add_argument("--val-fraction", type=float, default=0.1, help="without --like (default 0.1)")
     p.add_argument("--seed", type=int, default=0, help="without --like (default 0)")
     p.add_argument("--order", type=int, default=DEFAULT_ORDER, help="n-gram order (default 5)")
@@ -112,8 +112,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     result = evaluate_bundle(args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare)
     for warning in result.report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result.to_dict(), allow_nan=False))
+    if args.json:  # one object: a key per predictor (the headline figures), and the whole report
+        print(json.dumps({**result.summaries(), "report": result.to_dict()}, allow_nan=False))
         return 0
     r = result.report
     o = r.overall
@@ -122,14 +122,16 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         f"{o.positions} positions scored, {o.typed_chars} characters typed ({r.seconds:.1f} s)"
     )
     rows = [
-        {"metric": k, "value": v}
-        for k, v in (
-            ("loss (nats/char)", o.loss),
-            ("bits per character", o.bits_per_char),
-            ("top-1 accuracy", o.top1),
-            ("top-3 accuracy", o.top3),
-            ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100),
-            ("acceptance rate", o.acceptance_rate),
+        {"metric": k, "value": v, "95% interval": _interval(ci)}
+        for k, v, ci in (
+            ("loss (nats/char)", o.loss, o.loss_ci),
+            ("bits per character", o.bits_per_char, None),
+            ("top-1 accuracy", o.top1, o.top1_ci),
+            ("top-3 accuracy", o.top3, o.top3_ci),
+            ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100, o.keystrokes_saved_ci),
+            ("acceptance rate of shown suggestions", o.acceptance_rate, o.acceptance_ci),
+            ("suggestions shown per 100 chars", o.shown_per_100, None),
+            ("suggestion threshold", r.policy["threshold"], None),
         )
     ]
     print(format_table(rows))
@@ -144,6 +146,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                 "top1",
                 "top1_ci_low",
                 "top1_ci_high",
+                "shown_per_100",
                 "offered",
                 "acceptance_rate",
                 "keystrokes_saved_per_100",
@@ -153,17 +156,27 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     for w in r.worst:
         ci = f" [{w.ci.low:.4f}, {w.ci.high:.4f}]" if w.ci else ""
         print(f"worst slice by {w.metric}: {w.slice} = {w.value:.4f}{ci} over {w.positions} positions")
-    for mode, lat in r.latency.items():
-        if lat is not None:
-            print(
-                f"latency per suggestion ({mode}): p50 {lat.p50_ms:.2f} ms, p95 {lat.p95_ms:.2f} ms "
-                f"({lat.samples} samples)"
-            )
+    if r.latency is not None:
+        lat = r.latency
+        print(f"latency per suggestion: p50 {lat.p50_ms:.2f} ms, p95 {lat.p95_ms:.2f} ms ({lat.samples} samples)")
     if result.comparison:
         print()
         kinds = [b.predictor for b in result.baselines] + [r.predictor]
-        print(format_table(list(result.comparison), ["metric", *kinds, "better"]))
+        rows = [
+            {**row, **{f"{k} 95%": _interval(row.get(f"{k}_ci")) for k in kinds if f"{k}_ci" in row}}
+            for row in result.comparison
+        ]
+        columns = ["metric"] + [c for k in kinds for c in (k, f"{k} 95%")] + ["better"]
+        print(format_table(rows, columns))
     return 0
+
+
+def _interval(ci) -> str | None:
+    """'[low, high]' of an Interval or a [low, high] list; None (n/a) without one."""
+    if ci is None:
+        return None
+    low, high = (ci.low, ci.high) if hasattr(ci, "low") else ci
+    return f"[{low:.4f}, {high:.4f}]"
 
 
 def _run_baseline(args: argparse.Namespace) -> int:

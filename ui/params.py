@@ -135,9 +135,13 @@ def toggle(label: str, key: str, default: bool, **kw) -> bool:
 
 
 def text_input(label: str, key: str, default: str, **kw) -> str:
-    return st.text_input(label, default, key=key, bind="query-params", **kw)
+    """One line of text bound to the URL. Once a callback has set the key in session state (an Accept button),
+    no default is passed: Streamlit warns when a widget gets both."""
+    value = None if key in st.session_state else default
+    return st.text_input(label, value, key=key, bind="query-params", **kw) or ""
 
 
 def text_area(label: str, key: str, default: str, **kw) -> str:
-    """Multi-line text (code prompts span lines); bound to the URL like the other widgets."""
-    return st.text_area(label, default, key=key, bind="query-params", **kw)
+    """Multi-line text (code prompts span lines); bound to the URL like the other widgets (see text_input)."""
+    value = None if key in st.session_state else default
+    return st.text_area(label, value, key=key, bind="query-params", **kw) or ""

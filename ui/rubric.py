@@ -1,10 +1,13 @@
-"""The release gate's rubric and the baseline comparison, as the Release page shows them.
+"""The release gate's rubric, the gate's own figures against the baselines, and the quick comparison, as the
+Release page shows them.
 
 The rubric is core.release.gate's own (one row per check, with the figure it measured and the rule it is
-held to) and a sentence per check saying what it guards against. The comparison is
-core.release.evaluation's: the transformer, the rule and the n-gram on the same held-out positions, and
-top-1 accuracy per slice with its Wilson interval. Everything shown comes from a file or a model, so every
-markdown cell is escaped.
+held to) and a sentence per check saying what it guards against. The gate's figures against the baselines are
+the rubric summary's (core.release.comparison.summary per predictor, with the 95% bootstrap intervals the
+keystrokes check decides on): exactly what `python -m core evaluate --compare` prints for the same config.
+The quick comparison is core.release.evaluation's with the page's small caps: the transformer, the rule and
+the n-gram on the same held-out positions, and top-1 accuracy per slice with its interval (a bootstrap over
+documents). Everything shown comes from a file or a model, so every markdown cell is escaped.
 """
 
 from __future__ import annotations
@@ -34,14 +37,29 @@ GUARDS = {
     "ends just before the target.",
     "plausible: canary": "Copying that looks like skill: on shuffled text no honest model beats the character entropy.",
     "plausible: vs n-gram": "An impossibly good loss: a small character model is not four times better than a 5-gram.",
-    "beats n-gram: loss": "Complexity that does not pay: the transformer must predict held-out text better than the "
-    "n-gram.",
-    "beats n-gram: keystrokes": "A model that scores well but helps less: it must save users more keystrokes than "
-    "the n-gram.",
+    "beats baselines: loss": "Complexity that does not pay: the transformer must predict held-out text better than "
+    "both the rule and the n-gram.",
+    "beats baselines: keystrokes": "A model that scores well but helps less: with the suggestions as served, its "
+    "keystrokes saved must be above the rule's and the n-gram's, by more than the uncertainty (intervals apart).",
     "named fallback": "Having nothing to serve: an n-gram on the same split must save and load back, ready to serve.",
 }
 RUBRIC_COLUMNS = ["check", "result", "figure", "threshold", "guards against", "detail"]
 SLICE_COLUMNS = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
+PREDICTORS = {"rule": "rule", "ngram": "n-gram", "transformer": "transformer"}  # the gate's, in the order shown
+# (summary key, column): the figures of core.release.comparison.summary the gate's table shows, intervals split
+GATE_COLUMNS = (
+    ("keystrokes_saved_per_100", "keystrokes saved per 100 chars"),
+    ("keystrokes_saved_ci", "keystrokes 95% interval"),
+    ("acceptance_rate", "acceptance rate"),
+    ("acceptance_ci", "acceptance 95% interval"),
+    ("shown_per_100", "suggestions shown per 100 chars"),
+    ("threshold", "threshold"),
+    ("threshold_tuned", "threshold tuned"),
+    ("loss", "loss (nats/char)"),
+    ("loss_ci", "loss 95% interval"),
+    ("typed_chars", "characters typed"),
+    ("documents", "documents"),
+)
 
 
 def show_rubric(check: ReleaseCheck, seconds: float) -> None:
@@ -62,7 +80,93 @@ def show_rubric(check: ReleaseCheck, seconds: float) -> None:
     st.table(table[RUBRIC_COLUMNS].set_index("check").map(escape_markdown))
     if rubric.fallback:
         kind, order, version = (escape_markdown(rubric.fallback[k]) for k in ("kind", "order", "version"))
-        st.caption(f"Named fallback of this version: {kind} of order {order}, version {version}.")
+        threshold = rubric.fallback.get("threshold")
+        tuned = "" if threshold is None else f", suggestion threshold tuned for it {escape_markdown(threshold)}"
+        st.caption(f"Named fallback of this version: {kind} of order {order}, version {version}{tuned}.")
+
+
+def gate_figures(summary: dict) -> dict[str, dict]:
+    """{shown name: core.release.comparison.summary} of the rule, the n-gram and the transformer, in that order;
+    empty unless all three are there with keystrokes measured (the checks that measure them ran)."""
+    predictors = summary.get("predictors") if isinstance(summary, dict) else None
+    found = {name: (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
+    if not all(isinstance(f, dict) and f.get("keystrokes_saved_per_100") is not None for f in found.values()):
+        return {}
+    return {name: f for name, f in found.items() if isinstance(f, dict)}
+
+
+def gate_table(figures: dict[str, dict]) -> pd.DataFrame:
+    """One row per predictor of the rubric summary's figures (each interval as its low and high columns)."""
+    rows = []
+    for name, f in figures.items():
+        row: dict[str, object] = {"predictor": name}
+        for key, column in GATE_COLUMNS:
+            if key.endswith("_ci"):
+                ci = f.get(key)
+                row[f"{column} low"], row[f"{column} high"] = (ci[0], ci[1]) if ci else (None, None)
+            else:
+                row[column] = f.get(key)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def show_gate_baselines(check: ReleaseCheck) -> None:
+    """The gate's own figures against the baselines: keystrokes saved with their intervals (the chart), the
+    table of every figure beneath it, and the verdict of the keystrokes check in the chart's summary."""
+    rubric = check.rubric
+    st.subheader("The gate's figures against the baselines")
+    figures = gate_figures(rubric.summary)
+    if not figures:
+        st.info("This rubric holds no figures against the baselines (the checks that measure them did not run).")
+        return
+    ev = rubric.summary.get("evaluation", {})
+    st.markdown(
+        "These are the numbers the two **beats baselines** checks decided on, measured by the same evaluation as "
+        "`python -m core evaluate --compare`: every predictor types the same held-out documents with the one "
+        "suggestion policy, the transformer at the threshold its bundle records, each baseline at the threshold "
+        "tuned for it on the validation documents. The keystrokes check passes only when the transformer's 95% "
+        "interval lies wholly above both baselines' (intervals by bootstrap over documents)."
+    )
+    st.caption(
+        f"Caps of the gate's evaluation: {ev.get('max_positions', 0):,} scored positions, "
+        f"{ev.get('typing_chars', 0):,} characters of simulated typing in stretches of "
+        f"{ev.get('segment_chars', 0):,}, seed {ev.get('seed', 0)}."
+    )
+    names = list(figures)
+    keys = [float(f["keystrokes_saved_per_100"]) for f in figures.values()]
+    cis = [f.get("keystrokes_saved_ci") for f in figures.values()]  # [low, high] or None
+    fig = charts.bars(
+        names,
+        keys,
+        title="Keystrokes saved per 100 characters, as served (the release gate's figures)",
+        y_title="keystrokes saved per 100 chars",
+        x_title="predictor",
+        value_format=".2f",
+        highlight=len(keys) - 1,
+    )  # the transformer in the other colour, outlined
+    fig.update_traces(
+        textposition="inside",
+        insidetextanchor="start",
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            color="#000000",
+            thickness=1.5,
+            width=6,
+            array=[0.0 if ci is None else ci[1] - k for ci, k in zip(cis, keys)],
+            arrayminus=[0.0 if ci is None else k - ci[0] for ci, k in zip(cis, keys)],
+        ),
+    )
+    verdict = next((c for c in rubric.checks if c.name == "beats baselines: keystrokes"), None)
+    said = "" if verdict is None else f" ({'pass' if verdict.passed else 'FAIL'}: {verdict.detail})"
+    summary = "Keystrokes saved per 100 characters with 95% intervals: " + "; ".join(
+        f"{name} {k:.2f} " + ("[no interval]" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]")
+        for name, k, ci in zip(names, keys, cis)
+    )
+    table = gate_table(figures)
+    chart(fig, table, escape_markdown(summary + said + "."), key="rel_gate_baselines", table_open=True)
+    for w in rubric.summary.get("warnings", []):
+        st.warning(escape_markdown(w))
 
 
 def show_comparison(result: Evaluation) -> None:
@@ -72,6 +176,7 @@ def show_comparison(result: Evaluation) -> None:
         {
             "metric": r["metric"],
             **{k: r[k] for k in kinds},
+            **{f"{k} 95% interval": _interval(r.get(f"{k}_ci")) for k in kinds},
             "better": r["better"],
             "worst slice": "; ".join(f"{k}: {s}" for k, s in r["slice"].items()) if "slice" in r else "",
         }
@@ -93,19 +198,23 @@ def show_comparison(result: Evaluation) -> None:
     slice_chart(result.report)
 
 
+def _interval(ci) -> str:
+    return "" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
 def scored_slices(report: EvalReport) -> list[tuple[SliceMetrics, float, Interval]]:
-    """(slice, top-1 accuracy, its Wilson interval) of every slice with scored positions, in report order.
-    Wilson's interval exists exactly where top-1 does (both need at least one position)."""
+    """(slice, top-1 accuracy, its interval) of every slice with scored positions, in report order. A slice
+    within one document has no bootstrap interval: it is given the empty interval [top1, top1] (no error bar)."""
     scored = []
     for s in report.slices:
         top1, ci = s.metrics.top1, s.metrics.top1_ci
-        if top1 is not None and ci is not None:
-            scored.append((s, top1, ci))
+        if top1 is not None:
+            scored.append((s, top1, ci if ci is not None else Interval(top1, top1)))
     return scored
 
 
 def slice_chart(report: EvalReport) -> None:
-    """Top-1 accuracy per slice with its 95% Wilson interval, the worst slice highlighted."""
+    """Top-1 accuracy per slice with its 95% interval (bootstrap over documents), the worst slice highlighted."""
     scored = scored_slices(report)
     labels = [s.label for s, _, _ in scored]
     top1 = [v for _, v, _ in scored]

@@ -1,5 +1,6 @@
-"""Autocomplete: the model's next-token candidates, completions, what the KV cache saves (measured now),
-and a parity inspector that compares cached with uncached logits step by step."""
+"""Autocomplete: the suggestion the bundle serves (core.release.autocomplete.serve_suggestion, the one policy
+of page, CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
+completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits."""
 
 import time
 
@@ -9,7 +10,8 @@ import streamlit as st
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baseline_bundle import BaselineBundle
-from ui import cache_view, charts, params
+from core.release.transformer_predictor import TransformerPredictor
+from ui import cache_view, charts, params, suggestion_view
 from ui.companion import chart
 from ui.models import require_bundle, selected_served
 from ui.text import escape_markdown
@@ -37,11 +39,18 @@ def _parity(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed
 st.title("Autocomplete")
 st.markdown(
     "The small transformer reads your text one character at a time and predicts the next character. "
-    "Chaining predictions gives a **completion**; cutting it at the end of the next word gives the "
-    "**suggestion** an editor would offer. Everything below is computed live by the selected model."
+    "Chaining its most likely characters gives a completion; the **suggestion** is the part of it, cut where a "
+    "word, a run of spaces or a line ends, that saves the most keystrokes, and an editor offers it only when its "
+    "probability clears a **threshold**. Press **Accept suggestion** to append it to your text and type with the "
+    "model. Everything below is computed live by the selected model."
 )
 
 PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"
+PROMPT_KEY = "ac_prompt"
+SUGGESTION_NOTE = (
+    "The suggestion follows the one policy every surface uses (this page, `python -m core suggest` and the "
+    "evaluation's simulated typist): the same text gets the same suggestion everywhere."
+)
 
 fallback = selected_served()
 if isinstance(fallback, BaselineBundle):
@@ -51,10 +60,15 @@ if isinstance(fallback, BaselineBundle):
         f"Serving the {fallback.kind} baseline `{fallback.version}` (the named fallback): no released "
         "transformer version loads. Its suggestions come from counted character sequences, not attention."
     )
-    text = params.text_area(PROMPT_LABEL, "ac_prompt", "def main(", height=100)
-    offered = ac.baseline_suggestion(fallback.predictor, text)
-    labels = [c.piece for c in offered.candidates]
-    probs = [c.prob for c in offered.candidates]
+    left, right = st.columns(2)
+    with left:
+        text = params.text_area(PROMPT_LABEL, PROMPT_KEY, "def main(", height=100)
+    with right:
+        st.subheader("Suggestion")
+        suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
+    candidates = ac.baseline_candidates(fallback.predictor, text)
+    labels = [c.piece for c in candidates]
+    probs = [c.prob for c in candidates]
     chart(
         charts.bars(
             labels,
@@ -68,8 +82,6 @@ if isinstance(fallback, BaselineBundle):
         f"probability {probs[0]:.4f}.",
         key="ac_baseline",
     )
-    st.markdown("**Suggestion** (what pressing Tab would accept):")
-    st.code(offered.suggestion or "(no suggestion)", language=None)
     st.stop()
 
 bundle = require_bundle()
@@ -81,34 +93,10 @@ if not bundle.safe:
         "Its suggestions are not to be trusted; use them only to study the failure."
     )
 
-left, right = st.columns([1, 2])
+left, right = st.columns(2)
 with left:
-    text = params.text_area(PROMPT_LABEL, "ac_prompt", "def main(", height=100)
-    temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
-    top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
-    top_p = params.slider("Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05)
-    n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
-
-prompt = ac.prepare_prompt(bundle, text)
-try:
-    sample = SampleConfig(temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1.0 else top_p)
-except ValueError as e:  # a widget value no control could produce (a crafted link): fall back, say why
-    sample = SampleConfig()
-    temperature, top_k, top_p = sample.temperature, 0, 1.0
-    with left:
-        st.warning(
-            f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
-            "top-k off, top-p off instead."
-        )
-
-with left:
-    if 0 < temperature < MIN_TEMPERATURE:
-        st.info(
-            f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
-            "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
-            "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
-            "character."
-        )
+    text = params.text_area(PROMPT_LABEL, PROMPT_KEY, "def main(", height=100)
+    prompt = ac.prepare_prompt(bundle, text)
     st.caption(
         f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; ␣ is a space, ↵ a newline):"
     )
@@ -117,7 +105,7 @@ with left:
         st.info(
             "The prompt is empty, so the model starts from the `<eos>` token: in training, documents are "
             "joined as `text <eos> text <eos> ...`, so `<eos>` is what comes right before the start of a "
-            "document. The candidates are the model's guesses for the first character of a new file."
+            "document. Its guesses are for the first characters of a new file."
         )
     if prompt.truncated:
         st.warning(
@@ -140,16 +128,48 @@ with left:
             hide_index=True,
             key="ac_unknown_table",
         )
+with right:
+    st.subheader("Suggestion")
+    suggestion_view.section(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
+    st.markdown(SUGGESTION_NOTE)
+
+st.divider()
+st.header("Next-character candidates")
+left, right = st.columns([1, 2])
+with left:
+    temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
+    top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
+    top_p = params.slider("Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05)
+    n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
+
+try:
+    sample = SampleConfig(temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1.0 else top_p)
+except ValueError as e:  # a widget value no control could produce (a crafted link): fall back, say why
+    sample = SampleConfig()
+    temperature, top_k, top_p = sample.temperature, 0, 1.0
+    with left:
+        st.warning(
+            f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
+            "top-k off, top-p off instead."
+        )
+
+with left:
+    if 0 < temperature < MIN_TEMPERATURE:
+        st.info(
+            f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
+            "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
+            "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
+            "character."
+        )
 
 candidates = ac.next_token_candidates(model, prompt.ids, sample, n_shown, tokenizer=tok)
 filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
 with right:
-    st.subheader("Next-character candidates")
     st.markdown(
         "The bars are the exact distribution the sampler draws the next character from: softmax of the "
         "model's last logits divided by the temperature, then the top-k and top-p filters, renormalised. "
-        "`<pad>`, `<bos>` and `<unk>` are never drawn (they are not text: a drawn `<unk>` would show as "
-        "'\ufffd'), so their probability is 0; `<eos>` can be drawn: it ends the completion."
+        "`<pad>`, `<bos>` and `<unk>` are never drawn and never listed (they are not text: a drawn `<unk>` "
+        "would show as '\ufffd'); `<eos>` can be drawn: it ends the completion."
     )
     fig = charts.bars(
         [c.piece for c in candidates],
@@ -179,9 +199,10 @@ with right:
     chart(fig, table, summary, key="ac_candidates", table_open=True)
 
 st.divider()
-st.header("Completion and suggestion")
+st.header("Sampled completion")
 st.markdown(
-    "The model draws one character, appends it, and repeats. The **seed** fixes the random draws, so the "
+    "The model draws one character from the candidates above, appends it, and repeats: with the sampling "
+    "settings above, not the suggestion's greedy choice. The **seed** fixes the random draws, so the "
     "same settings give the same completion. With the **KV cache** each step feeds only the newest "
     "character and reuses the stored keys and values; without it, every step re-reads the whole window."
 )
@@ -194,38 +215,21 @@ with cols[2]:
     use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
 
 filter_values = (sample.temperature, sample.top_k, sample.top_p)
-template = bundle.manifest["prompt_template"]
-suggestion = ac.suggest(model, tok, text, sample, seed=seed, use_cache=use_cache, template=template)
 with_cache, without_cache = _completions(bundle, bundle.version, prompt.ids, filter_values, length, seed)
 shown = with_cache if use_cache else without_cache
 
-reasons = {
-    "word boundary": "it stops before the first space or punctuation after a word",
-    "end of line": "it stops at the end of the line",
-    "eos": "the model ended the text (`<eos>`)",
-    "limit": f"no word ended within {ac.SUGGESTION_MAX_CHARS} characters",
-}
-
-
-def show_text(text: str, what: str) -> None:
-    """Model output as plain text; text that is only whitespace is also shown with visible pieces."""
-    if not text:
-        st.caption(f"The {what} is empty.")
-        return
-    st.code(text, language=None)
-    if not text.strip():
-        st.caption(f"The {what} is only whitespace ({len(text)} characters), made visible:")
-        st.code("".join(tok.display_piece(i) for i in tok.encode(text)), language=None)
-
-
-st.markdown("**Suggestion** (what pressing Tab would accept; " + reasons[suggestion.stop_reason] + "):")
-show_text(suggestion.text, "suggestion")
 ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
 st.markdown(
     f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
     f"it stopped at {ended}):"
 )
-show_text(shown.text, "completion")
+if shown.text:
+    st.code(shown.text, language=None)  # model output: plain text
+    if not shown.text.strip():
+        st.caption(f"The completion is only whitespace ({len(shown.text)} characters), made visible:")
+        st.code("".join(tok.display_piece(i) for i in tok.encode(shown.text)), language=None)
+else:
+    st.caption("The completion is empty.")
 if with_cache.tokens == without_cache.tokens:
     st.caption("With and without the cache the model chose exactly the same characters.")
 else:

@@ -10,12 +10,13 @@ from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, CorpusError, corpus_from
 from core.release.evaluation import EvalConfig, evaluate_bundle
 from core.release.gate import ReleasePolicy, check_release
 from ui import models, registry_view, release_actions, teacher
-from ui.rubric import show_comparison, show_rubric
+from ui.rubric import show_comparison, show_gate_baselines, show_rubric
 from ui.text import escape_markdown
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
 POLICY = ReleasePolicy()
-# Small caps for the baseline comparison, so it takes seconds on this shared machine (stated on the page).
+# Small caps for the quick preview against the baselines, so it takes seconds on this shared machine; stated on
+# the page, which says these are not the gate's figures (the gate's are in the rubric, section 1).
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)
 CHECKS_KEY, COMPARE_KEY = "rel_done_checks", "rel_done_compare"
 KEEP = 2  # results kept per session: a check holds an n-gram trained on the whole split (tens of MB)
@@ -40,10 +41,11 @@ def run_checks(bundle, corpus, key: tuple):
     """check_release under a spinner that says what it is doing; the result is kept for this session."""
     with st.spinner(
         f"Running the release checks on version {escape_markdown(bundle.version)}: verifying the "
-        "files, editing tokens to test causality, comparing cached and full logits, training the "
-        f"{POLICY.ngram_order}-gram on the same training documents, scoring both on the held-out text, "
-        "the no-peek and shuffled-text canaries, saving the fallback. About a minute on the standard "
-        "library, seconds on a small text..."
+        "files, editing tokens to test causality, comparing cached and full logits, training the rule and the "
+        f"{POLICY.ngram_order}-gram on the same training documents and tuning their thresholds, simulating "
+        f"{POLICY.evaluation.typing_chars:,} characters of typing with each of the three, the no-peek and "
+        "shuffled-text canaries, saving the fallback. Several minutes on the standard library, seconds on a "
+        "small text..."
     ):
         began = time.perf_counter()
         check = check_release(bundle.path, corpus=corpus, policy=POLICY)
@@ -62,17 +64,19 @@ def rubric_section(bundle, corpus, key: tuple) -> None:
         "Run the release checks",
         key="rel_run_checks",
         type="primary",
-        help="Verifies the bundle, runs the leak detectors and trains the n-gram baseline to compare",
+        help="Verifies the bundle, runs the leak detectors and trains the rule and n-gram baselines to compare",
     ):
         run_checks(bundle, corpus, key)
     cached = st.session_state.get(CHECKS_KEY, {}).get(key)
     if cached is None:
         st.info(
             f"The checks have not run for version {escape_markdown(bundle.version)} in this session yet. "
-            "Press **Run the release checks** (it retrains the n-gram baseline, so it takes a while)."
+            "Press **Run the release checks** (it retrains both baselines and types the held-out text with each "
+            "predictor, so it takes a while)."
         )
         return
     show_rubric(*cached)
+    show_gate_baselines(cached[0])
 
 
 @st.dialog("Promote a version for the whole class", width="medium", on_dismiss=teacher.close_confirmation)
@@ -172,24 +176,25 @@ def registry_section(reg: Path) -> None:
 
 
 def comparison_section(bundle, corpus, key: tuple) -> None:
-    st.header("4. Against the baselines, slice by slice")
+    st.header("4. Quick preview against the baselines, slice by slice")
     st.markdown(
         "Before trusting a model's complexity, compare it with simpler ones on the same held-out positions: a "
         "**rule** (complete the most frequent training word) and an **n-gram** (the named fallback). Averages hide "
         "weak spots, so the chart splits top-1 accuracy by kind of input (character class, column, indentation, "
-        "document), each with its 95% Wilson interval: a short bar with a wide interval means too few positions "
-        "to say."
+        "document), each with its 95% interval (a bootstrap over documents): a short bar with a wide interval "
+        "means too few documents to say."
     )
     st.caption(
-        f"Small caps for this page: at most {COMPARE.max_positions:,} scored positions, "
+        f"A quick preview, not the gate's figures: at most {COMPARE.max_positions:,} scored positions, "
         f"{COMPARE.typing_chars:,} characters of simulated typing and {COMPARE.latency_samples} latency "
-        f"samples (seed {COMPARE.seed}). The release checks use larger caps, so figures differ a little. "
-        "Latency is wall-clock time on this shared machine and changes from run to run."
+        f"samples (seed {COMPARE.seed}), so it takes seconds. The release checks (section 1) evaluate with larger "
+        "caps, and their figures, not these, decide. Latency is wall-clock time on this shared machine and changes "
+        "from run to run."
     )
     if st.button(
-        "Compare with the baselines",
+        "Quick preview against the baselines",
         key="rel_compare",
-        help="Trains the rule and the n-gram on the same training documents and scores all three",
+        help="Trains the rule and the n-gram on the same training documents and scores all three, with small caps",
     ):
         with st.spinner(
             f"Training the rule and the n-gram on version {escape_markdown(bundle.version)}'s training "
@@ -204,8 +209,8 @@ def comparison_section(bundle, corpus, key: tuple) -> None:
     result = st.session_state.get(COMPARE_KEY, {}).get(key)
     if result is None:
         st.info(
-            "Press **Compare with the baselines** to train them and score all three (seconds on a small text, "
-            "about half a minute on the standard library)."
+            "Press **Quick preview against the baselines** to train them and score all three with the small caps "
+            "above (seconds on a small text, about half a minute on the standard library)."
         )
         return
     show_comparison(result)

@@ -8,6 +8,8 @@ from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.tokenizer import SPECIAL_TOKENS
+from core.release.eval_report import EvalConfig
+from core.release.tuning import tune_bundle
 from ui import models, params, training_view
 from ui.text import escape_markdown
 
@@ -15,6 +17,7 @@ STDLIB_CHOICE = "Python standard library"
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"
+TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained here (the CLI types 20,000)
 
 
 @st.cache_resource(show_spinner="Reading the standard-library corpus...")
@@ -39,12 +42,22 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
+def tune_after_training(path, corpus) -> None:
+    """Choose the new bundle's suggestion threshold on its validation documents (core.release.tuning), with a
+    smaller typing budget than the CLI's so the run ends soon after its last step. A failure leaves the bundle
+    untuned (the Autocomplete page then says so and names `python -m core tune`)."""
+    try:
+        tune_bundle(path, corpus=corpus, config=EvalConfig(typing_chars=TUNE_TYPING_CHARS))
+    except (BundleError, CorpusError, ValueError):
+        pass
+
+
 def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
     server cannot write) is shown, not raised. The run writes into runs/<job id>, never over anything."""
     try:
         run_dir = runs.JobDir(models.RUNS_DIR)
-        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir)
+        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, after_save=tune_after_training)
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), work, name=name)
     except (JobError, CorpusError) as err:

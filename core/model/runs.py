@@ -199,10 +199,12 @@ def work_for_corpus(
     snapshot_text: str | None = None,
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
+    after_save: Callable[[Path, Corpus], None] | None = None,
 ) -> Callable[[Callable, Callable], RunResult]:
     """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise) and that
     the run can save where it is told (BundleError otherwise: a JobDir's parent must be writable, a path
-    new or empty). `snapshot_text` defaults to `default_probe`."""
+    new or empty). `snapshot_text` defaults to `default_probe`. `after_save(path, corpus)` runs in the job
+    once the bundle is saved (the app tunes the suggestion threshold there: core.release.tuning)."""
     check_fits(corpus, preset_name, train_config)
     if isinstance(out_dir, JobDir):
         out_dir.check()
@@ -210,7 +212,15 @@ def work_for_corpus(
         check_out_dir(out_dir)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
     spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
-    return functools.partial(run_training, spec)
+    if after_save is None:
+        return functools.partial(run_training, spec)
+
+    def work(report: Callable[[Progress], None], should_stop: Callable[[], bool]) -> RunResult:
+        result = run_training(spec, report, should_stop)
+        after_save(result.bundle_path, corpus)
+        return result
+
+    return work
 
 
 class JobDir:

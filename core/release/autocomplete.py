@@ -5,8 +5,9 @@ Everything here is built on `core.model.sampling`, so the numbers the app shows 
     prepare_prompt        text -> the ids the model sees (core.model.prompt.encode_for_model: the last
                           context_length tokens, characters the vocabulary lacks become <unk>), after the
                           bundle's prompt template; an empty prompt starts from <eos> (core.model.sampling.start_ids)
-    suggest               the completion up to the end of the next word: what an editor would offer
-    baseline_suggestion   the same offer from a baseline predictor (the registry's n-gram fallback)
+    serve_suggestion      the one suggestion policy (core.release.policy) after a text, for any predictor:
+                          the offer, its probability, whether it clears the threshold
+    baseline_candidates   the next characters of a baseline predictor (the registry's n-gram fallback)
 
 and, re-exported here for the pages (one concept per module):
 
@@ -22,15 +23,14 @@ last N characters. Shapes use the legend of `core/__init__.py`: T positions, V v
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
-from core.model.gpt import GPT, ModelConfig
+from core.model.gpt import ModelConfig
 from core.model.prompt import encode_for_model
-from core.model.sampling import SampleConfig, generate, start_ids
+from core.model.sampling import NEVER_SAMPLED, start_ids
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.release.cache_timing import (
     MAX_TIMING_REPEATS,
@@ -42,17 +42,17 @@ from core.release.cache_timing import (
 )
 from core.release.candidates import Candidate, code_point, next_token_candidates
 from core.release.completion import Completion, complete
-from core.release.forward import closing, next_token_logits
+from core.release.forward import next_token_logits
 from core.release.parity import ParityStep, ParityTrace, parity_trace
+from core.release.policy import Suggestion, SuggestionPolicy, suggestion
 from core.release.predictor import Predictor
+from core.release.typing_sim import MAX_CONTEXT
 
 __all__ = [
     "MAX_TIMING_REPEATS",
-    "SUGGESTION_MAX_CHARS",
     "TIMING_NEW_TOKENS",
     "TIMING_REPEATS",
     "TIMING_WARMUP",
-    "BaselineSuggestion",
     "CacheTiming",
     "Candidate",
     "Completion",
@@ -60,20 +60,16 @@ __all__ = [
     "ParityTrace",
     "Prompt",
     "Suggestion",
-    "baseline_suggestion",
+    "baseline_candidates",
     "code_point",
     "complete",
-    "cut_suggestion",
-    "is_word_char",
     "measure_cache_latency",
     "next_token_candidates",
     "next_token_logits",
     "parity_trace",
     "prepare_prompt",
-    "suggest",
+    "serve_suggestion",
 ]
-
-SUGGESTION_MAX_CHARS = 40
 
 
 # ---- the prompt ----------------------------------------------------------------------------------
@@ -142,93 +138,35 @@ def prepare_prompt(
     )
 
 
-# ---- the suggestion -----------------------------------------------------------------------------
+# ---- the suggestion, as served ------------------------------------------------------------------
 
 
-def is_word_char(c: str) -> bool:
-    """Letters, digits and '_' make words; every other character is a boundary."""
-    return c.isalnum() or c == "_"
-
-
-def cut_suggestion(generated: str) -> tuple[str, str | None]:
-    """(suggestion, why it ended) for generated text; why is None while the word is still open.
-
-    The suggestion keeps leading non-word characters (so after 'import' it is ' os', with its space),
-    then the word; it ends before the first boundary character (space, punctuation) after a word
-    character ("word boundary"), or before any newline ("end of line": a suggestion stays on its line).
-    """
-    seen_word = False
-    for i, c in enumerate(generated):
-        if c in "\r\n":
-            return generated[:i], "end of line"
-        if is_word_char(c):
-            seen_word = True
-        elif seen_word:
-            return generated[:i], "word boundary"
-    return generated, None
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    text: str  # what the user would accept
-    stop_reason: str  # "word boundary", "end of line", "eos" or "limit"
-    generated: str  # every character generated, including the one that ended the suggestion
-    prompt: Prompt
-
-
-def suggest(
-    model: GPT,
-    tokenizer: CharTokenizer,
-    text: str,
-    sample: SampleConfig | None = None,
-    *,
-    seed: int | None = 0,
-    use_cache: bool = True,
-    max_chars: int = SUGGESTION_MAX_CHARS,
-    template: str = DEFAULT_PROMPT_TEMPLATE,
+def serve_suggestion(
+    predictor: Predictor, text: str, policy: SuggestionPolicy, *, template: str = DEFAULT_PROMPT_TEMPLATE
 ) -> Suggestion:
-    """Complete `text` up to the end of the next word (see cut_suggestion); greedy unless `sample` says so.
-
-    Generation stops as soon as the suggestion is decided, at <eos>, or after max_chars characters.
-    With the same sample and seed the suggestion is a prefix of `complete`'s completion.
-    """
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-        raise ValueError(f"max_chars must be an integer >= 1, got {max_chars!r}")
-    sample = SampleConfig(temperature=0.0) if sample is None else sample
-    prompt = prepare_prompt(tokenizer, text, model.config, template=template)
-    generated = ""
-    steps = generate(
-        model, prompt.ids, dataclasses.replace(sample, max_new_tokens=max_chars), seed=seed, use_cache=use_cache
-    )
-    with closing(steps):
-        for step in steps:
-            if step.token == EOS_ID:
-                return Suggestion(cut_suggestion(generated)[0], "eos", generated, prompt)
-            generated += tokenizer.decode([step.token])
-            suggestion, why = cut_suggestion(generated)
-            if why is not None:
-                return Suggestion(suggestion, why, generated, prompt)
-    return Suggestion(generated, "limit", generated, prompt)
+    """The one suggestion policy (core.release.policy) after `text`, as the page and `python -m core suggest`
+    show it: the prompt template applied, characters the vocabulary lacks read as <unk>, the last MAX_CONTEXT
+    tokens kept (each predictor reads what it can of them, exactly as in the evaluation's typist)."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(template, str) or "{prompt}" not in template:
+        raise ValueError(f"template must be a str containing '{{prompt}}', got {template!r}")
+    encoded = encode_for_model(predictor.tokenizer, template.replace("{prompt}", text), MAX_CONTEXT)  # (T,)
+    return suggestion(predictor, encoded.ids, policy)
 
 
-# ---- serving a baseline ------------------------------------------------------------------------
+# ---- the next characters of a baseline ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BaselineSuggestion:
-    candidates: tuple[Candidate, ...]  # the k most likely next characters, most likely first
-    suggestion: str  # the predictor's word completion of the text
-
-
-def baseline_suggestion(predictor: Predictor, text: str, k: int = 10) -> BaselineSuggestion:
-    """Next-character candidates and the word suggestion of any core.release.baselines.Predictor (the n-gram the
-    registry falls back to): what the service still offers when no transformer version loads."""
+def baseline_candidates(predictor: Predictor, text: str, k: int = 10) -> tuple[Candidate, ...]:
+    """The k most likely next characters of any Predictor (the n-gram the registry falls back to), most likely
+    first; special tokens other than <eos> are never listed."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     tok = predictor.tokenizer
-    ids = start_ids(tok.encode(text))
+    ids = start_ids(encode_for_model(tok, text, MAX_CONTEXT).ids)
     # log_probs row t is the distribution of ids[t] given ids[:t]: ask for the slot after the text.
     probs = predictor.log_probs(ids + [EOS_ID], range(len(ids), len(ids) + 1))[0].exp()  # (V,)
-    top = torch.topk(probs, min(k, probs.numel()))
-    candidates = tuple(Candidate(int(i), tok.display_piece(int(i)), float(p)) for p, i in zip(top.values, top.indices))
-    return BaselineSuggestion(candidates, tok.decode(predictor.suggest(ids)))
+    probs[list(NEVER_SAMPLED)] = 0.0
+    top = torch.topk(probs, min(k, probs.numel() - len(NEVER_SAMPLED)))
+    return tuple(Candidate(int(i), tok.display_piece(int(i)), float(p)) for p, i in zip(top.values, top.indices))

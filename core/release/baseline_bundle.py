@@ -38,7 +38,8 @@ from core.model.corpus import Corpus, split_documents
 from core.model.tokenizer import CharTokenizer
 from core.release.counts import DEFAULT_ADD_K, key_alphabet
 from core.release.ngram import DEFAULT_ORDER, NGramModel, train_ngram
-from core.release.predictor import SUGGESTION_MAX_CHARS, is_word_char
+from core.release.policy import MAX_CHARS, SuggestionPolicy
+from core.release.predictor import is_word_char
 from core.release.rule import MAX_WORD_CHARS, RuleModel, train_rule
 
 COUNTS = "counts.json"
@@ -97,10 +98,13 @@ def save_baseline(
     val_fraction: float,
     seed: int,
     command: Sequence[str] = (),
+    suggestion: SuggestionPolicy | None = None,
 ) -> Path:
     """Write a baseline bundle atomically (core.files.staged_dir, loaded back, install_dir) and return its path.
 
-    An existing bundle at out_dir is replaced; any other non-empty directory is refused."""
+    `suggestion` (its tuned threshold: core.release.tuning) is recorded as generation["suggestion"]; without it
+    the bundle serves at the untuned default. An existing bundle at out_dir is replaced; any other non-empty
+    directory is refused."""
     architecture: dict[str, object]
     counts: dict[str, object]
     metrics: dict[str, int]
@@ -150,9 +154,10 @@ def save_baseline(
             "temperature": 0.0,
             "top_k": None,
             "top_p": None,
-            "max_new_tokens": SUGGESTION_MAX_CHARS,
+            "max_new_tokens": MAX_CHARS,
             "use_cache": False,
             "keep": keep,
+            **({"suggestion": suggestion.to_dict()} if suggestion is not None else {}),
         },
         "files": {},
     }
@@ -191,6 +196,8 @@ def verify_baseline(path: str | os.PathLike) -> list[str]:
 
 def read_kind(path: str | os.PathLike) -> str:
     """The `kind` a bundle directory's manifest declares; raises BundleError if it has none."""
+    if not Path(path).is_dir():
+        raise BundleError(f"{str(path)!r} is not a directory (missing bundle)")  # as load_bundle says it
     try:
         kind = json.loads(read_manifest_text(Path(path) / MANIFEST)).get("kind")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:

@@ -1,10 +1,10 @@
 """The named fallbacks: a rule and an n-gram character model, behind the interface every model is
 evaluated through. This module gathers them; each concept lives in its own module:
 
-    core.release.predictor        the Predictor interface, is_word_char, greedy_completion, check_positions
+    core.release.predictor        the Predictor interface, is_word_char, continuations_by_log_probs, check_positions
     core.release.counts           count keys as text, the add-k unigram both baselines start from
     core.release.ngram            NGramModel, train_ngram (interpolated Witten-Bell)
-    core.release.rule             RuleModel, train_rule (complete the most frequent training word)
+    core.release.rule             RuleModel, train_rule (the next letters of the training words)
     core.release.baseline_bundle  BaselineBundle, train_baseline, save_baseline, load_baseline, load_any, ...
 
 Both baselines are trained on the training documents of the same split as the transformer, and stored as
@@ -28,14 +28,7 @@ from core.release.baseline_bundle import (
 )
 from core.release.counts import DEFAULT_ADD_K, SPECIAL_BASE, key_alphabet
 from core.release.ngram import DEFAULT_ORDER, NGramModel, train_ngram
-from core.release.predictor import (
-    SUGGESTION_MAX_CHARS,
-    Predictor,
-    check_positions,
-    greedy_completion,
-    is_word_char,
-    word_ids,
-)
+from core.release.predictor import Predictor, check_positions, continuations_by_log_probs, is_word_char, word_ids
 from core.release.rule import MAX_WORD_CHARS, RuleModel, train_rule
 
 __all__ = [
@@ -45,14 +38,13 @@ __all__ = [
     "KINDS",
     "MAX_WORD_CHARS",
     "SPECIAL_BASE",
-    "SUGGESTION_MAX_CHARS",
     "Baseline",
     "BaselineBundle",
     "NGramModel",
     "Predictor",
     "RuleModel",
     "check_positions",
-    "greedy_completion",
+    "continuations_by_log_probs",
     "is_word_char",
     "key_alphabet",
     "load_any",

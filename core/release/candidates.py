@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from core.model.gpt import GPT
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, next_token_distribution
-from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
 from core.release.forward import next_token_logits
 
 
@@ -40,8 +40,9 @@ def next_token_candidates(
 ) -> list[Candidate]:
     """The k most likely next tokens under core.model.sampling.next_token_distribution, most likely first.
 
-    k=None (or k >= V) lists the whole vocabulary, whose probabilities sum to one. Ties are listed
-    in id order. <pad>, <bos> and <unk> have probability 0, as in generation (core.model.sampling.NEVER_SAMPLED).
+    k=None (or k >= V) lists every token that can follow, whose probabilities sum to one. Ties are listed
+    in id order. <pad>, <bos> and <unk> have probability 0, as in generation (core.model.sampling.NEVER_SAMPLED),
+    and are never listed; nor is <eos> when top-k or top-p removed it.
     sample.max_new_tokens is not used.
     """
     if not isinstance(sample, SampleConfig):
@@ -53,6 +54,7 @@ def next_token_candidates(
     probs: list[float] = next_token_distribution(
         logits, sample.temperature, sample.top_k, sample.top_p, suppress=NEVER_SAMPLED
     ).tolist()  # V floats
-    order = sorted(range(V), key=lambda i: (-probs[i], i))[: V if k is None else min(k, V)]
+    listed = [i for i in range(V) if i not in NEVER_SAMPLED and (i != EOS_ID or probs[i] > 0)]  # never text
+    order = sorted(listed, key=lambda i: (-probs[i], i))[: len(listed) if k is None else min(k, len(listed))]
     piece: Callable[[int], str] = tokenizer.display_piece if tokenizer is not None else (lambda i: f"id {i}")
     return [Candidate(i, piece(i), probs[i]) for i in order]

@@ -1,9 +1,11 @@
-"""The model checks of the release rubric: causality, the KV cache, and the plausibility of the held-out loss.
+"""The checks of the release rubric: causality, the KV cache, the plausibility of the held-out loss, the baselines.
 
     causality_check   edit every position of seeded sequences; no earlier logit may move (core.model.leak)
     cache_checks      cached vs full logits and greedy tokens with vs without the cache, decided in float64
     peek_check        the windowed loss against a no-peek loss no model can beat by seeing its target
     canary_check      the loss on shuffled held-out text against the entropy of its characters
+    versus_baselines  the loss floor against the n-gram, and the two "beats baselines" checks: a pure function
+                      of the evaluation's MetricSets (the served policy's keystrokes saved, with the intervals)
 
 Each returns core.release.rubric.CheckResult with its measured figure; core.release.gate's docstring states
 the rules. Shapes use the legend of `core/__init__.py`: B batch, T positions, L context length, V vocabulary.
@@ -14,7 +16,8 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -23,6 +26,8 @@ from core.model.corpus import Document
 from core.model.gpt import GPT
 from core.model.leak import causality_probe
 from core.model.sampling import SampleConfig, generate
+from core.release.bootstrap import MIN_DOCUMENTS
+from core.release.eval_report import Interval, MetricSet
 from core.release.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run
 from core.release.transformer_predictor import TransformerPredictor
 
@@ -186,4 +191,139 @@ def canary_check(
         loss,
         f">= (1 - {policy.canary_tolerance}) x entropy = {floor:.4f}",
         f"{len(text)} characters: seeded shuffles of the held-out text",
+    )
+
+
+# ---- against the baselines -----------------------------------------------------------------------
+
+VS_NGRAM, BEATS_LOSS, BEATS_KEYSTROKES = "plausible: vs n-gram", "beats baselines: loss", "beats baselines: keystrokes"
+BASELINE_CHECKS = (VS_NGRAM, BEATS_LOSS, BEATS_KEYSTROKES)
+SHOWN_AS = {"rule": "rule", "ngram": "n-gram"}  # a baseline's kind as a sentence names it
+IMPROVE = "train longer or on more text, or tune the suggestion threshold (`python -m core tune --bundle DIR`)"
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """One predictor's figures the baseline checks compare (present: checked by versus_baselines)."""
+
+    name: str
+    loss: float
+    loss_ci: Interval | None
+    keys: float  # keystrokes saved per 100 characters
+    keys_ci: Interval | None
+    documents: int
+
+
+def _figures(name: str, m: MetricSet) -> _Figures | None:
+    if m.loss is None or m.keystrokes_saved_per_100 is None:
+        return None
+    return _Figures(name, m.loss, m.loss_ci, m.keystrokes_saved_per_100, m.keystrokes_saved_ci, m.documents)
+
+
+def _with_ci(value: float, ci: Interval | None, digits: int) -> str:
+    return f"{value:.{digits}f} " + ("[no interval]" if ci is None else f"[{ci.low:.{digits}f}, {ci.high:.{digits}f}]")
+
+
+def versus_baselines(
+    mine: MetricSet, baselines: Mapping[str, MetricSet], policy: ReleasePolicy = DEFAULT_POLICY, *, note: str = ""
+) -> list[CheckResult]:
+    """The transformer's held-out figures against each baseline's (kind -> MetricSet; "ngram" is required), all
+    measured by the same code on the same documents, each predictor at its own suggestion threshold:
+
+      plausible: vs n-gram         loss >= ngram_floor_ratio x the n-gram's loss (a leak, not skill, beats that)
+      beats baselines: loss        loss below every baseline's (the better baseline's)
+      beats baselines: keystrokes  the lower end of the transformer's 95% interval of keystrokes saved per 100
+                                   characters above the upper end of EVERY baseline's interval (intervals that do
+                                   not overlap); a missing interval (fewer than MIN_DOCUMENTS documents) fails
+
+    With policy.require_beats_baseline False the two "beats" checks pass whatever they measure (their rule says
+    so). `note` (say, that the threshold was never tuned) ends the keystrokes check's detail."""
+    if "ngram" not in baselines:
+        raise ValueError(f"versus_baselines needs the n-gram's figures, got {sorted(baselines)}")
+    me = _figures("transformer", mine)
+    them = [_figures(SHOWN_AS.get(kind, kind), m) for kind, m in baselines.items()]
+    if me is None or any(f is None for f in them):
+        why = "the held-out text gave no scored position or no typed character"
+        return [not_run(name, why) for name in BASELINE_CHECKS]
+    others = [f for f in them if f is not None]  # all of them, for the type checker
+    ngram = others[list(baselines).index("ngram")]
+    return [_floor(me, ngram, policy), _loss(me, others, policy), _keystrokes(me, others, policy, note)]
+
+
+def _floor(me: _Figures, ngram: _Figures, policy: ReleasePolicy) -> CheckResult:
+    floor = policy.ngram_floor_ratio * ngram.loss
+    return CheckResult(
+        VS_NGRAM,
+        me.loss >= floor,
+        f"loss {me.loss:.4f} vs n-gram {ngram.loss:.4f}",
+        me.loss / ngram.loss,
+        f"loss >= {policy.ngram_floor_ratio} x n-gram = {floor:.4f}",
+        f"ratio {me.loss / ngram.loss:.3f}",
+    )
+
+
+def _required(policy: ReleasePolicy) -> str:
+    return "" if policy.require_beats_baseline else " (not required by this policy)"
+
+
+def _loss(me: _Figures, others: list[_Figures], policy: ReleasePolicy) -> CheckResult:
+    best = min(others, key=lambda f: f.loss)
+    not_lower = [f.name for f in others if f.loss <= me.loss]
+    detail = (
+        f"the {' and the '.join(not_lower)} predict the held-out text as well or better: train longer or on more text"
+        if not_lower
+        else f"{me.loss - best.loss:+.4f} nats/char against the better baseline ({best.name})"
+    )
+    return CheckResult(
+        BEATS_LOSS,
+        not not_lower or not policy.require_beats_baseline,
+        f"{_with_ci(me.loss, me.loss_ci, 4)} vs "
+        + ", ".join(f"{f.name} {_with_ci(f.loss, f.loss_ci, 4)}" for f in others)
+        + " nats/char",
+        me.loss - best.loss,
+        "lower held-out loss than the better baseline" + _required(policy),
+        detail,
+    )
+
+
+def _keystrokes(me: _Figures, others: list[_Figures], policy: ReleasePolicy, note: str) -> CheckResult:
+    figure = (
+        f"{_with_ci(me.keys, me.keys_ci, 2)} vs "
+        + ", ".join(f"{f.name} {_with_ci(f.keys, f.keys_ci, 2)}" for f in others)
+        + " per 100 chars"
+    )
+    rule = "95% intervals of keystrokes saved apart: the transformer's lower end above every baseline's upper end"
+    tail = f"; {note}" if note else ""
+    missing = [f for f in (me, *others) if f.keys_ci is None]
+    if me.keys_ci is None or missing:
+        return CheckResult(
+            BEATS_KEYSTROKES,
+            not policy.require_beats_baseline,
+            figure,
+            None,
+            rule + _required(policy),
+            f"the held-out split has too few documents for an interval ({min(f.documents for f in missing)} with "
+            f"typed text; a bootstrap over documents needs at least {MIN_DOCUMENTS}): hold out more documents (a "
+            f"longer text, or a larger val_fraction when training){tail}",
+        )
+    low = me.keys_ci.low
+    margin = low - max(f.keys_ci.high for f in others if f.keys_ci is not None)  # every one: none is missing
+    overlapping = [f for f in others if f.keys_ci is not None and low <= f.keys_ci.high]
+    if overlapping:
+        detail = "; ".join(
+            f"{'lies below' if me.keys_ci.high < f.keys_ci.low else 'overlaps'} the {f.name}'s interval (the "
+            f"transformer's lower end {low:.2f} <= the {f.name}'s upper end {f.keys_ci.high:.2f})"
+            for f in overlapping
+            if f.keys_ci is not None
+        )
+        detail += f": {IMPROVE}"
+    else:
+        detail = f"the transformer's lower end is {margin:.2f} per 100 chars above the highest baseline's upper end"
+    return CheckResult(
+        BEATS_KEYSTROKES,
+        not overlapping or not policy.require_beats_baseline,
+        figure,
+        margin,
+        rule + _required(policy),
+        detail + tail,
     )

@@ -1,6 +1,7 @@
 """A bundle against its baselines: one row per metric, each predictor's figure side by side.
 
-comparison_table(reports)   {"metric", "better", <predictor kind>: value, ...} per row of COMPARISON_ROWS
+comparison_table(reports)   {"metric", "better", <kind>: value, <kind>_ci: [low, high] | None, ...} per row
+summary(report)             the headline figures of one predictor (`evaluate --compare --json`)
 Evaluation                  the bundle's EvalReport, the baselines' and their comparison
 """
 
@@ -19,13 +20,14 @@ COMPARISON_ROWS = (
     ("top3", "top-3 accuracy", "higher"),
     ("keystrokes_saved_per_100", "keystrokes saved per 100 chars", "higher"),
     ("acceptance_rate", "acceptance rate", "higher"),
-    ("offered_per_100", "suggestions offered per 100 chars", ""),
+    ("shown_per_100", "suggestions shown per 100 chars", ""),
+    ("threshold", "suggestion threshold", ""),
     ("worst_top1", "worst slice by top-1 (accuracy)", "higher"),
-    ("cached.p50_ms", "latency p50 ms (cached)", "lower"),
-    ("cached.p95_ms", "latency p95 ms (cached)", "lower"),
-    ("uncached.p50_ms", "latency p50 ms (uncached)", "lower"),
-    ("uncached.p95_ms", "latency p95 ms (uncached)", "lower"),
+    ("latency.p50_ms", "latency p50 ms per suggestion", "lower"),
+    ("latency.p95_ms", "latency p95 ms per suggestion", "lower"),
 )
+# the figures with an interval: the comparison shows "value [low, high]" for them (MetricSet field of the interval)
+INTERVALS = {"loss": "loss_ci", "keystrokes_saved_per_100": "keystrokes_saved_ci", "acceptance_rate": "acceptance_ci"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class Evaluation:
     report: EvalReport  # the bundle's
     baselines: tuple[EvalReport, ...]  # rule and n-gram on the same split, when asked for
     comparison: tuple[dict, ...]  # comparison_table(baselines + (report,))
+
+    def summaries(self) -> dict:
+        """{predictor kind: summary(report)} for the bundle and its baselines."""
+        return {r.predictor: summary(r) for r in (self.report, *self.baselines)}
 
     def to_dict(self) -> dict:
         return {
@@ -49,6 +55,9 @@ def comparison_table(reports: Sequence[EvalReport]) -> list[dict]:
         row: dict[str, object] = {"metric": label, "better": better}
         for r in reports:
             row[r.predictor] = _figure(r, key)
+            if key in INTERVALS:
+                ci = getattr(r.overall, INTERVALS[key])
+                row[f"{r.predictor}_ci"] = None if ci is None else [ci.low, ci.high]
         if key == "worst_top1":
             row["slice"] = {r.predictor: next((w.slice for w in r.worst if w.metric == "top1"), None) for r in reports}
         rows.append(row)
@@ -57,12 +66,30 @@ def comparison_table(reports: Sequence[EvalReport]) -> list[dict]:
 
 def _figure(report: EvalReport, key: str) -> float | None:
     m = report.overall
-    if key == "offered_per_100":
-        return 100.0 * m.offered / m.typed_chars if m.typed_chars else None
+    if key == "threshold":
+        return report.policy.get("threshold")
     if key == "worst_top1":
         return next((w.value for w in report.worst if w.metric == "top1"), None)
-    if "." in key:
-        mode, name = key.split(".")
-        lat = report.latency.get(mode)
-        return None if lat is None else getattr(lat, name)
+    if key.startswith("latency."):
+        return None if report.latency is None else getattr(report.latency, key.split(".")[1])
     return getattr(m, key)
+
+
+def summary(report: EvalReport) -> dict:
+    """The headline figures of one predictor, as `evaluate --compare --json` prints them."""
+    m = report.overall
+    ci = m.keystrokes_saved_ci
+    return {
+        "keystrokes_saved_per_100": m.keystrokes_saved_per_100,
+        "keystrokes_saved_ci": None if ci is None else [ci.low, ci.high],
+        "acceptance_rate": m.acceptance_rate,
+        "acceptance_ci": None if m.acceptance_ci is None else [m.acceptance_ci.low, m.acceptance_ci.high],
+        "shown_per_100": m.shown_per_100,
+        "loss": m.loss,
+        "loss_ci": None if m.loss_ci is None else [m.loss_ci.low, m.loss_ci.high],
+        "typed_chars": m.typed_chars,
+        "documents": m.documents,
+        "threshold": report.policy.get("threshold"),
+        "threshold_tuned": report.policy.get("tuned"),
+        "version": report.version,
+    }

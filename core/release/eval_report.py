@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from core.release.predictor import SUGGESTION_MAX_CHARS
-
 SLICE_FAMILIES = ("char_class", "column", "indent", "document")
 
 
@@ -18,10 +16,8 @@ SLICE_FAMILIES = ("char_class", "column", "indent", "document")
 class EvalConfig:
     max_positions: int = 20_000  # next-character positions scored, in seeded chunks
     chunk: int = 64
-    typing_chars: int = 2_000  # characters of simulated typing, in seeded segments
-    segment_chars: int = 200
-    max_suggestion_chars: int = SUGGESTION_MAX_CHARS
-    min_suggestion_chars: int = 2
+    typing_chars: int = 20_000  # characters of simulated typing, shared out over every document
+    segment_chars: int = 500  # typed in seeded stretches of this many characters
     latency_samples: int = 30
     min_slice_positions: int = 50
     confidence: float = 0.95
@@ -33,8 +29,6 @@ class EvalConfig:
             "chunk",
             "typing_chars",
             "segment_chars",
-            "max_suggestion_chars",
-            "min_suggestion_chars",
             "latency_samples",
             "min_slice_positions",
             "seed",
@@ -60,18 +54,21 @@ class Interval:
 class MetricSet:
     positions: int  # scored next-character positions
     loss: float | None  # nats per character
-    loss_ci: Interval | None  # normal approximation
+    loss_ci: Interval | None  # every interval: bootstrap over documents (core.release.bootstrap)
     bits_per_char: float | None
     top1: float | None
-    top1_ci: Interval | None  # Wilson
+    top1_ci: Interval | None
     top3: float | None
     top3_ci: Interval | None
     typed_chars: int  # characters covered by the typing simulation
-    offered: int
+    offered: int  # suggestions shown
     accepted: int
-    acceptance_rate: float | None
-    acceptance_ci: Interval | None  # Wilson
+    acceptance_rate: float | None  # accepted / shown
+    acceptance_ci: Interval | None
     keystrokes_saved_per_100: float | None
+    keystrokes_saved_ci: Interval | None
+    shown_per_100: float | None  # suggestions shown per 100 characters covered
+    documents: int  # documents with scored or typed positions in this set
 
 
 @dataclass(frozen=True)
@@ -111,7 +108,9 @@ class EvalReport:
     overall: MetricSet
     slices: tuple[SliceMetrics, ...]
     worst: tuple[WorstSlice, ...]
-    latency: dict  # {"cached": Latency | None, "uncached": Latency | None}
+    latency: Latency | None  # one suggestion as served (core.release.latency)
+    policy: dict  # the SuggestionPolicy the typist was shown suggestions with (to_dict)
+    tuning: tuple[dict, ...] = ()  # a baseline's threshold grid, tuned for this comparison (core.release.tuning)
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0
 

@@ -1,6 +1,6 @@
-"""Held-out evaluation of any predictor: loss, accuracy, decision utility, slice reliability, latency.
+"""Held-out evaluation of any predictor: loss, accuracy, keystrokes saved as served, slice reliability, latency.
 
-Every predictor (the transformer, the n-gram, the rule: see `core.release.baselines.Predictor`) is scored by
+Every predictor (the transformer, the n-gram, the rule: see `core.release.predictor.Predictor`) is scored by
 the same code on the same positions of the same held-out documents: the validation side of
 `split_documents(corpus, val_fraction, seed)` with the split the bundle's manifest records in
 training.config (defaults 0.1 / 0 when a manifest has none, with a warning). The documents become one
@@ -8,45 +8,41 @@ token stream, each followed by <eos>, exactly as in training.
 
 Metrics (all on stream positions t >= 1, the token at t predicted from the tokens before it):
 * loss: mean -ln P(token) in nats per character (<eos> counts as a character); bits per character =
-  loss / ln 2. Interval: normal approximation, mean +- z sd / sqrt(n). Neighbouring positions are
-  correlated, so it is narrower than the truth; the per-document slices show the spread between documents.
+  loss / ln 2.
 * top-1 / top-3 accuracy: the target is among the 1 / 3 most likely tokens (ties: lower id first).
-  Interval: Wilson score interval.
-* decision utility: a simulated user types stretches of the held-out text. At each position the
-  predictor offers its suggestion (word characters up to the next word boundary, at most
-  `max_suggestion_chars`); one of fewer than `min_suggestion_chars` characters is not shown (Tab costs one
-  keystroke, so a one-character suggestion saves nothing). The user accepts exactly when the text
-  continues with the suggestion: one keystroke (Tab) instead of len(s) characters, saving len(s) - 1.
-  Otherwise the user types one character. Keystrokes saved per 100 characters =
-  100 * sum(len(s) - 1 over accepted) / characters covered; acceptance rate = accepted / offered
-  (Wilson interval).
+* keystrokes saved, as served: a simulated user types about `typing_chars` characters, shared out over every
+  held-out document (core.release.typing_sim). At each position the one suggestion policy
+  (core.release.policy) proposes a completion to a natural boundary; it is shown when its probability
+  reaches the predictor's threshold (the transformer's: the one its bundle records; a baseline's: tuned
+  here on the validation documents by core.release.tuning, as the transformer's was when it was trained).
+  The user accepts exactly when the text goes on with it, one keystroke (Tab) instead of its k characters.
+  Keystrokes saved per 100 characters = 100 * sum(k - 1 over accepted) / characters covered; acceptance
+  rate = accepted / shown; suggestions shown per 100 characters (a wrong suggestion costs attention).
+* intervals: every one by bootstrap over documents (core.release.bootstrap), since neighbouring characters
+  of a document are far from independent.
 * slices: char_class of the target (letter, digit, whitespace, punctuation, end of document), column
   (its position in the line, bucketed), indent (the depth of its line's indentation, 4 spaces or a tab
   per level) and document. Typing figures are attributed to the slice of the position where a
-  suggestion was offered (savings, offers) and of each covered character (characters). The worst slice
+  suggestion was shown (savings, offers) and of each covered character (characters). The worst slice
   by top-1 accuracy and by loss is named among slices with at least `min_slice_positions` positions.
-* latency: wall-clock time of one suggestion (the call from context to finished suggestion), p50 and p95
-  (linear interpolation) over `latency_samples` seeded positions after one warm-up call, with and
-  without the KV cache for the transformer; baselines have no cache ("cached" is None).
+* latency: wall-clock time of one suggestion as served (core.release.latency), p50 and p95.
 
 Caps keep a run to minutes on two cores: `max_positions` scored positions (seeded whole chunks of
 `chunk` positions) and `typing_chars` simulated characters (seeded segments of `segment_chars`, rounded up
 to whole segments; an accepted suggestion may run past a segment's end, so a little more is covered).
-Shapes: P scored positions, V vocabulary size.
+Shapes: P scored positions, V vocabulary size, N stream positions.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from core.model.corpus import Corpus, CorpusError, Document, load_corpus, split_documents
+from core.model.corpus import Corpus, Document
 from core.model.training import document_stream
 from core.release.comparison import COMPARISON_ROWS, Evaluation, comparison_table
 from core.release.eval_report import (
@@ -60,8 +56,10 @@ from core.release.eval_report import (
     SliceMetrics,
     WorstSlice,
 )
+from core.release.held_out import HeldOut, held_out
 from core.release.latency import measure_suggestion_latency
 from core.release.ngram import train_ngram
+from core.release.policy import DEFAULT_POLICY, SuggestionPolicy, policy_from_manifest
 from core.release.predictor import Predictor
 from core.release.rule import train_rule
 from core.release.slices import (
@@ -71,11 +69,11 @@ from core.release.slices import (
     metrics,
     slice_labels,
     slice_names,
-    wilson,
     worst_slices,
 )
 from core.release.transformer_predictor import TransformerPredictor, load_predictor
-from core.release.typing_sim import MAX_CONTEXT, sample_blocks, simulate_typing, typing_segments
+from core.release.tuning import tune_policy
+from core.release.typing_sim import MAX_CONTEXT, sample_blocks, simulate_typing, typing_segments, typing_trace
 
 __all__ = [
     "CHAR_CLASSES",
@@ -102,60 +100,8 @@ __all__ = [
     "measure_suggestion_latency",
     "simulate_typing",
     "slice_labels",
-    "wilson",
     "worst_slices",
 ]
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    corpus: Corpus
-    train: tuple[Document, ...]
-    val: tuple[Document, ...]
-    val_fraction: float
-    seed: int
-    recorded: bool  # the split came from the manifest's training config
-    warnings: tuple[str, ...] = field(default=())
-
-    def describe(self) -> dict:
-        return {
-            "source": self.corpus.source,
-            "fingerprint": self.corpus.fingerprint,
-            "val_fraction": self.val_fraction,
-            "seed": self.seed,
-            "split_recorded": self.recorded,
-            "documents": [d.name for d in self.val],
-            "characters": sum(len(d.text) for d in self.val),
-        }
-
-
-# ---- the held-out documents ------------------------------------------------------------------------
-
-
-def held_out(manifest: dict, corpus: Corpus | str | None = None) -> HeldOut:
-    """The split a bundle was trained with, on `corpus` (default: the source its manifest names)."""
-    warnings: list[str] = []
-    source = manifest.get("corpus", {}).get("source")
-    if corpus is None:
-        if not isinstance(source, str) or source.startswith("upload:"):
-            raise CorpusError(
-                f"the bundle was trained on {source!r}, which cannot be read back; pass the same text with --corpus"
-            )
-        corpus = source
-    if not isinstance(corpus, Corpus):
-        corpus = load_corpus(corpus)
-    if corpus.fingerprint != manifest.get("corpus", {}).get("fingerprint"):
-        warnings.append(
-            "the corpus differs from the one the bundle was trained on (fingerprint mismatch): "
-            "held-out documents may have been trained on, so the figures may be optimistic"
-        )
-    config = (manifest.get("training") or {}).get("config") or {}
-    recorded = isinstance(config.get("val_fraction"), (int, float)) and isinstance(config.get("seed"), int)
-    val_fraction, seed = (float(config["val_fraction"]), config["seed"]) if recorded else (0.1, 0)
-    if not recorded:
-        warnings.append("the manifest records no training split; assumed val_fraction=0.1, seed=0")
-    train_docs, val_docs = split_documents(corpus, val_fraction, seed)
-    return HeldOut(corpus, train_docs, val_docs, val_fraction, seed, recorded, tuple(warnings))
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
@@ -166,18 +112,22 @@ def evaluate_predictor(
     documents: Sequence[Document],
     config: EvalConfig = DEFAULT_EVAL,
     *,
+    policy: SuggestionPolicy = DEFAULT_POLICY,
     measure_latency: bool = True,
     version: str | None = None,
     held_out_info: dict | None = None,
     warnings: Sequence[str] = (),
+    tuning: Sequence[dict] = (),
 ) -> EvalReport:
-    """Every metric of the module docstring for `predictor` on `documents` (the held-out side)."""
+    """Every metric of the module docstring for `predictor` on `documents` (the held-out side), the typist
+    shown suggestions at `policy`'s threshold."""
     if not documents:
         raise ValueError("evaluation needs at least one held-out document")
     began = time.perf_counter()
     ids = document_stream(documents, predictor.tokenizer).tolist()  # N tokens
     labels = slice_labels(documents)  # family -> N labels
     N = len(ids)
+    document = np.repeat(np.arange(len(documents)), [len(d.text) + 1 for d in documents])  # (N,) each one's document
     positions = sample_blocks([(1, N)], config.chunk, config.max_positions, config.seed)
     scored: list[int] = []
     nll: list[torch.Tensor] = []
@@ -197,17 +147,16 @@ def evaluate_predictor(
         "top1": torch.cat(top1).numpy(),
         "top3": torch.cat(top3).numpy(),
     }
-    typing = simulate_typing(predictor, ids, typing_segments(documents, config), config)
-    z = statistics.NormalDist().inv_cdf(0.5 + config.confidence / 2)
-    overall = metrics(token, typing, np.ones(N, dtype=bool), z)
+    segments = typing_segments(documents, config)
+    trace = typing_trace(predictor, ids, segments, policy)
+    typing = simulate_typing(trace, N, segments, policy.threshold)
+    overall = metrics(token, typing, np.ones(N, dtype=bool), document, config)
     slices = tuple(
-        SliceMetrics(family, name, metrics(token, typing, labels[family] == name, z))
+        SliceMetrics(family, name, metrics(token, typing, labels[family] == name, document, config))
         for family in SLICE_FAMILIES
         for name in slice_names(family, labels[family][1:])
     )
-    latency = (
-        measure_suggestion_latency(predictor, ids, config) if measure_latency else {"cached": None, "uncached": None}
-    )
+    latency = measure_suggestion_latency(predictor, ids, config, policy) if measure_latency else None
     info = held_out_info or {
         "documents": [d.name for d in documents],
         "characters": sum(len(d.text) for d in documents),
@@ -221,8 +170,19 @@ def evaluate_predictor(
         slices,
         worst_slices(slices, config),
         latency,
+        policy.to_dict(),
+        tuple(tuning),
         tuple(warnings),
         round(time.perf_counter() - began, 3),
+    )
+
+
+def untuned_warning(policy: SuggestionPolicy) -> tuple[str, ...]:
+    if policy.tuned:
+        return ()
+    return (
+        f"the bundle records no tuned suggestion threshold; suggestions are shown at the default {policy.threshold}: "
+        "run `python -m core tune --bundle DIR` to choose one on the validation documents",
     )
 
 
@@ -234,32 +194,40 @@ def evaluate_bundle(
     with_baselines: bool = False,
     measure_latency: bool = True,
 ) -> Evaluation:
-    """Evaluate the bundle at `path` (any kind) on its held-out documents; with_baselines also trains
-    the rule and the n-gram on the same training documents (with the bundle's tokenizer) and
-    evaluates them with the same code and positions."""
+    """Evaluate the bundle at `path` (any kind) on its held-out documents, at the threshold it records;
+    with_baselines also trains the rule and the n-gram on the same training documents (with the bundle's
+    tokenizer), tunes each one's threshold on the validation documents the same way, and evaluates them
+    with the same code and positions."""
     predictor, manifest = load_predictor(path)
+    policy = policy_from_manifest(manifest)
     split = held_out(manifest, corpus)
     info = split.describe()
     report = evaluate_predictor(
         predictor,
         split.val,
         config,
+        policy=policy,
         measure_latency=measure_latency,
         version=manifest["version"],
         held_out_info=info,
-        warnings=split.warnings,
+        warnings=split.warnings + untuned_warning(policy),
     )
-    baselines: tuple[EvalReport, ...] = ()
+    baselines: list[EvalReport] = []
     if with_baselines:
-        baselines = tuple(
-            evaluate_predictor(
-                train(split.train, predictor.tokenizer),
-                split.val,
-                config,
-                measure_latency=measure_latency,
-                held_out_info=info,
+        for train in (train_rule, train_ngram):
+            if train.__name__ == f"train_{predictor.kind}":
+                continue
+            baseline = train(split.train, predictor.tokenizer)
+            tuned, grid = tune_policy(baseline, split.val, config, policy)
+            baselines.append(
+                evaluate_predictor(
+                    baseline,
+                    split.val,
+                    config,
+                    policy=tuned,
+                    measure_latency=measure_latency,
+                    held_out_info=info,
+                    tuning=grid,
+                )
             )
-            for train in (train_rule, train_ngram)
-            if train.__name__ != f"train_{predictor.kind}"
-        )
-    return Evaluation(report, baselines, tuple(comparison_table(baselines + (report,))))
+    return Evaluation(report, tuple(baselines), tuple(comparison_table((*baselines, report))))

@@ -12,7 +12,7 @@ Trained on the training documents of the same split as the transformer. Shapes: 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 from torch import Tensor
@@ -21,7 +21,7 @@ from core.model.corpus import Document
 from core.model.tokenizer import CharTokenizer
 from core.model.training import document_stream
 from core.release.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
-from core.release.predictor import SUGGESTION_MAX_CHARS, check_positions, greedy_completion
+from core.release.predictor import check_positions, continuations_by_log_probs
 
 DEFAULT_ORDER = 5
 MAX_ORDER = 12  # counting cost grows with the order; no character model here needs more
@@ -78,10 +78,8 @@ class NGramModel(KeyedCounts):
         rows = [self.distribution(key[max(0, t - n) - start : t - start]) for t in positions]  # P x (V,)
         return stack_log(rows, self.V)
 
-    def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
-        if not ids:
-            return []
-        return greedy_completion(self, list(ids[-max(1, self.order - 1) :]), max_chars)
+    def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
+        return continuations_by_log_probs(self, contexts, max_new, keep=max(1, self.order - 1))
 
 
 def train_ngram(

@@ -1,44 +1,44 @@
-"""The interface every predictor is evaluated through: the baselines and the transformer alike.
+"""The interface every predictor is evaluated and served through: the baselines and the transformer alike.
 
 It works on token ids of the model's CharTokenizer, so every predictor is scored over the same events
 (the corpus characters plus <eos> at each document end):
 
-    log_probs(ids, positions) -> (P, V) float64   row p holds log P(next | ids[:t]) for t = positions[p],
-                                                   1 <= t <= len(ids); every row is a proper distribution
-    suggest(ids, max_chars)   -> list[int]         the completion offered after ids: word characters
-                                                   only, so it ends at the next word boundary
+    log_probs(ids, positions) -> (P, V) float64    row p holds log P(next | ids[:t]) for t = positions[p],
+                                                    1 <= t <= len(ids); every row is a proper distribution
+    continuations(contexts, max_new) -> generator   for B contexts at once: yields (B, V) float64 rows, row b
+                                                    P(next | contexts[b]); the (B,) tokens sent in are appended
+                                                    and the next rows yielded, at most max_new times (fewer
+                                                    when a model's context leaves less room: the caller stops)
 
-A *word character* is a letter, a digit or "_" (`is_word_char`). The generic suggestion is greedy:
-append the most likely next token (ties: the lowest id) while it is a word character, at most
-`max_chars` of them (`greedy_completion`). Shapes: P positions, V vocabulary size.
+What is suggested from those rows is the one suggestion policy of core.release.policy. A *word character*
+is a letter, a digit or "_" (`is_word_char`). Shapes: P positions, V vocabulary size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Protocol
 
+import torch
 from torch import Tensor
 
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 
-SUGGESTION_MAX_CHARS = 16  # longest suggestion (a longer word is offered in part)
-
 
 def is_word_char(c: str) -> bool:
-    """Letters, digits and "_": the characters a suggestion may contain."""
+    """Letters, digits and "_" make words and identifiers; every other character is a boundary."""
     return c == "_" or c.isalnum()
 
 
 class Predictor(Protocol):
-    """What the evaluation needs from a model (see the module docstring)."""
+    """What the evaluation and the suggestion policy need from a model (see the module docstring)."""
 
     kind: str
     tokenizer: CharTokenizer
 
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor: ...
 
-    def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]: ...
+    def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]: ...
 
 
 def word_ids(tokenizer: CharTokenizer) -> frozenset[int]:
@@ -47,18 +47,17 @@ def word_ids(tokenizer: CharTokenizer) -> frozenset[int]:
     return frozenset(i + n for i, c in enumerate(tokenizer.chars) if is_word_char(c))
 
 
-def greedy_completion(predictor: Predictor, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
-    """The generic suggestion: argmax tokens (lowest id on ties) while they are word characters."""
-    words = word_ids(predictor.tokenizer)
-    context, out = list(ids), []
-    for _ in range(max_chars):
-        row = predictor.log_probs(context, range(len(context), len(context) + 1))[0]  # (V,)
-        token = int(row.argmax())
-        if token not in words:
-            break
-        out.append(token)
-        context.append(token)
-    return out
+def continuations_by_log_probs(
+    predictor: Predictor, contexts: Sequence[Sequence[int]], max_new: int, keep: int | None = None
+) -> Generator[Tensor, Tensor, None]:
+    """The generic `continuations`: one log_probs row per context and step (for predictors with no state to
+    carry); `keep` = how many trailing tokens the predictor reads (None: all)."""
+    lists = [list(c[-keep:] if keep else c) for c in contexts]
+    for _ in range(max_new):
+        rows = torch.stack([predictor.log_probs(c, range(len(c), len(c) + 1))[0] for c in lists]).exp()  # (B, V)
+        tokens = yield rows
+        for c, t in zip(lists, tokens.tolist()):
+            c.append(int(t))
 
 
 def check_positions(ids: Sequence[int], positions: range) -> None:

@@ -262,6 +262,7 @@ def _install(vdir: Path, source: Path, version: str, check: ReleaseCheck, who: d
             corpus=check.corpus,
             val_fraction=check.split["val_fraction"],
             seed=check.split["seed"],
+            suggestion=check.fallback_policy,
         )
         write_json(staged / RUBRIC, check.rubric.to_dict())  # the staged directory is renamed whole
         write_json(staged / RECORD, {"version": version, "promoted": now(), "source": str(source), **who})

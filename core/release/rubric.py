@@ -3,7 +3,7 @@ is written.
 
     ReleasePolicy            the thresholds of every check (frozen; DEFAULT_POLICY is the one the gate uses)
     CheckResult, Rubric      one check's verdict and figure; every check of one bundle
-    ReleaseCheck             a rubric with the n-gram fallback trained on the bundle's split
+    ReleaseCheck             a rubric with the n-gram fallback trained on the bundle's split (and its tuned policy)
     write_release_record     rubric.json (core.files.write_json_atomic) beside the bundle, never into it,
                              and on request the fallback `ngram/` bundle
 """
@@ -22,6 +22,7 @@ from core.model.corpus import Corpus
 from core.release.baseline_bundle import save_baseline
 from core.release.eval_report import EvalConfig
 from core.release.ngram import DEFAULT_ORDER, NGramModel
+from core.release.policy import SuggestionPolicy
 
 RUBRIC = "rubric.json"
 FALLBACK = "ngram"
@@ -66,7 +67,7 @@ class Rubric:
     created: str
     checks: tuple[CheckResult, ...]
     fallback: dict | None  # kind, version, order of the named fallback
-    summary: dict  # the held-out split and the figures compared
+    summary: dict  # the held-out split, the evaluation config, per predictor comparison.summary (gate._summary)
 
     @property
     def passed(self) -> bool:
@@ -106,6 +107,7 @@ class ReleaseCheck:
     fallback: NGramModel | None  # trained on the bundle's split, to be saved beside it or in the registry
     corpus: Corpus | None
     split: dict | None  # {"val_fraction", "seed"}
+    fallback_policy: SuggestionPolicy | None = None  # the fallback's threshold, tuned on the validation documents
 
 
 DEFAULT_POLICY = ReleasePolicy()  # frozen: one shared default is safe
@@ -138,6 +140,7 @@ def write_release_record(
             command=(),
             val_fraction=check.split["val_fraction"],
             seed=check.split["seed"],
+            suggestion=check.fallback_policy,
         )
     write_json_atomic(out / RUBRIC, check.rubric.to_dict())
     return out

@@ -1,9 +1,9 @@
 """The rule baseline (kind "rule"): word completion from a dictionary of training words.
 
-With w the word being typed (the run of word characters just before the cursor), it suggests the rest
-of the most frequent training word that extends w (ties: the alphabetically first); before the first
-character of a word it suggests nothing. Its next-character distribution mixes the words' next letters
-with the add-k unigram ("the most frequent next character"):
+With w the word being typed (the run of word characters just before the cursor), its next-character
+distribution mixes the next letters of the training words that extend w with the add-k unigram ("the
+most frequent next character"); the suggestion policy (core.release.policy) completes greedily from it, so
+it offers the rest of the most frequent extension, letter by letter:
 
     P(c|w) = lam n(w, c) / n(w) + (1 - lam) P_0(c),    lam = n(w) / (n(w) + e(w) + 1)
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 from torch import Tensor
@@ -25,7 +25,7 @@ from core.model.corpus import Document
 from core.model.tokenizer import CharTokenizer
 from core.model.training import document_stream
 from core.release.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
-from core.release.predictor import SUGGESTION_MAX_CHARS, check_positions, is_word_char
+from core.release.predictor import check_positions, continuations_by_log_probs, is_word_char
 
 MAX_WORD_CHARS = 40  # the rule looks at most this far back for the word being typed
 
@@ -40,15 +40,10 @@ class RuleModel(KeyedCounts):
         self.words = words
         self.next_counts: dict[str, Counter] = {}  # prefix -> Counter(next id) over word occurrences
         self.ends: Counter = Counter()  # word -> occurrences as a whole word
-        best: dict[str, tuple[int, str]] = {}  # prefix -> (count, word) of the most frequent extension
         for word, c in words.items():
             self.ends[word] += c
             for i in range(len(word)):
-                prefix = word[:i]
-                self.next_counts.setdefault(prefix, Counter())[self.key_id[word[i]]] += c
-                if prefix not in best or (c, _neg(word)) > (best[prefix][0], _neg(best[prefix][1])):
-                    best[prefix] = (c, word)
-        self.best = {prefix: word for prefix, (_, word) in best.items()}
+                self.next_counts.setdefault(word[:i], Counter())[self.key_id[word[i]]] += c
 
     def current_word(self, ids: Sequence[int]) -> str:
         """The run of word characters just before the cursor (at most MAX_WORD_CHARS of them)."""
@@ -75,17 +70,8 @@ class RuleModel(KeyedCounts):
         rows = [self.distribution(self.current_word(ids[max(0, t - MAX_WORD_CHARS) : t])) for t in positions]
         return stack_log(rows, self.V)
 
-    def suggest(self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS) -> list[int]:
-        word = self.current_word(ids)
-        if not word or word not in self.best:
-            return []
-        rest = self.best[word][len(word) :][:max_chars]
-        return [self.key_id[c] for c in rest]
-
-
-def _neg(word: str) -> tuple[int, ...]:
-    """An ordering key under which the alphabetically first word is the largest."""
-    return tuple(-ord(c) for c in word) + (0,)
+    def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
+        return continuations_by_log_probs(self, contexts, max_new, keep=MAX_WORD_CHARS)
 
 
 def train_rule(documents: Sequence[Document], tokenizer: CharTokenizer, *, add_k: float = DEFAULT_ADD_K) -> RuleModel:

@@ -2,8 +2,8 @@
 
     slice_labels(documents)       family -> the slice name of every stream position: char_class of the target,
                                   column (bucketed), indent (4 spaces or a tab per level), document
-    metrics(token, typing, mask)  the MetricSet of the positions in `mask`: loss with a normal-approximation
-                                  interval, top-1 / top-3 and acceptance with Wilson intervals
+    metrics(token, typing, mask, document, config)  the MetricSet of the positions in `mask`, every interval
+                                  by bootstrap over documents (core.release.bootstrap)
     worst_slices(slices, config)  the slice lowest by top-1 and highest by loss, among slices that are big enough
 
 Shapes: N stream positions.
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.model.corpus import Document
+from core.release.bootstrap import document_interval
 from core.release.eval_report import SLICE_FAMILIES, EvalConfig, Interval, MetricSet, SliceMetrics, WorstSlice
 
 COLUMN_BUCKETS = ((0, 0), (1, 3), (4, 7), (8, 15), (16, 31), (32, 63), (64, math.inf))
@@ -70,17 +71,6 @@ def char_class(c: str) -> str:
     return "punctuation"
 
 
-def wilson(successes: int, n: int, z: float = 1.959963984540054) -> Interval | None:
-    """Wilson score interval for a proportion; None for n = 0."""
-    if n == 0:
-        return None
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
-
-
 def worst_slices(slices: Sequence[SliceMetrics], config: EvalConfig) -> tuple[WorstSlice, ...]:
     """The slice with the lowest top-1 accuracy and the one with the highest loss (enough positions)."""
     # A slice with positions has a top-1 and a loss (min_slice_positions >= 1): the filter only tells mypy so.
@@ -101,33 +91,46 @@ def worst_slices(slices: Sequence[SliceMetrics], config: EvalConfig) -> tuple[Wo
     )
 
 
-def metrics(token: dict, typing: dict, mask: np.ndarray, z: float) -> MetricSet:
-    """mask: (N,) bool over stream positions."""
+def metrics(token: dict, typing: dict, mask: np.ndarray, document: np.ndarray, config: EvalConfig) -> MetricSet:
+    """The figures of the positions in `mask` (N,) bool; `document` (N,) int is each position's document,
+    the unit every interval resamples (core.release.bootstrap)."""
     sel = mask[token["pos"]]
     nll, c1, c3 = token["nll"][sel], token["top1"][sel], token["top3"][sel]
     n = int(sel.sum())
+    D = int(document.max()) + 1 if len(document) else 0
+    scored_docs = document[token["pos"][sel]]  # (n,)
+
+    def per_doc(values: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        return np.bincount(docs, weights=values.astype(np.float64), minlength=D)  # (D,)
+
+    def interval(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> Interval | None:
+        return document_interval(num, den, scale=scale, confidence=config.confidence, seed=config.seed)
+
+    ones = per_doc(np.ones(n), scored_docs)
+    typed_docs = document[mask]
+    t = {k: typing[k][mask] for k in ("offered", "accepted", "saved", "covered")}
+    offered, accepted = int(t["offered"].sum()), int(t["accepted"].sum())
+    covered, saved = int(t["covered"].sum()), int(t["saved"].sum())
+    doc = {k: per_doc(v, typed_docs) for k, v in t.items()}
     loss = float(nll.mean()) if n else None
-    loss_ci = None
-    if loss is not None and n >= 2:
-        half = z * float(nll.std(ddof=1)) / math.sqrt(n)
-        loss_ci = Interval(loss - half, loss + half)
-    offered, accepted = int(typing["offered"][mask].sum()), int(typing["accepted"][mask].sum())
-    covered, saved = int(typing["covered"][mask].sum()), int(typing["saved"][mask].sum())
     return MetricSet(
         positions=n,
         loss=loss,
-        loss_ci=loss_ci,
+        loss_ci=interval(per_doc(nll, scored_docs), ones),
         bits_per_char=loss / math.log(2) if loss is not None else None,
         top1=float(c1.mean()) if n else None,
-        top1_ci=wilson(int(c1.sum()), n, z),
+        top1_ci=interval(per_doc(c1, scored_docs), ones),
         top3=float(c3.mean()) if n else None,
-        top3_ci=wilson(int(c3.sum()), n, z),
+        top3_ci=interval(per_doc(c3, scored_docs), ones),
         typed_chars=covered,
         offered=offered,
         accepted=accepted,
         acceptance_rate=accepted / offered if offered else None,
-        acceptance_ci=wilson(accepted, offered, z),
+        acceptance_ci=interval(doc["accepted"], doc["offered"]),
         keystrokes_saved_per_100=100.0 * saved / covered if covered else None,
+        keystrokes_saved_ci=interval(doc["saved"], doc["covered"], 100.0),
+        shown_per_100=100.0 * offered / covered if covered else None,
+        documents=int(((ones > 0) | (doc["covered"] > 0)).sum()),
     )
 
 

@@ -1,8 +1,7 @@
 """The transformer behind the predictor interface of core.release.predictor, and loading any bundle as one.
 
-    TransformerPredictor(model, tokenizer)   log_probs in windows of at most context_length tokens; suggest by
-                                             greedy generation (core.model.sampling.generate) while the tokens
-                                             are word characters
+    TransformerPredictor(model, tokenizer)   log_probs in windows of at most context_length tokens; continuation
+                                             row by row from one KV cache
     load_predictor(path)                     (predictor, manifest) for a bundle directory of any kind
 
 Shapes: P positions, T window tokens, V vocabulary size.
@@ -11,17 +10,18 @@ Shapes: P positions, T window tokens, V vocabulary size.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from core.model.bundle import BundleError
 from core.model.gpt import GPT
-from core.model.sampling import SampleConfig, generate
 from core.model.tokenizer import CharTokenizer
 from core.release.baseline_bundle import BaselineBundle, load_any
-from core.release.predictor import SUGGESTION_MAX_CHARS, Predictor, check_positions, word_ids
+from core.release.policy import policy_from_manifest
+from core.release.predictor import Predictor, check_positions
 
 
 class TransformerPredictor:
@@ -33,7 +33,6 @@ class TransformerPredictor:
         if model.config.vocab_size != tokenizer.vocab_size:
             raise ValueError(f"model vocab_size {model.config.vocab_size} != tokenizer {tokenizer.vocab_size}")
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.words = word_ids(tokenizer)
 
     @torch.no_grad()
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor:
@@ -53,29 +52,45 @@ class TransformerPredictor:
             rows.append(F.log_softmax(logits.double(), dim=-1))
         return torch.cat(rows) if rows else torch.empty(0, self.tokenizer.vocab_size, dtype=torch.float64)  # (P, V)
 
-    def suggest(
-        self, ids: Sequence[int], max_chars: int = SUGGESTION_MAX_CHARS, *, use_cache: bool = True
-    ) -> list[int]:
-        """Greedy word completion through core.model.sampling.generate. The prompt is the last L - max_chars
-        tokens, so the window never slides while a suggestion is generated."""
+    @torch.no_grad()
+    def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
+        """Rows from one KV cache per group of contexts of equal length. Each context is cut to its last
+        max(L - max_new, L // 2) tokens, so the window never slides while tokens are appended
+        (core.model.kv_cache); a model whose context leaves less room than max_new yields fewer rows."""
         L = self.model.config.context_length
-        if not 1 <= max_chars < L:
-            raise ValueError(f"max_chars must lie in 1..context_length - 1 = {L - 1}, got {max_chars}")
-        prompt = list(ids[-(L - max_chars) :])
-        if not prompt:
-            return []
-        out: list[int] = []
-        greedy = SampleConfig(temperature=0.0, max_new_tokens=max_chars)
-        for step in generate(self.model, prompt, greedy, use_cache=use_cache):
-            if step.token not in self.words:
+        if max_new < 1:
+            raise ValueError(f"max_new must be >= 1, got {max_new}")
+        kept = max(L - max_new, L // 2, 1)  # context tokens the model reads
+        max_new = min(max_new, L - kept)  # rows it can still give without sliding
+        cut = [list(c[-kept:]) for c in contexts]
+        if any(not c for c in cut):
+            raise ValueError("every context needs at least one token (an empty text starts from <eos>)")
+        groups: dict[int, list[int]] = {}  # context length -> indices of the contexts that long
+        for b, c in enumerate(cut):
+            groups.setdefault(len(c), []).append(b)
+        caches = {n: self.model.new_cache(len(members)) for n, members in groups.items()}
+        dtype = next(self.model.parameters()).dtype  # a float64 copy keeps float64 logits (core.agreement)
+        logits = torch.empty(len(cut), self.tokenizer.vocab_size, dtype=dtype)  # (B, V)
+        for n, members in groups.items():
+            x = torch.tensor([cut[b] for b in members], dtype=torch.long)  # (B_n, n)
+            logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
+        for step in range(max(max_new, 1)):
+            tokens = yield F.softmax(logits.double(), dim=-1)  # (B, V) float64
+            if step + 1 >= max_new:
                 break
-            out.append(step.token)
-        return out
+            for n, members in groups.items():
+                x = tokens[members].long()[:, None]  # (B_n, 1)
+                logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
 
 
 def load_predictor(path: str | os.PathLike) -> tuple[Predictor, dict]:
-    """(predictor, manifest) for a bundle directory of any kind."""
+    """(predictor, manifest) for a bundle directory of any kind; a suggestion policy that the manifest records
+    and that is not valid (core.release.policy.policy_from_manifest) is refused with a BundleError."""
     loaded = load_any(path)
+    try:
+        policy_from_manifest(loaded.manifest)
+    except ValueError as e:
+        raise BundleError(f"{str(path)!r}: {e}; tune it again with `python -m core tune --bundle DIR`") from None
     if isinstance(loaded, BaselineBundle):
         return loaded.predictor, loaded.manifest
     return TransformerPredictor(loaded.model, loaded.tokenizer), loaded.manifest

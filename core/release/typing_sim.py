@@ -1,11 +1,18 @@
-"""How evaluation samples its work, and the simulated user who types the held-out text.
+"""The simulated user who types the held-out text, and how evaluation samples its work.
 
-    sample_blocks(ranges, size, cap, seed)   whole seeded blocks of positions, at most about `cap` of them
-    typing_segments(documents, config)       the seeded stretches of each document the user types
-    simulate_typing(predictor, ids, segs)    per position: a suggestion offered, accepted, keystrokes saved,
-                                             characters covered (see core.release.evaluation's docstring)
+    typing_segments(documents, config)            (document, start, end) stream ranges the user types: about
+                                                  typing_chars / len(documents) characters of *every* document,
+                                                  in seeded segments of segment_chars (all of a shorter one)
+    typing_trace(predictor, ids, segments, policy) the proposal (core.release.policy) at every position of the
+                                                  segments, reduced to its cuts: (length, probability, matches)
+    simulate_typing(trace, ids, segments, threshold)  per position: offered, accepted, keystrokes saved,
+                                                  characters covered, with the suggestions a threshold shows
+    sample_blocks(ranges, size, cap, seed)        whole seeded blocks of positions, at most about `cap` of them
 
-Shapes: N stream positions.
+The trace is computed once and replayed for every threshold, so tuning a threshold (core.release.tuning)
+costs one pass of the predictor. The typist: at each position the policy's choice is shown when its
+probability reaches the threshold; the user accepts exactly when the text goes on with it (one Tab instead of
+its k characters, saving k - 1) and goes on after it; otherwise types one character. Shapes: N stream positions.
 """
 
 from __future__ import annotations
@@ -13,33 +20,94 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.model.corpus import Document
-from core.release.eval_report import DEFAULT_EVAL, EvalConfig
+from core.release.eval_report import EvalConfig
+from core.release.policy import SuggestionPolicy, propose_all
 from core.release.predictor import Predictor
 
-MAX_CONTEXT = 1024  # tokens handed to suggest(): more than any model here looks at
+MAX_CONTEXT = 1024  # tokens of context handed to a predictor: more than any model here looks at
+BATCH = 64  # positions proposed in one batch (core.release.policy.propose_all)
+
+
+@dataclass(frozen=True)
+class Segment:
+    document: int  # index into the documents
+    start: int  # stream position of the first typed character
+    stop: int  # one past the last
+
+
+@dataclass(frozen=True)
+class TraceCut:
+    chars: int
+    probability: float
+    matches: bool  # the text goes on with this cut
+
+
+def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[Segment]:
+    """Every document's share of the typing (position 0 of the stream has no context, so it is skipped)."""
+    if config.typing_chars == 0 or not documents:
+        return []
+    share = math.ceil(config.typing_chars / len(documents))
+    rng = random.Random(config.seed)
+    segments: list[Segment] = []
+    start = 0
+    for d, doc in enumerate(documents):
+        a, b = max(1, start), start + len(doc.text)
+        start = b + 1  # the document's <eos>
+        if a >= b:
+            continue
+        blocks = [(s, min(s + config.segment_chars, b)) for s in range(a, b, config.segment_chars)]
+        if b - a > share:
+            blocks = sorted(rng.sample(blocks, min(len(blocks), math.ceil(share / config.segment_chars))))
+        segments.extend(Segment(d, s, e) for s, e in blocks)
+    return segments
+
+
+def typing_trace(
+    predictor: Predictor, ids: Sequence[int], segments: Sequence[Segment], policy: SuggestionPolicy
+) -> dict[int, tuple[TraceCut, ...]]:
+    """position -> the cuts the policy would choose from there (every position of every segment)."""
+    positions = [i for seg in segments for i in range(seg.start, seg.stop)]
+    trace: dict[int, tuple[TraceCut, ...]] = {}
+    for c0 in range(0, len(positions), BATCH):
+        batch = positions[c0 : c0 + BATCH]
+        proposals = propose_all(predictor, [ids[max(0, i - MAX_CONTEXT) : i] for i in batch], policy)
+        for i, proposal in zip(batch, proposals):
+            trace[i] = tuple(
+                TraceCut(cut.chars, cut.probability, list(ids[i : i + cut.chars]) == list(cut.tokens))
+                for cut in proposal.cuts
+            )
+    return trace
+
+
+def choose_cut(cuts: Sequence[TraceCut], threshold: float) -> TraceCut | None:
+    """The shown cut at `threshold`: core.release.policy.Proposal.choose on a trace."""
+    confident = [c for c in cuts if c.probability >= threshold]
+    if not confident:
+        return None
+    return max(confident, key=lambda c: (c.probability * (c.chars - 1), -c.chars))
 
 
 def simulate_typing(
-    predictor: Predictor, ids: Sequence[int], segments: Sequence[tuple[int, int]], config: EvalConfig = DEFAULT_EVAL
+    trace: dict[int, tuple[TraceCut, ...]], n_positions: int, segments: Sequence[Segment], threshold: float
 ) -> dict[str, np.ndarray]:
-    """Per stream position: offered / accepted (0 or 1), saved keystrokes, covered characters."""
-    N = len(ids)
-    out = {k: np.zeros(N, dtype=np.int64) for k in ("offered", "accepted", "saved", "covered")}
-    for a, b in segments:
-        i = a
-        while i < b:
-            s = predictor.suggest(ids[max(0, i - MAX_CONTEXT) : i], config.max_suggestion_chars)
-            if len(s) >= config.min_suggestion_chars:
+    """Per stream position (N = n_positions): offered / accepted (0 or 1), saved keystrokes, covered characters."""
+    out = {k: np.zeros(n_positions, dtype=np.int64) for k in ("offered", "accepted", "saved", "covered")}
+    for seg in segments:
+        i = seg.start
+        while i < seg.stop:
+            cut = choose_cut(trace[i], threshold)
+            if cut is not None:
                 out["offered"][i] = 1
-                if list(ids[i : i + len(s)]) == list(s):
+                if cut.matches:
                     out["accepted"][i] = 1
-                    out["saved"][i] = len(s) - 1  # one Tab instead of len(s) characters
-                    out["covered"][i : i + len(s)] += 1
-                    i += len(s)
+                    out["saved"][i] = cut.chars - 1  # one Tab instead of its characters
+                    out["covered"][i : i + cut.chars] += 1
+                    i += cut.chars
                     continue
             out["covered"][i] += 1
             i += 1
@@ -53,15 +121,3 @@ def sample_blocks(ranges: Sequence[tuple[int, int]], size: int, cap: int, seed: 
     if sum(b - a for a, b in blocks) <= cap:
         return blocks
     return sorted(random.Random(seed).sample(blocks, min(len(blocks), math.ceil(cap / size))))
-
-
-def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[tuple[int, int]]:
-    """The character ranges of each document in the stream (position 0 has no context)."""
-    ranges, start = [], 0
-    for doc in documents:
-        ranges.append((max(1, start), start + len(doc.text)))
-        start += len(doc.text) + 1  # the document's <eos>
-    ranges = [(a, b) for a, b in ranges if a < b]
-    if config.typing_chars == 0:
-        return []
-    return sample_blocks(ranges, config.segment_chars, config.typing_chars, config.seed)

@@ -1,7 +1,10 @@
 """The model pages in a real browser: a training run started and stopped from the page with its loss
-curve drawn, and an autocomplete request that returns suggestions. Screenshots are kept."""
+curve drawn, an autocomplete request that returns suggestions, and Accept typing with the model. Screenshots
+are kept."""
 
 from __future__ import annotations
+
+import json
 
 from .conftest import APP_IDLE_TIMEOUT_MS, open_page, outside_requests, save_screenshot, wait_for_app_idle, wait_until
 
@@ -52,10 +55,21 @@ def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, 
     assert outside_requests(requests_seen) == []
 
 
-def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_url, tmp_path, requests_seen):
-    open_page(page, base_url, "/autocomplete")
-    prompt = page.get_by_label("Text to complete (the prompt; Ctrl+Enter to apply)")
-    prompt.fill("import ")
+QUOTED = "Quoted: "  # ui.suggestion_view: the suggestion as a JSON string, then what the glyphs mean
+PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"
+
+
+def quoted_suggestion(page) -> str | None:
+    """The suggestion the page shows, read from its quoted line (None: the page offers none)."""
+    for line in page.locator('[data-testid="stText"]').all_inner_texts():
+        if line.startswith(QUOTED):
+            return json.loads(line[len(QUOTED) : line.rindex(" (")])
+    return None
+
+
+def enter_prompt(page, text: str) -> None:
+    prompt = page.get_by_label(PROMPT_LABEL)
+    prompt.fill(text)
     prompt.press("Control+Enter")
     wait_until(
         page,
@@ -64,11 +78,50 @@ def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_
         lambda: "no candidate chart",
     )
     wait_for_app_idle(page, RUN_TIMEOUT_MS)
+
+
+def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_url, tmp_path, requests_seen):
+    open_page(page, base_url, "/autocomplete")
+    enter_prompt(page, "import ")
     code_blocks = page.locator('[data-testid="stCode"]').all_inner_texts()
     assert code_blocks[0].strip() == "import␣"  # what the model sees, whitespace made visible
     text = body_text(page)
     assert "Suggestion" in text and "Completion" in text
+    assert "Probability" in text and "Keystrokes saved" in text and "Accept suggestion" in text
     suggestion_and_completion = [c.strip() for c in code_blocks[1:] if c.strip()]
     assert suggestion_and_completion, code_blocks  # the model answered with characters
+    assert not page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
     save_screenshot(page, tmp_path, "autocomplete-request")
+    assert outside_requests(requests_seen) == []
+
+
+def prompt_reads(page, want: str) -> bool:
+    return page.get_by_label(PROMPT_LABEL).input_value() == want
+
+
+def test_accept_appends_the_suggestion_to_the_prompt(page, base_url, tmp_path, requests_seen):
+    # The shipped model suggests after "def main(" (its own argument list); the test says so if it stops.
+    open_page(page, base_url, "/autocomplete")
+    enter_prompt(page, "def main(")
+    typed, accepted = "def main(", 0
+    accept = page.get_by_role("button", name="Accept suggestion", exact=True)
+    while accepted < 2:  # type with the model: the text grows by exactly the suggestion; press again
+        offered = quoted_suggestion(page)
+        if not offered:
+            assert accept.is_disabled()  # nothing to accept
+            break
+        accept.click()
+        typed += offered
+        accepted += 1
+        want = typed
+        wait_until(
+            page,
+            lambda: prompt_reads(page, want),  # noqa: B023 (called before the loop moves on)
+            RUN_TIMEOUT_MS,
+            lambda: f"the prompt reads {page.get_by_label(PROMPT_LABEL).input_value()!r}, not {want!r}",  # noqa: B023
+        )
+        wait_for_app_idle(page, RUN_TIMEOUT_MS)
+    assert accepted >= 1, f"the shipped model offered nothing after 'def main(': {body_text(page)[:1500]}"
+    assert f"This session: {accepted} suggestion(s) accepted" in body_text(page)
+    save_screenshot(page, tmp_path, "autocomplete-accepted")
     assert outside_requests(requests_seen) == []

@@ -1,5 +1,6 @@
-"""The shipped default bundle (models/default): it loads, verifies, matches its manifest, is safe,
-reproduces its recorded validation loss, and completes Python with printable text."""
+"""The shipped default bundle (models/default): it loads, verifies, matches its manifest and the command it
+records (whatever that command's flags), is safe, reproduces its recorded validation loss, records a tuned
+suggestion policy, and completes Python with printable text."""
 
 import dataclasses
 import math
@@ -12,6 +13,8 @@ from core.model.corpus import load_corpus, split_documents
 from core.model.gpt import PRESETS
 from core.model.sampling import SampleConfig, generate
 from core.model.training import document_stream, evaluate_loss
+from core.release.policy import policy_from_manifest
+from core.release.tuning import THRESHOLDS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "default"
 MAX_WEIGHT_BYTES = 8 * 1024 * 1024
@@ -29,17 +32,35 @@ def test_shipped_bundle_verifies(bundle):
     assert (SHIPPED / WEIGHTS).stat().st_size <= MAX_WEIGHT_BYTES
 
 
-def test_shipped_bundle_matches_its_manifest_and_the_default_preset(bundle):
+def recorded_args(manifest):
+    """The recorded `python -m core train ...` parsed by the command line's own parser (defaults filled in)."""
+    from cli.main import build_parser
+
+    command = manifest["training"]["command"]
+    assert command[:4] == ["python", "-m", "core", "train"], command
+    return build_parser().parse_args(command[3:])
+
+
+def test_shipped_bundle_matches_its_manifest_and_the_recorded_command(bundle):
     m = bundle.manifest
-    expected = dataclasses.replace(PRESETS["default"], vocab_size=bundle.tokenizer.vocab_size)
+    args = recorded_args(m)
+    assert args.corpus == "stdlib" and args.out == "models/default" and not args.no_causal_mask
+    expected = dataclasses.replace(PRESETS[args.preset], vocab_size=bundle.tokenizer.vocab_size)
     assert bundle.config == expected
     assert m["architecture"] == dataclasses.asdict(expected)
     assert bundle.tokenizer.content_hash == m["tokenizer"]["content_hash"]
     assert bundle.model.token_embedding.weight.shape == (bundle.tokenizer.vocab_size, expected.d_model)
     assert m["safe"] is True and m["unsafe_reason"] is None
     assert m["corpus"]["source"] == "stdlib"
-    assert m["training"]["command"][:6] == ["python", "-m", "core", "train", "--corpus", "stdlib"]
-    assert m["training"]["config"]["causal"] is True
+    config = m["training"]["config"]
+    assert config["causal"] is True
+    assert (config["seed"], config["batch_size"], config["max_iters"]) == (args.seed, args.batch_size, args.max_iters)
+    assert (config["val_fraction"], config["learning_rate"]) == (args.val_fraction, args.learning_rate)
+    metrics = m["training"]["metrics"]
+    # the command ran to its end: all its steps, or the time budget it set (never a Ctrl-C, a leak, a divergence)
+    assert (metrics["stop_reason"], metrics["iters"]) == ("max_iters", args.max_iters) or (
+        args.max_seconds is not None and metrics["stop_reason"] == "max_seconds"
+    ), metrics
 
 
 def test_shipped_model_learned_far_better_than_uniform(bundle):
@@ -58,6 +79,16 @@ def test_recorded_validation_loss_is_reproduced_on_the_held_out_modules(bundle):
     stream = document_stream(val_docs, bundle.tokenizer)  # (N_val,)
     loss = evaluate_loss(bundle.model, stream, batch_size=8, iters=6, seed=123)
     assert abs(loss - bundle.manifest["training"]["metrics"]["val_loss"]) < 0.2
+
+
+def test_shipped_manifest_records_a_tuned_suggestion_policy(bundle):
+    """`python -m core train` tunes the threshold on the validation documents unless --no-tune (then
+    `python -m core tune` must have been run): the shipped model never serves the untuned default."""
+    record = (bundle.manifest["generation"] or {}).get("suggestion")
+    assert isinstance(record, dict), "models/default records no suggestion policy: run python -m core tune"
+    assert record.get("tuned") is True, record
+    policy = policy_from_manifest(bundle.manifest)  # a valid version-1 policy
+    assert policy.tuned and policy.threshold in THRESHOLDS
 
 
 def test_greedy_completion_of_python_is_printable_and_cache_agnostic(bundle):

@@ -1,5 +1,6 @@
 """core.release.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
-completions, across the context boundary), suggestions end at a word, prompts report what was cut or lost."""
+completions, across the context boundary), the served suggestion is the policy's (probabilities worked out by
+hand on a bigram stand-in), prompts report what was cut or lost."""
 
 import dataclasses
 import math
@@ -20,16 +21,18 @@ from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 from core.release.autocomplete import (
     TIMING_REPEATS,
+    baseline_candidates,
     code_point,
     complete,
-    cut_suggestion,
-    is_word_char,
     measure_cache_latency,
     next_token_candidates,
     parity_trace,
     prepare_prompt,
-    suggest,
+    serve_suggestion,
 )
+from core.release.policy import DEFAULT_POLICY, SuggestionPolicy
+from core.release.predictor import is_word_char
+from core.release.transformer_predictor import TransformerPredictor
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 TOK = CharTokenizer.from_text(TEXT)
@@ -70,7 +73,7 @@ def test_candidates_are_softmax_of_the_last_logits_over_temperature(temperature)
     model = spread_model()
     ids = TOK.encode("def ma")
     candidates = next_token_candidates(model, ids, SampleConfig(temperature=temperature), k=None, tokenizer=TOK)
-    assert sorted(c.id for c in candidates) == list(range(V))  # the full distribution
+    assert sorted(c.id for c in candidates) == [i for i in range(V) if i not in NEVER_SAMPLED]  # never <pad> ...
     assert math.fsum(c.prob for c in candidates) == pytest.approx(1.0, abs=1e-6)
     want = softmax_by_hand(last_logits(model, ids), temperature)
     for c in candidates:
@@ -89,7 +92,11 @@ def test_candidates_are_what_generation_draws_from():
     step = next(iter(generate(model, ids, sample, seed=0)))
     candidates = next_token_candidates(model, ids, sample, k=None)
     drawn_from = step.probs.tolist()
-    assert {c.id: c.prob for c in candidates} == {i: p for i, p in enumerate(drawn_from)}
+    # every character with its probability (0 where top-k / top-p cut it); <eos> only when it may be drawn;
+    # <pad>, <bos>, <unk> (probability 0) never
+    want = {i: p for i, p in enumerate(drawn_from) if i >= 4 or (i == EOS_ID and p > 0)}
+    assert {c.id: c.prob for c in candidates} == want
+    assert all(drawn_from[i] == 0 for i in NEVER_SAMPLED)
     assert sum(c.prob > 0 for c in candidates) <= 6  # top-k then top-p leave at most 6 tokens
 
 
@@ -127,8 +134,14 @@ def test_bad_arguments_raise_value_errors_naming_them():
             parity_trace(model, [4], 3, SampleConfig(), seed=seed)
         with pytest.raises(ValueError, match="seed must be an integer from 0 to 2"):
             complete(model, TOK, [4], SampleConfig(max_new_tokens=3), seed=seed)
-        with pytest.raises(ValueError, match="seed must be an integer from 0 to 2"):
-            suggest(model, TOK, "def", SampleConfig(), seed=seed)
+    predictor = TransformerPredictor(model, TOK)
+    with pytest.raises(ValueError, match="text must be a str"):
+        serve_suggestion(predictor, None, DEFAULT_POLICY)
+    with pytest.raises(ValueError, match="template must be a str containing"):
+        serve_suggestion(predictor, "def", DEFAULT_POLICY, template="# no slot")
+    for k in (0, True, 2.5):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            baseline_candidates(predictor, "def", k=k)
 
 
 # ---- prompts -------------------------------------------------------------------------------------
@@ -158,7 +171,8 @@ def test_empty_prompt_starts_from_eos_for_candidates_and_completion():
     assert prompt.empty and prompt.ids == (EOS_ID,) and prompt.pieces == ("<eos>",)
     want = softmax_by_hand(last_logits(model, [EOS_ID]), 1.0)
     got = {c.id: c.prob for c in next_token_candidates(model, [], SampleConfig(), k=None)}
-    assert [got[i] for i in range(V)] == pytest.approx(want, abs=1e-6)
+    assert set(got) == set(range(V)) - set(NEVER_SAMPLED)
+    assert [got.get(i, 0.0) for i in range(V)] == pytest.approx(want, abs=1e-6)
     greedy = SampleConfig(temperature=0.0, max_new_tokens=5)
     assert complete(model, TOK, [], greedy).tokens == complete(model, TOK, prompt.ids, greedy).tokens
 
@@ -339,35 +353,20 @@ def test_cache_timing_refuses_unbounded_work(kwargs, words):
         measure_cache_latency(spread_model(), **kwargs)
 
 
-# ---- suggestions ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "generated, want",
-    [
-        ("in(x):", ("in", "word boundary")),
-        (" os\nimport", (" os", "end of line")),
-        ("():\n", ("():", "end of line")),
-        ("\n", ("", "end of line")),
-        ("x_1 + 2", ("x_1", "word boundary")),
-        ("retu", ("retu", None)),
-    ],
-)
-def test_cut_suggestion_by_hand(generated, want):
-    assert cut_suggestion(generated) == want
+# ---- suggestions ----------------------------------------------------------------------------------
 
 
 CYCLE = "def main(x):\n"
 
 
 class BigramStub(torch.nn.Module):
-    """A stand-in model whose next token depends only on the last one, given as {char: char or id}:
-    its greedy completion of any prefix is known in advance."""
+    """A stand-in model whose next token depends only on the last one, given as {char: char or id}: logit 10
+    on the successor, 0 elsewhere, so every greedy step has probability e^10 / (e^10 + V - 1)."""
 
     def __init__(self, successor=None):
         super().__init__()
         successor = successor or dict(zip(CYCLE, CYCLE[1:] + CYCLE[0]))  # 'def main(x):\n' round and round
-        self.config = ModelConfig(vocab_size=V, context_length=8, n_layer=1, n_head=1, d_model=2)
+        self.config = ModelConfig(vocab_size=V, context_length=64, n_layer=1, n_head=1, d_model=2)  # room for 24
         table = torch.zeros(V, V)  # (V, V) logits of the next token after each token
         for a, b in successor.items():
             table[TOK.encode(a)[0], b if isinstance(b, int) else TOK.encode(b)[0]] = 10.0
@@ -380,32 +379,65 @@ class BigramStub(torch.nn.Module):
         return SimpleNamespace(logits=self.table[idx])  # (B, T, V)
 
 
+STEP = math.exp(10) / (math.exp(10) + V - 1)  # P(the successor), float64 by hand
+
+
 @pytest.mark.parametrize(
-    "text, want",
+    "threshold, want, k, shown",
     [
-        ("def ma", ("in", "word boundary", "in(")),
-        ("de", ("f", "word boundary", "f ")),
-        ("def", (" main", "word boundary", " main(")),
-        ("def main", ("(x", "word boundary", "(x)")),
-        ("def main(x)", (":", "end of line", ":\n")),
+        # After "def ma" the greedy completion is 24 characters: "in(x):\ndef main(x):\ndef ". Its cuts end
+        # where a word or a run of punctuation ends, or after a newline: after 2 "in", 3 "in(", 4 "in(x",
+        # 7 "in(x):\n", 10 "in(x):\ndef", 11, 15, 16, 17, 20 and 23 "in(x):\ndef main(x):\ndef" characters.
+        # P(k) = STEP^k; P * (k - 1) grows with k here, so the longest cut that clears the threshold wins.
+        (0.5, "in(x):\ndef main(x):\ndef", 23, True),
+        (0.99, "in(x):\n", 7, True),  # STEP^8 = 0.9902 >= 0.99 > STEP^9: the cuts 2, 3, 4, 7 clear
+        (0.995, "in(x", 4, True),  # STEP^4 = 0.9951 >= 0.995 > STEP^5 = 0.9939: the cuts 2, 3, 4
+        (1.0, "in(x):\ndef main(x):\ndef", 23, False),  # none clears: not shown, the best of all reported
     ],
 )
-def test_suggest_stops_at_the_next_word_boundary(text, want):
-    s = suggest(BigramStub(), TOK, text)
-    assert (s.text, s.stop_reason, s.generated) == want
+def test_served_suggestion_by_hand_on_a_bigram(threshold, want, k, shown):
+    assert V == 28 and STEP**8 >= 0.99 > STEP**9 and STEP**4 >= 0.995 > STEP**5  # the premises above
+    s = serve_suggestion(TransformerPredictor(BigramStub(), TOK), "def ma", SuggestionPolicy(threshold=threshold))
+    assert s.completion == "in(x):\ndef main(x):\ndef " and s.stop_reason == "limit"
+    assert (s.text, s.shown, s.threshold, s.saves) == (want, shown, threshold, k - 1)
+    assert s.probability == pytest.approx(STEP**k, rel=1e-6)  # float32 logits, float64 softmax
 
 
-def test_suggestion_is_a_prefix_of_the_completion_with_the_same_seed():
+def test_served_suggestion_applies_the_template_and_reads_unknown_characters_as_unk():
+    predictor = TransformerPredictor(BigramStub(), TOK)
+    policy = SuggestionPolicy(threshold=0.99)
+    assert serve_suggestion(predictor, "de", policy, template="{prompt}f ma").text == "in(x):\n"
+    assert serve_suggestion(predictor, "de", policy).text == "f main(x"  # cuts 2, 6, 7, 8 clear: the longest
+    # '€' is <unk>, whose row is all zeros: uniform, 1/V < MIN_THRESHOLD, so nothing is proposed
+    s = serve_suggestion(predictor, "def m€", policy)
+    assert (s.text, s.completion, s.stop_reason, s.shown) == ("", "", "unlikely", False)
+    end = BigramStub({"m": "a", "a": "i", "i": EOS_ID})
+    s = serve_suggestion(TransformerPredictor(end, TOK), "m", SuggestionPolicy(threshold=0.5))
+    assert (s.completion, s.stop_reason, s.text) == ("ai", "end of document", "ai")  # the document ends there
+
+
+def test_served_suggestion_is_a_prefix_of_the_greedy_completion():
+    """The policy extends greedily over visible tokens, as temperature 0 generation does, and stops earlier
+    (end of document, too unlikely, or max_chars). The transformer's continuation reads the last
+    max(context_length - max_chars, context_length // 2) = 16 tokens of the prompt, so the prompts here are
+    at most 16 characters."""
     model = spread_model(seed=4)
-    sample = SampleConfig(temperature=1.0, max_new_tokens=40)
-    for seed in range(3):
-        s = suggest(model, TOK, "class Po", sample, seed=seed)
-        full = complete(model, TOK, TOK.encode("class Po"), sample, seed=seed)
-        assert full.text.startswith(s.generated) and s.generated.startswith(s.text)
-        if s.stop_reason == "word boundary":
-            assert not is_word_char(s.generated[len(s.text)]) and any(map(is_word_char, s.text))
-        elif s.stop_reason == "end of line":
-            assert s.generated[len(s.text)] == "\n"
+    predictor = TransformerPredictor(model, TOK)
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=DEFAULT_POLICY.max_chars)
+    texts = ["class Po", "def ", "import", "x + 1", "    ret", "(x):\n"]
+    completions = []
+    for text in texts:
+        s = serve_suggestion(predictor, text, SuggestionPolicy(threshold=0.05))
+        full = complete(model, TOK, TOK.encode(text), greedy, stop_at_eos=True)
+        assert full.text.startswith(s.completion) and s.completion.startswith(s.text), (text, s, full.text)
+        if s.text:  # a cut ends a word (or a run of punctuation, or a line), judged on what greedy writes next
+            k, g = len(s.text), full.text
+            assert k >= 2 and (
+                (k == len(g) and s.stop_reason == "end of document")
+                or (k < len(g) and (g[k - 1] == "\n" or is_word_char(g[k - 1]) != is_word_char(g[k])))
+            )
+        completions.append(s.completion)
+    assert any(completions)  # not all empty
 
 
 def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logits():
@@ -472,14 +504,14 @@ def test_candidates_never_offer_special_tokens_the_sampler_would_not_draw():
     model = SpecialLovingGPT.build()
     candidates = next_token_candidates(model, TOK.encode("def"), SampleConfig(), k=None)
     probs = {c.id: c.prob for c in candidates}
-    assert all(probs[i] == 0 for i in NEVER_SAMPLED) and probs[EOS_ID] > 0
+    assert not set(probs) & set(NEVER_SAMPLED) and probs[EOS_ID] > 0  # never listed, though they would win
     assert math.fsum(probs.values()) == pytest.approx(1.0, abs=1e-6)
     assert candidates[0].id not in NEVER_SAMPLED
 
 
-def test_baseline_suggestion_reads_the_predictors_distribution_after_the_text():
-    """With a stub predictor whose next-character distribution is known, candidates and suggestion follow it."""
-    from core.release.autocomplete import baseline_suggestion
+def test_baseline_candidates_read_the_predictors_distribution_after_the_text():
+    """A stub predictor whose next-character distribution is known and puts most on <unk>: the candidates are
+    its probabilities, most likely first, with <pad>, <bos> and <unk> never listed."""
 
     class Stub:
         kind = "stub"
@@ -487,17 +519,18 @@ def test_baseline_suggestion_reads_the_predictors_distribution_after_the_text():
 
         def log_probs(self, ids, positions):
             assert list(positions) == [len(ids) - 1]  # the slot after the text
+            assert ids[:-1] == TOK.encode("def ")  # the text, then a placeholder for the slot
             p = torch.full((TOK.vocab_size,), 1e-3, dtype=torch.float64)
+            p[UNK_ID] = 0.9
             p[TOK.encode("e")[0]] = 0.6
             p[TOK.encode("f")[0]] = 0.3
             return (p / p.sum()).log().unsqueeze(0)
 
-        def suggest(self, ids, max_chars=16):
-            return TOK.encode("fe")
-
-    result = baseline_suggestion(Stub(), "def ", k=3)
-    assert [c.piece for c in result.candidates[:2]] == ["e", "f"]
-    assert result.candidates[0].prob == pytest.approx(0.6 / (0.9 + 1e-3 * (TOK.vocab_size - 2)))
-    assert result.suggestion == "fe"
-    with pytest.raises(ValueError):
-        baseline_suggestion(Stub(), "def", k=0)
+    total = 1.8 + 1e-3 * (TOK.vocab_size - 3)
+    candidates = baseline_candidates(Stub(), "def ", k=3)
+    assert [c.piece for c in candidates[:2]] == ["e", "f"] and len(candidates) == 3
+    assert candidates[0].prob == pytest.approx(0.6 / total, rel=1e-12)
+    assert candidates[1].prob == pytest.approx(0.3 / total, rel=1e-12)
+    every = baseline_candidates(Stub(), "def ", k=TOK.vocab_size)
+    assert len(every) == TOK.vocab_size - 3 and not {c.id for c in every} & set(NEVER_SAMPLED)
+    assert EOS_ID in {c.id for c in every}  # <eos> is a possible next token: listed

@@ -1,5 +1,5 @@
-"""core.release.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's suggestion,
-and baseline bundles that round-trip and refuse tampering."""
+"""core.release.baselines: proper n-gram and rule distributions, Witten-Bell by hand, the rule's and the n-gram's
+suggestions through the one policy, and baseline bundles that round-trip and refuse tampering."""
 
 import json
 import math
@@ -16,7 +16,6 @@ from core.model.tokenizer import CharTokenizer
 from core.release.baselines import (
     COUNTS,
     NGramModel,
-    greedy_completion,
     load_any,
     load_baseline,
     save_baseline,
@@ -26,6 +25,7 @@ from core.release.baselines import (
     verify_any,
     verify_baseline,
 )
+from core.release.policy import SuggestionPolicy, propose, suggestion
 
 TEXT = "\n\n".join(f"def f{i}(self, x):\n    return self.value + x * {i % 5}\n" for i in range(40))
 TOK = CharTokenizer.from_text(TEXT)
@@ -59,8 +59,9 @@ def test_rule_completes_the_most_frequent_word_and_mixes_its_letters_with_the_un
     tok = CharTokenizer.from_text("self sel seldom sex .")
     docs = [Document("d", "self self self seldom sex sel .")]
     rule = train_rule(docs, tok)
-    assert tok.decode(rule.suggest(tok.encode("x = se"))) == "lf"  # "self" (3) beats "seldom", "sex", "sel"
-    assert rule.suggest(tok.encode("x = ")) == []  # no word being typed: no suggestion
+    # "self" (3) beats "seldom", "sex", "sel": the greedy completion of "se" is "lf", then the word ends
+    assert tok.decode(propose(rule, tok.encode("x = se")).completion[:2]) == "lf"
+    assert suggestion(rule, tok.encode("x = se"), SuggestionPolicy(threshold=0.05)).text.startswith("lf")
     # after "sel": continuations f x3, d x1 (n = 4); "sel" ends a word once (e = 1): lam = 4 / (4 + 1 + 1)
     lam = 4 / 6
     row = rule.log_probs(tok.encode(" sel"), range(4, 5))[0].exp()
@@ -69,11 +70,35 @@ def test_rule_completes_the_most_frequent_word_and_mixes_its_letters_with_the_un
     assert row[tok.encode("d")[0]].item() == pytest.approx(lam * 1 / 4 + (1 - lam) * p0[tok.encode("d")[0]])
 
 
-def test_ngram_suggestion_is_the_greedy_word_completion():
-    ids = TOK.encode("    return sel")
-    assert NGRAM.suggest(ids) == greedy_completion(NGRAM, ids[-3:])
-    assert TOK.decode(NGRAM.suggest(ids)) == "f"  # one character: the evaluation does not show it
-    assert TOK.decode(NGRAM.suggest(TOK.encode("    return "))) == "self"
+def greedy_by_hand(model, ids, steps):
+    """Reference: the most likely visible token (ids >= 4, lowest on ties) again and again, with the running
+    product of its probabilities, from log_probs rows one at a time; stops where <eos> beats them all."""
+    ids, out, p = list(ids), [], 1.0
+    for _ in range(steps):
+        row = model.log_probs(ids + [0], range(len(ids), len(ids) + 1))[0].exp().tolist()  # (V,)
+        best = max(range(4, len(row)), key=lambda i: (row[i], -i))
+        if row[2] > row[best] or p * row[best] < 0.05:
+            break
+        p *= row[best]
+        out.append(best)
+        ids.append(best)
+    return out, p
+
+
+@pytest.mark.parametrize("model", [NGRAM, RULE], ids=["ngram", "rule"])
+@pytest.mark.parametrize("text", ["    return sel", "    return ", "def f1", "(self, "])
+def test_baseline_proposals_are_the_greedy_completion_by_hand(model, text):
+    proposal = propose(model, TOK.encode(text))
+    tokens, p = greedy_by_hand(model, TOK.encode(text), 24)
+    assert list(proposal.completion) == tokens
+    if tokens:
+        assert proposal.probabilities[-1] == pytest.approx(p, rel=1e-12)
+
+
+def test_ngram_suggests_the_rest_of_self():
+    s = suggestion(NGRAM, TOK.encode("    return "), SuggestionPolicy(threshold=0.05))
+    assert s.completion.startswith("self.value + x * ")  # every training line goes on so
+    assert s.text.startswith("self") and "self.value + x * ".startswith(s.text) and s.shown
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +124,7 @@ def test_baseline_bundles_round_trip(saved, kind, tmp_path):
     torch.testing.assert_close(
         loaded.predictor.log_probs(ids, range(1, len(ids))), model.log_probs(ids, range(1, len(ids))), atol=0, rtol=0
     )
-    assert loaded.predictor.suggest(ids[:-3]) == model.suggest(ids[:-3])
+    assert propose(loaded.predictor, ids[:-3]) == propose(model, ids[:-3])
     again = save_baseline(tmp_path / "again", model, corpus=corpus, val_fraction=0.2, seed=1)
     assert load_baseline(again).version == loaded.version  # same counts, same version
     assert type(load_any(path).predictor) is type(model) and verify_any(path) == []

@@ -1,8 +1,10 @@
-"""python -m core: train and generate end to end in a subprocess, and one-line errors with exit 2."""
+"""python -m core: train and generate end to end in a subprocess; suggest, tune and evaluate --compare --json
+against the library they print; one-line errors with exit 2."""
 
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +12,12 @@ from pathlib import Path
 import pytest
 
 from cli.main import COMMANDS, _Progress, main
-from core.model.bundle import MANIFEST, WEIGHTS, load_bundle
+from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version, write_manifest
 from core.model.training import TrainEvent
+from core.release.autocomplete import serve_suggestion
+from core.release.policy import DEFAULT_POLICY, policy_from_manifest
+from core.release.transformer_predictor import load_predictor
+from core.release.tuning import THRESHOLDS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB
@@ -354,3 +360,130 @@ def test_a_bad_out_is_refused_before_training_with_exit_2(tmp_path, capsys):
             assert code == 2 and stdout == "" and err.count("\n") == 1 and words in err, err
             assert "step 0/" not in err  # nothing was trained
     assert (tmp_path / "file").read_text() == "mine" and (tmp_path / "mine" / "essay.txt").read_text() == "mine"
+
+
+# ---- suggest, tune, evaluate --compare --json ------------------------------------------------------
+
+
+def test_train_tunes_the_suggestion_threshold(trained):
+    _, out, _ = trained
+    manifest = load_bundle(out).manifest
+    policy = policy_from_manifest(manifest)
+    assert manifest["generation"]["suggestion"] == policy.to_dict()
+    assert policy.tuned and policy.threshold in THRESHOLDS
+
+
+@pytest.mark.parametrize("prompt", ["def add", "    return a", "", "x€"])
+def test_suggest_json_is_serve_suggestion(trained, capsys, prompt):
+    _, out, _ = trained
+    assert main(["suggest", "--bundle", str(out), "--prompt", prompt, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n") == 1 and captured.err == ""
+    printed = json.loads(captured.out)
+    predictor, manifest = load_predictor(out)
+    s = serve_suggestion(predictor, prompt, policy_from_manifest(manifest), template=manifest["prompt_template"])
+    assert (printed["suggestion"], printed["probability"], printed["shown"]) == (s.text, s.probability, s.shown)
+    assert (printed["threshold"], printed["threshold_tuned"]) == (s.threshold, True)
+    assert printed["version"] == manifest["version"] and printed["predictor"] == "transformer"
+    assert printed["saves_keystrokes"] == max(0, len(s.text) - 1) and printed["completion"].startswith(s.text)
+
+
+def test_suggest_in_a_subprocess_prints_the_same_suggestion(trained):
+    _, out, _ = trained
+    proc = run("suggest", "--bundle", str(out), "--prompt", "def add", "--json")
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    predictor, manifest = load_predictor(out)
+    s = serve_suggestion(predictor, "def add", policy_from_manifest(manifest))
+    assert printed["suggestion"] == s.text and printed["probability"] == pytest.approx(s.probability, rel=1e-4)
+    text = run("suggest", "--bundle", str(out), "--prompt", "def add")
+    assert text.returncode == 0 and text.stdout.splitlines()[0] == f"suggestion: {json.dumps(s.text)}"
+    assert f"(threshold {s.threshold:.2f})" in text.stdout.splitlines()[1]
+
+
+def untuned_copy(src, dst):
+    """A copy of a bundle with its suggestion record removed (a consistent version recomputed)."""
+    shutil.copytree(src, dst)
+    manifest = json.loads((dst / MANIFEST).read_text())
+    manifest["generation"].pop("suggestion", None)
+    manifest["version"] = manifest_version(manifest)
+    write_manifest(dst, manifest)
+    assert policy_from_manifest(load_predictor(dst)[1]) == DEFAULT_POLICY
+    return manifest["version"]
+
+
+def test_tune_records_a_grid_threshold_and_a_new_version(trained, tmp_path, capsys):
+    _, out, _ = trained
+    copy = tmp_path / "b"
+    before = untuned_copy(out, copy)
+    assert main(["tune", "--bundle", str(copy), "--typing-chars", "400"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    manifest = json.loads((copy / MANIFEST).read_text())
+    policy = policy_from_manifest(manifest)
+    assert policy.tuned and policy.threshold in THRESHOLDS
+    assert manifest["version"] != before and manifest["version"] == load_bundle(copy).version
+    assert printed[-1] == f"threshold {policy.threshold} recorded in {copy} (version {manifest['version']})"
+    assert sum(line.strip().startswith(f"{t}") for t in THRESHOLDS for line in printed[:-1]) >= len(THRESHOLDS)
+
+
+@pytest.fixture(scope="module")
+def three_val_docs(tmp_path_factory):
+    """A tiny bundle whose split holds out several documents (so intervals exist), trained and tuned in-process."""
+    tmp = tmp_path_factory.mktemp("compare")
+    (tmp / "code.txt").write_text(TEXT, encoding="utf-8")
+    argv = ["train", "--corpus", str(tmp / "code.txt"), "--out", str(tmp / "b"), "--preset", "tiny"]
+    argv += ["--max-iters", "6", "--eval-iters", "1", "--batch-size", "4", "--val-fraction", "0.3", "--threads", "1"]
+    assert main(argv) == 0
+    return tmp / "b"
+
+
+def test_evaluate_compare_json_prints_one_object_with_a_summary_per_predictor(three_val_docs, capsys):
+    capsys.readouterr()
+    argv = ["evaluate", "--bundle", str(three_val_docs), "--compare", "--json", "--max-positions", "128"]
+    assert main([*argv, "--typing-chars", "300", "--latency-samples", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1  # one object on one line
+    out = json.loads(printed)
+    assert {"transformer", "ngram", "rule", "report"} <= set(out)
+    reports = {r["predictor"]: r for r in (out["report"], *out["report"]["baselines"])}
+    assert set(reports) == {"transformer", "ngram", "rule"}
+    assert len(out["report"]["held_out"]["documents"]) >= 2
+    for kind, report in reports.items():
+        summary, overall = out[kind], report["overall"]
+        for key in ("keystrokes_saved_per_100", "keystrokes_saved_ci", "acceptance_rate", "shown_per_100"):
+            assert key in summary, (kind, key)
+        assert summary["keystrokes_saved_per_100"] == overall["keystrokes_saved_per_100"]
+        assert summary["shown_per_100"] == overall["shown_per_100"] and summary["shown_per_100"] >= 0
+        low, high = summary["keystrokes_saved_ci"]  # [low, high]: several held-out documents
+        assert [low, high] == [overall["keystrokes_saved_ci"]["low"], overall["keystrokes_saved_ci"]["high"]]
+        assert 0 <= low <= high <= 100
+        rate = summary["acceptance_rate"]
+        assert rate == overall["acceptance_rate"] and (rate is None or 0 <= rate <= 1)
+        assert summary["threshold"] == report["policy"]["threshold"] and summary["threshold"] in THRESHOLDS
+
+
+def test_bad_bundles_are_one_line_errors_for_suggest_tune_and_evaluate(trained, tmp_path, capsys):
+    _, out, _ = trained
+    missing = str(tmp_path / "none")
+    assert_one_line_error(run("suggest", "--bundle", missing, "--prompt", "x", "--json"), "missing bundle")
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    manifest = json.loads((bad / MANIFEST).read_text())
+    manifest["generation"]["suggestion"]["threshold"] = 1.5
+    manifest["version"] = manifest_version(manifest)
+    write_manifest(bad, manifest)
+    for argv in (
+        ["suggest", "--bundle", missing, "--prompt", "x"],
+        ["tune", "--bundle", missing],
+        ["evaluate", "--bundle", missing, "--json"],
+        ["suggest", "--bundle", str(bad), "--prompt", "x", "--json"],
+        ["tune", "--bundle", str(bad)],
+        ["evaluate", "--bundle", str(bad), "--json", "--max-positions", "64", "--typing-chars", "0"],
+    ):
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1 and captured.err.startswith("error: "), argv
+        assert "Traceback" not in captured.err
+        if str(bad) in argv:
+            assert "generation.suggestion: threshold must lie in 0.05..1, got 1.5" in captured.err
+    assert_one_line_error(run("tune", "--bundle", str(bad)), "generation.suggestion")

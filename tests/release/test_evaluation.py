@@ -1,5 +1,6 @@
-"""core.release.evaluation: metrics against a hand computation, the transformer behind the predictor interface,
-and the evaluation command's JSON."""
+"""core.release.evaluation: metrics against a hand computation (the typist shown the one suggestion policy),
+intervals by bootstrap over documents, the transformer behind the predictor interface, and the evaluation
+command's JSON."""
 
 import dataclasses
 import json
@@ -10,17 +11,21 @@ import pytest
 import torch
 
 from cli.main import main
+from core.agreement import float64_copy
 from core.model.bundle import save_bundle
 from core.model.corpus import Document, load_corpus, split_documents
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
 from core.model.training import TrainConfig, train
-from core.release.baselines import greedy_completion
-from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out, wilson
+from core.release.bootstrap import document_interval
+from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
+from core.release.policy import DEFAULT_POLICY, SuggestionPolicy
+from core.release.predictor import continuations_by_log_probs
+from core.release.tuning import THRESHOLDS
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
-FIRST = {"a": "b", "b": " ", " ": "a", "c": " "}  # the toy's most likely next character
-SECOND = {"a": "c", "b": "c", " ": "c", "c": "a"}  # its second choice
+FIRST = {"a": "b", "b": " ", " ": "a", "c": " ", "": "a"}  # the toy's most likely next character ("": <eos>)
+SECOND = {"a": "c", "b": "c", " ": "c", "c": "a", "": "c"}  # its second choice
 
 
 class Toy:
@@ -42,14 +47,15 @@ class Toy:
             rows.append(p.log())
         return torch.stack(rows)
 
-    def suggest(self, ids, max_chars=16):
-        return greedy_completion(self, ids, max_chars)
+    def continuations(self, contexts, max_new):
+        return continuations_by_log_probs(self, contexts, max_new)
 
 
 def test_metrics_match_a_hand_computation_on_20_characters():
     tok = CharTokenizer.from_text(TEXT20)  # ids: 4 ' ', 5 'a', 6 'b', 7 'c'; V = 8
+    policy = SuggestionPolicy(threshold=0.3, tuned=True)
     report = evaluate_predictor(
-        Toy(tok), [Document("t", TEXT20)], EvalConfig(min_slice_positions=1), measure_latency=False
+        Toy(tok), [Document("t", TEXT20)], EvalConfig(min_slice_positions=1), policy=policy, measure_latency=False
     )
     m = report.overall
     # Targets t = 1..20 (text[t], then <eos> at 20). FIRST misses t = 8 ('c' after 'b'), 11 ('c' after 'a'),
@@ -61,12 +67,20 @@ def test_metrics_match_a_hand_computation_on_20_characters():
     expected_loss = (16 * -math.log(0.6) + 2 * -math.log(0.3) + 2 * -math.log(0.1 / 6)) / 20
     assert m.loss == pytest.approx(expected_loss, rel=1e-12)
     assert m.bits_per_char == pytest.approx(expected_loss / math.log(2), rel=1e-12)
-    # Typing positions 1..19. After ' ' the toy suggests "ab" (a, b, then ' ' ends the word); after 'a' only
-    # "b" (one character: not shown); after 'b' or 'c' nothing. Offers at 3, 6, 10, 13, 16; the text has
-    # "ab" there except at 10 ("ac"): 4 accepted, each saving 2 - 1 = 1 keystroke, over 19 characters.
-    assert (m.offered, m.accepted, m.typed_chars) == (5, 4, 19)
-    assert m.acceptance_rate == pytest.approx(0.8)
-    assert m.keystrokes_saved_per_100 == pytest.approx(100 * 4 / 19)
+    # Typing positions 1..19 at threshold 0.3. Each greedy step multiplies by 0.6; extending stops at 0.6^6 < 0.05:
+    #   after ' ': "ab ab", cuts "ab" (.36) and "ab " (.216)  -> "ab" shown
+    #   after 'a': "b ab ", cuts "b " (.36) and "b ab" (.1296) -> "b " shown
+    #   after 'b' or 'c': " ab a", cuts " ab" (.216), " ab " (.1296) -> nothing clears 0.3
+    # The typist: 1 "b " ok (Tab), 3 "ab" ok, 5 -, 6 "ab" ok, 8 -, 9 -, 10 "ab" but "ac", 11 "b " but "c ",
+    # 12 -, 13 "ab" ok, 15 -, 16 "ab" ok, 18 -, 19 "b " but "b" + <eos>. 8 shown, 5 accepted, 1 saved each.
+    assert (m.offered, m.accepted, m.typed_chars) == (8, 5, 19)
+    assert m.acceptance_rate == pytest.approx(5 / 8)
+    assert m.keystrokes_saved_per_100 == pytest.approx(100 * 5 / 19)
+    assert m.shown_per_100 == pytest.approx(100 * 8 / 19)
+    assert m.documents == 1 and m.keystrokes_saved_ci is None and m.loss_ci is None  # one document: no interval
+    assert report.policy == policy.to_dict() and report.latency is None
+    untuned = evaluate_predictor(Toy(tok), [Document("t", TEXT20)], EvalConfig(), measure_latency=False).overall
+    assert untuned.offered == 0  # at the default 0.5 nothing clears: the best cuts have .36
     slices = {s.label: s.metrics for s in report.slices}
     assert slices["char_class=whitespace"].top1 == 1.0 and slices["char_class=whitespace"].positions == 5
     assert slices["char_class=letter"].positions == 14 and slices["char_class=letter"].top1 == pytest.approx(11 / 14)
@@ -75,11 +89,33 @@ def test_metrics_match_a_hand_computation_on_20_characters():
     assert worst["top1"].slice == "char_class=end of document"
 
 
-def test_wilson_interval_matches_the_published_value():
-    ci = wilson(8, 10)  # 95%: 0.4902 .. 0.9433 (Newcombe 1998, table I)
-    assert (ci.low, ci.high) == pytest.approx((0.4902, 0.9433), abs=1e-4)
-    assert wilson(0, 0) is None
-    assert wilson(0, 5).low == 0.0 and wilson(5, 5).high == 1.0
+def test_intervals_resample_documents():
+    """Every overall interval is core.release.bootstrap.document_interval of per-document sums, rebuilt here
+    from the per-document slices (each document's own figures times its own counts)."""
+    texts = ["ab ab abc ac ab abab", "ab ab ab ab", "ac ac abc", "abab ab cab ab ab"]
+    docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
+    tok = CharTokenizer.from_text("".join(texts))
+    config = EvalConfig(min_slice_positions=1, seed=2)
+    report = evaluate_predictor(Toy(tok), docs, config, policy=SuggestionPolicy(threshold=0.3), measure_latency=False)
+    per_doc = [next(s.metrics for s in report.slices if s.label == f"document=d{i}") for i in range(len(docs))]
+    covered = np.array([m.typed_chars for m in per_doc], dtype=float)
+    saved = np.array([m.keystrokes_saved_per_100 * m.typed_chars / 100 for m in per_doc])
+    positions = np.array([m.positions for m in per_doc], dtype=float)
+    nats = np.array([m.loss * m.positions for m in per_doc])
+    offered = np.array([m.offered for m in per_doc], dtype=float)
+    accepted = np.array([m.accepted for m in per_doc], dtype=float)
+    o = report.overall
+    assert o.documents == 4 and o.typed_chars == covered.sum() and o.positions == positions.sum()
+
+    def bootstrap(num, den, scale=1.0):
+        ci = document_interval(np.round(num, 9), den, scale=scale, confidence=0.95, seed=2)
+        return pytest.approx((ci.low, ci.high), rel=1e-9)
+
+    assert (o.keystrokes_saved_ci.low, o.keystrokes_saved_ci.high) == bootstrap(saved, covered, 100.0)
+    assert (o.loss_ci.low, o.loss_ci.high) == bootstrap(nats, positions)
+    assert (o.acceptance_ci.low, o.acceptance_ci.high) == bootstrap(accepted, offered)
+    assert o.loss_ci.low <= o.loss <= o.loss_ci.high
+    assert o.keystrokes_saved_ci.low < o.keystrokes_saved_ci.high  # the documents differ
 
 
 def test_caps_sample_whole_chunks_reproducibly():
@@ -89,7 +125,8 @@ def test_caps_sample_whole_chunks_reproducibly():
     a = evaluate_predictor(Toy(tok), [Document("t", text)], config, measure_latency=False)
     b = evaluate_predictor(Toy(tok), [Document("t", text)], config, measure_latency=False)
     assert 100 - 20 < a.overall.positions <= 100 and a.overall == b.overall  # whole chunks (the last may be short)
-    assert 60 <= a.overall.typed_chars <= 60 + 16
+    # 3 seeded segments of at most 20 characters; an accepted suggestion may run up to max_chars - 1 past one
+    assert 40 < a.overall.typed_chars <= 60 + 3 * (DEFAULT_POLICY.max_chars - 1)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +136,7 @@ def tiny_model():
     return GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size)).eval(), tok
 
 
-def test_transformer_rows_are_the_full_forward_pass_and_suggestions_agree(tiny_model):
+def test_transformer_rows_are_the_full_forward_pass_and_continuations_agree(tiny_model):
     model, tok = tiny_model
     predictor = TransformerPredictor(model, tok)
     ids = tok.encode("def f(x):\n    return x\ndef")  # 26 tokens < context 32
@@ -108,9 +145,16 @@ def test_transformer_rows_are_the_full_forward_pass_and_suggestions_agree(tiny_m
         full = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)  # (26, V)
     torch.testing.assert_close(rows, full, atol=1e-6, rtol=0)
     assert torch.allclose(rows.exp().sum(-1), torch.ones(len(ids), dtype=torch.float64))
-    context = ids[-(32 - 8) :]
-    cached = predictor.suggest(ids, 8, use_cache=True)
-    assert cached == predictor.suggest(ids, 8, use_cache=False) == greedy_completion(predictor, context, 8)
+    # continuations (one KV cache) against log_probs (uncached windows) along a path, on a float64 copy: the
+    # context is cut to its last L - max_new = 24 tokens, then the sent tokens are appended
+    predictor64 = TransformerPredictor(float64_copy(model), tok)
+    path = tok.encode("    return")[:8]
+    steps = predictor64.continuations([ids], 8)
+    rows = [next(steps)] + [steps.send(torch.tensor([t])) for t in path[:-1]]  # 8 x (1, V)
+    context = ids[-24:] + path
+    want = predictor64.log_probs(context, range(24, 32)).exp()  # (8, V)
+    torch.testing.assert_close(torch.cat(rows), want, atol=1e-12, rtol=0)
+    assert all(r.dtype == torch.float64 and abs(float(r.sum()) - 1) < 1e-12 for r in rows)
 
 
 def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, capsys):
@@ -153,7 +197,9 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
         ]
     )
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    everything = json.loads(capsys.readouterr().out)  # one object: a summary per predictor, and the report
+    assert set(everything) == {"transformer", "rule", "ngram", "report"}
+    out = everything["report"]
     for key in (
         "predictor",
         "version",
@@ -163,6 +209,8 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
         "slices",
         "worst",
         "latency",
+        "policy",
+        "tuning",
         "warnings",
         "baselines",
         "comparison",
@@ -182,18 +230,39 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
         "acceptance_rate",
         "acceptance_ci",
         "keystrokes_saved_per_100",
+        "keystrokes_saved_ci",
+        "shown_per_100",
+        "documents",
     ):
         assert key in out["overall"], key
     assert {"char_class", "column", "indent", "document"} == {s["family"] for s in out["slices"]}
-    for mode in ("cached", "uncached"):
-        assert {"p50_ms", "p95_ms"} <= set(out["latency"][mode])
-    assert out["held_out"]["documents"] == [d.name for d in split_documents(corpus, 0.2, 3)[1]]
-    assert out["held_out"]["split_recorded"] is True and out["warnings"] == []
+    assert set(out["latency"]) == {"p50_ms", "p95_ms", "mean_ms", "samples"} and out["latency"]["samples"] == 2
+    assert out["latency"]["p50_ms"] <= out["latency"]["p95_ms"]
+    val_docs = split_documents(corpus, 0.2, 3)[1]
+    assert out["held_out"]["documents"] == [d.name for d in val_docs]
+    assert out["held_out"]["split_recorded"] is True
+    # the bundle was saved without tuning: evaluated at the default threshold, and told so
+    assert out["policy"] == DEFAULT_POLICY.to_dict() and out["tuning"] == []
+    assert len(out["warnings"]) == 1 and "no tuned suggestion threshold" in out["warnings"][0]
     assert [b["predictor"] for b in out["baselines"]] == ["rule", "ngram"]
+    for b in out["baselines"]:  # each baseline tuned on the validation documents, the grid kept with it
+        assert b["policy"]["tuned"] is True and b["policy"]["threshold"] in THRESHOLDS
+        assert [r["threshold"] for r in b["tuning"]] == list(THRESHOLDS)
+        best = max(r["keystrokes_saved_per_100"] for r in b["tuning"])
+        assert b["policy"]["threshold"] == max(
+            r["threshold"] for r in b["tuning"] if r["keystrokes_saved_per_100"] == best
+        )
+        summary = everything[b["predictor"]]
+        assert summary["threshold"] == b["policy"]["threshold"]
+        assert summary["keystrokes_saved_per_100"] == b["overall"]["keystrokes_saved_per_100"]
     loss_row = next(r for r in out["comparison"] if r["metric"].startswith("held-out loss"))
     assert {"rule", "ngram", "transformer"} <= set(loss_row)
     assert loss_row["transformer"] == pytest.approx(out["overall"]["loss"])
     assert np.isfinite([loss_row["rule"], loss_row["ngram"]]).all()
+    assert everything["transformer"]["loss"] == out["overall"]["loss"]
+    ci = out["overall"]["loss_ci"]
+    if len(val_docs) >= 2:  # intervals resample documents
+        assert ci["low"] <= out["overall"]["loss"] <= ci["high"]
 
 
 def test_held_out_uses_the_recorded_split_and_warns_when_it_cannot(tmp_path):

@@ -3,6 +3,7 @@ falls back (to the last known-good version, then to the n-gram), rollback restor
 
 import ast
 import json
+import math
 import stat
 import threading
 from pathlib import Path
@@ -17,8 +18,10 @@ from core.model.bundle import load_bundle, save_bundle, verify_bundle
 from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
 from core.model.training import TrainConfig, train
+from core.release.autocomplete import serve_suggestion
 from core.release.evaluation import EvalConfig
 from core.release.gate import ReleasePolicy, check_release
+from core.release.policy import policy_from_manifest
 from core.release.registry import (
     CURRENT,
     RegistryError,
@@ -129,7 +132,16 @@ def test_a_tampered_current_version_falls_back_to_known_good_then_to_the_ngram(b
     _tamper(reg / "versions" / va / "bundle")
     served = resolve_served(reg)
     assert served.kind == "ngram" and served.degraded and "n-gram baseline" in served.reason
-    assert served.predictor.suggest is not None and served.bundle.version in served.reason
+    assert served.bundle.version in served.reason
+    # the fallback still serves the one suggestion policy: its probability is the product of its own rows
+    fallback = served.predictor
+    s = serve_suggestion(fallback, "def g1(y):\n    ret", policy_from_manifest(served.bundle.manifest))
+    ids = fallback.tokenizer.encode("def g1(y):\n    ret" + s.text)
+    n = len(s.text)
+    rows = fallback.log_probs(ids, range(len(ids) - n, len(ids))).exp()  # (n, V)
+    assert s.text and math.prod(float(rows[j, ids[len(ids) - n + j]]) for j in range(n)) == pytest.approx(
+        s.probability, rel=1e-12
+    )
     assert read_current(reg)["version"] == vb  # serving never moves the pointer
 
 

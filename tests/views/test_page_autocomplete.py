@@ -1,18 +1,29 @@
 """The autocomplete page, with a tiny seeded bundle: the candidate bars are the model's distribution
 (computed here independently), temperature changes them, the completion is what greedy decoding gives,
-parity is shown below its tolerance, and long, empty, unseen and unsafe inputs are explained."""
+parity is shown below its tolerance, and long, empty, unseen and unsafe inputs are explained.
 
+With a briefly trained bundle (one that does suggest): the suggestion shown is the one suggestion policy's
+(core.release.autocomplete.serve_suggestion, and by hand from the model's own forward passes), Accept appends
+exactly it, and hostile prompts never put a special token into the text shown."""
+
+import json
 import math
+import shutil
 
 import pytest
 import torch
 from apptest import all_text, decode, figures, open_page, table
+from bundles import train_tiny_bundle
 from streamlit.testing.v1 import AppTest
 
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, preset
-from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
+from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer
+from core.release.autocomplete import serve_suggestion
+from core.release.policy import SuggestionPolicy, policy_from_manifest
+from core.release.transformer_predictor import load_predictor
+from core.release.tuning import record_policy
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 LABEL = "tiny test bundle"
@@ -225,3 +236,164 @@ def test_a_multi_line_prompt_reaches_the_model_with_its_line_break(bundle_path):
     assert not at.exception
     shown = [c.value for c in at.code][0]
     assert "↵" in shown and shown.endswith("return".replace(" ", "␣"))
+
+
+# ---- the suggestion, served -----------------------------------------------------------------------------
+
+SUGGEST_ITERS = 300  # enough for the tiny preset to learn "def addN(a, b):\n    return a + b * N" (about 5 s)
+
+
+@pytest.fixture(scope="module")
+def suggesting_path(tmp_path_factory):
+    """A tiny bundle trained long enough to make real suggestions; its threshold never tuned."""
+    return train_tiny_bundle(tmp_path_factory.mktemp("ac_suggest") / "bundle", iters=SUGGEST_ITERS)
+
+
+@pytest.fixture(scope="module")
+def tuned_path(suggesting_path, tmp_path_factory):
+    """The same model with a tuned threshold recorded in its manifest."""
+    path = tmp_path_factory.mktemp("ac_tuned") / "bundle"
+    shutil.copytree(suggesting_path, path)
+    record_policy(path, SuggestionPolicy(threshold=0.3, tuned=True))
+    return path
+
+
+def served(path, text):
+    """What core serves for `text`: the reference the page must show."""
+    predictor, manifest = load_predictor(path)
+    return serve_suggestion(predictor, text, policy_from_manifest(manifest), template=manifest["prompt_template"])
+
+
+def with_prompt(path, text) -> AppTest:
+    at = open_autocomplete(path)
+    at.text_area(key="ac_prompt").set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def page_record(at) -> dict:
+    """The suggestion's record on the page (the JSON `python -m core suggest --json` prints)."""
+    found = [r for c in at.code if c.proto.language == "json" and "suggestion" in (r := json.loads(c.value))]
+    assert len(found) == 1, [c.value for c in at.code]
+    return found[0]
+
+
+def greedy_by_hand(path, text, steps):
+    """(the greedy completion, P(its first k characters) for k = 1..) by full forward passes and float64 softmax:
+    the likeliest non-special token (lowest id on ties) until <eos> is likelier. For prompts that need no cut."""
+    bundle = load_bundle(path)
+    ids = bundle.tokenizer.encode(text) or [EOS_ID]
+    new, probs, p = [], [], 1.0
+    with torch.no_grad():
+        for _ in range(steps):
+            row = torch.softmax(bundle.model(torch.tensor([ids + new])).logits[0, -1].double(), dim=-1).tolist()
+            token = max(range(len(SPECIAL_TOKENS), len(row)), key=lambda i: (row[i], -i))
+            if row[EOS_ID] > row[token]:
+                break
+            p *= row[token]
+            new.append(token)
+            probs.append(p)
+    return bundle.tokenizer.decode(new), probs
+
+
+PROMPTS = ["def add3(a, b):\n", "    ret", "def add7(a, b):\n    return a + ", ""]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_the_suggestion_shown_is_the_served_one(suggesting_path, prompt):
+    at = with_prompt(suggesting_path, prompt)
+    want = served(suggesting_path, prompt)
+    assert want.text, "this prompt should get a suggestion from the trained bundle"
+    record = page_record(at)
+    assert record["suggestion"] == want.text and record["probability"] == want.probability  # exactly
+    assert (record["shown"], record["threshold"], record["saves_keystrokes"]) == (want.shown, 0.5, len(want.text) - 1)
+    drawn = want.text.replace(" ", "␣").replace("\n", "↵")  # the page's convention for whitespace
+    assert drawn in [c.value for c in at.code]
+    assert f"Quoted: {json.dumps(want.text)} (␣ is a space, ↵ a line break)" in [t.value for t in at.text]
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Probability"], metrics["Threshold (not tuned)"]) == (f"{want.probability:.4f}", "0.50")
+    assert metrics["Keystrokes saved"] == str(len(want.text) - 1)
+    text = all_text(at)
+    assert ("shown: its probability" if want.shown else "not shown: below the threshold") in text
+    assert "threshold not tuned; run `python -m core tune --bundle DIR`" in text
+
+
+def test_the_suggestion_is_the_models_greedy_completion_cut_at_a_word_end(suggesting_path):
+    # An independent reference: "    ret" (7 characters) plus 24 new ones fit the tiny context of 32, so the
+    # policy reads the whole prompt and the hand computation needs no cut.
+    record = page_record(with_prompt(suggesting_path, "    ret"))
+    text, probs = greedy_by_hand(suggesting_path, "    ret", 24)
+    k = len(record["suggestion"])
+    assert k >= 2 and text.startswith(record["suggestion"])
+    ends = k == len(text) or text[k - 1] == "\n" or text[k - 1].isalnum() != text[k].isalnum()
+    assert ends  # where a word, a run of spaces or of punctuation, or a line ends
+    assert record["probability"] == pytest.approx(probs[k - 1], rel=1e-5)  # float32 logits, cached against not
+
+
+def test_a_tuned_threshold_is_shown_as_tuned(tuned_path):
+    prompt = "def add3(a, b):\n"
+    at = with_prompt(tuned_path, prompt)
+    want = served(tuned_path, prompt)
+    record = page_record(at)
+    assert (record["threshold"], record["threshold_tuned"]) == (0.3, True)
+    assert record["shown"] == (want.probability >= 0.3) == want.shown
+    assert {m.label: m.value for m in at.metric}["Threshold"] == "0.30"
+    text = all_text(at)
+    assert "was tuned on the bundle's validation documents" in text and "not tuned" not in text
+
+
+def test_accept_appends_exactly_the_suggestion_and_can_be_pressed_again(suggesting_path):
+    prompt = "def add3("
+    at = with_prompt(suggesting_path, prompt)
+    typed, accepted = prompt, 0
+    while accepted < 3:  # type with the model, as long as it offers something
+        want = served(suggesting_path, typed)
+        assert page_record(at)["suggestion"] == want.text
+        if not want.text:
+            break
+        assert not at.button(key="ac_accept").disabled
+        at.button(key="ac_accept").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        typed += want.text
+        accepted += 1
+        assert at.text_area(key="ac_prompt").value == typed  # exactly the suggestion appended, nothing else
+    assert accepted >= 2, typed
+    assert f"This session: {accepted} suggestion(s) accepted" in all_text(at)
+
+
+def test_accept_never_overwrites_text_changed_in_the_same_moment(suggesting_path):
+    at = with_prompt(suggesting_path, "def add3(a, b):\n")
+    assert page_record(at)["suggestion"]
+    at.text_area(key="ac_prompt").set_value("import os\n")  # edited, then Accept, in one rerun
+    at.button(key="ac_accept").click().run()
+    assert not at.exception
+    assert at.text_area(key="ac_prompt").value == "import os\n"  # nothing typed is lost, nothing stale appended
+    assert "nothing was appended" in all_text(at)
+    assert page_record(at)["suggestion"] == served(suggesting_path, "import os\n").text
+
+
+def test_accept_is_disabled_when_there_is_nothing_to_accept(bundle_path):
+    # The random bundle's greedy completions never end at a word boundary: no suggestion at all.
+    at = with_prompt(bundle_path, "def main(")
+    assert served(bundle_path, "def main(").text == ""
+    assert page_record(at)["suggestion"] == ""
+    button = at.button(key="ac_accept")
+    assert button.disabled and button.label == "Accept suggestion"
+    assert "No suggestion" in all_text(at)
+
+
+@pytest.mark.parametrize("prompt", ["€€€ ✓", "", "x = 1\n" * 1666 + "def "], ids=["unseen", "empty", "10000"])
+def test_hostile_prompts_show_no_special_token_in_text(suggesting_path, prompt):
+    at = with_prompt(suggesting_path, prompt)
+    want = served(suggesting_path, prompt)
+    record = page_record(at)
+    assert record["suggestion"] == want.text and record["probability"] == want.probability
+    # Every text the page offers or generates (the suggestion, its completion, the sampled completion); the first
+    # code block is the input made visible, where <unk> and <eos> name what the model reads.
+    offered = [record["suggestion"], record["completion"]] + [c.value for c in at.code[1:]]
+    offered += [t.value for t in at.text]
+    for text in offered:
+        assert not any(t in text for t in SPECIAL_TOKENS) and "\ufffd" not in text, text
+    pieces, probs = bars(at)
+    assert not {"<pad>", "<bos>", "<unk>"} & set(pieces)  # <eos> may be listed: it ends a completion
+    assert all(math.isfinite(p) for p in probs)

@@ -1,0 +1,77 @@
+"""`python -m core suggest` and `python -m core tune`: the one suggestion policy from the command line.
+
+    suggest --bundle DIR --prompt TEXT [--json]   the suggestion, its probability, and whether it would be shown
+    tune --bundle DIR [--corpus C]                choose the threshold on the validation documents and record it
+
+The library is core.release.policy (what is offered) and core.release.tuning (the threshold); this module
+only parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from core.release.autocomplete import serve_suggestion
+from core.release.eval_report import EvalConfig
+from core.release.policy import policy_from_manifest
+from core.release.transformer_predictor import load_predictor
+from core.release.tuning import tune_bundle
+
+
+def register_commands(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("suggest", help="the suggestion a bundle offers after a prompt")
+    p.add_argument("--bundle", required=True, help="bundle directory (transformer, ngram or rule)")
+    p.add_argument("--prompt", required=True, help="the text before the cursor")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_run_suggest)
+
+    p = subparsers.add_parser("tune", help="choose a bundle's suggestion threshold on its validation documents")
+    p.add_argument("--bundle", required=True, help="bundle directory to tune (its manifest is rewritten)")
+    p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own corpus)")
+    p.add_argument("--typing-chars", type=int, default=EvalConfig.typing_chars)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
+    p.set_defaults(handler=_run_tune)
+
+
+def _run_suggest(args: argparse.Namespace) -> int:
+    predictor, manifest = load_predictor(args.bundle)
+    policy = policy_from_manifest(manifest)
+    s = serve_suggestion(predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"))
+    record = {
+        "suggestion": s.text,
+        "probability": s.probability,
+        "shown": s.shown,
+        "threshold": s.threshold,
+        "threshold_tuned": s.tuned,
+        "saves_keystrokes": s.saves,
+        "completion": s.completion,
+        "predictor": predictor.kind,
+        "version": manifest["version"],
+    }
+    if args.json:
+        print(json.dumps(record, allow_nan=False))
+        return 0
+    if not s.tuned:
+        print(
+            f"note: this bundle's threshold was never tuned (default {s.threshold}); run `python -m core tune`",
+            file=sys.stderr,
+        )
+    verdict = "shown" if s.shown else "not shown"
+    shown_text = json.dumps(s.text)  # quoted, with escapes: a newline or a space at the end stays visible
+    print(f"suggestion: {shown_text}")
+    print(f"probability: {s.probability:.4f} (threshold {s.threshold:.2f}): {verdict}")
+    return 0
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from cli.release import _threads, format_table
+
+    _threads(args.threads)
+    policy, rows, manifest = tune_bundle(
+        args.bundle, corpus=args.corpus, config=EvalConfig(typing_chars=args.typing_chars)
+    )
+    print(format_table(rows, ["threshold", "keystrokes_saved_per_100", "shown_per_100", "acceptance_rate"]))
+    print(f"threshold {policy.threshold} recorded in {args.bundle} (version {manifest['version']})")
+    return 0

@@ -1,0 +1,110 @@
+"""The page, the CLI and the evaluation give the same suggestion for the same prompt.
+
+Three surfaces, one policy (core.release.policy): the Autocomplete page (AppTest), `python -m core suggest --json`
+(cli.main.main) and the evaluation's simulated typist (core.release.typing_sim.typing_trace on a one-document
+held-out text that starts with the prompt, read right after it, then choose_cut at the recorded threshold).
+The bundle is a tiny model trained briefly on a repetitive Python text, so it does suggest, with a tuned
+threshold recorded that some of these suggestions clear and some do not. Its prompt template is "{prompt}",
+the raw stream the evaluation reads.
+"""
+
+import json
+
+import pytest
+from apptest import open_page
+from bundles import train_tiny_bundle
+
+from cli.main import main as cli_main
+from core.model.corpus import Document
+from core.model.training import document_stream
+from core.release.policy import SuggestionPolicy, policy_from_manifest
+from core.release.transformer_predictor import load_predictor
+from core.release.tuning import record_policy
+from core.release.typing_sim import Segment, choose_cut, typing_trace
+
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
+
+ITERS = 300  # the tiny preset learns "def addN(a, b):\n    return a + b * N" well enough to suggest (about 5 s)
+THRESHOLD = 0.5
+PROMPTS = {
+    "empty": "",  # the model starts from <eos>: the start of a document
+    "mid-word": "    ret",
+    "after a newline": "def add3(a, b):\n",
+    "mid-line": "def add7(a, b):\n    return a + ",
+    "mid-signature": "def add3(",
+}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    path = train_tiny_bundle(tmp_path_factory.mktemp("surfaces") / "bundle", iters=ITERS)
+    record_policy(path, SuggestionPolicy(threshold=THRESHOLD, tuned=True))
+    predictor, manifest = load_predictor(path)
+    assert manifest["prompt_template"] == "{prompt}"  # what the evaluation's stream reads
+    assert policy_from_manifest(manifest) == SuggestionPolicy(threshold=THRESHOLD, tuned=True)
+    return path, predictor
+
+
+def from_page(path, prompt) -> dict:
+    at = open_page("autocomplete", bundle=("surfaces bundle", path))
+    at.text_area(key="ac_prompt").set_value(prompt).run()
+    assert not at.exception, [e.value for e in at.exception]
+    records = [json.loads(c.value) for c in at.code if c.proto.language == "json"]
+    records = [r for r in records if isinstance(r, dict) and "suggestion" in r]
+    assert len(records) == 1, [c.value for c in at.code]
+    return records[0]
+
+
+def from_cli(path, prompt, capsys) -> dict:
+    capsys.readouterr()
+    assert cli_main(["suggest", "--bundle", str(path), "--prompt", prompt, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def from_evaluation(predictor, prompt, rest):
+    """The typist's offer right after `prompt` in a held-out document `prompt + rest`: (the cut shown at the
+    threshold, or None; the cut the page names when none clears it; the document's stream ids; the position)."""
+    doc = Document("held-out#0", prompt + rest)
+    ids = document_stream([doc], predictor.tokenizer).tolist()  # the document, then <eos>
+    # Every position of the document is typed (typing_segments skips position 0, which the empty prompt needs:
+    # there the context is empty and the policy starts from <eos>, as the page does).
+    trace = typing_trace(predictor, ids, [Segment(0, 0, len(doc.text))], SuggestionPolicy(threshold=THRESHOLD))
+    cuts = trace[len(prompt)]
+    shown = choose_cut(cuts, THRESHOLD)
+    # Below the threshold the page still names the cut worth most (Proposal.choose's pool of all cuts):
+    # choose_cut at threshold 0 is that choice on the trace.
+    return shown, shown if shown is not None else choose_cut(cuts, 0.0), ids, len(prompt)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS.values(), ids=PROMPTS.keys())
+def test_page_cli_and_evaluation_give_the_same_suggestion(bundle, prompt, capsys):
+    path, predictor = bundle
+    cli = from_cli(path, prompt, capsys)
+    page = from_page(path, prompt)
+    assert cli["suggestion"], "the trained bundle should suggest something after this prompt"
+    assert page["suggestion"] == cli["suggestion"]
+    assert page["probability"] == cli["probability"]  # exactly: the same computation
+    assert page["shown"] == cli["shown"] == (cli["probability"] >= THRESHOLD)
+    assert page["threshold"] == cli["threshold"] == THRESHOLD and page["threshold_tuned"] is cli["threshold_tuned"]
+    assert page["completion"] == cli["completion"] and page["saves_keystrokes"] == cli["saves_keystrokes"]
+
+    # The evaluation, on a document that goes on with the suggestion: its cut must be those very characters.
+    text = cli["suggestion"]
+    shown, best, ids, i = from_evaluation(predictor, prompt, text + " # and the file goes on\n")
+    assert best is not None and best.chars == len(text) and best.matches  # the same characters...
+    assert predictor.tokenizer.decode(ids[i : i + best.chars]) == text
+    # ... with the same probability, up to float32 rounding of logits computed in a batch of other positions
+    assert best.probability == pytest.approx(cli["probability"], rel=1e-5, abs=1e-12)
+    assert (shown is not None) == cli["shown"]  # offered by the typist exactly when the page says "shown"
+
+    # Whatever follows the prompt, the typist's offer there is the same (it reads only the text before it);
+    # only whether the text goes on with it changes.
+    _, other, _, _ = from_evaluation(predictor, prompt, "\u00a7 unrelated\n")
+    assert (other.chars, other.probability, other.matches) == (best.chars, best.probability, False)
+
+
+def test_the_prompts_cover_shown_and_not_shown(bundle, capsys):
+    """The agreement above is held on both sides of the threshold (else a surface ignoring it would pass)."""
+    path, _ = bundle
+    shown = {from_cli(path, p, capsys)["shown"] for p in PROMPTS.values()}
+    assert shown == {True, False}

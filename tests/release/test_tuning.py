@@ -1,0 +1,179 @@
+"""core.release.tuning: the grid threshold that saves the most keystrokes (worked out by hand, ties to the higher
+threshold), and recording a policy in a bundle's manifest (a new version that still loads; a bad edit refused)."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from bundles import TEXT, tiny_model
+
+from core.model.bundle import MANIFEST, BundleError, manifest_version, save_bundle, write_manifest
+from core.model.corpus import Document, corpus_from_text
+from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.release.eval_report import EvalConfig
+from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
+from core.release.transformer_predictor import load_predictor
+from core.release.tuning import THRESHOLDS, record_policy, tune_bundle, tune_policy, tune_threshold
+from core.release.typing_sim import Segment, TraceCut
+
+# The hand-made trace of test_typing_sim: typing [1, 6) and [8, 12) of a 12-position stream.
+TRACE = {
+    1: (TraceCut(3, 0.6, True),),
+    2: (TraceCut(2, 0.85, True),),
+    3: (),
+    4: (TraceCut(2, 0.4, True), TraceCut(4, 0.3, False)),
+    5: (TraceCut(2, 0.9, False),),
+    8: (TraceCut(3, 0.7, True),),
+    9: (),
+    10: (),
+    11: (),
+}
+SEGMENTS = [Segment(0, 1, 6), Segment(0, 8, 12)]
+
+
+def test_the_grid():
+    assert THRESHOLDS[0] == MIN_THRESHOLD == 0.05 and THRESHOLDS[-1] == 0.95 and len(THRESHOLDS) == 19
+    assert all(abs(b - a - 0.05) < 1e-12 for a, b in zip(THRESHOLDS, THRESHOLDS[1:]))
+
+
+def test_tune_threshold_picks_the_most_keystrokes_saved_ties_to_the_higher():
+    # Saved keystrokes by hand over the 9 covered characters (see test_typing_sim):
+    #   t <= 0.30: 4 (at 4 the wrong 4-character cut wins, 0.3 x 3 > 0.4 x 1)
+    #   0.35, 0.40: 5 (at 4 only the right 2-character cut clears)          <- best; the tie goes to 0.40
+    #   0.45 .. 0.60: 4; 0.65, 0.70: 3; 0.75 .. 0.85: 1; 0.90, 0.95: 0
+    best, rows = tune_threshold(TRACE, 12, SEGMENTS)
+    assert best == 0.4
+    saved = {r["threshold"]: round(r["keystrokes_saved_per_100"] * 9 / 100) for r in rows}
+    want = {t: 4 for t in THRESHOLDS if t <= 0.3} | {0.35: 5, 0.4: 5}
+    want |= {t: 4 for t in (0.45, 0.5, 0.55, 0.6)} | {0.65: 3, 0.7: 3, 0.75: 1, 0.8: 1, 0.85: 1, 0.9: 0, 0.95: 0}
+    assert saved == want
+    row = next(r for r in rows if r["threshold"] == 0.4)
+    assert row["keystrokes_saved_per_100"] == pytest.approx(100 * 5 / 9, rel=1e-12)
+    assert row["shown_per_100"] == pytest.approx(100 * 3 / 9, rel=1e-12) and row["acceptance_rate"] == 1.0
+    assert next(r for r in rows if r["threshold"] == 0.95)["acceptance_rate"] is None  # nothing shown
+
+
+def test_with_nothing_to_gain_the_highest_threshold_wins():
+    best, rows = tune_threshold({1: (), 2: (TraceCut(3, 0.9, False),)}, 3, [Segment(0, 1, 3)])
+    assert best == 0.95 and all(r["keystrokes_saved_per_100"] == 0 for r in rows)
+
+
+TOK = CharTokenizer.from_text("ab c")
+
+
+class Bigram:
+    """test_typing_sim's stub: a -> b .5, b -> ' ' .5, ' ' -> a .5 (c .3 and <eos> .2 beside each); c -> <eos>."""
+
+    kind = "bigram"
+    tokenizer = TOK
+    ROWS = {"a": {"b": 0.5, "c": 0.3}, "b": {" ": 0.5, "c": 0.3}, " ": {"a": 0.5, "c": 0.3}}
+
+    def row(self, context):
+        p = torch.zeros(TOK.vocab_size, dtype=torch.float64)
+        spec = self.ROWS.get(TOK.decode(context[-1:]))
+        if spec is None:
+            p[EOS_ID] = 1.0
+            return p
+        for c, prob in spec.items():
+            p[TOK.encode(c)[0]] = prob
+        p[EOS_ID] = 0.2
+        return p
+
+    def log_probs(self, ids, positions):
+        return torch.stack([self.row(ids[:t]).log() for t in positions])
+
+    def continuations(self, contexts, max_new):
+        lists = [list(c) for c in contexts]
+        for _ in range(max_new):
+            tokens = yield torch.stack([self.row(c) for c in lists])
+            for c, t in zip(lists, tokens.tolist()):
+                c.append(int(t))
+
+
+def test_tune_policy_on_a_stub_by_hand():
+    # "ab ab ac" is short: typed whole (positions 1..7) whatever the seed. Cuts by position (test_typing_sim):
+    # 1 "b " .25 ok; 3 "ab" .25 ok / "ab " .125 ok; 5 " ab" .125 wrong; 6 "ab" .25 / "ab " .125 wrong; 7 "b " wrong.
+    # t <= .125: 1 accepted (Tab, 1 saved), at 3 "ab" and "ab " tie (.25 x 1 = .125 x 2): the shorter, accepted,
+    #            then 5, 6, 7 shown and wrong: 2 saved, 5 shown.
+    # .125 < t <= .25: the same 2 saved, 4 shown (not 5). t > .25: nothing. Most saved: 2, at .05 .. .25 -> .25.
+    policy, rows = tune_policy(Bigram(), [Document("d", "ab ab ac")], EvalConfig(), DEFAULT_POLICY)
+    assert policy == SuggestionPolicy(threshold=0.25, tuned=True)
+    by_threshold = {r["threshold"]: r for r in rows}
+    assert by_threshold[0.1]["keystrokes_saved_per_100"] == pytest.approx(200 / 7, rel=1e-12)
+    assert by_threshold[0.1]["shown_per_100"] == pytest.approx(500 / 7, rel=1e-12)
+    assert by_threshold[0.25]["shown_per_100"] == pytest.approx(400 / 7, rel=1e-12)
+    assert by_threshold[0.25]["acceptance_rate"] == 0.5
+    assert by_threshold[0.3]["keystrokes_saved_per_100"] == 0.0
+    with pytest.raises(ValueError, match="at least one validation document"):
+        tune_policy(Bigram(), [], EvalConfig())
+
+
+CORPUS = corpus_from_text("toy.py", "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(30)))
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    model, tok = tiny_model(seed=0, spread=20.0)
+    assert tok.chars == CharTokenizer.from_text(TEXT).chars
+    return save_bundle(tmp_path / "b", model, tok, metrics={}, command=["test"], corpus=CORPUS)
+
+
+def test_record_policy_writes_the_policy_and_a_new_version_that_loads(bundle):
+    before = json.loads((bundle / MANIFEST).read_text())
+    assert policy_from_manifest(before) == DEFAULT_POLICY  # nothing recorded yet
+    policy = SuggestionPolicy(threshold=0.35, tuned=True)
+    manifest = record_policy(bundle, policy)
+    on_disk = json.loads((bundle / MANIFEST).read_text())
+    assert on_disk == manifest and on_disk["generation"]["suggestion"] == {
+        "version": 1,
+        "threshold": 0.35,
+        "max_chars": 24,
+        "min_chars": 2,
+        "tuned": True,
+    }
+    assert {k: v for k, v in on_disk["generation"].items() if k != "suggestion"} == before["generation"]
+    assert on_disk["version"] != before["version"] and on_disk["version"] == manifest_version(on_disk)
+    predictor, loaded = load_predictor(bundle)
+    assert loaded["version"] == on_disk["version"] and policy_from_manifest(loaded) == policy
+    assert predictor.kind == "transformer"
+
+
+@pytest.mark.parametrize(
+    "record, words",
+    [
+        ({"version": 1, "threshold": 3.0, "max_chars": 24, "min_chars": 2, "tuned": True}, "threshold must lie"),
+        ({"threshold": 0.5, "surprise": 1}, "generation.suggestion must be an object"),
+        ({"threshold": 0.5, "version": 9}, "version 9 is not 1"),
+    ],
+)
+def test_an_invalid_recorded_policy_is_refused_by_load_predictor(bundle, record, words):
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest["generation"]["suggestion"] = record
+    manifest["version"] = manifest_version(manifest)  # a consistent version: only the policy is wrong
+    write_manifest(bundle, manifest)
+    with pytest.raises(BundleError) as err:
+        load_predictor(bundle)
+    assert words in str(err.value) and "python -m core tune" in str(err.value)
+
+
+def test_a_record_that_would_not_load_is_rolled_back(bundle, monkeypatch):
+    before = json.loads((bundle / MANIFEST).read_text())
+    monkeypatch.setattr(SuggestionPolicy, "to_dict", lambda self: {"threshold": 7.0})
+    with pytest.raises(BundleError, match="threshold must lie"):
+        record_policy(bundle, SuggestionPolicy(threshold=0.5))
+    assert json.loads((bundle / MANIFEST).read_text()) == before
+    load_predictor(bundle)  # still loads
+
+
+def test_tune_bundle_records_a_grid_threshold(bundle, tmp_path):
+    copy = shutil.copytree(bundle, tmp_path / "copy")
+    policy, rows, manifest = tune_bundle(copy, corpus=CORPUS, config=EvalConfig(typing_chars=200, segment_chars=50))
+    assert policy.tuned and policy.threshold in THRESHOLDS
+    assert [r["threshold"] for r in rows] == list(THRESHOLDS)
+    best = max(r["keystrokes_saved_per_100"] for r in rows)
+    assert policy.threshold == max(r["threshold"] for r in rows if r["keystrokes_saved_per_100"] == best)
+    assert (
+        policy_from_manifest(load_predictor(copy)[1]) == policy
+        and manifest["version"] != json.loads((bundle / MANIFEST).read_text())["version"]
+    )

@@ -1,0 +1,168 @@
+"""core.release.typing_sim: the simulated typist counted by hand on a hand-made trace, the trace of a stub whose
+proposals are worked out by hand, and segments that share the typing out over every document."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core.model.corpus import Document
+from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.release.eval_report import EvalConfig
+from core.release.policy import DEFAULT_POLICY
+from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
+
+# Stream positions 0..11; the typist types [1, 6) and [8, 12). Every cut: (characters, probability, matches).
+TRACE = {
+    1: (TraceCut(3, 0.6, True),),
+    2: (TraceCut(2, 0.85, True),),
+    3: (),
+    4: (TraceCut(2, 0.4, True), TraceCut(4, 0.3, False)),
+    5: (TraceCut(2, 0.9, False),),
+    8: (TraceCut(3, 0.7, True),),
+    9: (),
+    10: (),
+    11: (),
+}
+SEGMENTS = [Segment(0, 1, 6), Segment(0, 8, 12)]
+
+
+def positions(flags):
+    return [i for i, v in enumerate(flags.tolist()) if v]
+
+
+def test_typing_at_threshold_one_half_counted_by_hand():
+    # 1: 0.6 >= 0.5 and the text goes on with it: Tab, 2 keystrokes saved, 1..3 covered, on at 4.
+    # 4: 0.4 and 0.3 are below 0.5: nothing shown, 4 typed. 5: 0.9 shown, the text differs: 5 typed.
+    # 8: shown and accepted, 2 saved, 8..10 covered. 11: nothing.
+    out = simulate_typing(TRACE, 12, SEGMENTS, 0.5)
+    assert positions(out["offered"]) == [1, 5, 8]
+    assert positions(out["accepted"]) == [1, 8]
+    assert out["saved"].tolist() == [0, 2, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]
+    assert out["covered"].tolist() == [0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1]  # 6, 7 are not typed
+    assert all(v.dtype == np.int64 for v in out.values())
+
+
+@pytest.mark.parametrize(
+    "threshold, offered, accepted, saved",
+    [
+        # 0.3: at 4 both cuts clear; 0.3 * 3 = 0.9 beats 0.4 * 1: the wrong 4-character cut is shown, 5 shown too
+        (0.3, [1, 4, 5, 8], [1, 8], 4),
+        # 0.4: at 4 only the 2-character cut clears and is right: 1 saved, on at 6, so 5 is never reached
+        (0.4, [1, 4, 8], [1, 4, 8], 5),
+        # 0.8: 1 (0.6) not shown, 1 typed; at 2 (0.85) accepted, 1 saved; 5 (0.9) shown and wrong; 8 (0.7) not
+        (0.8, [2, 5], [2], 1),
+        (0.95, [], [], 0),
+    ],
+)
+def test_typing_at_other_thresholds_counted_by_hand(threshold, offered, accepted, saved):
+    out = simulate_typing(TRACE, 12, SEGMENTS, threshold)
+    assert positions(out["offered"]) == offered and positions(out["accepted"]) == accepted
+    assert int(out["saved"].sum()) == saved
+    assert int(out["covered"].sum()) == 9  # every typed character, by Tab or by hand, is covered once
+
+
+TOK = CharTokenizer.from_text("ab c")
+
+
+class Bigram:
+    """Rows by the last character, by hand: a -> b .5, b -> ' ' .5, ' ' -> a .5 (each with c .3, <eos> .2);
+    c -> <eos>. So every greedy step halves the probability, and the 5th step falls below 0.05."""
+
+    kind = "bigram"
+    tokenizer = TOK
+    ROWS = {"a": {"b": 0.5, "c": 0.3}, "b": {" ": 0.5, "c": 0.3}, " ": {"a": 0.5, "c": 0.3}}
+
+    def row(self, context):
+        p = torch.zeros(TOK.vocab_size, dtype=torch.float64)
+        spec = self.ROWS.get(TOK.decode(context[-1:]))
+        if spec is None:
+            p[EOS_ID] = 1.0
+            return p
+        for c, prob in spec.items():
+            p[TOK.encode(c)[0]] = prob
+        p[EOS_ID] = 0.2
+        return p
+
+    def log_probs(self, ids, positions):
+        return torch.stack([self.row(ids[:t]).log() for t in positions])
+
+    def continuations(self, contexts, max_new):
+        lists = [list(c) for c in contexts]
+        for _ in range(max_new):
+            tokens = yield torch.stack([self.row(c) for c in lists])
+            for c, t in zip(lists, tokens.tolist()):
+                c.append(int(t))
+
+
+def test_trace_of_a_stub_worked_out_by_hand():
+    text = "ab ab ac"  # stream: a b ' ' a b ' ' a c <eos>
+    ids = TOK.encode(text) + [EOS_ID]
+    trace = typing_trace(Bigram(), ids, [Segment(0, 1, 8)], DEFAULT_POLICY)
+    # after 'a' the completion is "b ab" (.5 .25 .125 .0625), then ' ' (.03125) is rejected: cuts "b " (.25) and
+    # "b ab" (.0625, the rejected ' ' ends its word); after 'b': " ab " then 'a' rejected: " ab" (.125) and
+    # " ab " (.0625); after ' ': "ab a" then 'b' rejected: "ab" (.25), "ab " (.125), not "ab a" (its word goes on)
+    want = {
+        1: [(2, 0.25, True), (4, 0.0625, True)],  # "b ", "b ab" are what follows
+        2: [(3, 0.125, True), (4, 0.0625, True)],  # " ab", " ab "
+        3: [(2, 0.25, True), (3, 0.125, True)],  # "ab", "ab "
+        4: [(2, 0.25, True), (4, 0.0625, False)],  # "b ", but "b ab" where the text has "b ac"
+        5: [(3, 0.125, False), (4, 0.0625, False)],  # the text has " ac"
+        6: [(2, 0.25, False), (3, 0.125, False)],
+        7: [(2, 0.25, False), (4, 0.0625, False)],  # the text ends with "c" and <eos>
+    }
+    assert {i: [(c.chars, c.probability, c.matches) for c in cuts] for i, cuts in trace.items()} == want
+
+
+def stream_ranges(documents):
+    start, ranges = 0, []
+    for doc in documents:
+        ranges.append((start, start + len(doc.text)))
+        start += len(doc.text) + 1  # its <eos>
+    return ranges
+
+
+@pytest.mark.parametrize("typing_chars, segment_chars", [(1000, 100), (600, 64), (50, 500), (20_000, 500)])
+def test_segments_cover_every_document_and_about_typing_chars(typing_chars, segment_chars):
+    lengths = [40, 1200, 3000, 1, 777, 2500]
+    docs = [Document(f"d{i}", "x" * n) for i, n in enumerate(lengths)]
+    config = EvalConfig(typing_chars=typing_chars, segment_chars=segment_chars, seed=5)
+    segments = typing_segments(docs, config)
+    assert typing_segments(docs, config) == segments  # seeded
+    ranges = stream_ranges(docs)
+    share = math.ceil(typing_chars / len(docs))
+    total = 0
+    for d, (a, b) in enumerate(ranges):
+        mine = [s for s in segments if s.document == d]
+        typable = b - max(a, 1)  # position 0 has no context
+        assert mine, f"document {d} gets no typing"
+        assert all(max(a, 1) <= s.start < s.stop <= b and s.stop - s.start <= segment_chars for s in mine)
+        assert all(x.stop <= y.start for x, y in zip(mine, mine[1:]))  # in order, disjoint
+        typed = sum(s.stop - s.start for s in mine)
+        if typable <= share:
+            assert typed == typable  # a short document is typed whole
+        else:
+            blocks = math.ceil(share / segment_chars)
+            assert len(mine) == min(blocks, math.ceil(typable / segment_chars))
+            assert typed <= blocks * segment_chars
+        total += typed
+    assert [s.document for s in segments] == sorted(s.document for s in segments)
+    all_chars = sum(b - max(a, 1) for a, b in ranges)
+    # about typing_chars: at least that much (or everything), at most one segment more per document
+    assert min(typing_chars, all_chars) - len(docs) * segment_chars <= total <= typing_chars + len(docs) * segment_chars
+
+
+def test_segments_of_documents_whose_lengths_are_whole_segments_add_up_exactly():
+    docs = [Document(f"d{i}", "y" * 1000) for i in range(1, 5)]  # the first starts at stream position 0
+    segments = typing_segments(docs, EvalConfig(typing_chars=1000, segment_chars=100, seed=0))
+    # share 250 -> 3 segments of 100 per document; document 0's first segment is [1, 100) if drawn
+    per_doc = [sum(s.stop - s.start for s in segments if s.document == d) for d in range(4)]
+    assert per_doc[1:] == [300, 300, 300] and per_doc[0] in (299, 300)
+
+
+def test_no_typing_and_no_documents_give_no_segments():
+    docs = [Document("d", "abc")]
+    assert typing_segments(docs, EvalConfig(typing_chars=0)) == []
+    assert typing_segments([], EvalConfig()) == []
+    assert typing_segments(docs, EvalConfig()) == [Segment(0, 1, 3)]

@@ -1,0 +1,166 @@
+"""The suggestion on the Autocomplete page: the one suggestion policy as served, and the Accept action.
+
+    serve(predictor, text, manifest)        core.release.autocomplete.serve_suggestion at the bundle's recorded
+                                            policy (what `python -m core suggest` prints), or None with a warning
+                                            when the bundle's policy or the model cannot serve one
+    show_offer(s, tokenizer)                the offered text, spaces and line breaks drawn, and quoted
+    accept_button(key, text, s)             "Accept suggestion": appends s.text to the text area `key`
+    show_numbers(s)                         whether it clears the threshold ("shown" / "not shown"), its probability,
+                                            the threshold and whether it was tuned, the keystrokes it saves, the
+                                            record `python -m core suggest --json` prints
+    section(predictor, text, manifest, key) all of these, in that order (the page's suggestion column)
+
+Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
+is drawn again with the appended text. It appends only when the text area still holds the text the suggestion
+was made for: had the learner edited it in the same moment, nothing they typed is replaced or lost.
+"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from core.model.tokenizer import CharTokenizer
+from core.release.autocomplete import serve_suggestion
+from core.release.policy import MIN_THRESHOLD, Suggestion, policy_from_manifest
+from core.release.predictor import Predictor
+from ui.text import escape_markdown
+
+ACCEPT_LABEL = "Accept suggestion"
+ACCEPTED_KEY = "ac_accepted"  # session state: (suggestions accepted, keystrokes they saved)
+STALE_KEY = "ac_accept_stale"  # session state: the last Accept found the text changed and appended nothing
+
+STOP_REASONS = {
+    "end of document": "the model expects the file to end there",
+    "unlikely": f"one more character would take its probability below {MIN_THRESHOLD:g}, the least ever offered",
+    "limit": "it reached the policy's longest suggestion",
+}
+
+
+def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
+    """The suggestion the bundle serves after `text`, or None after a warning saying why there is none."""
+    try:
+        policy = policy_from_manifest(manifest)
+    except ValueError as e:
+        st.warning(
+            f"This bundle records a suggestion policy that is not usable ({escape_markdown(e)}), so it offers no "
+            "suggestion. Tune it again: `python -m core tune --bundle DIR`."
+        )
+        return None
+    try:
+        return serve_suggestion(predictor, text, policy, template=manifest.get("prompt_template", "{prompt}"))
+    except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
+        st.warning(f"This model cannot offer a suggestion: {escape_markdown(e)}.")
+        return None
+
+
+def _record(s: Suggestion) -> dict:
+    """The fields `python -m core suggest --json` prints for the same suggestion (cli/suggest.py)."""
+    return {
+        "suggestion": s.text,
+        "probability": s.probability,
+        "shown": s.shown,
+        "threshold": s.threshold,
+        "threshold_tuned": s.tuned,
+        "saves_keystrokes": s.saves,
+        "completion": s.completion,
+    }
+
+
+def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
+    """The suggestion with every space and line break drawn (␣, ↵), as "what the model sees" draws them: a code
+    block would drop a leading line break and show trailing spaces as nothing."""
+    return "".join(tokenizer.display_piece(i) for i in tokenizer.encode(s.text))
+
+
+def section(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
+    """The whole suggestion block for the text in the text area `key`: served, shown, with its Accept button."""
+    s = serve(predictor, text, manifest)
+    if s is not None:
+        show_offer(s, predictor.tokenizer)
+    accept_button(key, text, s)
+    if s is not None:
+        show_numbers(s)
+    return s
+
+
+def show_offer(s: Suggestion, tokenizer: CharTokenizer) -> None:
+    """What Tab would insert: drawn with visible spaces and line breaks, then quoted."""
+    if s.text:
+        st.code(visible(s, tokenizer), language=None)
+        st.text(f"Quoted: {json.dumps(s.text, ensure_ascii=False)} (␣ is a space, ↵ a line break)")
+    else:
+        st.info(
+            "No suggestion: the model's most likely continuation has no stretch long enough to save a keystroke "
+            f"that ends where a word, a run of spaces or a line ends and still has probability {MIN_THRESHOLD:g}."
+        )
+
+
+def show_numbers(s: Suggestion) -> None:
+    """Whether an editor offers it and why: the probability against the threshold, the keystrokes it saves."""
+    if s.text and s.shown:
+        st.success(
+            f"shown: its probability {s.probability:.4f} clears the threshold {s.threshold:.2f}, so an editor "
+            "would offer it (Tab accepts)."
+        )
+    elif s.text:
+        st.info(
+            f"not shown: below the threshold ({s.probability:.4f} < {s.threshold:.2f}), so an editor would not "
+            "offer it. You may still accept it here, to see where the model would go."
+        )
+    m = st.columns(3)
+    m[0].metric("Probability", f"{s.probability:.4f}", help="That the text goes on with exactly this suggestion.")
+    m[1].metric("Threshold" + ("" if s.tuned else " (not tuned)"), f"{s.threshold:.2f}")
+    m[2].metric(
+        "Keystrokes saved",
+        f"{s.saves}",
+        help="If accepted: its characters for one Tab, so a suggestion of k characters saves k - 1 keystrokes.",
+    )
+    if s.tuned:
+        st.caption(
+            f"The threshold {s.threshold:.2f} was tuned on the bundle's validation documents: it saves the most "
+            "keystrokes there."
+        )
+    else:
+        st.markdown(  # not a caption: inline code in a caption's grey fails the contrast check (axe)
+            f"The threshold {s.threshold:.2f} is the default: threshold not tuned; run "
+            "`python -m core tune --bundle DIR`."
+        )
+    if s.completion:
+        source = "Cut from the greedy completion" if s.text else "The greedy completion was"
+        st.caption(
+            f"{source} {escape_markdown(json.dumps(s.completion, ensure_ascii=False))}; it stopped because "
+            f"{STOP_REASONS.get(s.stop_reason, s.stop_reason)}."
+        )
+    with st.expander("The same answer from the command line"):
+        st.markdown("`python -m core suggest --bundle DIR --prompt TEXT --json` prints, for this text:")
+        st.code(json.dumps(_record(s), ensure_ascii=False), language="json")
+
+
+def _accept(key: str, text: str, addition: str) -> None:
+    """on_click of Accept: append the suggestion made for `text`, if the text area still holds `text`."""
+    if st.session_state.get(key) != text:
+        st.session_state[STALE_KEY] = True
+        return
+    st.session_state[key] = text + addition
+    accepted, saved = st.session_state.get(ACCEPTED_KEY, (0, 0))
+    st.session_state[ACCEPTED_KEY] = (accepted + 1, saved + max(0, len(addition) - 1))
+
+
+def accept_button(key: str, text: str, s: Suggestion | None) -> None:
+    """The Accept button (disabled when there is nothing to accept) and what accepting has saved so far."""
+    if st.session_state.pop(STALE_KEY, False):
+        st.info("Your text changed as you pressed Accept, so nothing was appended: the suggestion is now for it.")
+    st.button(
+        ACCEPT_LABEL,
+        key="ac_accept",
+        type="primary",
+        disabled=s is None or not s.text,
+        on_click=_accept,
+        args=(key, text, s.text if s else ""),
+        help="Appends the suggestion to your text (like pressing Tab in an editor); press it again to keep going.",
+    )
+    accepted, saved = st.session_state.get(ACCEPTED_KEY, (0, 0))
+    if accepted:
+        st.caption(f"This session: {accepted} suggestion(s) accepted, {saved} keystroke(s) saved.")
