@@ -19,9 +19,10 @@ A *cut* after k characters of the completion g is allowed where a word, an ident
 punctuation ends: is_word_char(g[k-1]) != is_word_char(g[k]), or g[k-1] is a newline, or g ends the
 document there. When extending stopped as unlikely, g[k] for the last k is the most likely next character
 that was rejected; after max_chars characters nothing is known of what follows, so the last cannot be a cut.
-So after "    retu" the cuts are "rn", "rn " and "rn self", never "r"; after "):" a cut may end with the newline and the next line's indentation. Accepting a suggestion costs one keystroke (Tab), so a
-cut of k characters saves k - 1 keystrokes when the text goes on with it, and a cut shorter than min_chars is
-never offered.
+So after "    retu" the cuts are "rn", "rn " and "rn self", never "r"; after "):" a cut may end with the
+newline and the next line's indentation. Accepting a suggestion costs one keystroke (Tab), so a cut of k
+characters saves k - 1 keystrokes when the text goes on with it, and a cut shorter than min_chars is never
+offered.
 
 The threshold is chosen on the validation documents to maximise keystrokes saved (core.release.tuning) and
 recorded in the bundle's manifest under generation["suggestion"] (`policy_from_manifest`). Probabilities are

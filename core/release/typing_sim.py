@@ -1,8 +1,8 @@
 """The simulated user who types the held-out text, and how evaluation samples its work.
 
     typing_segments(documents, config)            (document, start, end) stream ranges the user types: about
-                                                  typing_chars / len(documents) characters of *every* document,
-                                                  in seeded segments of segment_chars (all of a shorter one)
+                                                  typing_chars / len(documents) characters of *every* document
+                                                  (typing_shares), in seeded segments of segment_chars
     typing_trace(predictor, ids, segments, policy) the proposal (core.release.policy) at every position of the
                                                   segments, reduced to its cuts: (length, probability, matches)
     simulate_typing(trace, ids, segments, threshold)  per position: offered, accepted, keystrokes saved,
@@ -51,7 +51,7 @@ def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[S
     """Every document's share of the typing (position 0 of the stream has no context, so it is skipped)."""
     if config.typing_chars == 0 or not documents:
         return []
-    share = math.ceil(config.typing_chars / len(documents))
+    shares = typing_shares([len(d.text) for d in documents], config.typing_chars)
     rng = random.Random(config.seed)
     segments: list[Segment] = []
     start = 0
@@ -61,10 +61,22 @@ def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[S
         if a >= b:
             continue
         blocks = [(s, min(s + config.segment_chars, b)) for s in range(a, b, config.segment_chars)]
-        if b - a > share:
-            blocks = sorted(rng.sample(blocks, min(len(blocks), math.ceil(share / config.segment_chars))))
+        if b - a > shares[d]:
+            blocks = sorted(rng.sample(blocks, min(len(blocks), math.ceil(shares[d] / config.segment_chars))))
         segments.extend(Segment(d, s, e) for s, e in blocks)
     return segments
+
+
+def typing_shares(lengths: Sequence[int], total: int) -> list[int]:
+    """Characters to type in each document: equal shares of `total`, a document shorter than its share typed
+    whole and what it leaves shared out over the longer ones (shortest first), so the typist covers `total`
+    characters whenever the documents hold that many."""
+    shares = [0] * len(lengths)
+    remaining, left = total, len(lengths)
+    for d in sorted(range(len(lengths)), key=lambda d: (lengths[d], d)):
+        shares[d] = min(lengths[d], math.ceil(remaining / left))
+        remaining, left = max(0, remaining - shares[d]), left - 1
+    return shares
 
 
 def typing_trace(

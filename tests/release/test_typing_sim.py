@@ -11,7 +11,7 @@ from core.model.corpus import Document
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.release.eval_report import EvalConfig
 from core.release.policy import DEFAULT_POLICY
-from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
+from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_shares, typing_trace
 
 # Stream positions 0..11; the typist types [1, 6) and [8, 12). Every cut: (characters, probability, matches).
 TRACE = {
@@ -131,7 +131,7 @@ def test_segments_cover_every_document_and_about_typing_chars(typing_chars, segm
     segments = typing_segments(docs, config)
     assert typing_segments(docs, config) == segments  # seeded
     ranges = stream_ranges(docs)
-    share = math.ceil(typing_chars / len(docs))
+    shares = typing_shares(lengths, typing_chars)
     total = 0
     for d, (a, b) in enumerate(ranges):
         mine = [s for s in segments if s.document == d]
@@ -140,6 +140,7 @@ def test_segments_cover_every_document_and_about_typing_chars(typing_chars, segm
         assert all(max(a, 1) <= s.start < s.stop <= b and s.stop - s.start <= segment_chars for s in mine)
         assert all(x.stop <= y.start for x, y in zip(mine, mine[1:]))  # in order, disjoint
         typed = sum(s.stop - s.start for s in mine)
+        share = shares[d]
         if typable <= share:
             assert typed == typable  # a short document is typed whole
         else:
@@ -151,6 +152,21 @@ def test_segments_cover_every_document_and_about_typing_chars(typing_chars, segm
     all_chars = sum(b - max(a, 1) for a, b in ranges)
     # about typing_chars: at least that much (or everything), at most one segment more per document
     assert min(typing_chars, all_chars) - len(docs) * segment_chars <= total <= typing_chars + len(docs) * segment_chars
+
+
+@pytest.mark.parametrize(
+    "lengths, total, want",
+    [
+        # 20000 / 8 = 2500 each; the five shorter than that are typed whole (4742 characters), the other three
+        # share 15258: ceil(15258 / 3) = 5086, then ceil(10172 / 2) = 5086, then 5086
+        ([401, 600, 733, 812, 2196, 6821, 7965, 11204], 20000, [401, 600, 733, 812, 2196, 5086, 5086, 5086]),
+        ([100000, 2438, 5882], 20000, [11680, 2438, 5882]),  # 6667 each; 2438 whole, then 8781, then 11680
+        ([10, 10], 100, [10, 10]),  # fewer characters than asked: everything
+        ([50, 50, 50], 90, [30, 30, 30]),  # all long enough: equal shares
+    ],
+)
+def test_typing_shares_by_hand(lengths, total, want):
+    assert typing_shares(lengths, total) == want
 
 
 def test_segments_of_documents_whose_lengths_are_whole_segments_add_up_exactly():
