@@ -39,17 +39,7 @@ def _run_suggest(args: argparse.Namespace) -> int:
     predictor, manifest = load_predictor(args.bundle)
     policy = policy_from_manifest(manifest)
     s = serve_suggestion(predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"))
-    record = {
-        "suggestion": s.text,
-        "probability": s.probability,
-        "shown": s.shown,
-        "threshold": s.threshold,
-        "threshold_tuned": s.tuned,
-        "saves_keystrokes": s.saves,
-        "completion": s.completion,
-        "predictor": predictor.kind,
-        "version": manifest["version"],
-    }
+    record = {**s.to_dict(), "predictor": predictor.kind, "version": manifest["version"]}
     if args.json:
         print(json.dumps(record, allow_nan=False))
         return 0

@@ -55,19 +55,6 @@ def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
         return None
 
 
-def _record(s: Suggestion) -> dict:
-    """The fields `python -m core suggest --json` prints for the same suggestion (cli/suggest.py)."""
-    return {
-        "suggestion": s.text,
-        "probability": s.probability,
-        "shown": s.shown,
-        "threshold": s.threshold,
-        "threshold_tuned": s.tuned,
-        "saves_keystrokes": s.saves,
-        "completion": s.completion,
-    }
-
-
 def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
     """The suggestion with every space and line break drawn (␣, ↵), as "what the model sees" draws them: a code
     block would drop a leading line break and show trailing spaces as nothing."""
@@ -135,7 +122,7 @@ def show_numbers(s: Suggestion) -> None:
         )
     with st.expander("The same answer from the command line"):
         st.markdown("`python -m core suggest --bundle DIR --prompt TEXT --json` prints, for this text:")
-        st.code(json.dumps(_record(s), ensure_ascii=False), language="json")
+        st.code(json.dumps(s.to_dict(), ensure_ascii=False), language="json")
 
 
 def _accept(key: str, text: str, addition: str) -> None:

@@ -222,6 +222,18 @@ class Suggestion:
         """Keystrokes saved if the text goes on with the suggestion."""
         return max(0, len(self.text) - 1)
 
+    def to_dict(self) -> dict:
+        """What `python -m core suggest --json` prints (and the Autocomplete page shows) for it."""
+        return {
+            "suggestion": self.text,
+            "probability": self.probability,
+            "shown": self.shown,
+            "threshold": self.threshold,
+            "threshold_tuned": self.tuned,
+            "saves_keystrokes": self.saves,
+            "completion": self.completion,
+        }
+
 
 def suggestion(predictor: Predictor, ids: Sequence[int], policy: SuggestionPolicy = DEFAULT_POLICY) -> Suggestion:
     """propose() and choose() at the policy's threshold, as text."""
