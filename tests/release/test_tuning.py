@@ -5,12 +5,12 @@ import json
 import shutil
 
 import pytest
-import torch
 from bundles import TEXT, tiny_model
+from stubs import Bigram
 
 from core.model.bundle import MANIFEST, BundleError, manifest_version, save_bundle, write_manifest
 from core.model.corpus import Document, corpus_from_text
-from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.model.tokenizer import CharTokenizer
 from core.release.eval_report import EvalConfig
 from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
 from core.release.transformer_predictor import load_predictor
@@ -57,38 +57,6 @@ def test_tune_threshold_picks_the_most_keystrokes_saved_ties_to_the_higher():
 def test_with_nothing_to_gain_the_highest_threshold_wins():
     best, rows = tune_threshold({1: (), 2: (TraceCut(3, 0.9, False),)}, 3, [Segment(0, 1, 3)])
     assert best == 0.95 and all(r["keystrokes_saved_per_100"] == 0 for r in rows)
-
-
-TOK = CharTokenizer.from_text("ab c")
-
-
-class Bigram:
-    """test_typing_sim's stub: a -> b .5, b -> ' ' .5, ' ' -> a .5 (c .3 and <eos> .2 beside each); c -> <eos>."""
-
-    kind = "bigram"
-    tokenizer = TOK
-    ROWS = {"a": {"b": 0.5, "c": 0.3}, "b": {" ": 0.5, "c": 0.3}, " ": {"a": 0.5, "c": 0.3}}
-
-    def row(self, context):
-        p = torch.zeros(TOK.vocab_size, dtype=torch.float64)
-        spec = self.ROWS.get(TOK.decode(context[-1:]))
-        if spec is None:
-            p[EOS_ID] = 1.0
-            return p
-        for c, prob in spec.items():
-            p[TOK.encode(c)[0]] = prob
-        p[EOS_ID] = 0.2
-        return p
-
-    def log_probs(self, ids, positions):
-        return torch.stack([self.row(ids[:t]).log() for t in positions])
-
-    def continuations(self, contexts, max_new):
-        lists = [list(c) for c in contexts]
-        for _ in range(max_new):
-            tokens = yield torch.stack([self.row(c) for c in lists])
-            for c, t in zip(lists, tokens.tolist()):
-                c.append(int(t))
 
 
 def test_tune_policy_on_a_stub_by_hand():

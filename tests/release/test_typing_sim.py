@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-import torch
+from stubs import TOK, Bigram
 
 from core.model.corpus import Document
-from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.model.tokenizer import EOS_ID
 from core.release.eval_report import EvalConfig
 from core.release.policy import DEFAULT_POLICY
 from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_shares, typing_trace
@@ -61,39 +61,6 @@ def test_typing_at_other_thresholds_counted_by_hand(threshold, offered, accepted
     assert positions(out["offered"]) == offered and positions(out["accepted"]) == accepted
     assert int(out["saved"].sum()) == saved
     assert int(out["covered"].sum()) == 9  # every typed character, by Tab or by hand, is covered once
-
-
-TOK = CharTokenizer.from_text("ab c")
-
-
-class Bigram:
-    """Rows by the last character, by hand: a -> b .5, b -> ' ' .5, ' ' -> a .5 (each with c .3, <eos> .2);
-    c -> <eos>. So every greedy step halves the probability, and the 5th step falls below 0.05."""
-
-    kind = "bigram"
-    tokenizer = TOK
-    ROWS = {"a": {"b": 0.5, "c": 0.3}, "b": {" ": 0.5, "c": 0.3}, " ": {"a": 0.5, "c": 0.3}}
-
-    def row(self, context):
-        p = torch.zeros(TOK.vocab_size, dtype=torch.float64)
-        spec = self.ROWS.get(TOK.decode(context[-1:]))
-        if spec is None:
-            p[EOS_ID] = 1.0
-            return p
-        for c, prob in spec.items():
-            p[TOK.encode(c)[0]] = prob
-        p[EOS_ID] = 0.2
-        return p
-
-    def log_probs(self, ids, positions):
-        return torch.stack([self.row(ids[:t]).log() for t in positions])
-
-    def continuations(self, contexts, max_new):
-        lists = [list(c) for c in contexts]
-        for _ in range(max_new):
-            tokens = yield torch.stack([self.row(c) for c in lists])
-            for c, t in zip(lists, tokens.tolist()):
-                c.append(int(t))
 
 
 def test_trace_of_a_stub_worked_out_by_hand():
