@@ -11,10 +11,11 @@ The attention inside every block is `core.attention.scaled_dot_product_attention
 lesson pages show, with `core.attention.causal_mask`. With `return_weights=True` the forward pass
 returns every layer's attention weights (B, H, T, S), so the app draws the maps of the real model.
 
-`forward(..., fast_attention=True)` is the one exception, for training throughput only: it calls
-PyTorch's fused F.scaled_dot_product_attention instead (it cannot return weights), and
-tests/test_model.py holds it to parity with core.attention (logits and gradients). Everything the app
-shows, and generation, takes the core.attention path.
+`forward(..., fast_attention=True)` is the one exception, the fast path, which returns no weights:
+training calls PyTorch's fused F.scaled_dot_product_attention instead of core.attention, and generation
+with a KV cache runs core.model.decode (the same weights without the per-layer checks and objects only
+teaching needs). tests/model/test_gpt.py and tests/model/test_decode.py hold both to parity with the
+core.attention path (logits, gradients, cache). Everything the app shows takes the core.attention path.
 
 `ModelConfig.causal=False` exists only for the leakage lesson: without the mask every position sees
 the token it has to predict and the training loss becomes impossibly good.
@@ -35,8 +36,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.attention import causal_mask, scaled_dot_product_attention
+from core.model.decode import decode
 from core.model.kv_cache import KVCache
-from core.model.rope import rope_cos_sin, rotate_pairs
+from core.model.rope import rope_table, rotate_pairs
 
 # Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
 # is allocated. Each is far above the largest preset ("large": context 256, 6 layers, 6 heads, d_model 192, mlp
@@ -243,6 +245,12 @@ class GPT(nn.Module):
         """Trainable parameters, the tied embedding / LM head counted once."""
         return sum(p.numel() for p in self.parameters())
 
+    def rope_table(self) -> tuple[Tensor, Tensor]:
+        """cos and sin (L, D/2) of every position this model sees, in its weights' dtype (computed once)."""
+        param = self.token_embedding.weight
+        c = self.config
+        return rope_table(c.context_length, c.head_dim, c.rope_base, param.dtype, param.device)
+
     def new_cache(self, batch_size: int = 1) -> KVCache:
         """An empty KV cache that fits this model."""
         param = self.token_embedding.weight
@@ -253,17 +261,19 @@ class GPT(nn.Module):
     ) -> ModelOutput:
         """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`.
 
-        fast_attention=True swaps core.attention for PyTorch's fused kernel (training throughput only;
-        it has no weights to return).
+        fast_attention=True is the fast path, held to parity with this one by tests and with no weights to
+        return: without a cache, training's, PyTorch's fused kernel in place of core.attention; with a cache,
+        generation's, core.model.decode (no gradients).
         """
         if fast_attention and return_weights:
             raise ValueError("fast_attention has no attention weights to return: use return_weights without it")
         self._check_idx(idx, cache)
+        if fast_attention and cache is not None:
+            return ModelOutput(logits=decode(self, idx, cache), weights=None)  # generation's path (core.model.decode)
         B, T = idx.shape
         start = 0 if cache is None else cache.length
-        positions = torch.arange(start, start + T, device=idx.device)  # (T,) absolute positions
-        dtype = self.token_embedding.weight.dtype
-        rope = rope_cos_sin(positions, self.config.head_dim, self.config.rope_base, dtype)  # (T, D/2) each, all layers
+        cos, sin = self.rope_table()  # (L, D/2) each
+        rope = cos[start : start + T], sin[start : start + T]  # (T, D/2) each: absolute positions, all layers
         x = self.dropout(self.token_embedding(idx))  # (B, T, C)
         weights = []
         for layer, block in enumerate(self.blocks):

@@ -87,6 +87,7 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.capacity = capacity
+        self.layer_k, self.layer_v = self.k.unbind(0), self.v.unbind(0)  # per layer (B, H, capacity, D) views
         self._lengths = [0] * n_layer
 
     @classmethod
@@ -146,6 +147,15 @@ class KVCache:
         self._lengths[layer] = start + T
         S = start + T
         return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
+
+    def commit(self, T: int) -> None:
+        """Count T new positions in every layer at once: core.model.decode writes them into `k` and `v`
+        itself (after checking the room once per forward pass) and commits when every layer is written."""
+        if not isinstance(T, int) or isinstance(T, bool) or not 1 <= T <= self.remaining:
+            raise ValueError(f"cannot commit {T!r} positions: the cache holds {self.length} of {self.capacity}")
+        if len(set(self._lengths)) != 1:
+            raise ValueError(f"layers hold different numbers of positions {self._lengths}: append them in order")
+        self._lengths = [self.length + T] * self.n_layer
 
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape

@@ -22,6 +22,7 @@ Shapes use the legend of `core/__init__.py` (T positions, D head width).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,6 +100,32 @@ def rope_cos_sin(
     per forward pass and every layer's q and k share them."""
     angles = rope_angles(positions, D, base)  # (T, D/2)
     return angles.cos().to(dtype), angles.sin().to(dtype)  # (T, D/2) each
+
+
+@functools.lru_cache(maxsize=16)
+def rope_table(
+    context_length: int, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+) -> tuple[Tensor, Tensor]:
+    """cos and sin (context_length, D/2) for positions 0 .. context_length - 1, computed once per shape and
+    kept (never modify them): the model slices it in every forward pass instead of recomputing its angles.
+    Row m is rope_cos_sin at position m (the same float64 angle, cast after cos and sin)."""
+    check_position("context_length", context_length)
+    # Plain tensors even when first asked for inside torch.inference_mode (core.model.decode): training uses
+    # the same table, and autograd refuses inference tensors.
+    with torch.inference_mode(False), torch.no_grad():
+        positions = torch.arange(context_length, device=device)  # (L,)
+        return rope_cos_sin(positions, D, base, dtype)  # (L, D/2) each
+
+
+@functools.lru_cache(maxsize=16)
+def rope_rotations(
+    context_length: int, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+) -> Tensor:
+    """rope_table as complex numbers cos + i sin (context_length, D/2): read as complex pairs x_2i + i x_2i+1,
+    a vector times this row is the 2x2 rotation of every pair (core.model.decode's one-multiply RoPE)."""
+    cos, sin = rope_table(context_length, D, base, dtype, device)  # (L, D/2) each
+    with torch.inference_mode(False), torch.no_grad():
+        return torch.complex(cos, sin)  # (L, D/2)
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

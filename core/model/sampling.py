@@ -39,7 +39,7 @@ from torch import Tensor
 
 from core.attention import softmax
 from core.model.gpt import GPT
-from core.model.kv_cache import default_keep, next_window_start
+from core.model.kv_cache import KVCache, default_keep, next_window_start
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 # A temperature below MIN_TEMPERATURE is greedy (the same as 0, argmax). At temperature T a token whose logit
@@ -128,7 +128,7 @@ def _check_logits(logits: Tensor) -> None:
         raise ValueError(f"logits must be a floating-point tensor (V,) or (B, V), got {got}")
     if logits.shape[-1] < 1:
         raise ValueError(f"logits need at least one vocabulary entry, got shape {tuple(logits.shape)}")
-    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+    if not bool(logits.amax() < math.inf):  # NaN propagates through amax and fails the comparison, as +inf does
         raise ValueError("logits contain NaN or +inf (the model's numbers overflowed); nothing can be sampled")
 
 
@@ -160,13 +160,20 @@ def next_token_distribution(
     """
     _check_logits(logits)
     temperature = _check_filters(temperature, top_k, top_p)
-    allowed = _allowed(logits, suppress)  # (..., V)
+    return _distribution(logits, temperature, top_k, top_p, _allowed(logits, suppress))
+
+
+def _distribution(
+    logits: Tensor, temperature: float, top_k: int | None, top_p: float | None, allowed: Tensor
+) -> Tensor:
+    """next_token_distribution after its checks; `allowed` (..., V) is False at the suppressed ids."""
     candidates = logits.masked_fill(~allowed, float("-inf"))  # (..., V) suppressed ids can never win
     if temperature == 0:
         greedy = candidates.argmax(dim=-1, keepdim=True)  # (..., 1) first index of the maximum
         return torch.zeros_like(logits).scatter_(-1, greedy, 1.0)  # (..., V) one-hot
     keep = allowed.clone()  # (..., V)
-    if top_k is not None and top_k < logits.shape[-1] - len(set(suppress)):  # fewer than the allowed tokens
+    V = logits.shape[-1]
+    if top_k is not None and top_k < int(allowed.reshape(-1, V)[0].sum()):  # fewer than the allowed tokens
         top = candidates.topk(top_k, dim=-1).indices  # (..., k)
         keep = torch.zeros_like(keep).scatter_(-1, top, True)  # (..., V) exactly k True per row
     probs = softmax(logits, dim=-1, temperature=temperature, mask=keep)  # (..., V)
@@ -274,6 +281,7 @@ def _generate(model, ids, sample, generator, use_cache, keep, suppress) -> Itera
     L = model.config.context_length
     device = next(model.parameters()).device
     cache = model.new_cache(batch_size=1) if use_cache else None
+    allowed = _allowed(torch.zeros(model.config.vocab_size, device=device), suppress)  # (V,) once, not per step
     start = max(0, len(ids) - L)  # the window the model sees is ids[start:]
     was_training = model.training
     model.eval()
@@ -291,9 +299,8 @@ def _generate(model, ids, sample, generator, use_cache, keep, suppress) -> Itera
             else:
                 feed = ids[-1:]  # only the newest token; the rest is in the cache
             logits = _last_logits(model, torch.tensor([feed], device=device), cache)  # (V,)
-            probs = next_token_distribution(
-                logits, sample.temperature, sample.top_k, sample.top_p, suppress=suppress
-            )  # (V,)
+            _check_logits(logits)
+            probs = _distribution(logits, sample.temperature, sample.top_k, sample.top_p, allowed)  # (V,)
             token = int(_draw(probs, generator, greedy=sample.greedy))  # () -> Python int
             seconds = time.perf_counter() - began
             ids.append(token)
@@ -310,8 +317,9 @@ def _generate(model, ids, sample, generator, use_cache, keep, suppress) -> Itera
         model.train(was_training)
 
 
-@torch.no_grad()
-def _last_logits(model, idx: Tensor, cache) -> Tensor:
-    # no_grad wraps each forward pass, never a yield: a generator suspended inside `with no_grad()`
-    # would leave gradients disabled in the caller's code.
-    return model(idx, cache=cache).logits[0, -1]  # (V,)
+def _last_logits(model: GPT, idx: Tensor, cache: KVCache | None) -> Tensor:
+    """The last position's logits (V,): with a cache the fast path (core.model.decode), without one the
+    teaching forward pass over the whole window. no_grad wraps this call only: a generator suspended inside
+    `with no_grad()` would leave gradients disabled in the caller's code."""
+    with torch.no_grad():
+        return model(idx, cache=cache, fast_attention=cache is not None).logits[0, -1]  # (V,)

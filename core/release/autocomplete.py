@@ -15,7 +15,7 @@ and, re-exported here for the pages (one concept per module):
     core.release.completion    complete, Completion
     core.release.cache_timing  measure_cache_latency, CacheTiming (the KV-cache lesson's measurement)
     core.release.parity        parity_trace, ParityTrace, ParityStep (cached against uncached, in float64)
-    core.release.forward       next_token_logits (one uncached forward pass)
+    core.release.forward       next_token_logits (generation's first step)
 
 A character tokenizer maps one character to one token, so "the last N tokens" of a prompt are its
 last N characters. Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.

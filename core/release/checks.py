@@ -95,12 +95,13 @@ def cache_checks(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> list[Che
 
 
 def _cached_and_full(model: GPT, seq: torch.Tensor, prefill: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits (L, V) of seq (1, L) through the cache (a prefill, then one token at a time) and in one pass."""
+    """Logits (L, V) of seq (1, L) through the served fast path with its cache (core.model.decode: a prefill, then
+    one token at a time) and through the teaching forward pass in one pass."""
     L = seq.shape[1]
     full = model(seq).logits[0]  # (L, V)
     cache = model.new_cache(batch_size=1)
-    parts = [model(seq[:, :prefill], cache=cache).logits[0]]  # (prefill, V)
-    parts += [model(seq[:, t : t + 1], cache=cache).logits[0] for t in range(prefill, L)]  # (1, V) each
+    parts = [model(seq[:, :prefill], cache, fast_attention=True).logits[0]]  # (prefill, V): the served fast path
+    parts += [model(seq[:, t : t + 1], cache, fast_attention=True).logits[0] for t in range(prefill, L)]  # (1, V) each
     return torch.cat(parts), full  # (L, V), (L, V)
 
 

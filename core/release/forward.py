@@ -1,9 +1,10 @@
-"""One uncached forward pass for the next token, the way the autocomplete pages and the parity trace read it.
+"""The next token's logits, the way the autocomplete pages and the parity trace read them.
 
     window(model, ids)          the ids the model sees next: the last context_length of them, (<eos>,) if none
     eval_mode(model)            eval mode and no gradients for a block, the training flag restored after
     forward_last(model, window) the logits (V,) after `window`, recomputed from scratch (no cache)
-    next_token_logits           window + eval_mode + forward_last
+    next_token_logits           window + eval_mode, then generation's first step: core.model.decode on a fresh
+                                cache, so the page's bars are exactly what generate draws its first token from
     closing(steps)              close a generation when the block ends early (its generator is released)
 
 Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.
@@ -52,10 +53,13 @@ def forward_last(model: GPT, ids: list[int]) -> Tensor:
 
 
 def next_token_logits(model: GPT, ids: Sequence[int]) -> Tensor:
-    """The model's logits (V,) for the token after `ids` (cut to the context; empty -> <eos>)."""
+    """The model's logits (V,) for the token after `ids` (cut to the context; empty -> <eos>), computed as
+    generation computes its first step."""
     kept = window(model, ids)
+    device = next(model.parameters()).device
     with eval_mode(model):
-        return forward_last(model, kept)  # (V,)
+        idx = torch.tensor([kept], device=device)  # (1, T)
+        return model(idx, model.new_cache(), fast_attention=True).logits[0, -1]  # (V,)
 
 
 @contextlib.contextmanager

@@ -158,7 +158,9 @@ def parity_trace(
                 cache32.reset()
             with eval_mode(model):
                 feed = window if cache32.length == 0 else window[-1:]  # prefill, or the newest token only
-                cached32 = model(torch.tensor([feed]), cache=cache32).logits[0, -1]  # (V,) float32
+                cached32 = model(torch.tensor([feed]), cache=cache32, fast_attention=True).logits[
+                    0, -1
+                ]  # (V,) as served
                 uncached32 = forward_last(model, window)  # (V,) float32
             steps.append(
                 ParityStep(

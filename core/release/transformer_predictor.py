@@ -73,14 +73,14 @@ class TransformerPredictor:
         logits = torch.empty(len(cut), self.tokenizer.vocab_size, dtype=dtype)  # (B, V)
         for n, members in groups.items():
             x = torch.tensor([cut[b] for b in members], dtype=torch.long)  # (B_n, n)
-            logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
+            logits[members] = self.model(x, caches[n], fast_attention=True).logits[:, -1]  # (B_n, V)
         for step in range(max(max_new, 1)):
             tokens = yield F.softmax(logits.double(), dim=-1)  # (B, V) float64
             if step + 1 >= max_new:
                 break
             for n, members in groups.items():
                 x = tokens[members].long()[:, None]  # (B_n, 1)
-                logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
+                logits[members] = self.model(x, caches[n], fast_attention=True).logits[:, -1]  # (B_n, V)
 
 
 def load_predictor(path: str | os.PathLike) -> tuple[Predictor, dict]:

@@ -1,0 +1,109 @@
+"""The plain reference the benches race against: a nanoGPT-style model and its textbook sampler.
+
+Written here, apart from core/, the way a minimal GPT is usually written: the same sizes as
+core.model.gpt (RoPE on adjacent pairs, pre-norm, GELU MLP, tied LM head, no biases in the linear
+layers), with attention by PyTorch's fused F.scaled_dot_product_attention(is_causal=True).
+`load_from(ours)` copies a core.model.gpt.GPT's weights, so a bench can show both compute the same
+function before it times them (`max_logit_difference`).
+
+`recompute_generate` is the textbook sampling loop without a cache (nanoGPT's `generate`): crop the ids
+to the context, run the full forward pass, take the last position's logits, append the argmax.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from core.model.gpt import GPT, ModelConfig
+
+
+def rope_tables(T: int, D: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)  # (D/2,)
+    angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]  # (T, D/2)
+    return angles.cos(), angles.sin()
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, T, D/2) each: adjacent pairs
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, T, D/2, 2)
+    return out.flatten(-2)  # (B, H, T, D)
+
+
+class RefBlock(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c = c
+        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.qkv = nn.Linear(c.d_model, 3 * c.d_model, bias=False)
+        self.proj = nn.Linear(c.d_model, c.d_model, bias=False)
+        self.fc = nn.Linear(c.d_model, c.mlp_ratio * c.d_model, bias=False)
+        self.fc_proj = nn.Linear(c.mlp_ratio * c.d_model, c.d_model, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        H, D = self.c.n_head, C // self.c.n_head
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)  # (B, T, C) each
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D) each
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        x = x + self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x))))  # (B, T, C)
+
+
+class RefGPT(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c = c
+        self.emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.blocks = nn.ModuleList(RefBlock(c) for _ in range(c.n_layer))
+        self.ln_f = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.head.weight = self.emb.weight
+        cos, sin = rope_tables(c.context_length, c.d_model // c.n_head, c.rope_base)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.emb(idx)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x, self.cos[:T], self.sin[:T])  # (B, T, C)
+        return self.head(self.ln_f(x))  # (B, T, V)
+
+    def load_from(self, ours: GPT) -> RefGPT:
+        """Copy ours' weights (same shapes, other names)."""
+        names = {"token_embedding": "emb", "norm_final": "ln_f", "norm_attn": "ln1", "norm_mlp": "ln2"}
+        names |= {"attn.qkv": "qkv", "attn.proj": "proj", "mlp.fc": "fc", "mlp.proj": "fc_proj"}
+        state = {}
+        for key, value in ours.state_dict().items():
+            if key.startswith("lm_head"):
+                continue  # tied to the embedding
+            for old, new in names.items():
+                key = key.replace(old, new)
+            state[key] = value
+        self.load_state_dict(state, strict=False)
+        return self
+
+
+@torch.no_grad()
+def max_logit_difference(ours: GPT, ref: RefGPT, T: int) -> float:
+    """max |logits ours - reference| on one random sequence of T ids: rounding-sized when both compute one function."""
+    idx = torch.randint(0, ours.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))  # (1, T)
+    return float((ours(idx).logits - ref(idx)).abs().max())
+
+
+@torch.no_grad()
+def recompute_generate(model: RefGPT, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """nanoGPT's loop, greedy: every step runs the whole (cropped) window again. idx (1, T) -> (1, T + new)."""
+    L = model.c.context_length
+    for _ in range(max_new_tokens):
+        idx_cond = idx if idx.size(1) <= L else idx[:, -L:]  # (1, <= L)
+        logits = model(idx_cond)[:, -1, :]  # (1, V)
+        idx_next = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
+        idx = torch.cat((idx, idx_next), dim=1)  # (1, T + 1)
+    return idx
