@@ -1,41 +1,34 @@
-"""Training throughput of the `baby` preset at batch 12, its model FLOPs utilisation, and a plain
-PyTorch reference of the same configuration.
+"""Training throughput of the default `train` path against a plain PyTorch reference of the same
+configuration: per optimizer step, and over a whole run to the same step count and validation loss.
 
-    .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--threads N] [--profile]
+    .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--run-steps 2000] [--threads N] [--profile]
 
-What is measured, per optimizer step (forward, cross-entropy, backward, clip, AdamW step):
-  ours       core.model.training's own step: GPT from core.model.gpt (attention through core.attention, the
-             function the lessons show), make_optimizer, the same loss and clipping
-  reference  a nanoGPT-style model written below: the same sizes, RoPE, pre-norm, tied LM head, but
-             attention by F.scaled_dot_product_attention(is_causal=True) (a fused kernel)
-Both run the same batches and the same thread count, interleaved round by round (the machine is
-shared, so a slow moment hits both); the table shows the median round.
+Both sides run with torch's default thread count (as `python -m core train` now does; --threads sets
+another), the `baby` preset (4 layers, 4 heads, width 128, context 64), batch 12, V = 105 (the stdlib
+corpus's vocabulary).
 
-FLOPs per token (PaLM appendix B, nanoGPT's estimate_mfu):
-    6 N + 12 L T C     N parameters (tied embedding counted once: the LM head matmul),
-                       L layers, T context, C model width; the second term is QK^T and weights @ V
-                       forward and backward (causal masking is not subtracted).
-MFU = achieved FLOP/s / ceiling, the ceiling being the best of two fp32 matmuls timed here with the
-same thread count: 1024 x 1024 x 1024, and the model's own MLP shape (B*T x C) @ (C x 4C).
-Both are given per wall second and per CPU second of this process: on a shared machine the wall
-clock also counts time spent waiting for a core, the CPU clock does not (with one thread it is the
-fairer figure; with several threads CPU seconds add up across threads).
+Part 1, optimizer steps (forward, cross-entropy, backward, clip, AdamW step) on identical random batches:
+  ours (default)      core.model.training's step: GPT.forward(fast_attention=True) (RoPE as one complex
+                      multiply, PyTorch's fused attention; held to parity with core.attention in logits and
+                      gradients by tests/model/test_gpt.py) and make_optimizer's fused AdamW
+  ours, core.attn     the same with fast_attention=False (`train --core-attention`): the lessons' attention
+  reference           bench/reference_gpt.py: a nanoGPT-style model of the same sizes (RoPE by strided slices
+                      and a stack, F.scaled_dot_product_attention(is_causal=True)) and torch.optim.AdamW's
+                      defaults
+  Interleaved round by round (a slow moment of the shared machine hits all three); the median round.
 
-What limits throughput (measured 2026-11-30, torch 2.13 CPU, a shared 2-core machine, 1 thread,
-`--steps 15 --rounds 5`, load ~1-3; figures move by ~10% with the machine's load):
-  * threads: with other work on the machine, torch's default of 2 threads is 10-25x slower than 1
-    (the OpenMP workers spin-wait for a core another process holds); the CLI trains with --threads 1.
-  * matmuls (the projections, the MLP, the LM head) are 50-60% of a step in every model here.
-  * core.attention materialises scores and weights (B, H, T, S) and writes its softmax out step by
-    step, as the lessons show it: ours 9,303 tokens/s (MFU 47%) against the reference's 10,269 (52%),
-    0.91x. A fused torch.softmax inside core.attention changed nothing measurable (0.86x both ways
-    before RoPE sharing): the cost is the materialised tensors and their backward, not the softmax.
-  * RoPE cos/sin are computed once per forward pass and shared by every layer (they were computed
-    for q and k in every layer: 0.86x -> 0.91x).
-  * `--fast-attention` trains through PyTorch's fused kernel (held to parity with core.attention by
-    tests/test_model.py; the app and generation never use it): 10,491 tokens/s, MFU 53%, 1.02x the
-    reference. The remaining distance to the matmul ceiling is the elementwise work (norms, GELU,
-    RoPE, AdamW) that no matmul kernel speeds up.
+Part 2, a whole run of --run-steps steps on the stdlib corpus:
+  ours        core.model.training.train() with the CLI's configuration (train_config_for: evaluations every
+              tenth of the run with their causality probes, warmup, cosine), the path `train` takes
+  reference   reference_train: a plain loop with the same configuration, schedule, batches and evaluations
+              (no probes), its model starting from ours' initial weights
+  Reported: wall-clock seconds to the last step (evaluations included), and the validation loss of both
+  final models on the same 100 held-out batches, with its standard error (std / sqrt(100)) as the noise.
+
+FLOPs per token (PaLM appendix B, nanoGPT's estimate_mfu): 6 N + 12 L T C, N parameters (the tied
+embedding once), L layers, T context, C width. MFU = achieved FLOP/s / ceiling, the ceiling being the best
+of two fp32 matmuls timed here with the same threads: 1024^3, and the MLP's (B*T x C) @ (C x 4C). Given per
+wall second and per CPU second of this process (with several threads CPU seconds add up across them).
 
 Benchmarks print figures; no test passes or fails on them.
 """
@@ -52,99 +45,30 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from reference_gpt import RefGPT, batch_losses, reference_optimizer, reference_train
 
-from core.model.gpt import GPT, PRESETS, ModelConfig  # noqa: E402
-from core.model.training import TrainConfig, make_optimizer, sample_batch  # noqa: E402
+from core.model.corpus import load_corpus, split_documents
+from core.model.gpt import GPT, PRESETS
+from core.model.tokenizer import CharTokenizer
+from core.model.train_config import train_config_for
+from core.model.training import TrainConfig, document_stream, make_optimizer, sample_batch, train
 
 BATCH = 12
 VOCAB = 105  # the stdlib corpus's vocabulary (101 characters + 4 special tokens)
+FINAL_EVAL_BATCHES = 100
 
 
-# ---- the plain reference -------------------------------------------------------------------------
-
-
-def rope_tables(T: int, D: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)  # (D/2,)
-    angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]  # (T, D/2)
-    return angles.cos(), angles.sin()
-
-
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, T, D/2) each: adjacent pairs
-    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, T, D/2, 2)
-    return out.flatten(-2)  # (B, H, T, D)
-
-
-class RefBlock(nn.Module):
-    def __init__(self, c: ModelConfig):
-        super().__init__()
-        self.c = c
-        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
-        self.qkv = nn.Linear(c.d_model, 3 * c.d_model, bias=False)
-        self.proj = nn.Linear(c.d_model, c.d_model, bias=False)
-        self.fc = nn.Linear(c.d_model, c.mlp_ratio * c.d_model, bias=False)
-        self.fc_proj = nn.Linear(c.mlp_ratio * c.d_model, c.d_model, bias=False)
-
-    def forward(self, x, cos, sin):
-        B, T, C = x.shape
-        H, D = self.c.n_head, C // self.c.n_head
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)  # (B, T, C) each
-        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D) each
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
-        x = x + self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x))))  # (B, T, C)
-
-
-class RefGPT(nn.Module):
-    def __init__(self, c: ModelConfig):
-        super().__init__()
-        self.emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.blocks = nn.ModuleList(RefBlock(c) for _ in range(c.n_layer))
-        self.ln_f = nn.LayerNorm(c.d_model)
-        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.head.weight = self.emb.weight
-        cos, sin = rope_tables(c.context_length, c.d_model // c.n_head, c.rope_base)
-        self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=0.02)
-
-    def forward(self, idx):
-        T = idx.shape[1]
-        x = self.emb(idx)  # (B, T, C)
-        for block in self.blocks:
-            x = block(x, self.cos[:T], self.sin[:T])  # (B, T, C)
-        return self.head(self.ln_f(x))  # (B, T, V)
-
-
-# ---- timing --------------------------------------------------------------------------------------
-
-
-def make_step(model: nn.Module, cfg: TrainConfig, logits_of):
-    optimizer = make_optimizer(model, cfg) if isinstance(model, GPT) else _ref_optimizer(model, cfg)
-
+def make_step(model: nn.Module, optimizer, logits_of, grad_clip: float):
     def step(x, y):
         logits = logits_of(model, x)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
         return loss.item()
 
     return step
-
-
-def _ref_optimizer(model: nn.Module, cfg: TrainConfig):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    plain = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
-        lr=1e-3,
-        betas=(cfg.beta1, cfg.beta2),
-    )
 
 
 def time_steps(step, batches) -> tuple[float, float]:
@@ -165,8 +89,7 @@ def matmul_flops(m: int, k: int, n: int, repeats: int = 10) -> tuple[float, floa
         w0, c0 = time.perf_counter(), time.process_time()
         a @ b
         wall, cpu = min(wall, time.perf_counter() - w0), min(cpu, time.process_time() - c0)
-    flops = 2 * m * k * n
-    return flops / wall, flops / max(cpu, 1e-9)
+    return 2 * m * k * n / wall, 2 * m * k * n / max(cpu, 1e-9)
 
 
 def profile(step, batches, rows: int = 12) -> str:
@@ -178,99 +101,128 @@ def profile(step, batches, rows: int = 12) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--profile", action="store_true", help="print the top ops of both models")
-    parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
-    parser.add_argument("--batch-size", type=int, default=BATCH)
-    parser.add_argument("--train-check", action="store_true", help="also time core.model.training.train() itself")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
-
-    config = dataclasses.replace(PRESETS[args.preset], vocab_size=VOCAB)
-    B, T, C, L = args.batch_size, config.context_length, config.d_model, config.n_layer
-    cfg = TrainConfig(batch_size=B)
+def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
+    cfg = TrainConfig(batch_size=args.batch_size)
     torch.manual_seed(0)
-    ours, ref = GPT(config), RefGPT(config)
-    n_params = ours.num_parameters()
-    assert n_params == sum(p.numel() for p in ref.parameters()), "the reference must have the same size"
+    ours, ours_core = GPT(config), GPT(config)
+    ours_core.load_state_dict(ours.state_dict())
+    ref = RefGPT(config).load_from(ours)
     stream = torch.randint(4, VOCAB, (200_000,), generator=torch.Generator().manual_seed(0))  # (N,)
     g = torch.Generator().manual_seed(1)
-    batches = [sample_batch(stream, B, T, g) for _ in range(args.steps)]
-    ours_fast = GPT(config)
-    ours_fast.load_state_dict(ours.state_dict())
+    batches = [sample_batch(stream, args.batch_size, config.context_length, g) for _ in range(args.steps)]
+    ref_opt = reference_optimizer(ref, cfg.learning_rate, (cfg.beta1, cfg.beta2), cfg.weight_decay)
     steps = {
-        "ours (core.model.gpt)": make_step(ours, cfg, lambda m, x: m(x).logits),
-        "ours --fast-attention": make_step(ours_fast, cfg, lambda m, x: m(x, fast_attention=True).logits),
-        "reference (F.sdpa)": make_step(ref, cfg, lambda m, x: m(x)),
+        "ours (default)": make_step(
+            ours, make_optimizer(ours, cfg), lambda m, x: m(x, fast_attention=True).logits, cfg.grad_clip
+        ),
+        "ours, core.attn": make_step(
+            ours_core, make_optimizer(ours_core, cfg), lambda m, x: m(x).logits, cfg.grad_clip
+        ),
+        "reference": make_step(ref, ref_opt, lambda m, x: m(x), cfg.grad_clip),
     }
     for step in steps.values():  # warm up allocators and kernels
         time_steps(step, batches[:3])
-    wall = {name: [] for name in steps}
-    cpu = {name: [] for name in steps}
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
             w, c = time_steps(step, batches)
             wall[name].append(w)
             cpu[name].append(c)
+    tokens = args.steps * args.batch_size * config.context_length
+    print(f"\nPart 1: {args.steps} optimizer steps per round, {args.rounds} interleaved rounds, the median round")
+    print(f"{'model':<16} {'ms/step':>8} {'tok/s wall':>11} {'MFU wall':>9} {'tok/cpu-s':>10} {'MFU cpu':>8}   rounds")
+    for name in steps:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        per_round = ", ".join(f"{tokens / t:,.0f}" for t in wall[name])
+        mfu_wall, mfu_cpu = tokens / w * flops_per_token / ceiling, tokens / c * flops_per_token / ceiling_cpu
+        print(
+            f"{name:<16} {1000 * w / args.steps:>8.1f} {tokens / w:>11,.0f} {mfu_wall:>9.1%} "
+            f"{tokens / c:>10,.0f} {mfu_cpu:>8.1%}   {per_round}"
+        )
+    for name in list(steps)[:2]:
+        ratio_wall = statistics.median(wall["reference"]) / statistics.median(wall[name])
+        ratio_cpu = statistics.median(cpu["reference"]) / statistics.median(cpu[name])
+        print(f"{name} / reference throughput: {ratio_wall:.2f}x (wall), {ratio_cpu:.2f}x (cpu)")
+    if args.profile:
+        for name, step in steps.items():
+            print(f"\n== {name}: top ops by self CPU time over {args.steps} steps ==")
+            print(profile(step, batches))
 
+
+def run_part(args, preset_config, flops_per_token, ceiling) -> None:
+    corpus = load_corpus("stdlib")
+    cfg = train_config_for(args.run_steps, batch_size=args.batch_size, num_threads=args.threads)
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    config = dataclasses.replace(preset_config, vocab_size=tokenizer.vocab_size)
+    train_docs, val_docs = split_documents(corpus, cfg.val_fraction, cfg.seed)
+    train_stream, val_stream = document_stream(train_docs, tokenizer), document_stream(val_docs, tokenizer)
+    T = config.context_length
+
+    began = time.perf_counter()
+    result = train(preset_config, cfg, corpus)  # builds its model under torch.manual_seed(cfg.seed)
+    ours_s = time.perf_counter() - began
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        initial = GPT(config)  # ours' initial weights, built as train() builds them
+    ref = RefGPT(config).load_from(initial)
+    began = time.perf_counter()
+    reference_train(ref, train_stream, val_stream, cfg)
+    ref_s = time.perf_counter() - began
+
+    tokens = args.run_steps * args.batch_size * T
+    print(
+        f"\nPart 2: {args.run_steps} steps on the stdlib corpus ({cfg.eval_interval}-step evaluations of "
+        f"{cfg.eval_iters} batches), the same initial weights and batches"
+    )
+    print(f"{'run':<10} {'seconds':>8} {'tok/s':>8} {'MFU':>6}  final val loss on {FINAL_EVAL_BATCHES} batches")
+    for name, seconds, model in (("ours", ours_s, result.model), ("reference", ref_s, ref)):
+        losses = batch_losses(model, val_stream, args.batch_size, T, FINAL_EVAL_BATCHES, seed=12345)
+        noise = statistics.stdev(losses) / math.sqrt(len(losses))
+        mfu = tokens / seconds * flops_per_token / ceiling
+        print(
+            f"{name:<10} {seconds:>8.1f} {tokens / seconds:>8,.0f} {mfu:>6.1%}  "
+            f"{statistics.fmean(losses):.4f} +- {noise:.4f} (standard error)"
+        )
+    print(f"ours / reference, wall-clock to step {args.run_steps}: {ref_s / ours_s:.2f}x")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per round (part 1)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--run-steps", type=int, default=2000, help="steps of the whole run (part 2; the CLI's default); 0 skips it"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--profile", action="store_true", help="print the top ops of every model (part 1)")
+    parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
+    parser.add_argument("--batch-size", type=int, default=BATCH)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    config = dataclasses.replace(PRESETS[args.preset], vocab_size=VOCAB)
+    B, T, C, L = args.batch_size, config.context_length, config.d_model, config.n_layer
+    n_params = GPT(config).num_parameters()
+    assert n_params == sum(p.numel() for p in RefGPT(config).parameters()), "the reference must have the same size"
     flops_per_token = 6 * n_params + 12 * L * T * C
     cube_wall, cube_cpu = matmul_flops(1024, 1024, 1024)
     mlp_wall, mlp_cpu = matmul_flops(B * T, C, 4 * C)
     ceiling, ceiling_cpu = max(cube_wall, mlp_wall), max(cube_cpu, mlp_cpu)
-    tokens = args.steps * B * T
     print(
         f"{args.preset} preset: L={L} H={config.n_head} C={C} T={T} V={VOCAB}, batch {B}, "
         f"N={n_params:,} parameters, torch {torch.__version__}, {threads} thread(s)"
     )
     print(f"FLOPs/token = 6N + 12LTC = {6 * n_params:,} + {12 * L * T * C:,} = {flops_per_token:,}")
     print(
-        f"matmul ceiling (best of 10, {threads} thread(s)), GFLOP per wall / per CPU second: "
-        f"1024^3 {cube_wall / 1e9:.1f} / {cube_cpu / 1e9:.1f}, ({B * T}x{C})@({C}x{4 * C}) "
-        f"{mlp_wall / 1e9:.1f} / {mlp_cpu / 1e9:.1f} -> using {ceiling / 1e9:.1f} / {ceiling_cpu / 1e9:.1f}"
+        f"matmul ceiling (best of 10), GFLOP per wall / per CPU second: 1024^3 {cube_wall / 1e9:.1f} / "
+        f"{cube_cpu / 1e9:.1f}, ({B * T}x{C})@({C}x{4 * C}) {mlp_wall / 1e9:.1f} / {mlp_cpu / 1e9:.1f} "
+        f"-> using {ceiling / 1e9:.1f} / {ceiling_cpu / 1e9:.1f}"
     )
-    print(
-        "wall = median round by the clock (includes waiting for the shared CPU); "
-        "cpu = tokens per CPU-second of this process (robust to other load, single-thread only)"
-    )
-    print(
-        f"{'model':<20} {'ms/step':>8} {'tok/s wall':>11} {'MFU wall':>9} {'tok/cpu-s':>10} "
-        f"{'MFU cpu':>8}   rounds (tok/s wall)"
-    )
-    for name in steps:
-        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        tps_wall, tps_cpu = tokens / w, tokens / c
-        mfu_wall = tps_wall * flops_per_token / ceiling
-        mfu_cpu = tps_cpu * flops_per_token / ceiling_cpu
-        per_round = ", ".join(f"{tokens / t:,.0f}" for t in wall[name])
-        print(
-            f"{name:<20} {1000 * w / args.steps:>8.1f} {tps_wall:>11,.0f} {mfu_wall:>9.1%} {tps_cpu:>10,.0f} "
-            f"{mfu_cpu:>8.1%}   {per_round}"
-        )
-    *ours_names, ref_name = list(steps)
-    for name in ours_names:
-        for label, d in (("wall", wall), ("cpu", cpu)):
-            ratio = statistics.median(d[ref_name]) / statistics.median(d[name])
-            print(f"{name} / reference throughput ({label}): {ratio:.2f}x")
-    if args.train_check:
-        from core.model.corpus import load_corpus
-        from core.model.training import train
-
-        check = TrainConfig(batch_size=B, max_iters=args.steps, warmup_iters=0, eval_interval=args.steps, eval_iters=1)
-        result = train(PRESETS["baby"], check, load_corpus("stdlib"))
-        print(
-            f"cross-check: core.model.training.train() on the stdlib corpus, {args.steps} steps: "
-            f"{result.metrics['tokens_per_second']:,.0f} tokens/s (its own clock, evaluation excluded)"
-        )
-    if args.profile:
-        for name, step in steps.items():
-            print(f"\n== {name}: top ops by self CPU time over {args.steps} steps ==")
-            print(profile(step, batches))
+    steps_part(args, config, flops_per_token, ceiling, ceiling_cpu)
+    if args.run_steps:
+        run_part(args, PRESETS[args.preset], flops_per_token, ceiling)
     return 0
 
 

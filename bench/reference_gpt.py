@@ -107,3 +107,60 @@ def recompute_generate(model: RefGPT, idx: torch.Tensor, max_new_tokens: int) ->
         idx_next = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
         idx = torch.cat((idx, idx_next), dim=1)  # (1, T + 1)
     return idx
+
+
+def reference_optimizer(model: nn.Module, lr: float, betas: tuple[float, float], weight_decay: float):
+    """torch.optim.AdamW with its defaults, weight decay on the matrices only (as nanoGPT's configure_optimizers)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    plain = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+@torch.no_grad()
+def batch_losses(model: nn.Module, stream: torch.Tensor, batch_size: int, T: int, iters: int, seed: int) -> list[float]:
+    """Cross-entropy of `iters` seeded random windows of `stream`, one figure per batch (the same windows as
+    core.model.batches.evaluate_loss for the same seed); model(x) may return logits or an object holding them."""
+    from core.model.batches import sample_batch
+
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    losses = []
+    for _ in range(iters):
+        x, y = sample_batch(stream, batch_size, T, generator)  # (B, T), (B, T)
+        out = model(x)
+        logits = getattr(out, "logits", out)  # (B, T, V)
+        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item())
+    model.train(was_training)
+    return losses
+
+
+def reference_train(model: RefGPT, train_stream: torch.Tensor, val_stream: torch.Tensor, cfg) -> list[float]:
+    """A plain training loop with core.model.training's configuration `cfg` (a TrainConfig): the same seeded
+    batches, warmup-cosine schedule, clipping and evaluations (cfg.eval_iters batches of each stream every
+    cfg.eval_interval steps). Returns every step's loss."""
+    from core.model.batches import sample_batch
+    from core.model.train_config import learning_rate_at
+
+    T = model.c.context_length
+    optimizer = reference_optimizer(model, cfg.learning_rate, (cfg.beta1, cfg.beta2), cfg.weight_decay)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    losses = []
+    model.train()
+    for step in range(cfg.max_iters):
+        if step % cfg.eval_interval == 0:
+            batch_losses(model, train_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 1)
+            batch_losses(model, val_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 2)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate_at(step, cfg)
+        x, y = sample_batch(train_stream, cfg.batch_size, T, generator)  # (B, T), (B, T)
+        logits = model(x)  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+    batch_losses(model, val_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 2)  # the final evaluation
+    return losses

@@ -50,12 +50,19 @@ def sample_batch(
 
 @torch.no_grad()
 def evaluate_loss(
-    model: GPT, token_stream: Tensor, *, batch_size: int, iters: int, seed: int, context_length: int | None = None
+    model: GPT,
+    token_stream: Tensor,
+    *,
+    batch_size: int,
+    iters: int,
+    seed: int,
+    context_length: int | None = None,
+    fast_attention: bool = False,
 ) -> float:
     """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
 
     The same seed gives the same batches. The model is evaluated in eval mode and returned to the
-    mode it was in.
+    mode it was in; fast_attention=True takes training's fast path (core.model.gpt), as a run that trains on it does.
     """
     if iters < 1 or batch_size < 1:
         raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
@@ -67,7 +74,7 @@ def evaluate_loss(
         total = 0.0
         for _ in range(iters):
             x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
-            total += next_token_loss(model, x, y).item()
+            total += next_token_loss(model, x, y, fast_attention=fast_attention).item()
     finally:
         model.train(was_training)
     return total / iters

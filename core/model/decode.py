@@ -7,8 +7,8 @@ path spent about 3 ms per token on Python objects, masks and checks around tens 
 arithmetic, and lost to a sampler that recomputes the whole window. `decode` does the same computation:
 
     checked once per call     ids, batch size and room in the cache (GPT._check_idx), not per layer
-    RoPE                      one complex multiply of q and k together, by the table GPT.forward slices too
-                              ((a + ib)(cos + i sin) is the 2x2 rotation of core.model.rope)
+    RoPE                      one complex multiply of q and k together (core.model.rope.rotate_qkv), by a
+                              table computed once
     attention                 PyTorch's fused F.scaled_dot_product_attention over the cached keys; a
                               one-token step sees every key, so it needs no mask at all
     KV cache                  k and v written straight into its buffers, committed once after every layer
@@ -34,7 +34,7 @@ from torch import Tensor
 
 from core.attention import causal_mask
 from core.model.kv_cache import KVCache
-from core.model.rope import rope_rotations
+from core.model.rope import rope_rotations, rotate_qkv
 
 if TYPE_CHECKING:
     from core.model.gpt import GPT, Block
@@ -106,8 +106,7 @@ def decode(model: GPT, idx: Tensor, cache: KVCache) -> Tensor:
     x = model.token_embedding.weight[idx.reshape(-1)]  # (B T, C): rows stay 2-D through every linear layer
     for layer, (norm_attn, qkv_w, proj_w, norm_mlp, fc_w, fc_proj_w) in enumerate(layers):
         qkv = F.linear(F.layer_norm(x, (C,), *norm_attn), qkv_w).view(B, T, 3, H, D)  # (B, T, 3, H, D)
-        torch.view_as_complex(qkv[:, :, :2].view(B, T, 2, H, D // 2, 2)).mul_(rotation)  # q and k rotated in place
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # (B, H, T, D) each
+        q, k, v = rotate_qkv(qkv, rotation)  # (B, H, T, D) each, q and k rotated
         keys, values = cache.layer_k[layer], cache.layer_v[layer]  # (B, H, capacity, D) each
         keys.narrow(2, start, T).copy_(k)  # into the buffer
         values.narrow(2, start, T).copy_(v)

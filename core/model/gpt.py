@@ -38,7 +38,7 @@ from torch import Tensor
 from core.attention import causal_mask, scaled_dot_product_attention
 from core.model.decode import decode
 from core.model.kv_cache import KVCache
-from core.model.rope import rope_table, rotate_pairs
+from core.model.rope import rope_rotations, rope_table, rotate_pairs, rotate_qkv
 
 # Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
 # is allocated. Each is far above the largest preset ("large": context 256, 6 layers, 6 heads, d_model 192, mlp
@@ -131,6 +131,11 @@ def preset(name: str, vocab_size: int) -> ModelConfig:
     return dataclasses.replace(PRESETS[name], vocab_size=vocab_size)
 
 
+# RoPE as the blocks receive it: cos and sin (T, D/2) each on the teaching path, the rotations e^{i theta}
+# (T, 1, 1, D/2) on training's fast path (core.model.rope.rotate_qkv).
+Rope = tuple[Tensor, Tensor] | Tensor
+
+
 @dataclass(frozen=True)
 class ModelOutput:
     logits: Tensor  # (B, T, V)
@@ -148,8 +153,12 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None = None, layer: int = 0, fast: bool = False
+        self, x: Tensor, rope: Rope, cache: KVCache | None = None, layer: int = 0, fast: bool = False
     ) -> tuple[Tensor, Tensor | None]:
+        if fast:
+            assert isinstance(rope, Tensor) and cache is None, "the fast path takes a rotation table and no cache"
+            return self.fused(x, rope), None
+        assert isinstance(rope, tuple), "the teaching path takes cos and sin"
         B, T, C = x.shape
         H, D = self.config.n_head, self.config.head_dim
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
@@ -163,19 +172,19 @@ class CausalSelfAttention(nn.Module):
         S = k.shape[2]
         # With a cache, query row t is the token at absolute position S - T + t: it may see keys 0..S-T+t.
         mask = causal_mask(T, S, device=x.device) if self.config.causal else None  # (T, S)
-        if fast:
-            # Training's fused kernel, held to parity with core.attention (tests/test_model.py).
-            # is_causal is top-left aligned, so it is only used when there is no cache (S == T).
-            causal_square = mask is not None and S == T
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=None if causal_square else mask, is_causal=causal_square
-            )  # (B, H, T, D)
-            weights = None
-        else:
-            result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
-            out, weights = result.out, result.weights
-        out = out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
-        return self.resid_dropout(self.proj(out)), weights
+        result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
+        out = result.out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.proj(out)), result.weights
+
+    def fused(self, x: Tensor, rotation: Tensor) -> Tensor:
+        """Training's fast path, without a cache: RoPE as one complex multiply (rotate_qkv) and PyTorch's fused
+        F.scaled_dot_product_attention; held to parity with forward in logits and gradients (tests/model/test_gpt.py).
+        """
+        B, T, C = x.shape
+        qkv = self.qkv(x).view(B, T, 3, self.config.n_head, self.config.head_dim)  # (B, T, 3, H, D)
+        q, k, v = rotate_qkv(qkv, rotation)  # (B, H, T, D) each
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.config.causal)  # (B, H, T, D)
+        return self.resid_dropout(self.proj(out.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
 
 
 class MLP(nn.Module):
@@ -203,7 +212,7 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(
-        self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None, layer: int, fast: bool = False
+        self, x: Tensor, rope: Rope, cache: KVCache | None, layer: int, fast: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         attn_out, weights = self.attn(self.norm_attn(x), rope, cache, layer, fast)
         x = x + attn_out
@@ -272,8 +281,14 @@ class GPT(nn.Module):
             return ModelOutput(logits=decode(self, idx, cache), weights=None)  # generation's path (core.model.decode)
         B, T = idx.shape
         start = 0 if cache is None else cache.length
-        cos, sin = self.rope_table()  # (L, D/2) each
-        rope = cos[start : start + T], sin[start : start + T]  # (T, D/2) each: absolute positions, all layers
+        rope: Rope
+        if fast_attention:
+            c, param = self.config, self.token_embedding.weight
+            rotations = rope_rotations(c.context_length, c.head_dim, c.rope_base, param.dtype, param.device)
+            rope = rotations[:T].view(T, 1, 1, c.head_dim // 2)  # (T, 1, 1, D/2): e^{i theta}, no cache here
+        else:
+            cos, sin = self.rope_table()  # (L, D/2) each
+            rope = cos[start : start + T], sin[start : start + T]  # (T, D/2) each: absolute positions, all layers
         x = self.dropout(self.token_embedding(idx))  # (B, T, C)
         weights = []
         for layer, block in enumerate(self.blocks):

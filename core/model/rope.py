@@ -128,6 +128,20 @@ def rope_rotations(
         return torch.complex(cos, sin)  # (L, D/2)
 
 
+def rotate_qkv(qkv: Tensor, rotation: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The fast paths' RoPE: q and k rotated by one complex multiply, and v, from a fused projection.
+
+    qkv (B, T, 3, H, D) holds q, k, v side by side; rotation (T, 1, 1, D/2) is rope_rotations at the T positions.
+    Each adjacent pair (x_2i, x_2i+1) is read as the complex number x_2i + i x_2i+1, and
+    (a + ib)(cos + i sin) = (a cos - b sin) + i (a sin + b cos) is rotate_pairs' 2x2 rotation; the strided
+    slices and the stack that rotate_pairs builds (it shows the rotation) cost more than the arithmetic.
+    Returns q, k, v (B, H, T, D) each."""
+    B, T, _, H, D = qkv.shape
+    qk = torch.view_as_complex(qkv[:, :, :2].view(B, T, 2, H, D // 2, 2))  # (B, T, 2, H, D/2) complex pairs
+    q, k = torch.view_as_real(qk * rotation).view(B, T, 2, H, D).permute(2, 0, 3, 1, 4)  # (B, H, T, D) each
+    return q, k, qkv[:, :, 2].transpose(1, 2)  # v (B, H, T, D)
+
+
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """The 2x2 rotation of every adjacent pair of x (..., T, D) by angles given as cos, sin (T, D/2)."""
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each: first and second of each pair

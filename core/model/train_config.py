@@ -34,7 +34,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.99
     num_threads: int | None = None  # torch threads during training; None keeps the current setting
-    fast_attention: bool = False  # train through PyTorch's fused attention (parity-tested; see core.model.gpt)
+    fast_attention: bool = True  # the fused fast path (core.model.gpt, parity-tested); False: through core.attention
     leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
 
     def __post_init__(self):
@@ -110,7 +110,7 @@ def train_config_for(
     val_fraction: float = 0.1,
     causal: bool = True,
     num_threads: int | None = None,
-    fast_attention: bool = False,
+    fast_attention: bool = True,
     leak_stop: bool = True,
 ) -> TrainConfig:
     """The TrainConfig of a run, the CLI's and the app's alike: about ten evaluations (every max_iters / 10

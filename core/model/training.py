@@ -100,7 +100,9 @@ def make_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+    # fused=True: one kernel updates every parameter of a group (AdamW's own arithmetic, held to the plain
+    # per-parameter loop by tests/model/test_training.py), where the default makes several passes over them.
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=True)
 
 
 def train(
@@ -226,9 +228,19 @@ class _Run:
 
     def evaluate(self) -> None:
         cfg = self.cfg
-        kwargs = dict(batch_size=cfg.batch_size, iters=cfg.eval_iters, context_length=self.T)
-        train_loss = evaluate_loss(self.model, self.train_stream, seed=cfg.seed + 1, **kwargs)
-        val_loss = evaluate_loss(self.model, self.val_stream, seed=cfg.seed + 2, **kwargs)
+
+        def loss_on(stream: Tensor, seed: int) -> float:
+            return evaluate_loss(
+                self.model,
+                stream,
+                batch_size=cfg.batch_size,
+                iters=cfg.eval_iters,
+                seed=seed,
+                context_length=self.T,
+                fast_attention=cfg.fast_attention,
+            )
+
+        train_loss, val_loss = loss_on(self.train_stream, cfg.seed + 1), loss_on(self.val_stream, cfg.seed + 2)
         probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
         self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe))
         self.model.eval()

@@ -131,6 +131,41 @@ def test_weight_decay_only_on_matrices():
     assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
 
 
+def test_the_fused_optimizer_takes_the_steps_of_the_plain_per_parameter_adamw():
+    """make_optimizer's fused AdamW against torch's plain loop (foreach=False), three steps in float64 with the
+    same gradients: elementwise arithmetic, so they agree to a few float64 rounding units."""
+    from core.agreement import agreement
+    from core.model.gpt import GPT
+
+    torch.manual_seed(0)
+    fused_model = GPT(dataclasses.replace(TINY, vocab_size=20)).double()
+    plain_model = GPT(dataclasses.replace(TINY, vocab_size=20)).double()
+    plain_model.load_state_dict(fused_model.state_dict())
+    before = fused_model.token_embedding.weight.detach().clone()
+    cfg = TrainConfig(weight_decay=0.1, learning_rate=1e-2)
+    fused = make_optimizer(fused_model, cfg)
+    assert all(group["fused"] for group in fused.param_groups)
+    plain = torch.optim.AdamW(
+        [
+            {"params": g["params"], "weight_decay": g["weight_decay"]}
+            for g in make_optimizer(plain_model, cfg).param_groups
+        ],
+        lr=cfg.learning_rate,
+        betas=(cfg.beta1, cfg.beta2),
+        foreach=False,
+    )
+    for _ in range(3):
+        grads = [torch.randn_like(p) for p in fused_model.parameters()]
+        for model, opt in ((fused_model, fused), (plain_model, plain)):
+            for p, g in zip(model.parameters(), grads):
+                p.grad = g.clone()
+            opt.step()
+    for (name, a), b in zip(fused_model.named_parameters(), plain_model.parameters()):
+        result = agreement(a.detach(), b.detach(), terms=3 * 8)  # 3 steps of ~8 operations per entry
+        assert result.passed, f"{name}: {result.describe()}"
+    assert (fused_model.token_embedding.weight - before).abs().max() > 1e-3  # the steps moved the weights
+
+
 # ---- training ------------------------------------------------------------------------------------
 
 
