@@ -96,6 +96,19 @@ def test_decode_reads_the_weights_as_they_are_now():
         assert_agree(decode(model, idx, model.new_cache()), other(idx).logits, model)
 
 
+def test_decode_follows_a_model_converted_after_its_first_call():
+    """model.float() swaps every Parameter's data in place: decode must read the new float32 tensors."""
+    model = spread_model()
+    idx = random_ids(1, 8)
+    decode(model, idx, model.new_cache())  # float64: builds the per-model plan
+    model.float()
+    fast = decode(model, idx, model.new_cache())
+    assert fast.dtype == torch.float32
+    with torch.no_grad():
+        a = agreement(fast, model(idx).logits, terms=model_terms(model.config))  # float32's own allowance
+    assert a.passed and a.dtype == "float32", a.describe()  # stale float64 weights would be off by whole units
+
+
 def test_greedy_generation_with_decode_matches_the_teaching_recompute_across_window_slides():
     model = spread_model()
     greedy = SampleConfig(temperature=0.0, max_new_tokens=70)  # 70 tokens through a 32-token context
