@@ -4,6 +4,7 @@
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
     release  core/release/    may import the kernel and the model wing (never the lessons)
+    classroom core/classroom/ may import the kernel, the model and the lessons wings (the checkpoint's numbers)
     cli      cli/             may import all of core
     ui       ui/              may import all of core (Streamlit lives here and above)
     views    views/, app.py   may import core and ui
@@ -24,9 +25,10 @@ ALLOWED = {
     "model": {"kernel", "model"},
     "lessons": {"kernel", "model", "lessons"},
     "release": {"kernel", "model", "release"},
-    "cli": {"kernel", "model", "lessons", "release", "facade", "cli"},
-    "ui": {"kernel", "model", "lessons", "release", "facade", "ui"},
-    "views": {"kernel", "model", "lessons", "release", "facade", "ui"},
+    "classroom": {"kernel", "model", "lessons", "classroom"},
+    "cli": {"kernel", "model", "lessons", "release", "classroom", "facade", "cli"},
+    "ui": {"kernel", "model", "lessons", "release", "classroom", "facade", "ui"},
+    "views": {"kernel", "model", "lessons", "release", "classroom", "facade", "ui"},
 }
 MAX_LINES = 400
 
@@ -38,7 +40,7 @@ def wing(module: str) -> str | None:
     if module == "core":
         return "facade"
     parts = module.split(".")
-    if parts[0] == "core" and len(parts) > 1 and parts[1] in ("model", "lessons", "release"):
+    if parts[0] == "core" and len(parts) > 1 and parts[1] in ("model", "lessons", "release", "classroom"):
         return parts[1]
     if parts[0] in ("cli", "ui", "views"):
         return parts[0]
