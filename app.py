@@ -21,6 +21,9 @@ PAGES = {
         st.Page("views/autocomplete.py", title="Autocomplete"),
         st.Page("views/inspector.py", title="Attention inspector"),
     ],
+    "Check": [
+        st.Page("views/checkpoint.py", title="Checkpoint"),
+    ],
     "Release": [
         st.Page("views/release.py", title="Release"),
     ],
