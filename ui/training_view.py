@@ -215,3 +215,30 @@ def leak_section(
         f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
         f"{compared}. {symptom}{reads}"
     )
+
+
+def overfit_chart(result) -> None:
+    """The tiny-batch overfit (core.lessons.overfit.Overfit): both losses against the step, table and summary."""
+    fig = charts.lines(
+        list(result.steps),
+        {"the one training batch": list(result.batch_loss), "held-out text": list(result.held_out_loss)},
+        title="One batch memorised: its loss against the held-out loss",
+        x_title="step",
+        y_title="loss (nats per character)",
+        markers=False,
+    )
+    every = max(1, len(result.steps) // 50)  # the table lists every `every`-th step (and the last)
+    rows = sorted(set(range(0, len(result.steps), every)) | {len(result.steps) - 1})
+    table = pd.DataFrame(
+        {
+            "step": [result.steps[i] for i in rows],
+            "batch loss": [round(result.batch_loss[i], 4) for i in rows],
+            "held-out loss": [round(result.held_out_loss[i], 4) for i in rows],
+        }
+    )
+    summary = (
+        f"Over {result.steps[-1]} steps the batch's loss fell from {result.batch_loss[0]:.2f} to "
+        f"{result.batch_loss[-1]:.3f}; the held-out loss went from {result.held_out_loss[0]:.2f} to "
+        f"{result.held_out_loss[-1]:.2f} (lowest {min(result.held_out_loss):.2f})."
+    )
+    chart(fig, table, summary, key="overfit_losses")

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.lessons.overfit import NEAR_ZERO, overfit_on_corpus
 from core.model import runs
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
@@ -23,6 +24,15 @@ TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trai
 @st.cache_resource(show_spinner="Reading the standard-library corpus...")
 def stdlib_corpus():
     return runs.load_run_corpus("stdlib")
+
+
+# The overfit exercise's options, with whether each is what the lab measures.
+OVERFIT_OPTIONS = {"it falls with it, towards zero": False, "it stays high, or rises": True}
+
+
+@st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")
+def overfit_result(steps: int):
+    return overfit_on_corpus(stdlib_corpus(), steps=steps, seed=0)
 
 
 def uploaded_corpus(upload):
@@ -291,3 +301,34 @@ else:
         register(view, st.session_state.get(RUNS_KEY, {}).get(job_id, {}))
     polling = view is not None and view.state not in FINISHED
     st.fragment(show_run, run_every=1.0 if polling else None)(job_id, polling)
+
+st.header("3. Tiny-batch overfit")
+st.markdown(
+    "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "
+    "windows of the standard library, over and over, and watch that batch's loss and the loss on held-out text."
+)
+prediction = st.radio(
+    "Predict first: while the one batch's loss falls towards zero, what does the held-out loss do?",
+    list(OVERFIT_OPTIONS),
+    index=None,
+    key="overfit_prediction",
+)
+st.caption("Hint: the model sees the same 64 characters every step. What could it learn from them about other text?")
+overfit_steps = params.slider("Steps on the one batch", "overfit_steps", 50, 500, 250, 50)
+if st.button("Overfit one batch", key="overfit_run", disabled=prediction is None):
+    st.session_state["overfit_shown"] = int(overfit_steps)
+shown_steps = st.session_state.get("overfit_shown")
+if prediction is None:
+    st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
+elif shown_steps is not None:
+    result = overfit_result(int(shown_steps))
+    training_view.overfit_chart(result)
+    verdict = OVERFIT_OPTIONS[prediction]
+    (st.success if verdict else st.error)(
+        ("Your prediction matches. " if verdict else "Not what the lab measures. ")
+        + f"The batch's loss went from {result.batch_loss[0]:.2f} to {result.batch_loss[-1]:.3f} nats per character"
+        + (f" (below {NEAR_ZERO} at step {result.reached})" if result.reached is not None else "")
+        + f"; the held-out loss went from {result.held_out_loss[0]:.2f} to {result.held_out_loss[-1]:.2f}. "
+        "Driving one batch to zero shows the model and its gradients work; it teaches nothing general: the "
+        "held-out loss does not follow. That gap is memorising, not learning."
+    )
