@@ -41,9 +41,13 @@ lint: $(VENV)/.dev
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-bench: $(VENV)/.runtime
-	$(PY) bench/bench_train.py
+# Every benchmark, one after another (never two at once on a 2-core machine); each prints both sides of its ratios.
+bench: $(VENV)/.dev chromium
 	$(PY) bench/bench_generate.py
+	$(PY) bench/bench_train.py
+	$(PY) bench/bench_latency.py
+	$(PY) bench/bench_pages.py
+	$(PY) bench/bench_browser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

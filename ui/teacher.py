@@ -111,9 +111,10 @@ def _lock() -> None:
     st.session_state.pop(_NOTE_KEY, None)
 
 
-def gate(what: str) -> bool:
-    """The teacher gate above teacher-only actions (`what` names them, for the messages): the how-to when no
-    passcode is configured, the passcode form while locked, a Lock button once unlocked. True when unlocked."""
+def gate(what: str, why: str = "change what the whole class is served") -> bool:
+    """The teacher gate above teacher-only actions (`what` names them and `why` says why they are the teacher's,
+    for the messages): the how-to when no passcode is configured, the passcode form while locked, a Lock button
+    once unlocked. True when unlocked."""
     configured = configured_passcode()
     if not configured:
         st.info(
@@ -135,7 +136,7 @@ def gate(what: str) -> bool:
         st.button("Lock the teacher actions", key="teacher_lock", on_click=_lock)
         return True
     st.markdown(
-        f"**Teacher only.** {what[:1].upper() + what[1:]} change what the whole class is served, so they "
+        f"**Teacher only.** {what[:1].upper() + what[1:]} {why}, so they "
         "need the teacher passcode that whoever runs the server has set. It unlocks them for this browser "
         "session only and is never shown or stored."
     )

@@ -123,7 +123,7 @@ else:
 
 st.divider()
 st.header("Teacher: the class's results")
-if teacher.gate("the class results"):
+if teacher.gate("the class results", why="name every learner and their answers"):
     db = store()
     if db.notice:
         st.warning(escape_markdown(db.notice))
