@@ -15,6 +15,7 @@ PAGES = {
         st.Page("views/temperature.py", title="Temperature"),
     ],
     "Transformer": [
+        st.Page("views/anatomy.py", title="Tokenizer and architecture"),
         st.Page("views/embeddings.py", title="Embeddings and projections"),
         st.Page("views/rope.py", title="RoPE"),
         st.Page("views/training.py", title="Training"),
