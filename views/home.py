@@ -2,6 +2,14 @@
 
 import streamlit as st
 
+from core.lessons.example_run import EXAMPLE, run_worked_example
+
+
+@st.cache_data(show_spinner="Running examples/attention_by_hand.py...")
+def worked_example_run():
+    return run_worked_example()
+
+
 st.title("Attention Lab")
 st.markdown(
     "A visual lab for **scaled dot-product self-attention** and the small decoder-only transformer "
@@ -26,3 +34,23 @@ value rows.
 settings in the address bar, so a link reproduces exactly what you show.
 """
 )
+
+st.header("The worked example, run")
+st.markdown(
+    "The lesson's example computes causal attention for four tokens by hand with PyTorch. Read the code, "
+    "predict the first row of `weights` (hint: row 0 may only look at key 0), then run it."
+)
+if st.button("Run the worked example", key="home_run_example"):
+    st.session_state["home_example_shown"] = True
+code_col, out_col = st.columns([3, 2])
+with code_col:
+    st.code(EXAMPLE.read_text(encoding="utf-8"), language="python")
+with out_col:
+    if st.session_state.get("home_example_shown"):
+        run = worked_example_run()
+        st.markdown("**What it prints**" if run.ok else "**It could not run**")
+        st.code(run.output, language=None)
+        if run.ok:
+            st.caption("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
+    else:
+        st.info("Press **Run the worked example** to see what it prints (the lab runs only this file).")

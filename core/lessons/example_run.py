@@ -1,0 +1,37 @@
+"""The worked example (examples/attention_by_hand.py) as the lesson shows it: its source beside what it prints.
+
+Only this predefined file is run, in a separate Python process (it seeds torch's global generator and sets
+its print options, which must not leak into the server), with a time limit. Nothing a learner types is
+ever run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention_by_hand.py"
+TIMEOUT_S = 120  # importing torch in a fresh process takes a few seconds on a busy 2-core machine
+
+
+@dataclass(frozen=True)
+class ExampleRun:
+    source: str
+    output: str  # what it printed (stdout), or why it could not run
+    ok: bool
+
+
+def run_worked_example() -> ExampleRun:
+    source = EXAMPLE.read_text(encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=EXAMPLE.parent
+        )
+    except subprocess.TimeoutExpired:
+        return ExampleRun(source, f"the example did not finish within {TIMEOUT_S} s", False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return ExampleRun(source, f"the example stopped with exit code {done.returncode}: {last}", False)
+    return ExampleRun(source, done.stdout, True)
