@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -20,16 +21,46 @@ MASKED_TEXT = "masked"
 Matrix = Sequence[Sequence[float | None]]
 
 
-def _layout(fig: go.Figure, title: str, height: int | None = None, top: int = 50) -> go.Figure:
-    fig.update_layout(
+def cells(z: Matrix) -> np.ndarray:
+    """A matrix as float32 with None (a masked cell) as NaN, which Plotly draws as a gap.
+
+    What a heatmap sends: float32 holds every value the lab's float32 tensors give exactly, a numeric array
+    travels as 4 bytes per cell (Plotly 6+ base64) instead of about 20 characters of JSON, and Plotly
+    validates and copies it as one block instead of walking a list of lists cell by cell. The numbers a
+    chart prints and its hover text come from `text`, formatted from the original values.
+    """
+    return np.array([[np.nan if v is None else v for v in row] for row in z], dtype=np.float32).reshape(len(z), -1)
+
+
+def _merge(base: dict, extra: Mapping | None) -> dict:
+    """`base` with `extra` merged in, nested dicts merged key by key (as Figure.update_* merges)."""
+    out = dict(base)
+    for key, value in (extra or {}).items():
+        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _layout(title: str, height: int | None = None, top: int = 50, **parts) -> dict:
+    """The layout every builder shares; `parts` (axes, legend, ...) are added to it."""
+    return dict(
         # Pinned to the top edge: heatmaps put their key axis (ticks and title) right under it.
         title=dict(text=title, x=0.0, xanchor="left", y=1.0, yanchor="top", yref="container", pad=dict(t=10)),
         margin=dict(l=10, r=10, t=top, b=10),
         height=height,
         font=dict(size=14),
         plot_bgcolor="#e9ecef",
+        **parts,
     )
-    return fig
+
+
+def figure(data: Sequence[Mapping], layout: Mapping) -> go.Figure:
+    """One figure from plain trace and layout dicts, validated once.
+
+    Plotly validates on every update_* call and walks every axis and trace each time; building the whole
+    spec first and validating it in one constructor call is several times faster on this lab's figures
+    (bench/bench_pages.py), and gives the same figure.
+    """
+    return go.Figure(data=[dict(trace) for trace in data], layout=dict(layout))
 
 
 def heatmap(
@@ -46,8 +77,14 @@ def heatmap(
     show_values: bool | None = None,
     value_format: str = ".2f",
     height: int | None = None,
+    x_axis: Mapping | None = None,
+    trace: Mapping | None = None,
+    layout: Mapping | None = None,
 ) -> go.Figure:
-    """A matrix with rows top-to-bottom. None cells are drawn as grey 'masked' gaps."""
+    """A matrix with rows top-to-bottom. None cells are drawn as grey 'masked' gaps.
+
+    `x_axis`, `trace` and `layout` are merged into the key axis, the heatmap trace and the layout (as
+    update_xaxes, update_traces and update_layout would)."""
     n_cells = sum(len(row) for row in z)
     show_values = n_cells <= 144 if show_values is None else show_values
     text = [[MASKED_TEXT if v is None else format(v, value_format) for v in row] for row in z]
@@ -55,26 +92,30 @@ def heatmap(
         finite = [abs(v) for row in z for v in row if v is not None]
         bound = max(finite, default=1.0) or 1.0
         zmin, zmax = -bound, bound
-    fig = go.Figure(
-        go.Heatmap(
-            z=[list(row) for row in z],
-            x=list(x_labels),
-            y=list(y_labels),
-            text=text,
-            texttemplate="%{text}" if show_values else None,
-            hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>value %{{text}}<extra></extra>",
-            colorscale=SIGNED_SCALE if signed else MAGNITUDE_SCALE,
-            zmin=zmin,
-            zmax=zmax,
-            xgap=1,
-            ygap=1,
-            hoverongaps=True,
-        )
+    heat = dict(
+        type="heatmap",
+        z=cells(z),
+        x=list(x_labels),
+        y=list(y_labels),
+        text=text,
+        texttemplate="%{text}" if show_values else None,
+        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>value %{{text}}<extra></extra>",
+        colorscale=SIGNED_SCALE if signed else MAGNITUDE_SCALE,
+        zmin=zmin,
+        zmax=zmax,
+        xgap=1,
+        ygap=1,
+        hoverongaps=True,
     )
-    fig.update_yaxes(autorange="reversed", title=y_title, type="category")
-    fig.update_xaxes(title=x_title, side="top", type="category")
     # The key axis sits on top, under the title: leave room for title, tick labels and axis title.
-    return _layout(fig, title, height, top=100)
+    spec = _layout(
+        title,
+        height,
+        top=100,
+        yaxis=dict(autorange="reversed", title=y_title, type="category"),
+        xaxis=_merge(dict(title=x_title, side="top", type="category"), x_axis),
+    )
+    return figure([_merge(heat, trace)], _merge(spec, layout))
 
 
 def bars(
@@ -87,26 +128,30 @@ def bars(
     value_format: str = ".4f",
     highlight: int | None = None,
     y_range: tuple[float, float] | None = None,
+    text: Sequence[str] | None = None,
 ) -> go.Figure:
-    """Vertical bars with their values printed; `highlight` marks one bar by colour and outline."""
+    """Vertical bars with their values printed; `highlight` marks one bar by colour and outline.
+
+    `text`: what each bar prints instead of its value (an empty list: nothing)."""
     colours = [OKABE_ITO[1] if i == highlight else OKABE_ITO[0] for i in range(len(values))]
-    fig = go.Figure(
-        go.Bar(
-            x=list(labels),
-            y=list(values),
-            marker=dict(
-                color=colours,
-                line=dict(color="#000000", width=[2 if i == highlight else 0 for i in range(len(values))]),
-            ),
-            text=[format(v, value_format) for v in values],
-            textposition="outside",
-            hovertemplate="%{x}: %{y:" + value_format + "}<extra></extra>",
-        )
+    bar = dict(
+        type="bar",
+        x=list(labels),
+        y=list(values),
+        marker=dict(
+            color=colours,
+            line=dict(color="#000000", width=[2 if i == highlight else 0 for i in range(len(values))]),
+        ),
+        text=[format(v, value_format) for v in values] if text is None else (list(text) or None),
+        textposition="outside",
+        hovertemplate="%{x}: %{y:" + value_format + "}<extra></extra>",
     )
-    fig.update_xaxes(title=x_title, type="category")
-    fig.update_yaxes(title=y_title, range=list(y_range) if y_range else None)
-    fig.update_layout(plot_bgcolor="#ffffff")
-    return _layout(fig, title)
+    layout = _layout(
+        title,
+        xaxis=dict(title=x_title, type="category"),
+        yaxis=dict(title=y_title, range=list(y_range) if y_range else None),
+    )
+    return figure([bar], layout)
 
 
 def lines(
@@ -118,22 +163,37 @@ def lines(
     y_title: str,
     log_y: bool = False,
     markers: bool = True,
+    x_axis: Mapping | None = None,
+    y_axis: Mapping | None = None,
+    extra: Sequence[Mapping] = (),
+    shapes: Sequence[Mapping] = (),
+    annotations: Sequence[Mapping] = (),
 ) -> go.Figure:
-    """One line per named series, each with its own colour and dash so it reads without colour."""
+    """One line per named series, each with its own colour and dash so it reads without colour.
+
+    `x_axis` / `y_axis` are merged into the axes, `extra` traces drawn after the series, `shapes` and
+    `annotations` added to the layout: the whole figure in one validation."""
     dashes = ("solid", "dash", "dot", "dashdot")
-    fig = go.Figure()
-    for i, (name, ys) in enumerate(series.items()):
-        fig.add_trace(
-            go.Scatter(
-                x=list(x),
-                y=list(ys),
-                name=name,
-                mode="lines+markers" if markers else "lines",
-                line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], dash=dashes[i % len(dashes)]),
-                connectgaps=True,
-            )
+    data = [
+        dict(
+            type="scatter",
+            x=list(x),
+            y=list(ys),
+            name=name,
+            mode="lines+markers" if markers else "lines",
+            line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], dash=dashes[i % len(dashes)]),
+            connectgaps=True,
         )
-    fig.update_xaxes(title=x_title)
-    fig.update_yaxes(title=y_title, type="log" if log_y else None)
-    fig.update_layout(plot_bgcolor="#ffffff", legend=dict(orientation="h", y=-0.2))
-    return _layout(fig, title)
+        for i, (name, ys) in enumerate(series.items())
+    ]
+    layout = _layout(
+        title,
+        xaxis=_merge(dict(title=x_title), x_axis),
+        yaxis=_merge(dict(title=y_title, type="log" if log_y else None), y_axis),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    if shapes:
+        layout["shapes"] = list(shapes)
+    if annotations:
+        layout["annotations"] = list(annotations)
+    return figure(data + [dict(t) for t in extra], layout)

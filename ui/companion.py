@@ -20,7 +20,8 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
         st.dataframe(table, hide_index=True, key=f"{key}_table")
         st.download_button(
             "Download the table as CSV",
-            table.to_csv(index=False).encode("utf-8"),
+            # Deferred: the CSV is written when the button is pressed, not on every rerun of the page.
+            lambda: table.to_csv(index=False).encode("utf-8"),
             file_name=f"{key}.csv",
             mime="text/csv",
             key=f"{key}_csv",
@@ -35,9 +36,13 @@ def matrix_table(
 
     Values are formatted text (6 decimals) so one column can hold numbers and 'masked' alike.
     """
-    records = []
-    for i, r in enumerate(row_labels):
-        for j, c in enumerate(col_labels):
-            v = z[i][j]
-            records.append({row_name: r, col_name: c, value_name: "masked" if v is None else f"{float(v):.6f}"})
-    return pd.DataFrame.from_records(records)
+    rows, cols = list(row_labels), list(col_labels)
+    return pd.DataFrame(
+        {
+            row_name: [r for r in rows for _ in cols],  # row-major, as the matrix reads
+            col_name: cols * len(rows),
+            value_name: [
+                "masked" if v is None else f"{float(v):.6f}" for row in z[: len(rows)] for v in row[: len(cols)]
+            ],
+        }
+    )

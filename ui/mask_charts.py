@@ -30,7 +30,8 @@ def mask_figure(
 ) -> go.Figure:
     """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
     z = [[1.0 if ok else None for ok in row] for row in rows]
-    fig = charts.heatmap(
+    text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
+    return charts.heatmap(
         z,
         title=title,
         x_labels=x_labels,
@@ -40,9 +41,8 @@ def mask_figure(
         zmin=0,
         zmax=1,
         show_values=True,
+        trace=dict(text=[list(row) for row in text], showscale=False),
     )
-    text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
-    return fig.update_traces(text=text, showscale=False)
 
 
 def mask_table(

@@ -19,7 +19,7 @@ Q_COLOUR, K_COLOUR = charts.OKABE_ITO[0], charts.OKABE_ITO[5]  # blue, vermillio
 def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
     """The pair of q and of k before (dotted) and after (solid) rotation, arrows from the origin, equal axes,
     with the turning angles m·θ and n·θ drawn as arcs and labelled."""
-    fig = go.Figure()
+    traces: list[dict] = []
     lengths, angles = rot.lengths, rot.angles
     reach = max(lengths.values()) or 1.0
     vectors = [
@@ -29,8 +29,9 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
         ("k after", rot.k_after, K_COLOUR, "solid", f"k at n={rot.n}"),
     ]
     for name, (x, y), colour, dash, tip in vectors:
-        fig.add_trace(
-            go.Scatter(
+        traces.append(
+            dict(
+                type="scatter",
                 x=[0.0, x],
                 y=[0.0, y],
                 name=name if "before" in name else f"{name} RoPE",
@@ -49,8 +50,9 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
         label = f"{name} = {sweep:.3f} rad" + (" (mod 2π)" if abs(sweep) >= 2 * math.pi else "")
         start = angles[f"{vec} before"]
         points = rope_lab.arc_points(start, sweep, radius)
-        fig.add_trace(
-            go.Scatter(
+        traces.append(
+            dict(
+                type="scatter",
                 x=[p[0] for p in points],
                 y=[p[1] for p in points],
                 mode="lines+markers",
@@ -62,8 +64,9 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
         )
         # A short label just outside the arc's middle; the full value is in the legend and the metrics.
         middle = rope_lab.arc_points(start, sweep, radius * 1.14)[len(points) // 2]
-        fig.add_trace(
-            go.Scatter(
+        traces.append(
+            dict(
+                type="scatter",
                 x=[middle[0]],
                 y=[middle[1]],
                 mode="text",
@@ -74,16 +77,16 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
             )
         )
     bound = 1.3 * reach
-    fig.update_xaxes(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[0]}")
-    fig.update_yaxes(
-        range=[-bound, bound],
-        zeroline=True,
-        zerolinecolor="#888888",
-        title=f"feature {rot.dims[1]}",
-        scaleanchor="x",
-        scaleratio=1,
-    )
-    fig.update_layout(
+    layout = dict(
+        xaxis=dict(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[0]}"),
+        yaxis=dict(
+            range=[-bound, bound],
+            zeroline=True,
+            zerolinecolor="#888888",
+            title=f"feature {rot.dims[1]}",
+            scaleanchor="x",
+            scaleratio=1,
+        ),
         title=dict(
             text=f"pair {rot.pair} (features {rot.dims[0]}, {rot.dims[1]}): q at m = {rot.m}, k at n = {rot.n}",
             x=0.0,
@@ -95,4 +98,4 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
         plot_bgcolor="#ffffff",
         legend=dict(orientation="h", yanchor="top", y=-0.2),  # below the x axis title, not over it
     )
-    return fig
+    return charts.figure(traces, layout)

@@ -158,7 +158,8 @@ for column, name, rows, note in zip(columns, ("Q", "K", "V"), (q_rows, k_rows, v
                 zmin=-bound,
                 zmax=bound,
                 height=height(T),
-            ).update_xaxes(title=None, side="bottom"),  # narrow: keep the title clear
+                x_axis=dict(title=None, side="bottom"),  # narrow: keep the title clear
+            ),
             matrix_table(rows, labels, head_dims, row_name="token", col_name="dimension d", value_name=name.lower()),
             f"{name} of layer {layer}, head {head} {note}: {T} rows of {D} numbers, from "
             f"{min(min(r) for r in rows):.3f} to {max(max(r) for r in rows):.3f}.",

@@ -1,72 +1,22 @@
 """Attention inspector: every layer's and head's weights for a text, one head enlarged, one row by hand."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
-from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
-from ui import charts, params
+from core.model.introspect import check_row, encode_for_model, head_summaries, projections
+from ui import cached, charts, params
 from ui.companion import chart, matrix_table
+from ui.grid_figure import grid_figure
 from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
-GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
-GRID_TICKS_UP_TO = 16  # tokens; longer texts draw the small multiples without tick labels
-GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without cell borders
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
 
 
 def masked(weights, mask):
     """A (T, T) list of weights with the forbidden cells as None (drawn as grey gaps)."""
     return [[w if ok else None for w, ok in zip(row, allowed)] for row, allowed in zip(weights, mask)]
-
-
-def grid_figure(grids, labels, *, selected):
-    """Small multiples: one weight heatmap per (layer, head), titled 'layer l, head h', one colour scale."""
-    L, H, T = len(grids), len(grids[0]), len(labels)
-    gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
-    fig = make_subplots(
-        rows=L,
-        cols=H,
-        subplot_titles=[f"layer {layer}, head {h}" for layer in range(L) for h in range(H)],
-        horizontal_spacing=0.03,
-        vertical_spacing=0.2 / L,
-    )
-    for layer in range(L):
-        for h in range(H):
-            fig.add_trace(
-                go.Heatmap(
-                    z=grids[layer][h],
-                    x=labels,
-                    y=labels,
-                    coloraxis="coloraxis",
-                    xgap=gap,
-                    ygap=gap,
-                    hoverongaps=False,
-                    hovertemplate=f"layer {layer}, head {h}<br>query %{{y}}<br>key %{{x}}<br>"
-                    "weight %{z:.3f}<extra></extra>",
-                ),
-                row=layer + 1,
-                col=h + 1,
-            )
-    show_ticks = T <= GRID_TICKS_UP_TO
-    fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top")
-    fig.update_yaxes(type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9))
-    fig.update_xaxes(ticks="" if not show_ticks else None)
-    fig.update_yaxes(ticks="" if not show_ticks else None)
-    fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
-    layer, h = selected
-    fig.layout.annotations[layer * H + h].update(text=f"<b>layer {layer}, head {h} (enlarged below)</b>")
-    fig.update_layout(
-        coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
-        height=90 + GRID_ROW_HEIGHT * L,
-        margin=dict(l=10, r=10, t=60, b=10),
-        plot_bgcolor="#e9ecef",
-        title=dict(text=f"attention weights of every layer (rows) and head (columns), T = {T}", x=0.0, xanchor="left"),
-    )
-    return fig
 
 
 def fmt(value, digits=3):
@@ -108,7 +58,8 @@ with cols[0]:
 with cols[1]:
     head = params.selectbox("Head to enlarge", "insp_head", list(range(H)), 0)
 
-grid = attention_grid(bundle.model, enc.ids)  # (L, H, T, T) from forward(return_weights=True)
+ids = cached.ids_key(enc.ids)
+grid = cached.attention_grid(bundle.model, bundle.version, ids)  # (L, H, T, T) from forward(return_weights=True)
 proj = projections(bundle.model, enc.ids, layer, head)  # this head's q, k, v for the hand check
 mask = proj.mask.tolist()  # (T, T) True = may attend
 grids = [[masked(grid[layer, h].tolist(), mask) for h in range(H)] for layer in range(L)]  # L x H x (T, T)
@@ -162,8 +113,8 @@ fig = charts.heatmap(
     zmax=1,
     value_format=".2f",
     height=min(900, 160 + 26 * T),
+    trace=dict(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False),
 )
-fig.update_traces(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False)
 this = summaries[layer * H + head]
 chart(
     fig,
@@ -197,9 +148,8 @@ bars = charts.bars(
     value_format=".3f",
     highlight=top,
     y_range=(0, 1.15),
+    text=[] if len(keys) > BAR_VALUES_UP_TO else None,  # many values would overlap; the table has every number
 )
-if len(keys) > BAR_VALUES_UP_TO:
-    bars.update_traces(text=None)  # printed values would overlap; the table below has every number
 chart(
     bars,
     pd.DataFrame({"key": key_labels, "weight": [round(w, 6) for w in check.model_weights]}),

@@ -6,7 +6,7 @@ import streamlit as st
 from core.attention import causal_mask
 from core.lessons import masks as masking
 from core.lessons import scores as lessons
-from ui import charts, params
+from ui import cached, charts, params
 from ui.companion import chart, matrix_table
 from ui.mask_charts import mask_figure, mask_table
 from ui.text import escape_markdown
@@ -264,9 +264,7 @@ else:
         f"With a forbidden logit of {spike:g}, the allowed keys keep {case.kept_mass:.6g} of the weight; "
         f"renormalising differs from the masked softmax by at most {case.max_error:.3g}."
     )
-sweep = [
-    masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=x) for x in masking.RENORMALISE_SWEEP
-]
+sweep = cached.worked_row_sweep(2, masking.RENORMALISE_SWEEP)  # the same row 2 of the worked example
 first_bad = next((r for r in sweep if r.undefined), None)
 last_good = [r for r in sweep if r.max_error <= 1e-6][-1]  # logit 0 always qualifies
 sweep_fig = charts.lines(
@@ -276,8 +274,8 @@ sweep_fig = charts.lines(
     x_title="forbidden logit",
     y_title="largest error in the row (0 is not drawn)",
     log_y=True,
+    y_axis=dict(exponentformat="power"),
 )
-sweep_fig.update_yaxes(exponentformat="power")
 chart(
     sweep_fig,
     pd.DataFrame(

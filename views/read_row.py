@@ -79,8 +79,8 @@ fig = charts.bars(
     y_title="weight",
     highlight=None,
     y_range=(0, 1.15),
+    text=[f"{w:.4f}" if ok else "masked (0)" for w, ok in zip(reading.weights, reading.allowed)],
 )
-fig.update_traces(text=[f"{w:.4f}" if ok else "masked (0)" for w, ok in zip(reading.weights, reading.allowed)])
 chart(
     fig,
     pd.DataFrame(

@@ -1,13 +1,12 @@
 """RoPE: rotary position embedding, one pair at a time, and why the score depends only on m - n."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 import torch
 
 from core.lessons import rope as rope_lab
 from core.model.introspect import encode_for_model
-from ui import charts, params, rope_figure
+from ui import cached, charts, params, rope_figure
 from ui.companion import chart, matrix_table
 from ui.models import selected_bundle
 from ui.text import escape_markdown, explain_encoding, verdict
@@ -109,17 +108,18 @@ fig = charts.lines(
     x_title="offset m − n (query position − key position)",
     y_title="q·k after RoPE",
     markers=False,
-)
-fig.add_trace(
-    go.Scatter(
-        x=[rot.offset],
-        y=[rot.score_after],
-        mode="markers+text",
-        name=f"your m = {m}, n = {n}",
-        marker=dict(symbol="diamond", size=13, color="#000000"),
-        text=[f"m={m}, n={n}"],
-        textposition="top center",
-    )
+    extra=[
+        dict(
+            type="scatter",
+            x=[rot.offset],
+            y=[rot.score_after],
+            mode="markers+text",
+            name=f"your m = {m}, n = {n}",
+            marker=dict(symbol="diamond", size=13, color="#000000"),
+            text=[f"m={m}, n={n}"],
+            textposition="top center",
+        )
+    ],
 )
 offset_table = pd.DataFrame(
     {
@@ -159,9 +159,17 @@ fig = charts.lines(
     x_title="pair index i",
     y_title="θᵢ (radians per position, log scale)",
     log_y=True,
-)
-fig.add_vline(
-    x=pair, line_dash="dot", line_color="#555555", annotation_text=f"pair {pair}", annotation_position="top right"
+    # a dotted vertical line at your pair, labelled at its top right (what Figure.add_vline draws)
+    shapes=[
+        dict(
+            type="line", x0=pair, x1=pair, xref="x", y0=0, y1=1, yref="y domain", line=dict(dash="dot", color="#555555")
+        )
+    ],
+    annotations=[
+        dict(
+            text=f"pair {pair}", x=pair, xref="x", y=1, yref="y domain", xanchor="left", yanchor="top", showarrow=False
+        )
+    ],
 )
 freq_table = pd.DataFrame(
     {
@@ -250,7 +258,7 @@ with right:
     head = params.selectbox("Head", "rope_head", list(range(config.n_head)), 0)
 enc = encode_for_model(bundle.tokenizer, text, config.context_length)
 explain_encoding(enc, "draw scores for")
-onoff = rope_lab.rope_on_off_scores(bundle.model, enc.ids, layer, head)
+onoff = cached.rope_on_off_scores(bundle.model, bundle.version, cached.ids_key(enc.ids), layer, head)
 T, labels = onoff.T, enc.labels()
 st.caption(
     f"The model rotates with its own base {config.rope_base:g} and head width {config.head_dim}, "
@@ -285,9 +293,9 @@ for column, z, name, key in zip(st.columns(2), maps, names, keys):
             zmin=-bound,
             zmax=bound,
             height=min(900, 190 + 22 * T),
+            # The key labels and their axis title sit on top: pin the chart title to the container's top edge.
+            layout=dict(margin=dict(t=130), title=dict(yref="container", y=0.995, yanchor="top")),
         )
-        # The key labels and their axis title sit on top: pin the chart title to the container's top edge above them.
-        fig.update_layout(margin=dict(t=130), title=dict(yref="container", y=0.995, yanchor="top"))
         chart(
             fig,
             matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),

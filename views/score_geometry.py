@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from core.lessons import scores as lessons
-from ui import charts, params
+from ui import cached, charts, params
 from ui.companion import chart, matrix_table
 
 st.title("Score geometry")
@@ -106,8 +106,9 @@ st.markdown(
     "Dividing by √D divides the variance by D, bringing it back to 1 whatever the head width. "
     "Below, the lab measures this on random vectors and draws the closed forms D and 1 beside it."
 )
-variance = lessons.score_variance(list(lessons.VARIANCE_WIDTHS), seed=seed)
+variance = cached.score_variance(tuple(lessons.VARIANCE_WIDTHS), seed)
 widths = [r.width for r in variance]
+ticks = [1, 4, 16, 64, 256]
 fig = charts.lines(
     widths,
     {
@@ -120,10 +121,9 @@ fig = charts.lines(
     x_title="head width D",
     y_title="variance",
     log_y=True,
+    x_axis=dict(type="log", tickvals=widths, ticktext=[str(w) for w in widths]),
+    y_axis=dict(tickvals=ticks, ticktext=[str(x) for x in ticks]),
 )
-ticks = [1, 4, 16, 64, 256]
-fig.update_xaxes(type="log", tickvals=widths, ticktext=[str(w) for w in widths])
-fig.update_yaxes(tickvals=ticks, ticktext=[str(x) for x in ticks])
 variance_table = pd.DataFrame(
     {
         "head width D": widths,

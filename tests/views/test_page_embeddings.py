@@ -24,7 +24,8 @@ def heatmap(at, title_start):
     """z (as float rows, None for masked) and y labels of the figure whose title starts with `title_start`."""
     found = figure(at, title_start)
     trace = found["data"][0]
-    z = [[None if v is None else float(v) for v in row] for row in decode(trace["z"]).tolist()]
+    # heatmaps send float32 cells with masked ones as NaN (ui.charts.cells); earlier pages sent JSON nulls
+    z = [[None if v is None or v != v else float(v) for v in row] for row in decode(trace["z"]).tolist()]
     return z, list(decode(trace["y"]).tolist()), found["layout"]["title"]["text"]
 
 

@@ -26,7 +26,8 @@ def open_inspector(path, query=None) -> AppTest:
 
 
 def z_of(trace):
-    return [[None if v is None else float(v) for v in row] for row in decode(trace["z"]).tolist()]
+    """The cells as floats, None where masked (sent as NaN in float32, ui.charts.cells)."""
+    return [[None if v is None or v != v else float(v) for v in row] for row in decode(trace["z"]).tolist()]
 
 
 def assert_causal_weights(z, want):

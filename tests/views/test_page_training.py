@@ -73,7 +73,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers():
     val = [t for t in losses["data"] if t["name"].startswith("validation")][0]
     assert list(decode(val["x"]).astype(int)) == [r.step for r in result.history]
     np.testing.assert_allclose(decode(val["y"]).astype(float), [r.val_loss for r in result.history], rtol=1e-12)
-    z = np.array([[np.nan if v is None else v for v in row] for row in attention["data"][0]["z"]], dtype=float)
+    z = decode(attention["data"][0]["z"]).astype(float)  # float32 cells, NaN where masked (ui.charts.cells)
     T = z.shape[0]
     assert np.isnan(z[np.triu_indices(T, 1)]).all()  # drawn as masked above the diagonal
     np.testing.assert_allclose(np.nansum(z, axis=1), np.ones(T), atol=1e-5)

@@ -1,0 +1,66 @@
+"""ui.cached: each cached computation returns the numbers of the uncached core call, for every key it is asked
+with (a cache keyed on too little would hand one input's result to another); and a heatmap sends the cells
+it was given, masked ones as gaps."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from core.lessons import rope as rope_lab
+from core.lessons import scores as lessons
+from core.model import introspect
+from ui import cached, charts
+
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
+
+
+def test_score_variance_is_the_core_computation_for_each_seed():
+    widths = tuple(lessons.VARIANCE_WIDTHS[:4])
+    for seed in (0, 1, 0):  # 0 again: served from the cache, still seed 0's numbers
+        assert cached.score_variance(widths, seed) == lessons.score_variance(list(widths), seed=seed)
+    assert cached.score_variance(widths, 0) != cached.score_variance(widths, 1)
+
+
+def test_model_computations_are_the_core_ones_for_each_text_layer_and_head(trained_bundle):
+    model, version, tok = trained_bundle.model, trained_bundle.version, trained_bundle.tokenizer
+    texts = ("def add(a, b):", "x = 1", "def add(a, b):")
+    for text in texts:
+        ids = cached.ids_key(tok.encode(text))
+        torch.testing.assert_close(
+            cached.attention_grid(model, version, ids), introspect.attention_grid(model, list(ids)), rtol=0, atol=0
+        )
+        for layer in range(model.config.n_layer):
+            for head in range(model.config.n_head):
+                on_off = cached.rope_on_off_scores(model, version, ids, layer, head)
+                ref = rope_lab.rope_on_off_scores(model, list(ids), layer, head)
+                torch.testing.assert_close(on_off.scores_on, ref.scores_on, rtol=0, atol=0)
+                torch.testing.assert_close(on_off.scores_off, ref.scores_off, rtol=0, atol=0)
+    a, b = (cached.attention_grid(model, version, cached.ids_key(tok.encode(t))) for t in texts[:2])
+    assert a.shape != b.shape  # two texts: two entries, not one
+
+
+def test_a_heatmap_sends_its_cells_as_float32_with_masked_cells_as_gaps():
+    z = [[0.25, None, None], [0.5, 0.125, None], [1.0, 2.5e-8, -3.0]]
+    fig = json.loads(charts.heatmap(z, title="t", x_labels=list("abc"), y_labels=list("abc")).to_json())
+    sent = fig["data"][0]["z"]
+    cells = np.frombuffer(base64.b64decode(sent["bdata"]), dtype=np.dtype(sent["dtype"])).reshape(3, 3)
+    want = np.array([[np.nan if v is None else v for v in row] for row in z], dtype=np.float32)
+    np.testing.assert_array_equal(cells, want)  # NaN where masked, every other cell exactly
+    assert fig["data"][0]["text"][0] == ["0.25", "masked", "masked"]  # what hover and the cells print
+
+
+def test_the_masks_sweep_is_the_core_computation_on_the_worked_examples_row():
+    from core.lessons import masks as masking
+
+    example = lessons.worked_example()
+    logits = masking.RENORMALISE_SWEEP[:6]
+    for row in (2, 1, 2):  # rows with a forbidden key (the causal future)
+        scores, allowed = example.result.scores[0, row], example.mask[row]
+        want = [masking.renormalise_after_softmax(scores, allowed, forbidden_logit=x) for x in logits]
+        got = cached.worked_row_sweep(row, logits)
+        assert [(r.forbidden_logit, r.kept_mass, r.max_error, r.undefined) for r in got] == [
+            (r.forbidden_logit, r.kept_mass, r.max_error, r.undefined) for r in want
+        ]

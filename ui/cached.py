@@ -1,0 +1,71 @@
+"""Pure computations the pages repeat on every rerun, cached per server with st.cache_data.
+
+Each function is the core function of the same name, keyed on its inputs, so a widget that does not change
+them (another selector, a toggle of the drawing) reuses the result. Only computations that cost more than
+st.cache_data's copy are here: a cached value is pickled and unpickled for every caller, which for a result
+of many small tensors (introspect.projections, 11 tensors: 1.8 ms) costs as much as computing it (1.9 ms).
+A model is not hashed: `version` (the bundle's content hash) stands for it, as on the Autocomplete page. The
+cache keeps a bounded number of entries; st.cache_data hands every caller its own copy, so a page may not
+change what another one sees.
+tests/views/test_cached.py holds each one to the uncached core call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import streamlit as st
+from torch import Tensor
+
+from core.lessons import masks as masking
+from core.lessons import rope as rope_lab
+from core.lessons import scores as lessons
+from core.model import introspect
+from core.model.gpt import GPT
+
+ENTRIES = 64  # per function: a class exploring a page stays well inside it
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def score_variance(widths: tuple[int, ...], seed: int) -> list[lessons.VarianceRow]:
+    """core.lessons.scores.score_variance: 4096 random (q, k) pairs per width, about 150 ms."""
+    return lessons.score_variance(list(widths), seed=seed)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The numbers of one core.lessons.masks.RenormalisedRow that the Masks page's sweep draws and tables."""
+
+    forbidden_logit: float
+    kept_mass: float
+    undefined: bool
+    max_error: float
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def worked_row_sweep(row: int, forbidden_logits: tuple[float, ...]) -> list[SweepPoint]:
+    """core.lessons.masks.renormalise_after_softmax of row `row` of the worked example
+    (core.lessons.scores.worked_example) for each forbidden logit: the Masks page's sweep (12 ms), kept as
+    plain numbers (the rows' tensors would take 30 ms to unpickle)."""
+    example = lessons.worked_example()
+    scores, allowed = example.result.scores[0, row], example.mask[row]  # (S,), (S,)
+    rows = [masking.renormalise_after_softmax(scores, allowed, forbidden_logit=x) for x in forbidden_logits]
+    return [SweepPoint(r.forbidden_logit, r.kept_mass, r.undefined, r.max_error) for r in rows]
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def attention_grid(_model: GPT, version: str, ids: tuple[int, ...]) -> Tensor:
+    """core.model.introspect.attention_grid of the model whose bundle version is `version`."""
+    return introspect.attention_grid(_model, list(ids))
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def rope_on_off_scores(_model: GPT, version: str, ids: tuple[int, ...], layer: int, head: int) -> rope_lab.RopeOnOff:
+    """core.lessons.rope.rope_on_off_scores of the model whose bundle version is `version`."""
+    return rope_lab.rope_on_off_scores(_model, list(ids), layer, head)
+
+
+def ids_key(ids: Sequence[int]) -> tuple[int, ...]:
+    """Token ids as the hashable key the cached functions take."""
+    return tuple(int(i) for i in ids)

@@ -1,0 +1,91 @@
+"""The Attention inspector's small multiples: one weight heatmap per (layer, head), one colour scale.
+
+A pure figure builder (data in, figure out). The subplot layout (axes domains, titles) depends only on the
+number of layers and heads and on whether ticks are drawn: it is made once with plotly's make_subplots and
+kept, and every figure is then built from plain dicts in one validation. Building it with add_trace and
+update_* calls on every rerun cost about 350 ms on the shipped model (4 × 4 heads); this takes a tenth.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui import charts
+
+GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
+GRID_TICKS_UP_TO = 16  # tokens; longer texts draw the small multiples without tick labels
+GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without cell borders
+
+
+@functools.lru_cache(maxsize=16)
+def _skeleton(L: int, H: int, show_ticks: bool) -> dict:
+    """The layout of an L × H grid without its data, its title or the selected head (never mutated)."""
+    fig = make_subplots(
+        rows=L,
+        cols=H,
+        subplot_titles=[f"layer {layer}, head {h}" for layer in range(L) for h in range(H)],
+        horizontal_spacing=0.03,
+        vertical_spacing=0.2 / L,
+    )
+    fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top")
+    fig.update_yaxes(type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9))
+    fig.update_xaxes(ticks="" if not show_ticks else None)
+    fig.update_yaxes(ticks="" if not show_ticks else None)
+    fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
+    fig.update_layout(
+        coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
+        height=90 + GRID_ROW_HEIGHT * L,
+        margin=dict(l=10, r=10, t=60, b=10),
+        plot_bgcolor="#e9ecef",
+    )
+    return fig.layout.to_plotly_json()
+
+
+def grid_figure(
+    grids: Sequence[Sequence[Sequence[Sequence[float | None]]]], labels: Sequence[str], *, selected: tuple[int, int]
+) -> go.Figure:
+    """Small multiples of `grids` (L x H x (T, T), None = masked), titled 'layer l, head h'; the `selected`
+    (layer, head) is marked in bold as the one enlarged below."""
+    L, H, T = len(grids), len(grids[0]), len(labels)
+    gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
+    layout = copy.deepcopy(_skeleton(L, H, T <= GRID_TICKS_UP_TO))
+    layer, h = selected
+    layout["annotations"][layer * H + h]["text"] = f"<b>layer {layer}, head {h} (enlarged below)</b>"
+    layout["title"] = dict(
+        text=f"attention weights of every layer (rows) and head (columns), T = {T}", x=0.0, xanchor="left"
+    )
+    x, y = list(labels), list(labels)
+    cells = [[charts.cells(grids[i][j]) for j in range(H)] for i in range(L)]
+    # Plotly.react redraws every trace whose arrays are new objects (each rerun sends new ones) unless
+    # datarevision says the data is unchanged: choosing another head changes only the bold title.
+    digest = hashlib.blake2b(digest_size=8)
+    for row in cells:
+        for z in row:
+            digest.update(z.tobytes())
+    digest.update("\x00".join(labels).encode())
+    layout["datarevision"] = digest.hexdigest()
+    data = [
+        dict(
+            type="heatmap",
+            z=cells[i][j],
+            x=x,
+            y=y,
+            coloraxis="coloraxis",
+            xgap=gap,
+            ygap=gap,
+            hoverongaps=False,
+            hovertemplate=f"layer {i}, head {j}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
+            xaxis=f"x{n}" if n > 1 else "x",
+            yaxis=f"y{n}" if n > 1 else "y",
+        )
+        for i in range(L)
+        for j in range(H)
+        for n in [i * H + j + 1]
+    ]
+    return charts.figure(data, layout)
