@@ -30,7 +30,7 @@ PAGES = {
     ],
 }
 
-page = st.navigation(PAGES)
+page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" fold
 models.sidebar()
 models.banner()
 page.run()

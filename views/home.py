@@ -44,12 +44,12 @@ if st.button("Run the worked example", key="home_run_example"):
     st.session_state["home_example_shown"] = True
 code_col, out_col = st.columns([3, 2])
 with code_col:
-    st.code(EXAMPLE.read_text(encoding="utf-8"), language="python")
+    st.code(EXAMPLE.read_text(encoding="utf-8"), language=None, wrap_lines=True)  # plain: token colours fail contrast
 with out_col:
     if st.session_state.get("home_example_shown"):
         run = worked_example_run()
         st.markdown("**What it prints**" if run.ok else "**It could not run**")
-        st.code(run.output, language=None)
+        st.code(run.output, language=None, wrap_lines=True)
         if run.ok:
             st.caption("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
     else:

@@ -236,12 +236,13 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
         "none",
     ]
     with open(log_path, "wb") as log:
-        # Runs and the registry go to this test session's own folders: a developer's local registry
+        # Runs, the registry and the class database go to this test session's own folders: a developer's local registry
         # would change which model the pages select, and test runs must not land in the repo's runs/.
         env = dict(
             os.environ,
             LAB_RUNS_DIR=str(log_dir / "runs"),
             LAB_REGISTRY_DIR=str(log_dir / "registry"),
+            LAB_CLASS_DB=str(log_dir / "class.db"),
             LAB_TEACHER_PASSCODE=TEACHER_PASSCODE,
         )
         proc = subprocess.Popen(
