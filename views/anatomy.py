@@ -38,7 +38,7 @@ st.caption(
 st.dataframe(vocab, hide_index=True, key="anatomy_vocab", height=260)
 
 st.header("2. A text as ids, and back")
-text = params.text_input("Text to encode", "anatomy_text", "def f(x):\n    return x  # é")
+text = params.text_area("Text to encode", "anatomy_text", "def f(x):\n    return x  # é", height=100)
 enc = encode_for_model(tok, text, config.context_length)
 explain_encoding(enc, "encode", "Decoding gives them back as \ufffd: the model cannot tell them apart.")
 unknown = set(enc.unknown_positions)

@@ -15,7 +15,7 @@ def test_the_vocabulary_and_a_text_with_an_unseen_character():
     vocab = table(at, "code point")
     assert len(vocab) == SHIPPED.tokenizer.vocab_size
     assert list(vocab["token"][:4]) == ["<pad>", "<bos>", "<eos>", "<unk>"]
-    at.text_input(key="anatomy_text").input("é=1").run()
+    at.text_area(key="anatomy_text").input("é=1").run()
     ids = table(at, "seen in training")
     assert list(ids["id"]) == SHIPPED.tokenizer.encode("é=1")
     assert list(ids["seen in training"]) == ["no: <unk>", "yes", "yes"]

@@ -1,7 +1,10 @@
 """The Checkpoint page (AppTest): answer, submit, graded by core, kept in LAB_CLASS_DB; the teacher's view
 behind the passcode; two sessions writing at once lose nothing."""
 
-import threading
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +13,7 @@ from core.classroom.store import ClassStore
 from tests.apptest import open_page
 
 PASSCODE = "test-teacher-7c2e"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -85,26 +89,30 @@ def test_the_teacher_view_needs_the_passcode_and_then_shows_the_class(class_db, 
     assert any("1 learners; pass rate 100%" in c.value for c in at.caption)
 
 
+SESSION = """
+import sys
+from core.classroom import checkpoint as cp
+from tests.views.test_page_checkpoint import answer, start
+name = sys.argv[1]
+questions = cp.checkpoint(cp.learner_seed(name, "7B"))
+at = start(name, "7B")
+for _ in range(5):
+    answer(at, questions, 6)
+    next(b for b in at.button if b.label == "Take it again").click().run()
+"""
+
+
 def test_two_sessions_writing_fifty_results_each_lose_none(class_db):
-    """Two browser sessions (AppTest) submit five checkpoints each, 60 answers a session, at the same time."""
-    errors = []
-
-    def session(name):
-        try:
-            questions = cp.checkpoint(cp.learner_seed(name, "7B"))
-            at = start(name, "7B")
-            for _ in range(5):
-                answer(at, questions, 6)
-                next(b for b in at.button if b.label == "Take it again").click().run()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=session, args=(n,)) for n in ("Ada", "Bo")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    """Two browser sessions (AppTest, each in its own process, as two server sessions are independent) submit
+    five checkpoints each, 60 answers a session, at the same time, into one database."""
+    env = {**os.environ, "LAB_CLASS_DB": str(class_db)}
+    sessions = [
+        subprocess.Popen([sys.executable, "-c", SESSION, name], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        for name in ("Ada", "Bo")
+    ]
+    for proc in sessions:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
     kept = ClassStore(class_db).answers("7B")
     assert len(kept) == 120 and {a.learner for a in kept} == {"Ada", "Bo"}
     assert len({a.attempt for a in kept}) == 10  # every submission its own attempt
