@@ -5,14 +5,20 @@ code); answers go to the class database (core.classroom.store, LAB_CLASS_DB). Th
 teacher's, behind the same passcode as the release actions (ui.teacher).
 """
 
-import os
-
 import pandas as pd
 import streamlit as st
 
 from core.classroom import checkpoint as cp
 from core.classroom.results import PASS_MARK, passes, summarise, to_csv
-from core.classroom.store import ENV, MAX_LEARNER, ClassStore, StoreError, check_class_code, check_learner, new_attempt
+from core.classroom.store import (
+    MAX_LEARNER,
+    ClassStore,
+    StoreError,
+    check_class_code,
+    check_learner,
+    class_db_path,
+    new_attempt,
+)
 from ui import charts, teacher
 from ui.companion import chart
 from ui.text import escape_markdown, link_if_registered, verdict
@@ -28,7 +34,7 @@ def class_store(path: str) -> ClassStore:
 
 
 def store() -> ClassStore:
-    return class_store(os.environ.get(ENV) or "class.db")
+    return class_store(str(class_db_path()))
 
 
 def start() -> None:

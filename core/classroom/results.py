@@ -27,10 +27,6 @@ class LearnerScore:
     at: str
 
     @property
-    def score(self) -> float:
-        return self.right / self.asked
-
-    @property
     def passed(self) -> bool:
         return passes(self.right, self.asked)
 

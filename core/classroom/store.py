@@ -88,6 +88,11 @@ def check_class_code(code: object) -> str:
     return code.strip()
 
 
+def class_db_path() -> Path:
+    """Where the class database lives: LAB_CLASS_DB, else ./class.db."""
+    return Path(os.environ.get(ENV) or DEFAULT_PATH)
+
+
 def new_attempt() -> str:
     return uuid.uuid4().hex
 
@@ -100,7 +105,7 @@ class ClassStore:
     """The class database at `path` (default: LAB_CLASS_DB, else ./class.db)."""
 
     def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path if path is not None else os.environ.get(ENV) or DEFAULT_PATH)
+        self.path = Path(path) if path is not None else class_db_path()
         self.notice: str | None = None  # set when a damaged database was moved aside
         self._ready = False
 

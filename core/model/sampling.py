@@ -272,16 +272,16 @@ def generate(
     ids = start_ids(prompt_ids)
     if min(ids) < 0 or max(ids) >= config.vocab_size:
         raise ValueError(f"prompt ids must lie in 0..{config.vocab_size - 1}, got min {min(ids)}, max {max(ids)}")
-    suppress = tuple(suppress)
-    _allowed(torch.zeros(config.vocab_size), suppress)  # every suppressed id in the vocabulary, one left over
-    return _generate(model, ids, sample, generator, use_cache, keep, suppress)
-
-
-def _generate(model, ids, sample, generator, use_cache, keep, suppress) -> Iterator[GenerationStep]:
-    L = model.config.context_length
     device = next(model.parameters()).device
+    # (V,): checks every suppressed id is in the vocabulary with one left over; built once, not per step
+    allowed = _allowed(torch.zeros(config.vocab_size, device=device), tuple(suppress))
+    return _generate(model, ids, sample, generator, use_cache, keep, allowed)
+
+
+def _generate(model, ids, sample, generator, use_cache, keep, allowed) -> Iterator[GenerationStep]:
+    L = model.config.context_length
+    device = allowed.device
     cache = model.new_cache(batch_size=1) if use_cache else None
-    allowed = _allowed(torch.zeros(model.config.vocab_size, device=device), suppress)  # (V,) once, not per step
     start = max(0, len(ids) - L)  # the window the model sees is ids[start:]
     was_training = model.training
     model.eval()

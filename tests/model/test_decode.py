@@ -121,8 +121,7 @@ def test_greedy_generation_with_decode_matches_the_teaching_recompute_across_win
 
 def test_training_after_decode_still_has_gradients():
     """The RoPE tables decode first asks for inside inference_mode are shared with training: plain tensors."""
-    model = GPT(preset("tiny", V))  # a fresh shape, so the cached tables are built by decode below
-    model = GPT(dataclasses.replace(model.config, rope_base=12345.0)).eval()
+    model = GPT(dataclasses.replace(preset("tiny", V), rope_base=12345.0)).eval()  # a fresh table shape
     decode(model, random_ids(1, 4), model.new_cache())
     model.train()
     loss = model(random_ids(2, 8)).logits.square().mean()
