@@ -2,10 +2,13 @@
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+
+from ui.text import WORD_JOINER
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -64,3 +67,21 @@ def all_text(at: AppTest) -> str:
     for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "header", "subheader"):
         parts += [str(el.value) for el in at.get(kind)]
     return "\n".join(parts)
+
+
+def predict(at: AppTest, qid: str, answer: str | None = None) -> AppTest:
+    """Answer the page's predict-first question `qid` (ui.predict) and check it. `answer` None picks the first
+    option of a choice question. The question's widgets are keyed `<qid>_answer` and `<qid>_check`."""
+    radios = [r for r in at.radio if r.key == f"{qid}_answer"]
+    if radios:
+        radios[0].set_value(radios[0].options[0] if answer is None else answer)
+    else:
+        at.text_input(key=f"{qid}_answer").set_value(answer)
+    at.button(key=f"{qid}_check").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def unescaped(markdown: str) -> str:
+    """What the reader sees of escaped text (the word joiner that stops GFM autolinks is invisible)."""
+    return re.sub(r"\\(.)", r"\1", markdown, flags=re.S).replace(WORD_JOINER, "")

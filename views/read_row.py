@@ -7,8 +7,9 @@ to a given row with its own numbers.
 import pandas as pd
 import streamlit as st
 
+from core.classroom.checkpoint import Question
 from core.lessons import one_row as row_reading
-from ui import charts, params
+from ui import charts, params, predict
 from ui.companion import chart
 from ui.text import verdict
 
@@ -64,6 +65,28 @@ with st.columns([2, 3])[0]:
 reading = row_reading.read_row(q, k, v, t)
 trace = reading.trace
 keys = list(range(len(reading.weights)))
+
+top = max(keys, key=lambda s: reading.weights[s])  # masked keys weigh exactly 0, so top is allowed
+question = Question(
+    id="row_predict",
+    topic="reading one row",
+    page="views/read_row.py",
+    prompt=f"Which key gets the largest weight in row {t}?",
+    answer=f"key {top}",
+    options=tuple(f"key {s}" for s in keys),
+    why=(
+        f"Key {top} has row {t}'s largest score q·k/√D ({trace.scores[top]:.4f}) among the keys it may see, and "
+        "softmax keeps the order of the scores."
+        + (f" Keys {t + 1} to {len(keys) - 1} are in the future and weigh exactly 0." if t + 1 < len(keys) else "")
+    ),
+)
+hint = (
+    "Softmax never changes the order: the largest weight goes to the largest score q·k/√D, and only keys "
+    f"0 to {t} may be seen. Compare the dot products of q_{t} with each allowed key row (the rows are in section 2 "
+    "once you have predicted)."
+)
+if predict.ask(question, hint=hint) is None:
+    st.stop()  # everything below shows the weights
 
 # ---------------------------------------------------------------------------------------------------
 st.header(f"1. The weights of row {t}")

@@ -1,12 +1,19 @@
 """Temperature: how dividing the scores before softmax sharpens or flattens the distribution."""
 
+import sys
+
 import pandas as pd
 import streamlit as st
 
+from core.classroom.checkpoint import Question
 from core.lessons import scores as lessons
-from ui import charts, params
+from ui import charts, params, predict
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
+
+SHARPER = "sharper: each row's largest weight grows, towards one-hot"
+FLATTER = "flatter: the weights move towards uniform"
+UNCHANGED = "unchanged: softmax only looks at the order of the scores"
 
 st.title("Temperature")
 st.markdown(
@@ -56,14 +63,28 @@ st.markdown(
     "Now **remove the division by √3** and **multiply Q and K by a factor**. "
     "Before you look: what happens to the rows of the weight matrix, and to the gradient through softmax?"
 )
-st.caption("Hint: large gaps between logits make the exponentials concentrate on the maximum.")
 factor = params.slider("Factor applied to Q and K", "factor", 1.0, 20.0, 10.0, 1.0)
 causal = params.toggle("Causal mask", "causal", True)
-revealed = params.toggle("I have made my prediction: show the measurement", "reveal", False)
+example = lessons.worked_example()
+exp = lessons.scaling_experiment(example.q, example.k, example.v, factor=factor, causal=causal)
+change = exp.unscaled.mean_max_weight - exp.baseline.mean_max_weight
+rounding = 8 * sys.float_info.epsilon  # both means are of at most four weights in [0, 1], in float64
+outcome = SHARPER if change > rounding else FLATTER if change < -rounding else UNCHANGED
+question = Question(
+    id="temperature_predict",
+    topic="scaling and saturation",
+    page="views/temperature.py",
+    prompt=f"Without the division by √3 and with Q and K × {factor:g}{' (causal)' if causal else ''}: "
+    "what happens to the rows of the weight matrix?",
+    answer=outcome,
+    options=(SHARPER, FLATTER, UNCHANGED),
+    why=f"The mean of each row's largest weight goes from {exp.baseline.mean_max_weight:.3f} to "
+    f"{exp.unscaled.mean_max_weight:.3f}: every score is multiplied by {factor:g}² × √3 = "
+    f"{factor**2 * 3**0.5:.3g}, and larger gaps between scores concentrate the exponentials on the maximum.",
+)
+graded = predict.ask(question, hint="Large gaps between logits make the exponentials concentrate on the maximum.")
 
-if revealed:
-    example = lessons.worked_example()
-    exp = lessons.scaling_experiment(example.q, example.k, example.v, factor=factor, causal=causal)
+if graded is not None:
     rows = [
         ("mean of each row's largest weight", exp.baseline.mean_max_weight, exp.unscaled.mean_max_weight),
         (

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from apptest import APP, all_text, decode, figures, open_page, table
+from apptest import APP, all_text, decode, figures, open_page, predict, table, unescaped
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
@@ -29,7 +29,7 @@ def sdpa_row(q, k, v, t):
 
 
 def test_default_row_hand_sum_equals_pytorch():
-    at = open_page("read_row")
+    at = predict(open_page("read_row"), "row_predict")
     q, k, v = worked_qkv()
     expected = sdpa_row(q, k, v, 3)  # default: worked example, last row
     hand = table(at, "weight × v_s")
@@ -49,7 +49,7 @@ def test_default_row_hand_sum_equals_pytorch():
 
 
 def test_row_zero_has_a_single_weight_of_exactly_one():
-    at = open_page("read_row", {"row_t": "0"})
+    at = predict(open_page("read_row", {"row_t": "0"}), "row_predict")
     bar = figures(at)[0]["data"][0]
     assert decode(bar["y"]).astype(float).tolist() == [1.0, 0.0, 0.0, 0.0]
     assert list(bar["text"]) == ["1.0000"] + ["masked (0)"] * 3
@@ -62,7 +62,7 @@ def test_row_zero_has_a_single_weight_of_exactly_one():
 
 def test_a_link_to_a_random_row_and_the_slider():
     link = {"row_src": "random", "row_seed": "5", "row_T": "8", "row_D": "8", "row_t": "6"}
-    at = open_page("read_row", link)
+    at = predict(open_page("read_row", link), "row_predict")
     g = torch.Generator().manual_seed(5)
     q, k, v = (
         torch.randn(1, 1, 8, 8, generator=g),
@@ -77,6 +77,8 @@ def test_a_link_to_a_random_row_and_the_slider():
     assert before[7] == 0.0 and before[:7].sum() == pytest.approx(1.0, abs=1e-6)
 
     at.slider(key="row_t").set_value(2).run()
+    assert not figures(at), "a new row is a new question: its weights wait for the new prediction"
+    predict(at, "row_predict")
     after = decode(figures(at)[0]["data"][0]["y"]).astype(float)
     assert not np.allclose(before, after) and (after[3:] == 0).all()
     assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(
@@ -85,7 +87,7 @@ def test_a_link_to_a_random_row_and_the_slider():
 
 
 def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
-    at = open_page("read_row", {"row_t": "9"})
+    at = predict(open_page("read_row", {"row_t": "9"}), "row_predict")
     assert "The link set 'Query row t' to '9', which is not usable" in all_text(at)
     assert figures(at)[0]["layout"]["title"]["text"] == "Weights of query row 3"
 
@@ -110,6 +112,7 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     at.run()
     at.switch_page("views/read_row.py").run()
     assert not at.exception
+    predict(at, "row_predict")
     assert at.radio(key="row_src").value == "attention inspector"
     assert at.slider(key="row_t").value == t
     reference = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), is_causal=True)[
@@ -119,3 +122,28 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     by_hand = [float(x) for x in compare["by hand (float64)"]]
     assert by_hand == pytest.approx(reference.tolist(), abs=1e-6)
     assert "PASS" in all_text(at)
+
+
+def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytorch():
+    """Row 3 of the worked example: the key PyTorch weighs most is right, any other is wrong, and both reveal."""
+    q, k, v = worked_qkv()
+    scores = q[0, 3].double() @ k[0].double().T / 3**0.5  # (4,) row 3's scores; row 3 may see every key
+    row = torch.softmax(scores, -1)
+    top = int(row.argmax())
+    at = open_page("read_row")
+    assert not figures(at) and not any("by hand (float64)" in d.value.columns for d in at.dataframe)
+    assert "Hint" in [e.label for e in at.expander]
+
+    at.button(key="row_predict_check").click().run()  # nothing chosen: nothing checked, nothing revealed
+    assert "Choose or type your prediction first" in all_text(at) and not figures(at)
+
+    predict(at, "row_predict", f"key {top}")
+    assert f"Right. You predicted 'key {top}'" in unescaped(all_text(at))
+    assert decode(figures(at)[0]["data"][0]["y"]).astype(float).tolist() == pytest.approx(row.tolist(), abs=1e-6)
+
+    wrong = next(s for s in range(4) if s != top)
+    at = predict(open_page("read_row"), "row_predict", f"key {wrong}")
+    text = unescaped(all_text(at))
+    assert f"Not quite. You predicted 'key {wrong}'; the lab's answer is 'key {top}'" in text
+    assert f"largest score q·k/√D ({scores[top]:.4f})" in text
+    assert figures(at), "a wrong prediction reveals the answer too"

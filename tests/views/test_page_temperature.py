@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from apptest import all_text, decode, figures, open_page
+from apptest import all_text, decode, figures, open_page, predict, unescaped
 
 LESSON_SCORES = [1.2, 0.3, -0.4, 1.8]
 
@@ -58,7 +58,9 @@ def test_unreadable_scores_are_explained_and_the_lesson_scores_are_kept():
 
 def test_scaling_experiment_shows_saturation_measured():
     at = open_page("temperature")
-    at.toggle(key="reveal").set_value(True).run()
+    assert not any("measure" in d.value.columns for d in at.dataframe), "the measurement waits for a prediction"
+    predict(at, "temperature_predict", "flatter: the weights move towards uniform")
+    assert "Not quite. You predicted 'flatter" in unescaped(all_text(at))
     measured = at.dataframe[1].value.set_index("measure")
     base, big = measured.columns
     max_weight = measured.iloc[0]
@@ -66,3 +68,25 @@ def test_scaling_experiment_shows_saturation_measured():
     assert max_weight[big] > 0.99 > max_weight[base]
     assert grad[big] < 1e-3 < grad[base]
     assert measured.iloc[1][big] == 1.0  # every row nearly one-hot
+
+
+def test_the_right_prediction_is_what_the_lesson_measures():
+    """Dropping √3 and multiplying Q, K by 10 multiplies every score by 100√3: rows sharpen (worked example)."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        q, k = torch.randn(1, 4, 3, dtype=torch.float64), torch.randn(1, 4, 3, dtype=torch.float64)
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+
+    def mean_max(scale):
+        w = torch.softmax((q @ k.mT * scale).masked_fill(~mask, float("-inf")), -1)  # (1, 4, 4)
+        return w.amax(-1).mean().item()
+
+    assert mean_max(100.0) > mean_max(3**-0.5)
+    at = predict(
+        open_page("temperature"), "temperature_predict", "sharper: each row's largest weight grows, towards one-hot"
+    )
+    text = unescaped(all_text(at))
+    assert "Right. You predicted 'sharper" in text
+    assert f"goes from {mean_max(3**-0.5):.3f} to {mean_max(100.0):.3f}" in text

@@ -5,10 +5,9 @@ that would fetch an image from another host."""
 import re
 
 import pytest
-from apptest import open_page
+from apptest import open_page, unescaped
 
 from ui.params import MAX_QUOTED_CHARS
-from ui.text import WORD_JOINER
 
 IMAGE = "a` ![p](http://198.51.100.7/p.png) `b"  # the issue's link: the backticks closed the old code span
 HTML = "<img src=http://198.51.100.7/x>"
@@ -17,11 +16,6 @@ HTML = "<img src=http://198.51.100.7/x>"
 def bare(markdown: str) -> str:
     """What markdown would interpret: the text with every backslash-escaped character removed."""
     return re.sub(r"\\.", "", markdown, flags=re.S)
-
-
-def unescaped(markdown: str) -> str:
-    """What the reader sees of escaped text (the word joiner that stops GFM autolinks is invisible)."""
-    return re.sub(r"\\(.)", r"\1", markdown, flags=re.S).replace(WORD_JOINER, "")
 
 
 def assert_inert(markdown: str) -> None:

@@ -1,0 +1,84 @@
+"""Predict, then reveal: one question a lab page asks before it shows its own computed answer.
+
+    ask(question, hint=...) -> Graded | None
+
+The page builds a core.classroom.checkpoint.Question from its current inputs (the prompt names them, the
+answer is what core computes for them), and shows the sections that give the answer away only once `ask`
+returns a Graded. The learner commits a choice or a number in a form, a hint waits in an expander, and the
+same grading as the checkpoint (`checkpoint.grade`: the option core picks, or a number within the stated
+tolerance) says whether it was right, how far off, and why.
+
+A check belongs to the question it answered: when the learner moves a slider the prompt (or the answer)
+changes, the old check no longer applies and the page asks again. Prompts, options and answers may hold
+learner or model text, so all of it is shown escaped.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.classroom.checkpoint import MAX_ANSWER_CHARS, Graded, Question, grade, parse_number
+from ui.text import escape_markdown
+
+_CHECKED = "_predict_checked_{}"  # session key: (fingerprint, Graded) of the last check of a question id
+
+
+def _fingerprint(q: Question) -> tuple:
+    return (q.prompt, q.options, q.answer, q.tolerance)
+
+
+def _unreadable(text: str) -> str | None:
+    try:
+        parse_number(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def checked(question: Question) -> Graded | None:
+    """The learner's check of this very question (same prompt, options and answer), or None."""
+    stored = st.session_state.get(_CHECKED.format(question.id))
+    return stored[1] if stored is not None and stored[0] == _fingerprint(question) else None
+
+
+def ask(question: Question, *, hint: str) -> Graded | None:
+    """Show `question` with an answer field, `hint` in an expander and a check button; after the check, the
+    verdict. Returns the Graded answer once the learner has checked this question, else None."""
+    with st.container(border=True):
+        st.markdown(f"**Predict first.** {escape_markdown(question.prompt)}")
+        with st.form(f"{question.id}_form", border=False):
+            if question.is_choice:
+                given = st.radio(
+                    "Your prediction",
+                    question.options,
+                    index=None,
+                    key=f"{question.id}_answer",
+                    format_func=escape_markdown,
+                )
+            else:
+                given = st.text_input(
+                    f"Your prediction (a number; within {question.tolerance:g} of the lab's counts as right)",
+                    key=f"{question.id}_answer",
+                    max_chars=MAX_ANSWER_CHARS,
+                )
+            with st.expander("Hint"):
+                st.markdown(hint)
+            submitted = st.form_submit_button("Check my prediction", key=f"{question.id}_check")
+        if submitted:
+            if given is None or not str(given).strip():
+                st.warning("Choose or type your prediction first; the lab then shows its answer.")
+            elif not question.is_choice and (problem := _unreadable(given)):
+                st.warning(escape_markdown(f"Your prediction could not be read: {problem}. Nothing was checked yet."))
+            else:
+                st.session_state[_CHECKED.format(question.id)] = (_fingerprint(question), grade(question, given))
+        graded = checked(question)
+        if graded is None:
+            st.caption("The lab's own answer appears below once you have checked your prediction.")
+            return None
+        head = "Right." if graded.correct else "Not quite."
+        if question.is_choice:
+            detail = f"You predicted '{graded.given}'; the lab's answer is '{question.answer}'."
+        else:
+            detail = f"You predicted {graded.given}: {graded.message}."
+        (st.success if graded.correct else st.error)(escape_markdown(f"{head} {detail} {question.why}".strip()))
+    return graded
