@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import models
+from ui import models, projector
 
 st.set_page_config(page_title="Attention Lab", layout="wide")
 
@@ -32,5 +32,7 @@ PAGES = {
 
 page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" fold
 models.sidebar()
+projector.toggle()
+projector.style()
 models.banner()
 page.run()

@@ -9,11 +9,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui import projector
+
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
 
 def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_open: bool = False) -> None:
-    """Render `fig`, then `summary` as a caption, then `table` in an expander with a CSV button."""
+    """Render `fig` (restyled for a projector when that mode is on), then `summary` as a caption, then `table` in
+    an expander with a CSV button."""
+    if projector.on():
+        fig = projector.restyle(fig)
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, alt=summary)
     st.caption(summary)
     with st.expander("Data table for this chart", expanded=table_open):

@@ -7,6 +7,13 @@ fallback, and says why), the shipped default bundle, and the bundles this browse
 verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
 verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
 can suggest).
+
+The selected model's exact version is in the URL (`?model=<version>`), so a shared link (or a reload)
+shows the same model: opening a link selects that version when this server has it (a listed option, an
+installed registry version, or a run trained on this server, found by its version), and otherwise says
+plainly that it does not and which model is shown instead. A transformer page never strands: when the
+selection is a baseline or does not load, `require_bundle` falls back to the registry's served transformer
+(current, then last known-good), then the shipped default, and says so above the page.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from core.model.bundle import Bundle, BundleError, load_bundle
+from core.model.bundle import Bundle, BundleError, is_version, load_bundle
 from core.model.jobs import JobQueue
 from core.release.baseline_bundle import BaselineBundle
 from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
+from core.release.serving import version_dir
+from ui.params import MAX_QUOTED_CHARS, quoted
 from ui.text import escape_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +41,8 @@ REGISTRY_DIR = Path(os.environ.get("LAB_REGISTRY_DIR", ROOT / "registry"))
 RELEASED_LABEL = "Released version (registry)"
 MAX_RUNNING = int(os.environ.get("LAB_MAX_TRAINING_RUNS", "1"))
 _SESSION_BUNDLES = "lab_session_bundles"
+PIN = "model"  # the query parameter holding the selected model's version
+_PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until the learner picks a model
 
 # One torch thread for the server: a page's forward passes on this small model are small matmuls that a
 # second thread barely speeds up, while a background training run or another class member needs that
@@ -121,15 +132,86 @@ def _describe(bundle: Bundle) -> None:
         st.warning(f"Unsafe bundle: {escape_markdown(bundle.manifest.get('unsafe_reason') or 'marked unsafe')}")
 
 
+def version_of(label: str, options: dict[str, Path | None]) -> str | None:
+    """The exact version behind a sidebar label (None when it does not load)."""
+    path = options.get(label)
+    if path is None:
+        release = served()
+        return None if release is None else release.version
+    try:
+        return load(path).version
+    except BundleError:
+        return None
+
+
+def _linked(version: str) -> Path | None:
+    """A bundle directory on this server with this exact version: an installed registry version or a run
+    trained here (core.model.run_record). None when there is none."""
+    try:
+        vdir = version_dir(REGISTRY_DIR, version) / "bundle"
+        if vdir.is_dir():
+            return vdir
+    except BundleError:
+        pass
+    try:
+        from core.model.run_record import find as find_run  # TEMP until helper C lands
+    except ImportError:
+        return None
+    record = find_run(RUNS_DIR, version)
+    return None if record is None else record.bundle_path
+
+
+def _apply_pin(options: dict[str, Path | None]) -> None:
+    """Select the URL's version before the picker is drawn, adding it to this session's list when the server
+    has it but it is not listed; remember a version it does not have for the note."""
+    pinned = st.query_params.get(PIN)
+    label = st.session_state.get("lab_bundle")
+    label = label if label in options else next(iter(options), None)
+    if not pinned or (label is not None and version_of(label, options) == pinned):
+        return
+    match = next((lbl for lbl in options if version_of(lbl, options) == pinned), None)
+    if match is None and is_version(pinned) and (path := _linked(pinned)) is not None:
+        try:
+            load(path)
+        except BundleError:
+            pass
+        else:
+            match = f"Version {pinned[:12]} (from the link)"
+            add_session_bundle(match, path)
+            options[match] = path
+    if match is not None:
+        st.session_state["lab_bundle"] = match
+        st.session_state.pop(_PIN_NOTE, None)
+    else:
+        st.session_state[_PIN_NOTE] = pinned[: MAX_QUOTED_CHARS + 1]
+
+
+def _pin_selected() -> None:
+    """The picker's on_change: the URL follows the learner's choice (and the link's note goes)."""
+    st.session_state.pop(_PIN_NOTE, None)
+    st.query_params.pop(PIN, None)  # sidebar() writes the new version on this rerun
+
+
 def sidebar() -> None:
-    """The bundle picker with the selected manifest's version and safety status, on every page."""
+    """The bundle picker with the selected manifest's version and safety status, on every page; the
+    selected version goes into the URL."""
     options = choices()
     with st.sidebar:
         st.subheader("Model")
         if not options:
             st.caption("No model bundle yet: train one on the Training page.")
             return
-        label = st.selectbox("Model bundle", list(options), key="lab_bundle")
+        _apply_pin(options)
+        label = st.selectbox("Model bundle", list(options), key="lab_bundle", on_change=_pin_selected)
+        version = version_of(label, options)
+        note = st.session_state.get(_PIN_NOTE)
+        if note is not None:
+            st.warning(
+                f"The link asks for model version '{quoted(note, MAX_QUOTED_CHARS)}', which this server does not "
+                f"have; showing '{escape_markdown(label)}' instead."
+            )
+        elif version is not None:
+            st.query_params[PIN] = version
         path = options[label]
         if path is None:
             release = served()
@@ -183,16 +265,36 @@ def selected_bundle() -> Bundle | None:
     return model if isinstance(model, Bundle) else None
 
 
-def require_bundle() -> Bundle:
-    """The selected bundle, or a message saying what to do and a stop of this page's run."""
-    model = selected_served()
-    if isinstance(model, BaselineBundle):
-        st.info(
-            f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention "
-            "to show. Pick a transformer bundle in the sidebar for this page."
+def _fallbacks() -> list[tuple[str, Bundle]]:
+    """Transformers a page can show instead, in order: the registry's served one (current, else last
+    known-good), then the shipped default."""
+    found: list[tuple[str, Bundle]] = []
+    release = served()
+    if release is not None and isinstance(release.bundle, Bundle):
+        found.append(
+            (f"the registry's {'current' if not release.degraded else 'last known-good'} version", release.bundle)
         )
-        st.stop()
-    if model is None:
-        st.info("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page.")
-        st.stop()
-    return model
+    if SHIPPED_DIR.is_dir():
+        try:
+            found.append(("the shipped default", load(SHIPPED_DIR)))
+        except BundleError:
+            pass
+    return found
+
+
+def require_bundle() -> Bundle:
+    """The selected transformer bundle; else a fallback with a banner saying why and what is shown; a message
+    and a stop of this page's run only when no transformer loads at all."""
+    model = selected_served()
+    if isinstance(model, Bundle):
+        return model
+    why = (
+        f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention to show"
+        if isinstance(model, BaselineBundle)
+        else "The selected model cannot be loaded"
+    )
+    for name, bundle in _fallbacks():
+        st.warning(f"{why}; this page shows {name} instead (version `{escape_markdown(bundle.version)}`).")
+        return bundle
+    st.info("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page.")
+    st.stop()

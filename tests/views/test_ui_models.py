@@ -33,5 +33,8 @@ def test_a_registry_emptied_after_the_picker_listed_it_serves_nothing_without_an
     at = AppTest.from_function(_script, default_timeout=30).run()
     assert not at.exception, [e.value for e in at.exception]
     assert [t.value for t in at.text] == ["selected: None"]
-    assert len(calls) == 4  # choices + served in selected_served, then again in sidebar: both None reads hit
+    # choices + served in selected_served, then in sidebar choices, the version for the URL (a None read: no
+    # version is pinned) and the description
+    assert len(calls) == 5
+    assert "model" not in at.query_params
     assert at.sidebar.selectbox(key="lab_bundle").value == ui.models.RELEASED_LABEL

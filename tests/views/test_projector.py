@@ -1,0 +1,45 @@
+"""Projector mode (ui.projector): bound to the URL, larger type on every chart, and never a changed number."""
+
+import numpy as np
+import pytest
+from apptest import APP, decode, figures
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
+
+
+def fresh_visit(page: str, query: dict[str, str]) -> AppTest:
+    """A first visit from a link: the query is there before the first run, as in a new browser tab."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def heatmaps(at):
+    return [t for f in figures(at) for t in f["data"] if t["type"] == "heatmap"]
+
+
+def test_projector_mode_from_a_link_enlarges_text_and_keeps_every_value():
+    plain = fresh_visit("score_geometry", {"geo_T": "12"})
+    big = fresh_visit("score_geometry", {"geo_T": "12", "projector": "true"})
+    assert big.sidebar.toggle(key="projector").value is True
+    for p, b in zip(heatmaps(plain), heatmaps(big), strict=True):
+        assert b["textfont"]["size"] >= 16  # the issue: cell text at least 16 px
+        np.testing.assert_array_equal(decode(b["z"]), decode(p["z"]))  # the same numbers, bit for bit
+        assert b["text"] == p["text"]
+    for f in figures(big):
+        for name, axis in f["layout"].items():
+            if name.startswith(("xaxis", "yaxis")):
+                assert axis["tickfont"]["size"] >= 14, name  # axis text at least 14 px
+    assert any("font-size: 22px" in str(h.proto) for h in big.get("html"))
+    assert not any("font-size" in str(h.proto) for h in plain.get("html"))
+
+
+def test_a_bad_projector_link_value_is_explained_and_ignored():
+    at = fresh_visit("temperature", {"projector": "loud"})
+    assert at.sidebar.toggle(key="projector").value is False
+    assert any("not usable" in c.value for c in at.sidebar.caption)
