@@ -4,16 +4,26 @@ import pandas as pd
 import streamlit as st
 
 from core.attention import causal_mask
+from core.classroom.checkpoint import Question
 from core.lessons import masks as masking
 from core.lessons import scores as lessons
-from ui import cached, charts, params
+from ui import cached, charts, params, predict
 from ui.companion import chart, matrix_table
+from ui.contents import contents
 from ui.mask_charts import mask_figure, mask_table
 from ui.text import escape_markdown
 
 NAN_TEXT = "NaN (undefined)"
 DEFAULT_SENTENCE = "the cat sat down"
 DEFAULT_LENGTHS = (6, 4, 2)
+SECTIONS = [  # the contents list: (header, anchor), the same text and anchor as each st.header below
+    ("1. Four tokens, one causal mask", "masks-causal"),
+    ("2. A batch of sequences of different lengths", "masks-batch"),
+    ("3. Mask before softmax, or zero the weights after?", "masks-zeroing"),
+    ("4. Renormalising afterwards, and when it breaks", "masks-renormalise"),
+    ("5. A row with no allowed key", "masks-empty"),
+]
+ZERO_TOLERANCE = 0.05  # a hand estimate of a few exponentials
 
 
 def fmt(values, digits=4):
@@ -27,9 +37,10 @@ st.markdown(
     "Below: the causal mask on a short sentence, causal and padding masks on a batch of sequences of "
     "different lengths, and three things that go wrong when masking is done differently."
 )
+contents(SECTIONS)
 
 # ---------------------------------------------------------------------------------------------------
-st.header("1. Four tokens, one causal mask")
+st.header("1. Four tokens, one causal mask", anchor="masks-causal")
 st.markdown(
     "When a model predicts the next word, a word must not peek at the words after it. The **causal** "
     "mask allows query $t$ to see keys $0 … t$ and forbids every key to its right."
@@ -63,7 +74,7 @@ chart(
 )
 
 # ---------------------------------------------------------------------------------------------------
-st.header("2. A batch of sequences of different lengths")
+st.header("2. A batch of sequences of different lengths", anchor="masks-batch")
 st.markdown(
     "To compute a batch at once, shorter sequences are filled up with **padding** to the length of the "
     "longest one. Padding positions are storage, not words, so the **padding mask** forbids them as keys. "
@@ -168,58 +179,97 @@ chart(
 # ---------------------------------------------------------------------------------------------------
 exp = masking.mask_experiment(masks, seed=seed)
 cmp = exp.comparison
-st.header("3. Mask before softmax, or zero the weights after?")
+st.header("3. Mask before softmax, or zero the weights after?", anchor="masks-zeroing")
 st.markdown(
     "A tempting shortcut: take softmax over every key and then set the forbidden weights to 0. "
     "It is too late. Softmax has already handed part of the probability to the forbidden keys, so "
     "the weights left in the row add up to **less than one**. The gap is the *missing mass*. "
     f"The scores here are random (seeded) for sequence {b}."
 )
-before = [[w if ok else None for w, ok in zip(row, m)] for row, m in zip(cmp.before[b].tolist(), combined)]
-after = [[w if ok else None for w, ok in zip(row, m)] for row, m in zip(cmp.after[b].tolist(), combined)]
-left, right = st.columns(2)
-with left:
-    chart(
-        charts.heatmap(before, title="Mask before softmax (the formula)", x_labels=pos, y_labels=pos, zmin=0, zmax=1),
-        matrix_table(before, pos, pos, value_name="weight"),
-        "Masked before softmax, row sums: " + fmt(cmp.before_sum[b].tolist()) + ".",
-        key="mask_before",
-    )
-with right:
-    chart(
-        charts.heatmap(
-            after, title="Softmax first, forbidden weights zeroed after", x_labels=pos, y_labels=pos, zmin=0, zmax=1
-        ),
-        matrix_table(after, pos, pos, value_name="weight"),
-        "Zeroed after softmax, row sums: " + fmt(cmp.after_sum[b].tolist()) + ".",
-        key="mask_after",
-    )
-missing = cmp.missing_mass[b].tolist()  # (T,)
-chart(
-    charts.bars(
-        [f"row {t}" for t in pos],
-        missing,
-        title="Missing mass per row when zeroing after softmax",
-        y_title="1 − sum of allowed weights",
-        y_range=(0, 1.15),
-    ),
+asked = masking.first_partly_masked_row(masks.combined[b])  # the first row where zeroing loses something
+row_allowed = masks.combined[b, asked].tolist()  # (S,)
+row_scores = exp.result.scores[b, asked].tolist()  # (S,)
+st.dataframe(
     pd.DataFrame(
         {
-            "query t": list(range(T)),
-            "allowed keys": masks.allowed_keys[b].tolist(),
-            "row sum, mask before": [round(x, 6) for x in cmp.before_sum[b].tolist()],
-            "row sum, zeroed after": [round(x, 6) for x in cmp.after_sum[b].tolist()],
-            "missing mass": [round(x, 6) for x in missing],
+            "key s": list(range(T)),
+            "allowed": ["yes" if ok else "no (forbidden)" for ok in row_allowed],
+            f"score of row {asked}": [round(x, 4) for x in row_scores],
         }
     ),
-    f"Missing mass per row of sequence {b}: {fmt(missing)}. A row with nothing forbidden misses 0; "
-    "a row with every key forbidden misses all of it.",
-    key="mask_missing",
-    table_open=True,
+    hide_index=True,
+    key="mask_row_scores",
 )
+after_sum = cmp.after_sum[b, asked].item()
+allowed_names = ", ".join(str(s) for s in range(T) if row_allowed[s]) or "none"
+forbidden_names = ", ".join(str(s) for s in range(T) if not row_allowed[s]) or "none"
+question = Question(
+    id="masks_predict",
+    topic="masking before softmax",
+    page="views/masks.py",
+    prompt=f"Row {asked} of sequence {b} has the scores in the table above: keys {allowed_names} are allowed, "
+    f"keys {forbidden_names} forbidden. Take softmax over all {T} keys, then set the forbidden weights to 0. "
+    f"What does row {asked} sum to?",
+    answer=after_sum,
+    tolerance=ZERO_TOLERANCE,
+    why=f"Softmax over all {T} keys hands the forbidden keys ({forbidden_names}) "
+    f"{cmp.missing_mass[b, asked].item():.4f} of the weight; zeroing them leaves the allowed keys "
+    f"({allowed_names}) {after_sum:.4f}. Masking before softmax gives the allowed keys "
+    f"{cmp.before_sum[b, asked].item():.4f}.",
+)
+hint = (
+    "Softmax over every key sums to 1. Zeroing the forbidden weights afterwards removes their share, so what "
+    "is left is the sum of e^score over the allowed keys divided by the sum of e^score over all keys. "
+    "A score 1 higher than another gets e ≈ 2.7 times its weight."
+)
+if predict.ask(question, hint=hint) is not None:
+    before = [[w if ok else None for w, ok in zip(row, m)] for row, m in zip(cmp.before[b].tolist(), combined)]
+    after = [[w if ok else None for w, ok in zip(row, m)] for row, m in zip(cmp.after[b].tolist(), combined)]
+    left, right = st.columns(2)
+    with left:
+        chart(
+            charts.heatmap(
+                before, title="Mask before softmax (the formula)", x_labels=pos, y_labels=pos, zmin=0, zmax=1
+            ),
+            matrix_table(before, pos, pos, value_name="weight"),
+            "Masked before softmax, row sums: " + fmt(cmp.before_sum[b].tolist()) + ".",
+            key="mask_before",
+        )
+    with right:
+        chart(
+            charts.heatmap(
+                after, title="Softmax first, forbidden weights zeroed after", x_labels=pos, y_labels=pos, zmin=0, zmax=1
+            ),
+            matrix_table(after, pos, pos, value_name="weight"),
+            "Zeroed after softmax, row sums: " + fmt(cmp.after_sum[b].tolist()) + ".",
+            key="mask_after",
+        )
+    missing = cmp.missing_mass[b].tolist()  # (T,)
+    chart(
+        charts.bars(
+            [f"row {t}" for t in pos],
+            missing,
+            title="Missing mass per row when zeroing after softmax",
+            y_title="1 − sum of allowed weights",
+            y_range=(0, 1.15),
+        ),
+        pd.DataFrame(
+            {
+                "query t": list(range(T)),
+                "allowed keys": masks.allowed_keys[b].tolist(),
+                "row sum, mask before": [round(x, 6) for x in cmp.before_sum[b].tolist()],
+                "row sum, zeroed after": [round(x, 6) for x in cmp.after_sum[b].tolist()],
+                "missing mass": [round(x, 6) for x in missing],
+            }
+        ),
+        f"Missing mass per row of sequence {b}: {fmt(missing)}. A row with nothing forbidden misses 0; "
+        "a row with every key forbidden misses all of it.",
+        key="mask_missing",
+        table_open=True,
+    )
 
 # ---------------------------------------------------------------------------------------------------
-st.header("4. Renormalising afterwards, and when it breaks")
+st.header("4. Renormalising afterwards, and when it breaks", anchor="masks-renormalise")
 st.markdown(
     "Dividing the zeroed row by its sum puts the missing mass back, and in exact arithmetic gives the "
     "same weights as masking before softmax. Computers are not exact. If a forbidden key has a much "
@@ -300,7 +350,7 @@ chart(
 
 # ---------------------------------------------------------------------------------------------------
 empty = exp.empty
-st.header("5. A row with no allowed key")
+st.header("5. A row with no allowed key", anchor="masks-empty")
 st.markdown(
     "Sometimes a query has nothing it may look at, such as the first row of a left-padded sequence "
     "under the causal mask, which sees only padding. Softmax over a row of −∞ is 0 / 0. "

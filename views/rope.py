@@ -4,15 +4,26 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from core.classroom.checkpoint import Question
 from core.lessons import rope as rope_lab
 from core.model.introspect import encode_for_model
-from ui import cached, charts, params, rope_figure
+from ui import cached, charts, params, predict, rope_figure
 from ui.companion import chart, matrix_table
+from ui.contents import contents
 from ui.models import selected_bundle
 from ui.text import escape_markdown, explain_encoding, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 WIDTHS = [4, 8, 16, 32, 64, 128]
+SECTIONS = [  # the contents list: (header, anchor), the same text and anchor as each st.header below
+    ("1. One pair, turned by its position", "rope-pair"),
+    ("2. Move the query and the key together", "rope-offset"),
+    ("3. Every pair turns at its own speed", "rope-frequencies"),
+    ("4. Adjacent pairs or split halves: the same rotation", "rope-layouts"),
+    ("5. One head of the loaded model, with RoPE on and off", "rope-model"),
+]
+SHIFT = 5  # section 2's question moves both positions by this much
+SAME, GROWS, SHRINKS = "it stays the same", "it grows", "it shrinks"
 
 st.title("RoPE: rotary position embedding")
 st.markdown(
@@ -20,9 +31,10 @@ st.markdown(
     "**RoPE** gives it positions by *rotating* every query and key before the dot product. A head vector of "
     "width D is read as D/2 pairs of adjacent features (x₂ᵢ, x₂ᵢ₊₁); at position m, pair i is turned "
     "counter-clockwise by the angle m·θᵢ, with θᵢ = base^(−2i/D). Rotations keep lengths, so nothing but the "
-    "direction changes, and the page below shows the one fact that makes RoPE work: **the score of a query at m "
-    "and a key at n depends only on the offset m − n**."
+    "direction changes. Section 2 asks about the one fact that makes RoPE work: what the score of a query at m "
+    "and a key at n depends on."
 )
+contents(SECTIONS)
 
 cols = st.columns(5)
 with cols[0]:
@@ -44,7 +56,7 @@ st.caption(
 )
 
 # ---- 1. one pair ----------------------------------------------------------------------------------
-st.header("1. One pair, turned by its position")
+st.header("1. One pair, turned by its position", anchor="rope-pair")
 st.markdown(
     f"Pair {pair} holds features {rot.dims[0]} and {rot.dims[1]} of q and of k. RoPE turns q's pair by m·θ and "
     f"k's pair by n·θ, with θ = {base:g}^(−2·{pair}/{D}) = {rot.theta:.6g} rad per position. Dotted arrows are "
@@ -61,10 +73,7 @@ with right:
         f"{rot.score_after:.6f}",
         help="The score before the 1/√D scale, with q rotated at m and k at n",
     )
-    st.caption(
-        f"Without RoPE q·k = {rot.score_before:.6f} at every pair of positions. Offset m − n = {rot.offset}: "
-        "move m and n together and this score stays the same."
-    )
+    st.caption(f"Without RoPE q·k = {rot.score_before:.6f} at every pair of positions. Offset m − n = {rot.offset}.")
 with left:
     table = pd.DataFrame(
         {
@@ -89,62 +98,86 @@ with left:
     )
 
 # ---- 2. offset --------------------------------------------------------------------------------------
-st.header("2. The score depends only on m − n")
-st.markdown(
-    "Rotating q by mθ and k by nθ is the same, for their dot product, as leaving k alone and turning q by "
-    "(m − n)θ: (R_m q)·(R_n k) = qᵀ R_mᵀ R_n k = qᵀ R_(n−m) k. For one pair this is "
-    "|q||k| cos(φ_q − φ_k + (m − n)θ). Below, q·k over all D features is computed for many offsets, each time "
-    "with the earlier of the two tokens at several absolute positions. If RoPE depends only on the offset, the "
-    "curves lie exactly on top of each other."
-)
+st.header("2. Move the query and the key together", anchor="rope-offset")
 R = max(32, abs(m - n))
 offsets = list(range(-R, R + 1))
 anchors = sorted({0, min(m, n), 100, 1000})
 off = rope_lab.offset_scores(q, k, offsets, anchors, base)
-fig = charts.lines(
-    offsets,
-    {f"earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
-    title=f"q·k after RoPE against the offset m − n (D = {D}, base {base:g})",
-    x_title="offset m − n (query position − key position)",
-    y_title="q·k after RoPE",
-    markers=False,
-    extra=[
-        dict(
-            type="scatter",
-            x=[rot.offset],
-            y=[rot.score_after],
-            mode="markers+text",
-            name=f"your m = {m}, n = {n}",
-            marker=dict(symbol="diamond", size=13, color="#000000"),
-            text=[f"m={m}, n={n}"],
-            textposition="top center",
-        )
-    ],
+# The question: the same offset with the earlier token at min(m, n) and SHIFT later, i.e. (m, n) and both + SHIFT.
+pair_of_scores = rope_lab.offset_scores(q, k, [m - n], [min(m, n), min(m, n) + SHIFT], base)
+now, shifted = (row[0] for row in pair_of_scores.scores)
+change = shifted - now
+outcome = GROWS if change > pair_of_scores.tolerance else SHRINKS if change < -pair_of_scores.tolerance else SAME
+question = Question(
+    id="rope_predict",
+    topic="RoPE and relative position",
+    page="views/rope.py",
+    prompt=f"Section 1 puts the query at m = {m} and the key at n = {n}. Shift both by {SHIFT}: the query to "
+    f"m = {m + SHIFT}, the key to n = {n + SHIFT}. What happens to q·k after RoPE (all {D} features)?",
+    answer=outcome,
+    options=(SAME, GROWS, SHRINKS),
+    why=f"q·k after RoPE is {now:.6f} at m = {m}, n = {n} and {shifted:.6f} at m = {m + SHIFT}, "
+    f"n = {n + SHIFT}: a difference of {abs(change):.1e}, "
+    + ("within" if outcome == SAME else "beyond")
+    + f" float64 rounding ({pair_of_scores.tolerance:.1e}). (R_m q)·(R_n k) = qᵀ R_(n−m) k: only the offset "
+    f"m − n = {m - n} enters, and shifting both positions does not change it.",
 )
-offset_table = pd.DataFrame(
-    {
-        "offset m − n": offsets,
-        **{f"q·k, earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
-        "spread across positions": off.spreads,
-    }
+hint = (
+    "Rotations add their angles, and turning two vectors by the same angle does not change their dot product. "
+    f"Shifting both positions by {SHIFT} turns q's pair i by {SHIFT}·θᵢ more and k's pair i by how much more?"
 )
-chart(
-    fig,
-    offset_table,
-    f"For offsets {offsets[0]} to {offsets[-1]} the {len(anchors)} curves (earlier token at "
-    f"{', '.join(map(str, anchors))}) coincide: the largest spread is {off.max_spread:.2e}. "
-    f"At your offset {rot.offset} the score is {rot.score_after:.6f}.",
-    key="rope_offsets",
-)
-check = (
-    f"largest spread across absolute positions: {off.max_spread:.2e}, allowance {off.tolerance:.2e} "
-    f"(float64's epsilon × the length of the sums × |q||k|, |q||k| = {off.norm_product:.4f})"
-)
-verdict(off.passed, f"Offset check passed: {check}.", f"Offset check failed: {check}.")
-st.caption("The spread is not exactly 0 because m·θ is rounded to float64; the rounding grows with the position.")
+if predict.ask(question, hint=hint) is not None:
+    st.markdown(
+        "Rotating q by mθ and k by nθ is the same, for their dot product, as leaving k alone and turning q by "
+        "(m − n)θ: (R_m q)·(R_n k) = qᵀ R_mᵀ R_n k = qᵀ R_(n−m) k. For one pair this is "
+        "|q||k| cos(φ_q − φ_k + (m − n)θ). Below, q·k over all D features is computed for many offsets, each time "
+        "with the earlier of the two tokens at several absolute positions. If RoPE depends only on the offset, the "
+        "curves lie exactly on top of each other."
+    )
+    fig = charts.lines(
+        offsets,
+        {f"earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
+        title=f"q·k after RoPE against the offset m − n (D = {D}, base {base:g})",
+        x_title="offset m − n (query position − key position)",
+        y_title="q·k after RoPE",
+        markers=False,
+        extra=[
+            dict(
+                type="scatter",
+                x=[rot.offset],
+                y=[rot.score_after],
+                mode="markers+text",
+                name=f"your m = {m}, n = {n}",
+                marker=dict(symbol="diamond", size=13, color="#000000"),
+                text=[f"m={m}, n={n}"],
+                textposition="top center",
+            )
+        ],
+    )
+    offset_table = pd.DataFrame(
+        {
+            "offset m − n": offsets,
+            **{f"q·k, earlier token at {a}": row for a, row in zip(off.positions, off.scores)},
+            "spread across positions": off.spreads,
+        }
+    )
+    chart(
+        fig,
+        offset_table,
+        f"For offsets {offsets[0]} to {offsets[-1]} the {len(anchors)} curves (earlier token at "
+        f"{', '.join(map(str, anchors))}) coincide: the largest spread is {off.max_spread:.2e}. "
+        f"At your offset {rot.offset} the score is {rot.score_after:.6f}.",
+        key="rope_offsets",
+    )
+    check = (
+        f"largest spread across absolute positions: {off.max_spread:.2e}, allowance {off.tolerance:.2e} "
+        f"(float64's epsilon × the length of the sums × |q||k|, |q||k| = {off.norm_product:.4f})"
+    )
+    verdict(off.passed, f"Offset check passed: {check}.", f"Offset check failed: {check}.")
+    st.caption("The spread is not exactly 0 because m·θ is rounded to float64; the rounding grows with the position.")
 
 # ---- 3. frequencies ---------------------------------------------------------------------------------
-st.header("3. Every pair turns at its own speed")
+st.header("3. Every pair turns at its own speed", anchor="rope-frequencies")
 st.markdown(
     "Pair 0 turns 1 radian per position; every later pair turns slower, by a factor base^(2/D) per pair. The "
     "fast pairs tell neighbours apart; the slow ones change so little over a text that they act almost like no "
@@ -190,7 +223,7 @@ chart(
 )
 
 # ---- 4. layouts ---------------------------------------------------------------------------------------
-st.header("4. Adjacent pairs or split halves: the same rotation")
+st.header("4. Adjacent pairs or split halves: the same rotation", anchor="rope-layouts")
 st.markdown(
     "This lab pairs adjacent features (2i, 2i+1), as the RoFormer paper and meta-llama do. GPT-NeoX and Hugging "
     "Face pair feature i with feature i + D/2 (`rotate_half`). That is the same rotation after a fixed "
@@ -238,7 +271,7 @@ st.caption(
 )
 
 # ---- 5. the model -----------------------------------------------------------------------------------
-st.header("5. One head of the loaded model, with RoPE on and off")
+st.header("5. One head of the loaded model, with RoPE on and off", anchor="rope-model")
 st.markdown(
     "The same head's scores q kᵀ/√D for a text, once with the rotation the model uses and once with the rotation "
     "skipped. The model was trained with RoPE, so 'off' is not a model anyone trained: it shows what the learned "

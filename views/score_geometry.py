@@ -3,9 +3,12 @@
 import pandas as pd
 import streamlit as st
 
+from core.classroom.checkpoint import Question
 from core.lessons import scores as lessons
-from ui import cached, charts, params
+from ui import cached, charts, params, predict
 from ui.companion import chart, matrix_table
+
+VARIANCE_TOLERANCE = 0.1  # a hand estimate within 10 % of the closed form counts as right
 
 st.title("Score geometry")
 st.markdown(
@@ -82,8 +85,7 @@ with left:
         ),
         matrix_table(scores, labels, labels, value_name="score"),
         f"Scores for batch element {b}, head {h} with {scale_text}: the largest |score| is "
-        f"{geo.max_abs_score[b, h].item():.3f}; over the whole batch the scores have variance "
-        f"{geo.score_variance:.3f} (closed form for unit-variance Q and K: {geo.expected_variance:g}).",
+        f"{geo.max_abs_score[b, h].item():.3f}.",
         key="geo_scores",
     )
 with right:
@@ -98,15 +100,42 @@ with right:
         + ".",
         key="geo_weights",
     )
+batch_variance = st.container()  # the scores' variance: filled once section 3's prediction is checked
 
 st.header("3. Why divide by √D")
+variance = cached.score_variance(tuple(lessons.VARIANCE_WIDTHS), seed)
+at_D = next((r for r in variance if r.width == D), None) or cached.score_variance((D,), seed)[0]
+question = Question(
+    id="score_geometry_predict",
+    topic="why divide by √D",
+    page="views/score_geometry.py",
+    prompt=f"The head width is D = {D}, and every entry of q and k is an independent random number with mean 0 "
+    "and variance 1. What is the variance of the unscaled dot product q·k (no division by √D)? "
+    "Within 10 % of the lab's answer counts as right.",
+    answer=at_D.expected_unscaled,
+    tolerance=VARIANCE_TOLERANCE * at_D.expected_unscaled,
+    why=f"q·k adds D = {D} products q_d k_d. Each has variance 1 (mean 0, E[q_d² k_d²] = 1 · 1) and they are "
+    f"independent, so their variances add: Var(q·k) = {at_D.expected_unscaled:g}. Measured over {at_D.samples} "
+    f"random (q, k) pairs at D = {D}: {at_D.var_unscaled:.2f}; divided by √{D} it is {at_D.var_scaled:.3f}, "
+    "close to 1.",
+)
+hint = (
+    "q·k is a sum of D products q_d k_d. What is the variance of one product of two independent numbers with "
+    "mean 0 and variance 1, and what happens to variances when independent terms are added?"
+)
+if predict.ask(question, hint=hint) is None:
+    st.stop()  # everything below, and the variance under section 2's matrices, shows the answer
+with batch_variance:
+    st.caption(
+        f"Over the whole batch ({geo.result.scores.numel()} scores, {scale_text}) the scores have variance "
+        f"{geo.score_variance:.3f}; the closed form for unit-variance Q and K is {geo.expected_variance:g}."
+    )
 st.markdown(
     "If the entries of q and k are random with variance 1, each product $q_d k_d$ has variance 1, and "
     "the dot product adds D of them, so its variance is D. Wide heads therefore produce big scores. "
     "Dividing by √D divides the variance by D, bringing it back to 1 whatever the head width. "
     "Below, the lab measures this on random vectors and draws the closed forms D and 1 beside it."
 )
-variance = cached.score_variance(tuple(lessons.VARIANCE_WIDTHS), seed)
 widths = [r.width for r in variance]
 ticks = [1, 4, 16, 64, 256]
 fig = charts.lines(

@@ -44,6 +44,18 @@ def zero_after_softmax(scores: Tensor, mask: Tensor) -> MaskComparison:
     return MaskComparison(before, after, 1.0 - row_sum, after / safe)
 
 
+def first_partly_masked_row(mask: Tensor) -> int:
+    """The first query row of `mask` (T, S) with at least one allowed and one forbidden key, else row 0.
+
+    The row the masks page asks about: zeroing after softmax only loses weight where some keys are forbidden
+    and some allowed (a fully allowed row keeps 1, a fully forbidden one keeps 0).
+    """
+    if mask.dim() != 2 or mask.dtype != torch.bool:
+        raise ValueError(f"need a bool mask (T, S), got {mask.dtype} {tuple(mask.shape)}")
+    allowed = mask.sum(-1).tolist()  # (T,)
+    return next((t for t, n in enumerate(allowed) if 0 < n < mask.shape[-1]), 0)
+
+
 MAX_WORDS = 8
 
 

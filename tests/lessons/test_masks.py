@@ -39,6 +39,18 @@ def test_zero_after_softmax_on_a_row_with_no_allowed_key():
     assert torch.isfinite(cmp.renormalised).all()
 
 
+def test_first_partly_masked_row_is_the_first_row_that_loses_weight_when_zeroing():
+    # Left-padded length 4 in T = 6 under the causal mask: rows 0, 1 see only padding, row 2 sees key 2 alone.
+    left = masking.ragged_masks([6, 4], side="left").combined[1]
+    assert masking.first_partly_masked_row(left) == 2
+    assert masking.first_partly_masked_row(torch.ones(3, 3, dtype=torch.bool).tril()) == 0
+    assert masking.first_partly_masked_row(torch.ones(3, 4, dtype=torch.bool)) == 0  # nothing forbidden
+    assert masking.first_partly_masked_row(torch.zeros(3, 4, dtype=torch.bool)) == 0  # nothing allowed
+    assert masking.first_partly_masked_row(torch.tensor([[True, True], [False, False], [True, False]])) == 2
+    with pytest.raises(ValueError, match="bool mask"):
+        masking.first_partly_masked_row(torch.ones(3))
+
+
 # --- masks -------------------------------------------------------------------------------------------
 
 

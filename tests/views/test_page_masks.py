@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from apptest import all_text, decode, figure, open_page, table
+from apptest import all_text, decode, figure, figures, open_page, predict, table, unescaped
 
 NAN_TEXT = "NaN (undefined)"
 
@@ -34,7 +34,7 @@ def scores_of(seq, T, D, seed):
 
 
 def test_default_page_masks_missing_mass_and_empty_rows():
-    at = open_page("masks")
+    at = predict(open_page("masks"), "masks_predict", "0.5")
     # Four-token example: labelled cells, allowed exactly when s <= t.
     words = figure(at, "Causal mask for 4 tokens")["data"][0]
     assert list(words["x"]) == ["0 the", "1 cat", "2 sat", "3 down"]
@@ -104,6 +104,7 @@ def test_switching_masks_and_sides_changes_the_figures():
 
     at.toggle(key="mask_pad").set_value(False)
     at.toggle(key="mask_causal").set_value(False).run()
+    predict(at, "masks_predict", "1")  # a new question: nothing is forbidden now, row 0 keeps everything
     pad = figure(at, "Padding mask (off")["data"][0]
     assert pad["text"][2] == ["token", "token"] + ["pad<br>allowed"] * 4
     assert table(at, "position s")["mask"].tolist()[-4:] == ["pad (not masked)"] * 4
@@ -123,3 +124,43 @@ def test_bad_inputs_give_a_message_and_the_default():
     at.run()
     assert "Those lengths cannot form a batch" in all_text(at)
     assert figure(at, "Combined mask, sequence 1")["layout"]["title"]["text"].endswith("(length 4)")
+
+
+def test_the_prediction_hides_the_zeroed_rows_until_checked_and_grades_against_math_exp():
+    """Defaults: sequence 1 (length 4, left padded to 6, causal): row 2 is the first row with allowed and
+    forbidden keys (it sees key 2 only). The answer is what math.exp says row 2 keeps after zeroing."""
+    mask = combined_mask(4, 6, "left")
+    assert [any(r) and not all(r) for r in mask].index(True) == 2
+    scores = scores_of(1, 6, 4, seed=0)
+    kept = [math.fsum(w for w, ok in zip(softmax(scores[t]), mask[t]) if ok) for t in range(6)]
+
+    at = open_page("masks")
+    assert not any("missing mass" in d.value.columns for d in at.dataframe), "the zeroed rows wait for a prediction"
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith(("Missing mass", "Softmax first"))]
+    assert "Zeroed after softmax, row sums" not in all_text(at)
+    shown = table(at, "score of row 2")  # the row's scores are given, so the sum can be estimated by hand
+    assert shown["allowed"].tolist() == ["yes" if ok else "no (forbidden)" for ok in mask[2]]
+    assert shown["score of row 2"].tolist() == pytest.approx(scores[2], abs=1e-4)
+    assert "What does row 2 sum to?" in unescaped(all_text(at))
+
+    predict(at, "masks_predict", f"{kept[2] + 0.04:.4f}")  # within the stated 0.05
+    assert "Right. You predicted" in unescaped(all_text(at))
+    missing = table(at, "missing mass")
+    assert missing["row sum, zeroed after"].tolist() == pytest.approx(kept, abs=1e-5)
+    assert missing["missing mass"][2] == pytest.approx(1 - kept[2], abs=1e-5)
+
+    at = predict(open_page("masks"), "masks_predict", "1")  # the usual slip: softmax rows sum to one
+    assert abs(1 - kept[2]) > 0.05
+    text = unescaped(all_text(at))
+    assert "Not quite. You predicted 1: the lab computes " + f"{kept[2]:.4g}" in text
+    assert f"zeroing them leaves the allowed keys (2) {kept[2]:.4f}" in text
+    assert f"Zeroed after softmax, row sums: {', '.join(f'{x:.4f}' for x in kept)}." in text
+
+
+def test_the_page_lists_its_sections_and_each_link_has_a_header():
+    at = open_page("masks")
+    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
+    links = re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))
+    headers = [(h.value, h.proto.anchor) for h in at.header]
+    assert links == headers and len(links) == 5
+    assert [a for _, a in links] == ["masks-causal", "masks-batch", "masks-zeroing", "masks-renormalise", "masks-empty"]

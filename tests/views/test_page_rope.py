@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, decode, figure, figures, open_page
+from apptest import all_text, decode, figure, figures, open_page, predict, unescaped
 from bundles import TEXT, tiny_model
 from references import closed_form_score, head_inputs, reference_scores
 
@@ -57,7 +57,7 @@ def score_metric(at) -> float:
 
 
 def test_offset_check_passes_and_the_curves_are_the_closed_form():
-    at = open_page("rope")
+    at = predict(open_page("rope"), "rope_predict")
     success = next(s.value for s in at.success if s.value.startswith("Offset check passed"))
     spread, tolerance = map(float, re.search(r"positions: (\S+), allowance (\S+) ", success).groups())
     q, k = seeded_qk(16)
@@ -95,6 +95,57 @@ def test_the_reported_score_depends_only_on_m_minus_n():
     assert moved == pytest.approx(closed_form_score(q, k, 4, 10000.0), abs=1e-6)
 
 
+def rotated_score(q, k, m, n, base):
+    """(R_m q)·(R_n k) with every pair turned by cos and sin, in math only (not the closed form in the offset)."""
+    D, total = len(q), []
+    for i in range(D // 2):
+        theta = base ** (-2.0 * i / D)
+        (qx, qy), (kx, ky) = q[2 * i : 2 * i + 2], k[2 * i : 2 * i + 2]
+        cm, sm, cn, sn = math.cos(m * theta), math.sin(m * theta), math.cos(n * theta), math.sin(n * theta)
+        total.append((qx * cm - qy * sm) * (kx * cn - ky * sn) + (qx * sm + qy * cm) * (kx * sn + ky * cn))
+    return math.fsum(total)
+
+
+def test_the_prediction_hides_the_offset_curves_until_checked_and_grades_against_the_rotation():
+    q, k = seeded_qk(16)
+    now, shifted = rotated_score(q, k, 5, 2, 1e4), rotated_score(q, k, 10, 7, 1e4)  # default m = 5, n = 2
+    assert shifted == pytest.approx(now, abs=1e-12)  # so the right choice is "it stays the same"
+
+    at = open_page("rope")
+    assert not [s for s in at.success if s.value.startswith("Offset check")], "the check waits for a prediction"
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("q·k after RoPE against")]
+    text = all_text(at)
+    assert "depends only on" not in text and "stays the same" not in text
+    assert "Shift both by 5: the query to m = 10, the key to n = 7." in unescaped(text)
+    assert [r.options for r in at.radio if r.key == "rope_predict_answer"] == [
+        ["it stays the same", "it grows", "it shrinks"]
+    ]
+
+    predict(at, "rope_predict", "it stays the same")
+    text = unescaped(all_text(at))
+    assert "Right. You predicted 'it stays the same'" in text
+    assert f"q·k after RoPE is {now:.6f} at m = 5, n = 2 and {shifted:.6f} at m = 10, n = 7" in text
+    assert any(s.value.startswith("Offset check passed") for s in at.success)
+
+    at = predict(open_page("rope", {"rope_m": "200", "rope_n": "31"}), "rope_predict", "it grows")
+    text = unescaped(all_text(at))
+    assert "Not quite. You predicted 'it grows'; the lab's answer is 'it stays the same'." in text
+    now, shifted = rotated_score(q, k, 200, 31, 1e4), rotated_score(q, k, 205, 36, 1e4)
+    assert f"q·k after RoPE is {now:.6f} at m = 200, n = 31 and {shifted:.6f} at m = 205, n = 36" in text
+    fig = figure(at, "q·k after RoPE against the offset")
+    [mine] = [t for t in fig["data"] if t["name"] == "your m = 200, n = 31"]
+    assert decode(mine["y"]).astype(float).tolist() == pytest.approx([now], abs=1e-9)
+
+
+def test_the_page_lists_its_sections_and_each_link_has_a_header():
+    at = open_page("rope")
+    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
+    links = re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))
+    headers = [(h.value, h.proto.anchor) for h in at.header]
+    assert links == headers and len(links) == 5
+    assert [a for _, a in links] == ["rope-pair", "rope-offset", "rope-frequencies", "rope-layouts", "rope-model"]
+
+
 def test_frequency_table_is_the_closed_form():
     at = open_page("rope", {"rope_D": "32", "rope_base": "500.0"})
     table = next(d.value for d in at.dataframe if "θᵢ (rad per position)" in d.value.columns)
@@ -121,7 +172,7 @@ def test_layout_check_passes_and_the_mapping_moves_pairs_apart():
 
 
 def test_bad_link_values_fall_back_to_the_defaults_with_a_note():
-    at = open_page("rope", {"rope_m": "minus one", "rope_base": "0.5", "rope_pair": "99"})
+    at = predict(open_page("rope", {"rope_m": "minus one", "rope_base": "0.5", "rope_pair": "99"}), "rope_predict")
     assert at.slider(key="rope_m").value == 5
     assert at.number_input(key="rope_base").value == 10000.0
     assert at.slider(key="rope_pair").value == 0

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, decode, figure, open_page, table
+from apptest import all_text, decode, figure, figures, open_page, predict, table, unescaped
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
@@ -20,7 +20,7 @@ def expected_scores(B, H, T, D, seed, scaled):
 
 
 def test_default_heatmap_shapes_and_variance_table():
-    at = open_page("score_geometry")
+    at = predict(open_page("score_geometry"), "score_geometry_predict", "16")
     # Defaults: B=2, H=2, T=5, D=16, seed 0; batch element 0, head 0, scaled.
     z = decode(figure(at, "scores")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(z, expected_scores(2, 2, 5, 16, 0, True)[0, 0].numpy(), atol=1e-5)
@@ -79,3 +79,44 @@ def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     assert "The link set 'Sequence length T' to '99'" in all_text(at)
     z = decode(figure(at, "scores")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(z, expected_scores(2, 2, 5, 16, 3, True)[0, 0].numpy(), atol=1e-5)
+
+
+def measured_variance(widths, D, seed, samples=4096):
+    """Var(q·k) of `samples` unit-variance pairs at width D, drawn as the page documents: one generator seeded
+    with the page's seed, q then k for each width in turn, float64."""
+    g = torch.Generator().manual_seed(seed)
+    for w in widths:
+        q = torch.randn(samples, w, generator=g, dtype=torch.float64)  # (N, w)
+        k = torch.randn(samples, w, generator=g, dtype=torch.float64)  # (N, w)
+        if w == D:
+            return (q * k).sum(-1).var().item()
+    raise AssertionError(f"width {D} is not drawn")
+
+
+def test_the_prediction_hides_the_variance_until_checked_and_grades_against_the_closed_form():
+    at = open_page("score_geometry")
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Variance")]
+    assert not any("measured Var(q·k)" in d.value.columns for d in at.dataframe)
+    overall = expected_scores(2, 2, 5, 16, 0, True).var(unbiased=False).item()
+    text = unescaped(all_text(at))
+    assert f"variance {overall:.3f}" not in text and "closed form" not in text
+    assert "The head width is D = 16" in text
+
+    predict(
+        at, "score_geometry_predict", "15"
+    )  # within 10 % of D = 16: the closed form is the sum of 16 unit variances
+    text = unescaped(all_text(at))
+    assert "Right. You predicted 15: the lab computes 16; you were 1 off (tolerance 1.6)." in text
+    measured = measured_variance([2**i for i in range(9)], 16, seed=0)
+    assert abs(measured - 16) <= 5 * 16 * math.sqrt((2 + 6 / 16) / 4096)
+    assert f"Measured over 4096 random (q, k) pairs at D = 16: {measured:.2f}" in text
+    assert f"variance {overall:.3f}" in text
+    assert table(at, "measured Var(q·k)")["measured Var(q·k)"].tolist()[4] == pytest.approx(measured, abs=1e-4)
+
+    # A width that is not a power of two is measured on its own draw; √D is the usual wrong guess.
+    at = predict(
+        open_page("score_geometry", {"geo_D": "10", "geo_seed": "7"}), "score_geometry_predict", f"{math.sqrt(10):.2f}"
+    )
+    text = unescaped(all_text(at))
+    assert "Not quite. You predicted 3.16: the lab computes 10; you were 6.84 off (tolerance 1)." in text
+    assert f"Measured over 4096 random (q, k) pairs at D = 10: {measured_variance([10], 10, seed=7):.2f}" in text
