@@ -74,7 +74,7 @@ def predict(at: AppTest, qid: str, answer: str | None = None) -> AppTest:
     option of a choice question. The question's widgets are keyed `<qid>_answer` and `<qid>_check`."""
     radios = [r for r in at.radio if r.key == f"{qid}_answer"]
     if radios:
-        radios[0].set_value(radios[0].options[0] if answer is None else answer)
+        radios[0].set_value(unescaped(radios[0].options[0]) if answer is None else answer)  # options come escaped
     else:
         at.text_input(key=f"{qid}_answer").set_value(answer)
     at.button(key=f"{qid}_check").click().run()

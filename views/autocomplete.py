@@ -2,21 +2,31 @@
 of page, CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
 completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits."""
 
+import math
 import time
 
 import pandas as pd
 import streamlit as st
 
+from core.classroom.checkpoint import Question
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baseline_bundle import BaselineBundle
 from core.release.transformer_predictor import TransformerPredictor
-from ui import cache_view, charts, params, suggestion_view
+from ui import cache_view, charts, params, predict, suggestion_view
 from ui.companion import chart
+from ui.contents import contents
 from ui.models import require_bundle, selected_served
 from ui.text import escape_markdown
 
 TIMING_KEY = "ac_cache_timing"  # session state: {bundle version: (full window, short window, clock time)}
+# (header, anchor) of the page's sections: the contents list at the top links to each
+CANDIDATES = ("Next-character candidates", "ac-candidates")
+COMPLETION = ("Sampled completion", "ac-completion")
+CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
+PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
+SECTIONS = [CANDIDATES, COMPLETION, CACHE, PARITY]
+PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
 
 
 # The runs below are deterministic for a bundle version, prompt, sampling settings and seed, so a rerun
@@ -34,6 +44,11 @@ def _completions(_bundle, version: str, ids: tuple, filters: tuple, length: int,
 @st.cache_data(max_entries=32, show_spinner="Comparing cached and uncached logits step by step...")
 def _parity(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed: int):
     return ac.parity_trace(_bundle.model, ids, length, SampleConfig(*filters), seed)
+
+
+def header(section: tuple[str, str]) -> None:
+    title, anchor = section
+    st.header(title, anchor=anchor)
 
 
 st.title("Autocomplete")
@@ -92,6 +107,7 @@ if not bundle.safe:
         f"{escape_markdown(bundle.manifest.get('unsafe_reason') or 'no reason given')}. "
         "Its suggestions are not to be trusted; use them only to study the failure."
     )
+contents(SECTIONS)
 
 left, right = st.columns(2)
 with left:
@@ -130,11 +146,11 @@ with left:
         )
 with right:
     st.subheader("Suggestion")
-    suggestion_view.section(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
+    offered = suggestion_view.section(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
     st.markdown(SUGGESTION_NOTE)
 
 st.divider()
-st.header("Next-character candidates")
+header(CANDIDATES)
 left, right = st.columns([1, 2])
 with left:
     temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
@@ -162,8 +178,44 @@ with left:
             "character."
         )
 
-candidates = ac.next_token_candidates(model, prompt.ids, sample, n_shown, tokenizer=tok)
+everything = ac.next_token_candidates(model, prompt.ids, sample, None, tokenizer=tok)  # every drawable token
+candidates = everything[:n_shown]  # the most likely first: what the chart draws
 filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
+best = candidates[0]
+drawable = [c for c in everything if c.prob > 0]
+seen = "".join(prompt.pieces)
+seen = seen if len(seen) <= PROMPT_SHOWN else "…" + seen[-PROMPT_SHOWN:]
+question = Question(
+    id="ac_predict",
+    topic="next-character probabilities",
+    page="views/autocomplete.py",
+    prompt=(
+        f"With {filters}: what probability does the model give its most likely next character after "
+        + (f"'{seen}'?" if not prompt.empty else "an empty prompt (it reads <eos>)?")
+        + " Type a number from 0 to 1."
+    ),
+    answer=best.prob,
+    tolerance=0.1,
+    why=(
+        f"Its most likely next character, '{best.piece}', gets probability {best.prob:.4f}"
+        + (
+            f"; the other {len(drawable) - 1} characters it may draw share the remaining "
+            f"{math.fsum(c.prob for c in drawable[1:]):.4f}."
+            if len(drawable) > 1
+            else "; with these settings no other character can be drawn."
+        )
+    ),
+)
+hint = (
+    "A temperature below 1 sharpens the distribution towards the most likely character (at 0 it gets "
+    "probability 1); above 1 flattens it. Top-k and top-p drop the unlikely characters and share their "
+    "probability out among the rest, which raises the top one."
+)
+if sample.temperature == 1.0 and sample.top_k is None and sample.top_p is None and offered and offered.text:
+    hint += (
+        f" The suggestion above has probability {offered.probability:.4f}: that is its first character's "
+        "probability times the others', so the most likely next character has at least that much."
+    )
 with right:
     st.markdown(
         "The bars are the exact distribution the sampler draws the next character from: softmax of the "
@@ -171,35 +223,36 @@ with right:
         "`<pad>`, `<bos>` and `<unk>` are never drawn and never listed (they are not text: a drawn `<unk>` "
         "would show as '\ufffd'); `<eos>` can be drawn: it ends the completion."
     )
-    fig = charts.bars(
-        [c.piece for c in candidates],
-        [c.prob for c in candidates],
-        title=f"Top {len(candidates)} next characters ({filters})",
-        y_title="probability",
-        x_title="next character",
-        highlight=0,
-        y_range=(0, 1.1),
-    )
-    table = pd.DataFrame(
-        {
-            "rank": range(1, len(candidates) + 1),
-            "token id": [c.id for c in candidates],
-            "character (visible)": [c.piece for c in candidates],
-            "code point": [ac.code_point(tok, c.id) for c in candidates],
-            "probability": [c.prob for c in candidates],
-        }
-    )
-    best = candidates[0]
-    summary = (
-        f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
-        f"with probability {best.prob:.4f}; the top {len(candidates)}: "
-        + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates)
-        + "."
-    )  # model output
-    chart(fig, table, summary, key="ac_candidates", table_open=True)
+    graded = predict.ask(question, hint=hint)
+    if graded is not None:  # the bars give the answer away
+        fig = charts.bars(
+            [c.piece for c in candidates],
+            [c.prob for c in candidates],
+            title=f"Top {len(candidates)} next characters ({filters})",
+            y_title="probability",
+            x_title="next character",
+            highlight=0,
+            y_range=(0, 1.1),
+        )
+        table = pd.DataFrame(
+            {
+                "rank": range(1, len(candidates) + 1),
+                "token id": [c.id for c in candidates],
+                "character (visible)": [c.piece for c in candidates],
+                "code point": [ac.code_point(tok, c.id) for c in candidates],
+                "probability": [c.prob for c in candidates],
+            }
+        )
+        summary = (
+            f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
+            f"with probability {best.prob:.4f}; the top {len(candidates)}: "
+            + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates)
+            + "."
+        )  # model output
+        chart(fig, table, summary, key="ac_candidates", table_open=True)
 
 st.divider()
-st.header("Sampled completion")
+header(COMPLETION)
 st.markdown(
     "The model draws one character from the candidates above, appends it, and repeats: with the sampling "
     "settings above, not the suggestion's greedy choice. The **seed** fixes the random draws, so the "
@@ -236,7 +289,7 @@ else:
     st.warning("The completions with and without the cache differ; the parity inspector below shows where.")
 
 st.divider()
-st.header("The KV cache: what it saves, and when it does not")
+header(CACHE)
 st.markdown(
     "Without a cache, every new character means reading the whole window again: all its characters go "
     "through every layer, although only the newest one is new. With the **KV cache** the keys and values of "
@@ -267,7 +320,7 @@ full, short, measured_at = store[bundle.version]
 cache_view.show_timing(full, short, measured_at, arch.context_length)
 
 st.divider()
-st.header("Parity inspector: cached against uncached logits")
+header(PARITY)
 st.markdown(
     "The cache must not change what the model computes. Here the cached generation runs, and at every "
     "step the same window is computed again from scratch without the cache (following the same "

@@ -3,8 +3,9 @@
 import pandas as pd
 import streamlit as st
 
+from core.classroom.checkpoint import Question
 from core.model.introspect import encode_for_model, projections
-from ui import charts, params
+from ui import charts, params, predict
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered
@@ -74,37 +75,67 @@ st.caption(f"{T} tokens; vocabulary of {config.vocab_size} ids; the model's cont
 
 # ---- 2. embedding rows ----------------------------------------------------------------------------
 st.header("2. Each id picks one row of the embedding table")
-st.markdown(
-    f"The embedding table has one row of C = {C} numbers per id. The text becomes a T × C matrix: "
-    "row t is the row of token t's id. This model adds no position vector here (it rotates queries and "
-    "keys instead, with RoPE), so **the same character gives the same row wherever it stands**."
-)
 embeddings = proj.embeddings.tolist()  # (T, C)
 dims = [str(c) for c in range(C)]
 repeats = {p: [t for t, q in enumerate(enc.pieces) if q == p] for p in enc.pieces}
 repeats = {p: ts for p, ts in repeats.items() if len(ts) > 1}
-repeat_text = (
-    "; identical rows for repeated characters, e.g. "
-    + ", ".join(f"'{escape_markdown(p)}' at positions {', '.join(map(str, ts))}" for p, ts in list(repeats.items())[:3])
-    if repeats
-    else ""
-)
-chart(
-    charts.heatmap(
-        embeddings,
-        title=f"token embedding rows (T × C = {T} × {C})",
-        x_labels=dims,
-        y_labels=labels,
-        x_title="model dimension c",
-        y_title="token",
-        signed=True,
-        height=height(T),
+distinct_rows = len({tuple(row) for row in embeddings})  # rows equal in all C numbers count once (exact: a lookup)
+distinct_ids = len(set(enc.ids))
+question = Question(
+    id="emb_predict",
+    topic="token embeddings",
+    page="views/embeddings.py",
+    prompt=f"The text has T = {T} tokens (the table above). How many different rows does its T × C = {T} × {C} "
+    f"embedding matrix have? Rows equal in all {C} numbers count once.",
+    answer=distinct_rows,
+    tolerance=0,
+    why=(
+        f"Its {T} tokens have {distinct_ids} different ids, and its embedding matrix has {distinct_rows} different "
+        "rows: each id picks one row of the table, whatever its position"
+        + (
+            ", so a repeated character repeats its row ("
+            + "; ".join(f"'{p}' at positions {', '.join(map(str, ts))}" for p, ts in repeats.items())
+            + ")"
+            if repeats
+            else " (no character repeats in this text, so every row differs)"
+        )
+        + ". This model adds no position vector here: position enters later, when RoPE rotates queries and keys."
     ),
-    matrix_table(embeddings, labels, dims, row_name="token", col_name="dimension c", value_name="embedding"),
-    f"{T} tokens × {C} dimensions; values from {min(min(r) for r in embeddings):.3f} to "
-    f"{max(max(r) for r in embeddings):.3f}{repeat_text}.",
-    key="emb_embeddings",
 )
+hint = (
+    "Each token's id picks one row of the table. Look at the token ids in the table above: does a character that "
+    "appears twice get a row of its own each time, or the same row again? Does anything here depend on the position?"
+)
+if predict.ask(question, hint=hint) is not None:  # the rows themselves give the answer away
+    st.markdown(
+        f"The embedding table has one row of C = {C} numbers per id. The text becomes a T × C matrix: "
+        "row t is the row of token t's id. This model adds no position vector here (it rotates queries and "
+        "keys instead, with RoPE), so **the same character gives the same row wherever it stands**."
+    )
+    repeat_text = (
+        "; identical rows for repeated characters, e.g. "
+        + ", ".join(
+            f"'{escape_markdown(p)}' at positions {', '.join(map(str, ts))}" for p, ts in list(repeats.items())[:3]
+        )
+        if repeats
+        else ""
+    )
+    chart(
+        charts.heatmap(
+            embeddings,
+            title=f"token embedding rows (T × C = {T} × {C})",
+            x_labels=dims,
+            y_labels=labels,
+            x_title="model dimension c",
+            y_title="token",
+            signed=True,
+            height=height(T),
+        ),
+        matrix_table(embeddings, labels, dims, row_name="token", col_name="dimension c", value_name="embedding"),
+        f"{T} tokens × {C} dimensions; values from {min(min(r) for r in embeddings):.3f} to "
+        f"{max(max(r) for r in embeddings):.3f}{repeat_text}.",
+        key="emb_embeddings",
+    )
 
 # ---- 3. q, k, v --------------------------------------------------------------------------------
 st.header(f"3. Queries, keys and values of layer {layer}, head {head}")

@@ -3,8 +3,16 @@
 import pandas as pd
 import streamlit as st
 
-from core.model.introspect import check_row, encode_for_model, head_summaries, projections
-from ui import cached, charts, params
+from core.classroom.checkpoint import Question
+from core.model.introspect import (
+    check_row,
+    encode_for_model,
+    head_summaries,
+    heaviest_keys,
+    projections,
+    weight_allowance,
+)
+from ui import cached, charts, params, predict
 from ui.companion import chart, matrix_table
 from ui.grid_figure import grid_figure
 from ui.models import require_bundle
@@ -12,6 +20,7 @@ from ui.text import escape_markdown, explain_encoding, link_if_registered, verdi
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
+NO_SINGLE_KEY = "no single key: the largest weights are too close to tell apart"
 
 
 def masked(weights, mask):
@@ -52,11 +61,15 @@ def named(t: int) -> str:
     return f"{t} ('{escape_markdown(enc.pieces[t])}')"
 
 
-cols = st.columns(2)
+cols = st.columns([1, 1, 2])
 with cols[0]:
     layer = params.selectbox("Layer to enlarge", "insp_layer", list(range(L)), 0)
 with cols[1]:
     head = params.selectbox("Head to enlarge", "insp_head", list(range(H)), 0)
+with cols[2]:
+    # The options are the labels themselves ('position piece'): a new text brings new options, so a row chosen
+    # for an old text is never shown under the old text's label; it falls back to the last token.
+    t = labels.index(params.selectbox("Query row t (position and piece)", "insp_row", labels, labels[-1]))
 
 ids = cached.ids_key(enc.ids)
 grid = cached.attention_grid(bundle.model, bundle.version, ids)  # (L, H, T, T) from forward(return_weights=True)
@@ -64,6 +77,9 @@ proj = projections(bundle.model, enc.ids, layer, head)  # this head's q, k, v fo
 mask = proj.mask.tolist()  # (T, T) True = may attend
 grids = [[masked(grid[layer, h].tolist(), mask) for h in range(H)] for layer in range(L)]  # L x H x (T, T)
 summaries = head_summaries(grid)
+check = check_row(proj, grid[layer, head], t)
+keys = [s for s in range(T) if mask[t][s]]  # the keys query t may see
+key_labels = [labels[s] for s in keys]
 
 # ---- 1. the grid -----------------------------------------------------------------------------------
 st.header(f"1. Every head of every layer ({L} × {H})")
@@ -99,141 +115,179 @@ chart(
     key="insp_grid",
 )
 
-# ---- 2. one head, enlarged -------------------------------------------------------------------------
-st.header(f"2. Layer {layer}, head {head}, enlarged")
-weights = grids[layer][head]  # (T, T) with None in the future
-fig = charts.heatmap(
-    weights,
-    title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})",
-    x_labels=labels,
-    y_labels=labels,
-    x_title="key",
-    y_title="query",
-    zmin=0,
-    zmax=1,
-    value_format=".2f",
-    height=min(900, 160 + 26 * T),
-    trace=dict(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False),
-)
-this = summaries[layer * H + head]
-chart(
-    fig,
-    matrix_table(weights, labels, labels, row_name="query", col_name="key", value_name="weight"),
-    f"Layer {layer}, head {head}: on average {fmt(this.self_weight)} of a row's weight goes to the token itself, "
-    f"{fmt(this.previous_weight)} to the previous token and {fmt(this.first_weight)} to token 0; the largest "
-    f"weight of a row is {fmt(this.max_weight)} on average.",
-    key="insp_head_map",
-)
-
-# ---- 3. one row, by hand -------------------------------------------------------------------------
-st.header("3. One query row, checked by hand")
-st.markdown(
-    "Pick a query. Its bar chart is one row of the map above. Below it the row is computed again by hand "
-    "from this head's q, k and v, one number at a time (plain Python, no tensors): the dot products "
-    "q·k, the scaling by 1/√D, softmax, and the weighted sum of the value rows."
-)
-# The options are the labels themselves ('position piece'): a new text brings new options, so a row chosen
-# for an old text is never shown under the old text's label; it falls back to the last token.
-t = labels.index(params.selectbox("Query row t (position and piece)", "insp_row", labels, labels[-1]))
-check = check_row(proj, grid[layer, head], t)
-keys = [s for s in range(T) if mask[t][s]]  # the keys query t may see
-key_labels = [labels[s] for s in keys]
-top = max(range(len(keys)), key=lambda i: check.model_weights[i])
-bars = charts.bars(
-    key_labels,
-    list(check.model_weights),
-    title=f"weights of query {labels[t]} (layer {layer}, head {head})",
-    y_title="weight",
-    x_title="key",
-    value_format=".3f",
-    highlight=top,
-    y_range=(0, 1.15),
-    text=[] if len(keys) > BAR_VALUES_UP_TO else None,  # many values would overlap; the table has every number
-)
-chart(
-    bars,
-    pd.DataFrame({"key": key_labels, "weight": [round(w, 6) for w in check.model_weights]}),
-    f"Query {named(t)} spreads its weight over {len(keys)} keys; the largest, "
-    f"{check.model_weights[top]:.3f}, goes to key {named(keys[top])}. "
-    + (
-        f"The {T - len(keys)} keys to its right (its future) get weight {check.future_weight:g} in total."
-        if len(keys) < T
-        else "It is the last token: no key lies to its right."
-        if t == T - 1
-        else "Without a causal mask it also weighs the keys to its right."
+# ---- the prediction: where does the chosen row look? -------------------------------------------
+heaviest = heaviest_keys(check.model_weights, config)  # indices into keys: one, or a tie within float32 rounding
+answer = key_labels[heaviest[0]] if len(heaviest) == 1 else NO_SINGLE_KEY
+options = (*key_labels, NO_SINGLE_KEY) if len(keys) > 1 else tuple(key_labels)  # a tie or not: the same options
+others = [i for i in range(len(keys)) if i not in heaviest]
+runner_up = max(others, key=lambda i: check.model_weights[i]) if others else None
+top = heaviest[0]
+sees = (f"It sees keys 0 to {t} only." if t else "It sees key 0 alone.") if config.causal else "It sees every key."
+weighs = [f"{check.model_weights[i]:.4f}" for i in heaviest]
+question = Question(
+    id="insp_predict",
+    topic="reading attention maps",
+    page="views/inspector.py",
+    prompt=f"In layer {layer}, head {head}, which key does query {labels[t]} weigh most? {sees} "
+    "Keys are named by position and piece.",
+    answer=answer,
+    options=options,
+    why=(
+        (
+            f"The model gives key {key_labels[top]} weight {weighs[0]}, the largest"
+            if len(heaviest) == 1
+            else f"The model gives keys {', '.join(key_labels[i] for i in heaviest)} weights {', '.join(weighs)}: "
+            f"each within {weight_allowance(config):.1e} of the largest, the float32 allowance (16 × eps × the "
+            "length of the model's sums): too close to order the same way on every computer, so no single key is "
+            "the largest"
+        )
+        + f" of the {len(keys)} keys query {labels[t]} sees. The largest weight goes to the largest score q·k/√D "
+        f"({check.trace.scores[top]:.4f}): softmax keeps the order of the scores."
+        + (
+            f" Next comes key {key_labels[runner_up]} with {check.model_weights[runner_up]:.4f}."
+            if runner_up is not None
+            else ""
+        )
     ),
-    key="insp_row_bars",
 )
+hint = (
+    f"Find layer {layer}, head {head} in the grid above and read its row {t}, the query {labels[t]}: the "
+    "brightest cell of that row is the key with the largest weight. Many heads look at the token itself (the "
+    "diagonal), the previous token (just below it) or token 0 (the first column)."
+)
+graded = predict.ask(question, hint=hint)
 
-tr = check.trace
-hand = pd.DataFrame(
-    {
-        "key": key_labels,
-        "q·k (sum of D products)": [d.total for d in tr.dots],
-        f"score = q·k × {tr.scale:.4f}": list(tr.scores),
-        "exp(score − max)": list(tr.softmax.exps),
-        "weight by hand": list(tr.softmax.weights),
-        "weight by core.attention (float64)": list(check.tensor_weights),
-        "weight from the model (float32)": list(check.model_weights),
-        "|hand − model float32|": list(check.differences),
-    }
-)
-number = st.column_config.NumberColumn(format="%.6f")
-st.dataframe(
-    hand,
-    hide_index=True,
-    key="insp_hand",
-    height=min(420, 38 + 35 * len(keys)),
-    column_config={c: number for c in hand.columns[1:-1]}
-    | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")},
-)
-st.markdown(
-    f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
-    f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
-)
-decided, shown = check.decided, check.model_float32
-check_text = (
-    f"Largest difference between the hand computation and the model's attention code: "
-    f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). "
-)
-how = (
-    f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
-    f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
-    f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
-    f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
-    f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide."
-)
-verdict(
-    check.within_tolerance,
-    check_text + "The model's attention for this row is the hand computation's.",
-    check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.",
-)
-st.caption(how)
+if graded is not None:  # the enlarged map and the row's bars give the answer away
+    # ---- 2. one head, enlarged -------------------------------------------------------------------------
+    st.header(f"2. Layer {layer}, head {head}, enlarged")
+    weights = grids[layer][head]  # (T, T) with None in the future
+    fig = charts.heatmap(
+        weights,
+        title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})",
+        x_labels=labels,
+        y_labels=labels,
+        x_title="key",
+        y_title="query",
+        zmin=0,
+        zmax=1,
+        value_format=".2f",
+        height=min(900, 160 + 26 * T),
+        trace=dict(hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", hoverongaps=False),
+    )
+    this = summaries[layer * H + head]
+    chart(
+        fig,
+        matrix_table(weights, labels, labels, row_name="query", col_name="key", value_name="weight"),
+        f"Layer {layer}, head {head}: on average {fmt(this.self_weight)} of a row's weight goes to the token itself, "
+        f"{fmt(this.previous_weight)} to the previous token and {fmt(this.first_weight)} to token 0; the largest "
+        f"weight of a row is {fmt(this.max_weight)} on average.",
+        key="insp_head_map",
+    )
 
-with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
-    terms = pd.DataFrame(
-        [list(d.terms) + [d.total] for d in tr.dots], columns=[f"d={d}" for d in range(D)] + ["sum = q·k"]
-    )
-    terms.insert(0, "key", key_labels)
-    st.dataframe(
-        terms,
-        hide_index=True,
-        key="insp_terms",
-        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in terms.columns[1:]},
-    )
-with st.expander("The output row: the weighted sum of the value rows"):
+    # ---- 3. one row, by hand -------------------------------------------------------------------------
+    st.header("3. One query row, checked by hand")
     st.markdown(
-        f"$\\mathrm{{out}}_t = \\sum_s w_{{t,s}}\\, v_s$, a vector of D = {D} numbers: what this head "
-        f"adds for query {named(t)} (before the block's output projection mixes the heads)."
+        "Pick a query. Its bar chart is one row of the map above. Below it the row is computed again by hand "
+        "from this head's q, k and v, one number at a time (plain Python, no tensors): the dot products "
+        "q·k, the scaling by 1/√D, softmax, and the weighted sum of the value rows."
     )
-    out = pd.DataFrame([list(row) for row in tr.weighted_values] + [list(tr.out)], columns=[f"d={d}" for d in range(D)])
-    out.insert(0, "term", [f"weight × v of key {k}" for k in key_labels] + ["sum = out of this row"])
+    bars = charts.bars(
+        key_labels,
+        list(check.model_weights),
+        title=f"weights of query {labels[t]} (layer {layer}, head {head})",
+        y_title="weight",
+        x_title="key",
+        value_format=".3f",
+        highlight=top,
+        y_range=(0, 1.15),
+        text=[] if len(keys) > BAR_VALUES_UP_TO else None,  # many values would overlap; the table has every number
+    )
+    chart(
+        bars,
+        pd.DataFrame({"key": key_labels, "weight": [round(w, 6) for w in check.model_weights]}),
+        f"Query {named(t)} spreads its weight over {len(keys)} keys; the largest, "
+        f"{check.model_weights[top]:.3f}, goes to key {named(keys[top])}. "
+        + (
+            f"The {T - len(keys)} keys to its right (its future) get weight {check.future_weight:g} in total."
+            if len(keys) < T
+            else "It is the last token: no key lies to its right."
+            if t == T - 1
+            else "Without a causal mask it also weighs the keys to its right."
+        ),
+        key="insp_row_bars",
+    )
+
+    tr = check.trace
+    hand = pd.DataFrame(
+        {
+            "key": key_labels,
+            "q·k (sum of D products)": [d.total for d in tr.dots],
+            f"score = q·k × {tr.scale:.4f}": list(tr.scores),
+            "exp(score − max)": list(tr.softmax.exps),
+            "weight by hand": list(tr.softmax.weights),
+            "weight by core.attention (float64)": list(check.tensor_weights),
+            "weight from the model (float32)": list(check.model_weights),
+            "|hand − model float32|": list(check.differences),
+        }
+    )
+    number = st.column_config.NumberColumn(format="%.6f")
     st.dataframe(
-        out,
+        hand,
         hide_index=True,
-        key="insp_out",
-        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]},
+        key="insp_hand",
+        height=min(420, 38 + 35 * len(keys)),
+        column_config={c: number for c in hand.columns[1:-1]}
+        | {"|hand − model float32|": st.column_config.NumberColumn(format="%.2e")},
     )
+    st.markdown(
+        f"Scale 1/√D = 1/√{D} = {tr.scale:.6f}. Largest allowed score {tr.softmax.row_max:.6f}; "
+        f"Σ exp(score − max) = {tr.softmax.normaliser:.6f}; **sum of the hand weights = {check.weight_sum:.6f}**."
+    )
+    decided, shown = check.decided, check.model_float32
+    check_text = (
+        f"Largest difference between the hand computation and the model's attention code: "
+        f"{decided.max_abs_diff:.2e} (allowance {decided.allowed:.1e}, float64). "
+    )
+    how = (
+        f"Both run in float64 on this head's q, k, v, so they differ only by rounding: the allowance is "
+        f"{decided.rule.removeprefix('<= ')}, derived from float64's epsilon and the length of the sums, the same on "
+        f"every computer. The model itself computes in float32: its weights differ from the hand computation by "
+        f"{shown.max_abs_diff:.2e}, within float32's rounding allowance of {shown.allowed:.1e} "
+        f"({'yes' if shown.passed else 'no'}); that figure is shown, it does not decide."
+    )
+    verdict(
+        check.within_tolerance,
+        check_text + "The model's attention for this row is the hand computation's.",
+        check_text + "The hand computation and the model disagree: this head's q, k, v do not give its weights.",
+    )
+    st.caption(how)
+
+    with st.expander(f"The dot products term by term: `q_t[d] × k_s[d]` for the {D} head dimensions"):
+        terms = pd.DataFrame(
+            [list(d.terms) + [d.total] for d in tr.dots], columns=[f"d={d}" for d in range(D)] + ["sum = q·k"]
+        )
+        terms.insert(0, "key", key_labels)
+        st.dataframe(
+            terms,
+            hide_index=True,
+            key="insp_terms",
+            column_config={c: st.column_config.NumberColumn(format="%.4f") for c in terms.columns[1:]},
+        )
+    with st.expander("The output row: the weighted sum of the value rows"):
+        st.markdown(
+            f"$\\mathrm{{out}}_t = \\sum_s w_{{t,s}}\\, v_s$, a vector of D = {D} numbers: what this head "
+            f"adds for query {named(t)} (before the block's output projection mixes the heads)."
+        )
+        out = pd.DataFrame(
+            [list(row) for row in tr.weighted_values] + [list(tr.out)], columns=[f"d={d}" for d in range(D)]
+        )
+        out.insert(0, "term", [f"weight × v of key {k}" for k in key_labels] + ["sum = out of this row"])
+        st.dataframe(
+            out,
+            hide_index=True,
+            key="insp_out",
+            column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]},
+        )
 
 st.session_state["inspector_row"] = {
     "text": enc.text,  # what the model read (the end of a text longer than the context)

@@ -30,9 +30,9 @@ import torch
 from torch import Tensor
 
 from core import handcheck
-from core.agreement import Agreement, row_agreement
+from core.agreement import Agreement, allowance, model_terms, row_agreement
 from core.attention import causal_mask, scaled_dot_product_attention
-from core.model.gpt import GPT, Block
+from core.model.gpt import GPT, Block, ModelConfig
 
 # encode_for_model is re-exported: the pages import it from here
 from core.model.prompt import EncodedText as EncodedText
@@ -221,6 +221,25 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
         differences=tuple(abs(a - b) for a, b in zip(trace.softmax.weights, model_weights)),
         weight_sum=math.fsum(trace.softmax.weights),
     )
+
+
+def weight_allowance(config: ModelConfig) -> float:
+    """How far apart two of the model's float32 attention weights (each in [0, 1]) may be from rounding alone:
+    allowance(float32, model_terms(config)). Weights closer than this are not ordered by the lab."""
+    return allowance(torch.float32, model_terms(config), 1.0)
+
+
+def heaviest_keys(weights: Sequence[float], config: ModelConfig) -> tuple[int, ...]:
+    """The keys one query row of the model's float32 weights (the allowed keys' weights, e.g.
+    RowCheck.model_weights) weighs most, as indices into `weights`: every key within weight_allowance(config)
+    of the largest weight. One key, unless two weights are so close that the model's float32 arithmetic need
+    not order them the same way on every CPU; then all of them, in order."""
+    values = [float(w) for w in weights]
+    if not values or not all(math.isfinite(w) for w in values):
+        raise ValueError(f"weights must be a non-empty row of finite weights, got {len(values)} values")
+    top = max(values)
+    near = weight_allowance(config)
+    return tuple(s for s, w in enumerate(values) if w >= top - near)
 
 
 # ---- what each head does, in four numbers ------------------------------------------------------

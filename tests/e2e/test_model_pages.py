@@ -5,6 +5,9 @@ are kept."""
 from __future__ import annotations
 
 import json
+import re
+
+from playwright.sync_api import expect
 
 from .conftest import APP_IDLE_TIMEOUT_MS, open_page, outside_requests, save_screenshot, wait_for_app_idle, wait_until
 
@@ -71,11 +74,20 @@ def enter_prompt(page, text: str) -> None:
     prompt = page.get_by_label(PROMPT_LABEL)
     prompt.fill(text)
     prompt.press("Control+Enter")
+    wait_for_app_idle(page, RUN_TIMEOUT_MS)
+    # The candidates wait for the learner's prediction (ui.predict); the question is asked once the model answered.
+    expect(page.get_by_text("Predict first.")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+
+
+def reveal_candidates(page) -> None:
+    """Answer the page's prediction (any number) and wait for the candidate chart it reveals."""
+    page.get_by_label(re.compile("^Your prediction")).fill("0.5")
+    page.get_by_role("button", name="Check my prediction").click()
     wait_until(
         page,
         lambda: any("next characters" in t for t in plot_titles(page)),
         RUN_TIMEOUT_MS,
-        lambda: "no candidate chart",
+        lambda: "no candidate chart after the prediction",
     )
     wait_for_app_idle(page, RUN_TIMEOUT_MS)
 
@@ -91,6 +103,9 @@ def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_
     suggestion_and_completion = [c.strip() for c in code_blocks[1:] if c.strip()]
     assert suggestion_and_completion, code_blocks  # the model answered with characters
     assert not page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
+    reveal_candidates(page)
+    assert "the lab computes" in body_text(page)  # the verdict says how far off 0.5 was
+    assert not page.locator('[data-testid="stException"]').count()
     save_screenshot(page, tmp_path, "autocomplete-request")
     assert outside_requests(requests_seen) == []
 

@@ -12,9 +12,18 @@ from bundles import TEXT, tiny_model
 from references import reference_qkv, reference_weights
 
 from core import handcheck
+from core.agreement import allowance, model_terms
 from core.attention import scaled_dot_product_attention
 from core.model.gpt import GPT, PRESETS
-from core.model.introspect import attention_grid, check_row, encode_for_model, head_summaries, projections
+from core.model.introspect import (
+    attention_grid,
+    check_row,
+    encode_for_model,
+    head_summaries,
+    heaviest_keys,
+    projections,
+    weight_allowance,
+)
 from core.model.rope import apply_rope
 from core.model.tokenizer import UNK_ID, CharTokenizer
 
@@ -221,3 +230,19 @@ def test_a_model_without_the_causal_mask_is_reproduced_over_every_key():
     torch.testing.assert_close(got, grid[1, 0], atol=1e-5, rtol=0)
     row = check_row(p, grid[1, 0], 3)
     assert len(row.model_weights) == len(ids) and row.future_weight == 0.0 and row.within_tolerance
+
+
+def test_heaviest_keys_is_the_largest_weight_and_every_weight_within_float32_rounding_of_it(tiny):
+    model, tok = tiny
+    config = model.config
+    near = weight_allowance(config)  # the margin the inspector's question uses
+    assert near == allowance(torch.float32, model_terms(config), 1.0) and 1e-6 < near < 1e-2
+    assert heaviest_keys([0.2, 0.5, 0.3], config) == (1,)
+    assert heaviest_keys([1.0], config) == (0,)
+    assert heaviest_keys([0.4, 0.4 + near / 2, 0.2], config) == (0, 1)  # too close to order: both
+    assert heaviest_keys([0.4, 0.4 + 2 * near, 0.2], config) == (1,)
+    weights = attention_grid(model, tok.encode(TEXT))[1, 0, -1].tolist()  # (T,) the last query of layer 1, head 0
+    assert heaviest_keys(weights, config)[0] == max(range(len(weights)), key=lambda s: weights[s])
+    for bad in ([], [0.5, float("nan")]):
+        with pytest.raises(ValueError, match="non-empty row of finite weights"):
+            heaviest_keys(bad, config)

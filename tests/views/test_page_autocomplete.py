@@ -8,11 +8,12 @@ exactly it, and hostile prompts never put a special token into the text shown.""
 
 import json
 import math
+import re
 import shutil
 
 import pytest
 import torch
-from apptest import all_text, decode, figures, open_page, table
+from apptest import all_text, decode, figures, open_page, predict, table, unescaped
 from bundles import train_tiny_bundle
 from streamlit.testing.v1 import AppTest
 
@@ -80,13 +81,22 @@ def expected_top(path, text, temperature, k=10):
     return [bundle.tokenizer.display_piece(i) for i in order], [probs[i] for i in order]
 
 
+def reveal(at, answer="0.5") -> AppTest:
+    """Answer the candidates section's prediction (any number: right or wrong, both reveal the bars)."""
+    return predict(at, "ac_predict", answer)
+
+
+def shows_candidates(at) -> bool:
+    return any("next characters" in f["layout"]["title"]["text"] for f in figures(at))
+
+
 def bars(at):
     fig = figure(at, "next characters")
     return list(fig["data"][0]["x"]), [float(y) for y in decode(fig["data"][0]["y"])]
 
 
 def test_candidate_bars_are_the_models_distribution(bundle_path):
-    at = open_autocomplete(bundle_path)
+    at = reveal(open_autocomplete(bundle_path))
     pieces, probs = bars(at)
     want_pieces, want_probs = expected_top(bundle_path, "def main(", 1.0)
     assert pieces == want_pieces
@@ -98,14 +108,56 @@ def test_candidate_bars_are_the_models_distribution(bundle_path):
 
 
 def test_changing_temperature_changes_the_candidate_probabilities(bundle_path):
-    at = open_autocomplete(bundle_path)
+    at = reveal(open_autocomplete(bundle_path))
     before = bars(at)[1]
     at.slider(key="ac_temperature").set_value(0.3).run()
-    pieces, after = bars(at)
+    assert not shows_candidates(at), "new settings are a new question: the bars wait for a new prediction"
+    pieces, after = bars(reveal(at))
     want_pieces, want_probs = expected_top(bundle_path, "def main(", 0.3)
     assert after != pytest.approx(before, abs=1e-3)
     assert (pieces, after) == (want_pieces, pytest.approx(want_probs, abs=1e-6))
     assert after[0] > before[0]  # colder is sharper
+
+
+def test_the_prediction_hides_the_candidates_until_checked_and_grades_against_the_model(bundle_path):
+    """The most likely next character's probability, from the model's own forward pass here: within 0.1 is
+    right, 0.5 away is wrong, and both reveal the bars, whose numbers are the model's."""
+    want_pieces, want_probs = expected_top(bundle_path, "def main(", 1.0)
+    top = want_probs[0]
+    at = open_autocomplete(bundle_path)
+    assert not shows_candidates(at) and "Hint" in [e.label for e in at.expander]
+    assert f"{top:.4f}" not in all_text(at)  # the answer is not on the page before the check
+    at.button(key="ac_predict_check").click().run()  # nothing typed: nothing checked, nothing revealed
+    assert "Choose or type your prediction first" in all_text(at) and not shows_candidates(at)
+    reveal(at, "two")
+    assert "could not be read" in all_text(at) and not shows_candidates(at)
+
+    reveal(at, f"{top + 0.05:.6f}")
+    text = unescaped(all_text(at))
+    assert "Right. You predicted" in text
+    lab = float(re.search(r"the lab computes (\S+);", text).group(1))
+    assert lab == pytest.approx(top, abs=1e-4)  # printed to 4 significant digits
+    said = float(re.search(r"gets probability (\d\.\d{4})", text).group(1))
+    assert said == pytest.approx(top, abs=1e-4)
+    pieces, probs = bars(at)
+    assert pieces == want_pieces and probs == pytest.approx(want_probs, abs=1e-6)
+
+    wrong = top + 0.5 if top < 0.5 else top - 0.5
+    at = reveal(open_autocomplete(bundle_path), f"{wrong:.6f}")
+    text = unescaped(all_text(at))
+    assert f"Not quite. You predicted {wrong:.6f}: the lab computes" in text
+    assert float(re.search(r"you were (\S+) off", text).group(1)) == pytest.approx(0.5, abs=1e-3)
+    assert bars(at)[1] == pytest.approx(want_probs, abs=1e-6), "a wrong prediction reveals the answer too"
+
+
+def test_contents_list_links_every_section_header(bundle_path):
+    at = open_autocomplete(bundle_path)
+    listing = next(m.value for m in at.markdown if m.value.startswith("**On this page**"))
+    links = re.findall(r"^- \[(.+)\]\(#([a-z0-9-]+)\)$", listing, re.M)
+    assert [a for _, a in links] == ["ac-candidates", "ac-completion", "ac-cache", "ac-parity"]
+    headers = {h.proto.anchor: unescaped(h.value) for h in at.header}
+    for title, anchor in links:
+        assert headers.get(anchor) == unescaped(title), (anchor, headers)
 
 
 def test_greedy_completion_is_shown_as_plain_text(bundle_path):
@@ -189,7 +241,7 @@ def test_parity_is_decided_in_float64_across_the_context_boundary(bundle_path):
 def test_a_link_with_a_tiny_temperature_samples_greedily_with_a_note(bundle_path, value):
     at = open_autocomplete(bundle_path, {"ac_temperature": value})
     assert not at.exception
-    pieces, probs = bars(at)
+    pieces, probs = bars(reveal(at))
     assert probs[0] == 1.0 and all(p == 0 for p in probs[1:])  # greedy: the whole mass on the argmax
     assert pieces[0] == expected_top(bundle_path, "def main(", 1.0)[0][0]
     text = all_text(at)
@@ -201,7 +253,7 @@ def test_a_link_with_a_tiny_temperature_samples_greedily_with_a_note(bundle_path
 def test_a_link_with_an_unusable_temperature_never_shows_a_traceback(bundle_path, value):
     at = open_autocomplete(bundle_path, {"ac_temperature": value})
     assert not at.exception
-    pieces, probs = bars(at)
+    pieces, probs = bars(reveal(at))
     assert math.fsum(probs) <= 1.0 + 1e-6 and all(math.isfinite(p) for p in probs)
 
 
@@ -218,7 +270,7 @@ def test_long_empty_and_unseen_prompts_are_explained(bundle_path, prompt, messag
     at.text_area(key="ac_prompt").set_value(prompt).run()
     assert not at.exception
     assert message in all_text(at)
-    assert bars(at)[1]  # candidates are still shown
+    assert bars(reveal(at))[1]  # candidates are still shown
     if "€" in prompt:
         assert "became `<unk>`" in all_text(at)
         assert list(at.dataframe[0].value["character"]) == ["€"]
@@ -394,6 +446,6 @@ def test_hostile_prompts_show_no_special_token_in_text(suggesting_path, prompt):
     offered += [t.value for t in at.text]
     for text in offered:
         assert not any(t in text for t in SPECIAL_TOKENS) and "\ufffd" not in text, text
-    pieces, probs = bars(at)
+    pieces, probs = bars(reveal(at))
     assert not {"<pad>", "<bos>", "<unk>"} & set(pieces)  # <eos> may be listed: it ends a completion
     assert all(math.isfinite(p) for p in probs)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from apptest import all_text, decode, figure, figures, open_page
+from apptest import all_text, decode, figure, figures, open_page, predict, unescaped
 from references import reference_qkv
 from streamlit.testing.v1 import AppTest
 
@@ -36,7 +36,7 @@ def assert_matrix(z, want, atol):
 
 
 def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_bundle_path, trained_bundle):
-    at = open_embeddings(trained_bundle_path)
+    at = predict(open_embeddings(trained_bundle_path), "emb_predict", "1")  # any answer reveals section 2
     ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     T, C, D = len(ids), trained_bundle.config.d_model, trained_bundle.config.head_dim
     # token table
@@ -108,3 +108,39 @@ def test_unseen_characters_are_listed_and_long_text_is_cut(trained_bundle_path, 
     at.text_input(key="emb_text").set_value(long).run()
     assert "the first 28 were cut and the last 32 are shown" in all_text(at)
     assert list(at.dataframe[0].value["token id"]) == trained_bundle.tokenizer.encode(long[-32:])
+
+
+def shows_the_rows(at) -> bool:
+    return any(f["layout"]["title"]["text"].startswith("token embedding rows") for f in figures(at))
+
+
+@pytest.mark.parametrize("text", [DEFAULT_TEXT, "def é(a): return ∑", "xyz"], ids=["default", "unseen", "no-repeat"])
+def test_the_prediction_hides_the_embedding_rows_until_checked_and_counts_them_like_the_table(
+    trained_bundle_path, trained_bundle, text
+):
+    """How many different rows: as many as the text has different token ids (computed here from the tokenizer
+    and the raw embedding matrix). Right and wrong both reveal section 2 only, rows equal to the table's."""
+    ids = trained_bundle.tokenizer.encode(text)
+    table = trained_bundle.model.token_embedding.weight.detach()[ids]  # (T, C) the rows the ids pick
+    n = len(set(ids))
+    assert len({tuple(r) for r in table.tolist()}) == n  # the reference: one row per id, equal rows for equal ids
+    at = open_embeddings(trained_bundle_path, {"emb_text": text})
+    assert not shows_the_rows(at) and "the same character gives the same row" not in all_text(at)
+    assert figure(at, "scores")  # sections 3 and 4 are not part of this question
+    assert "Hint" in [e.label for e in at.expander]
+
+    predict(at, "emb_predict", str(n))
+    text_shown = unescaped(all_text(at))
+    assert f"Right. You predicted {n}: the lab computes {n}; you were 0 off (tolerance 0)" in text_shown
+    assert (
+        f"Its {len(ids)} tokens have {n} different ids, and its embedding matrix has {n} different rows" in text_shown
+    )
+    z, _, _ = heatmap(at, "token embedding rows")
+    assert_matrix(z, table.tolist(), atol=0)
+
+    wrong = len(ids) + 1 if n == len(ids) else len(ids)  # one row per position (or one too many)
+    at = predict(open_embeddings(trained_bundle_path, {"emb_text": text}), "emb_predict", str(wrong))
+    assert f"Not quite. You predicted {wrong}: the lab computes {n}; you were {abs(wrong - n)} off" in unescaped(
+        all_text(at)
+    )
+    assert shows_the_rows(at), "a wrong prediction reveals the rows too"

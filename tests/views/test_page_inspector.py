@@ -8,14 +8,15 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, decode, figure, figures, open_page
+from apptest import all_text, decode, figure, figures, open_page, predict, unescaped
 from references import reference_qkv, reference_weights
 from streamlit.testing.v1 import AppTest
 
-from core.agreement import allowance
+from core.agreement import allowance, model_terms
 
 LABEL = "test bundle (tiny)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
+NO_SINGLE_KEY = "no single key: the largest weights are too close to tell apart"
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is 
 def open_inspector(path, query=None) -> AppTest:
     """The inspector with the test bundle added to this session and selected in the sidebar."""
     return open_page("inspector", query, bundle=(LABEL, path))
+
+
+def reveal(at) -> AppTest:
+    """Answer the page's prediction with its first option (right or wrong, both reveal sections 2 and 3). AppTest
+    lists a radio's options as displayed (escaped for markdown) and sets it by the option itself."""
+    return predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+
+
+def labels_of(tokenizer, ids) -> list[str]:
+    return [f"{t} {tokenizer.display_piece(i)}" for t, i in enumerate(ids)]
 
 
 def z_of(trace):
@@ -75,14 +86,14 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_
 
 
 def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle):
-    at = open_inspector(trained_bundle_path)
+    at = reveal(open_inspector(trained_bundle_path))
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     before = z_of(figure(at, "weights of layer 0, head 0")["data"][0])
     assert_causal_weights(before, reference_weights(model, ids, 0, 0).tolist())
     at.selectbox(key="insp_layer").set_value(1).run()
     at.selectbox(key="insp_head").set_value(1).run()
     assert not at.exception
-    enlarged = figure(at, "weights of layer 1, head 1")["data"][0]
+    enlarged = figure(reveal(at), "weights of layer 1, head 1")["data"][0]
     after = z_of(enlarged)
     assert after != before
     assert_causal_weights(after, reference_weights(model, ids, 1, 1).tolist())
@@ -99,7 +110,7 @@ def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bund
     labels = [f"{t} {trained_bundle.tokenizer.display_piece(i)}" for t, i in enumerate(ids)]
     assert at.selectbox(key="insp_row").value == labels[-1]  # the last query by default
     at.selectbox(key="insp_row").set_value(labels[6]).run()
-    bars = figure(at, "weights of query 6")["data"][0]
+    bars = figure(reveal(at), "weights of query 6")["data"][0]
     np.testing.assert_allclose(decode(bars["y"]).astype(float), want[6, :7].numpy(), atol=1e-5, rtol=0)
     hand = next(d.value for d in at.dataframe if "weight by hand" in d.value.columns)
     assert len(hand) == 7  # keys 0..6: the causal prefix
@@ -151,4 +162,85 @@ def test_unseen_characters_are_listed_and_a_shorter_text_keeps_a_valid_row(train
     assert "not in the training text and became `<unk>`" in text
     assert "ü (U+00FC)" in text and "∑ (U+2211)" in text
     assert at.selectbox(key="insp_row").value == "8 <unk>"  # the old row is gone: back to the last token
-    hand_difference(at)
+    hand_difference(reveal(at))
+
+
+def expected_answer(row: list[float], labels: list[str], near: float) -> tuple[str, list[int]]:
+    """The option the page must mark right for one row of reference weights, and the keys that lead: the key
+    with the largest weight, or 'no single key' when others lie within `near` (the float32 allowance) of it. The
+    reference is float64 and the page float32, so no key may sit within 1e-5 of the margin's edge (checked)."""
+    top = max(row)
+    assert all(abs((top - w) - near) > 1e-5 for w in row), "a key sits on the margin's edge"
+    group = [s for s, w in enumerate(row) if w >= top - near]
+    if len(group) == 1:
+        return labels[group[0]], group
+    return NO_SINGLE_KEY, group
+
+
+def shows_the_head(at) -> bool:
+    """Whether section 2's enlarged map or section 3's bars and hand table are on the page."""
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    return any(t.startswith("weights of") for t in titles) or any(
+        "weight by hand" in d.value.columns for d in at.dataframe
+    )
+
+
+def test_the_prediction_hides_the_enlarged_head_and_the_row_until_checked_and_grades_against_the_reference(
+    trained_bundle_path, trained_bundle
+):
+    """The last query of layer 1, head 1, whose favourite keys this barely trained model weighs within float32's
+    allowance of each other: 'no single key' is right, any one key is wrong, both reveal, and the map and bars
+    revealed are the reference's weights."""
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    T, labels = len(ids), labels_of(trained_bundle.tokenizer, ids)
+    near = allowance(torch.float32, model_terms(model.config), 1.0)
+    want = reference_weights(model, ids, 1, 1)  # (T, T) float64
+    row = want[T - 1].tolist()  # the last query sees every key
+    answer, group = expected_answer(row, labels, near)
+    assert len(group) > 1, "this fixture's last row has a near tie: the test covers the tie"
+    query = {"insp_layer": "1", "insp_head": "1"}
+    at = open_inspector(trained_bundle_path, query)
+    assert figure(at, "attention weights of every layer") and not shows_the_head(at)  # the grid stays
+    assert "Hint" in [e.label for e in at.expander]
+    options = [unescaped(o) for o in at.radio(key="insp_predict_answer").options]
+    assert options == [*labels, NO_SINGLE_KEY]  # every key, and the tie, for any row: the options tell nothing
+
+    predict(at, "insp_predict", answer)
+    text = unescaped(all_text(at))
+    assert f"Right. You predicted '{answer}'" in text
+    said = re.search(r"The model gives keys .+? weights ([0-9., ]+): each within", text).group(1).split(", ")
+    assert [float(w) for w in said] == pytest.approx([row[s] for s in group], abs=1e-4)
+    bars = figure(at, f"weights of query {labels[-1]} (layer 1, head 1)")["data"][0]
+    np.testing.assert_allclose(decode(bars["y"]).astype(float), row, atol=1e-5, rtol=0)
+    assert_causal_weights(z_of(figure(at, "weights of layer 1, head 1")["data"][0]), want.tolist())
+
+    wrong = max(group, key=lambda s: row[s])  # the largest weight of all, but not by more than rounding explains
+    at = predict(open_inspector(trained_bundle_path, query), "insp_predict", labels[wrong])
+    text = unescaped(all_text(at))
+    assert f"Not quite. You predicted '{labels[wrong]}'; the lab's answer is '{answer}'" in text
+    assert shows_the_head(at), "a wrong prediction reveals the answer too"
+
+
+def test_a_row_with_one_clear_favourite_is_graded_by_that_key(trained_bundle_path, trained_bundle):
+    """Layer 0, head 0, row 3: one key leads by more than the allowance; choosing another row asks again."""
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    labels = labels_of(trained_bundle.tokenizer, ids)
+    near = allowance(torch.float32, model_terms(model.config), 1.0)
+    want = reference_weights(model, ids, 0, 0)  # (T, T) float64
+    row = want[3, :4].tolist()  # query 3 sees keys 0..3
+    answer, group = expected_answer(row, labels, near)
+    assert group == [int(want[3, :4].argmax())], "this row has one clear favourite"
+    at = open_inspector(trained_bundle_path)
+    at.selectbox(key="insp_row").set_value(labels[3]).run()
+    assert not shows_the_head(at)
+    assert [unescaped(o) for o in at.radio(key="insp_predict_answer").options] == [*labels[:4], NO_SINGLE_KEY]
+    predict(at, "insp_predict", answer)
+    text = unescaped(all_text(at))
+    assert f"Right. You predicted '{answer}'" in text
+    said = float(re.search(r"The model gives key .+? weight (\d\.\d{4}), the largest", text).group(1))
+    assert said == pytest.approx(row[group[0]], abs=1e-4)
+    bars = figure(at, f"weights of query {labels[3]} (layer 0, head 0)")["data"][0]
+    np.testing.assert_allclose(decode(bars["y"]).astype(float), row, atol=1e-5, rtol=0)
+
+    at.selectbox(key="insp_row").set_value(labels[4]).run()  # another row is another question
+    assert not shows_the_head(at)
