@@ -27,6 +27,7 @@ import torch
 
 from core.model.bundle import Bundle, BundleError, is_version, load_bundle
 from core.model.jobs import JobQueue
+from core.model.run_record import find as find_run
 from core.release.baseline_bundle import BaselineBundle
 from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
 from core.release.serving import version_dir
@@ -153,10 +154,6 @@ def _linked(version: str) -> Path | None:
             return vdir
     except BundleError:
         pass
-    try:
-        from core.model.run_record import find as find_run  # TEMP until helper C lands
-    except ImportError:
-        return None
     record = find_run(RUNS_DIR, version)
     return None if record is None else record.bundle_path
 

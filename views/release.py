@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.model import run_record
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.release.evaluation import EvalConfig, evaluate_bundle
@@ -35,6 +36,25 @@ def needs_text(manifest: dict) -> bool:
     """True when the training text the manifest names cannot be read back here (an upload, a moved file)."""
     source = manifest.get("corpus", {}).get("source")
     return not isinstance(source, str) or (source != STDLIB_SOURCE and not Path(source).is_file())
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the run's own copy of its training text...")
+def _kept_corpus(run_dir: str, identity: tuple, _record):
+    return run_record.corpus_of(_record)
+
+
+def kept_corpus(bundle):
+    """The training corpus from the record of the run that saved `bundle` (core.model.run_record), or None
+    when the bundle is not a run of this server's runs directory or its copy is missing or does not match.
+    Rebuilt once per copy (a 20 MB text takes a moment to cut into documents)."""
+    record = run_record.for_bundle(models.RUNS_DIR, bundle.path)
+    if record is None:
+        return None
+    try:
+        copy = (record.run_dir / run_record.CORPUS_COPY).stat()
+    except OSError:
+        return None
+    return _kept_corpus(str(record.run_dir), (record.version, copy.st_size, copy.st_mtime_ns), record)
 
 
 def run_checks(bundle, corpus, key: tuple):
@@ -248,7 +268,14 @@ else:
         f"Bundle version {escape_markdown(bundle.version)}, trained on {escape_markdown(source)}, at "
         f"{escape_markdown(bundle.path)}."
     )
-    if needs_text(bundle.manifest):
+    kept = kept_corpus(bundle) if needs_text(bundle.manifest) else None
+    if kept is not None:
+        corpus = kept
+        st.caption(
+            f"Held-out text from the run's own record: the training text this server kept beside the bundle "
+            f"({len(kept.documents)} documents, {kept.num_chars:,} characters), split as training split it."
+        )
+    elif needs_text(bundle.manifest):
         st.info(
             "This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "
             "held-out checks need the same text: upload it here, or run the checks without it (the checks that "

@@ -3,13 +3,14 @@
 import streamlit as st
 
 from core.lessons.overfit import NEAR_ZERO, overfit_on_corpus
-from core.model import runs
+from core.model import run_record, runs
 from core.model.bundle import BundleError
-from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
+from core.model.corpus import MAX_BYTES, STDLIB_MODULES, STDLIB_SOURCE, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.tokenizer import SPECIAL_TOKENS
 from core.release.eval_report import EvalConfig
+from core.release.registry import list_versions
 from core.release.tuning import tune_bundle
 from ui import models, params, training_view
 from ui.text import escape_markdown
@@ -18,6 +19,7 @@ STDLIB_CHOICE = "Python standard library"
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"
+KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keeping the run (shown after the rerun)
 TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained here (the CLI types 20,000)
 
 
@@ -69,12 +71,32 @@ def tune_after_training(path, corpus) -> None:
         pass
 
 
+def after_save_for(owner_token: str, preset_name: str, corpus, corpus_label: str):
+    """The job's after_save: tune the bundle, then keep the run (core.model.run_record) with its owner and, for
+    an upload, its text. Runs in the job's thread: no Streamlit calls. A record that cannot be written leaves the
+    bundle usable in this session only (register() says so)."""
+    text = None if corpus.source == STDLIB_SOURCE else corpus.text  # the stdlib is read back from this Python
+
+    def after_save(path, corpus) -> None:
+        tune_after_training(path, corpus)
+        try:
+            run_record.keep_run(
+                path, preset=preset_name, corpus_label=corpus_label, owner_token=owner_token, corpus_text=text
+            )
+        except (BundleError, OSError, ValueError):
+            pass
+
+    return after_save
+
+
 def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
-    server cannot write) is shown, not raised. The run writes into runs/<job id>, never over anything."""
+    server cannot write) is shown, not raised. The run writes into runs/<job id>/bundle, never over anything,
+    and its record beside the bundle."""
     try:
-        run_dir = runs.JobDir(models.RUNS_DIR)
-        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, after_save=tune_after_training)
+        run_dir = runs.JobDir(models.RUNS_DIR, bundle=run_record.BUNDLE)
+        after_save = after_save_for(models.session_id(), preset_name, corpus, corpus_label)
+        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, after_save=after_save)
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), work, name=name)
     except (JobError, CorpusError) as err:
@@ -107,14 +129,41 @@ def register(view, info) -> None:
     if view.id in registered or view.result is None:
         return
     result = view.result
-    label = (
-        f"Trained here: {info['preset']} on {info['corpus']}, {result.metrics['iters']} steps"
-        f"{', NO causal mask (unsafe)' if not result.causal else ''} [{view.id[:6]}]"
-    )
+    label = run_record.run_label(info["preset"], info["corpus"], result.metrics["iters"], result.causal, view.id)
     models.add_session_bundle(label, result.bundle_path)
     registered.add(view.id)
     st.session_state[f"train_label_{view.id}"] = label
+    st.session_state.setdefault(KEPT_KEY, {})[view.id] = keep_note(result.bundle_path)
     st.rerun()
+
+
+def megabytes(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def keep_note(bundle_path) -> tuple[str, str]:
+    """(kind, text) of what happened to the finished run's record: kept (and the runs removed by the storage
+    cap to make room, oldest unreleased first), or not kept. Plain text: the caller escapes it."""
+    record = run_record.for_bundle(models.RUNS_DIR, bundle_path)
+    if record is None:
+        return "warning", (
+            "The run could not be kept on the server (its record was not written): it is listed for this "
+            "browser session only."
+        )
+    kept = f"The run is kept on the server: after a reload, or from a link to version {record.version}, it is listed."
+    try:
+        cap = run_record.max_bytes_from_env()
+    except ValueError as err:
+        return "warning", f"{kept} The storage cap is not applied: {err}."
+    released = {v.version for v in list_versions(models.REGISTRY_DIR)}
+    removed = run_record.enforce_cap(models.RUNS_DIR, cap, released | {record.version})
+    if not removed:
+        return "info", kept
+    names = "; ".join(f"{r.label} (version {r.version})" for r in removed)
+    return "info", (
+        f"{kept} The runs directory is over its storage cap of {megabytes(cap)} ({run_record.ENV_VAR}), so "
+        f"the oldest runs not released were removed first: {names}."
+    )
 
 
 def show_run(job_id: str, polling: bool) -> None:
@@ -176,6 +225,9 @@ def show_run(job_id: str, polling: bool) -> None:
             "pick it in the sidebar's model picker to use it on the other pages."
         )
         st.caption(f"Saved in {escape_markdown(result.bundle_path)}")
+        kind, note = st.session_state.get(KEPT_KEY, {}).get(job_id, (None, None))
+        if note:
+            (st.warning if kind == "warning" else st.info)(escape_markdown(note))
         if not result.safe:
             st.error(f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}.")
 

@@ -226,10 +226,14 @@ def work_for_corpus(
 class JobDir:
     """A run directory named after the job id, which JobQueue.submit returns only after the job exists:
     pass the instance as `out_dir`, then call `name(job_id)`; the run waits (up to `timeout`) for the name.
-    A run directory that already exists with anything in it is refused, never replaced (check_out_dir)."""
+    A run directory that already exists with anything in it is refused, never replaced (check_out_dir).
+    With `bundle` (a folder name) the bundle goes into <parent>/<job id>/<bundle>, leaving the run directory
+    room for files beside the bundle (core.model.run_record); `name` returns the run directory either way."""
 
-    def __init__(self, parent: Path, timeout: float = 60.0):
-        self.parent, self.timeout = Path(parent), timeout
+    def __init__(self, parent: Path, timeout: float = 60.0, *, bundle: str | None = None):
+        if bundle is not None and (not bundle or bundle in (".", "..") or "/" in bundle or "\\" in bundle):
+            raise ValueError(f"bundle must be a plain folder name, got {bundle!r}")
+        self.parent, self.timeout, self.bundle = Path(parent), timeout, bundle
         self._name: str | None = None
         self._named = threading.Event()
 
@@ -245,7 +249,8 @@ class JobDir:
     def __call__(self) -> Path:
         if not self._named.wait(self.timeout) or self._name is None:
             raise RuntimeError("the run directory was never named (JobDir.name was not called after submit)")
-        return self.parent / self._name
+        run_dir = self.parent / self._name
+        return run_dir if self.bundle is None else run_dir / self.bundle
 
 
 # ---- display helpers (plain text, used by the page and the tests) --------------------------------

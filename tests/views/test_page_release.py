@@ -17,8 +17,9 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 import ui.models
+from core.model import run_record
 from core.model.bundle import load_bundle, save_bundle
-from core.model.corpus import load_corpus
+from core.model.corpus import corpus_from_text, load_corpus
 from core.model.runs import train_and_save
 from core.model.training import TrainConfig
 from core.release.evaluation import EvalConfig, evaluate_bundle
@@ -308,6 +309,48 @@ def test_with_the_current_version_damaged_the_page_says_what_is_served_and_still
     assert f"the current version {current} fails to load or verify" in text.lower() and "n-gram baseline" in text
     assert not at.table and len(table(at, "time")) == 1  # no rubric to show; the log is still there
     assert read_current(registry)["version"] == current  # serving a fallback never moves the pointer
+
+
+def test_a_run_kept_with_its_text_is_checked_without_an_upload(bundles, registry, tmp_path, monkeypatch):
+    """A bundle trained on an upload whose run record kept the text (core.model.run_record): the page takes the
+    held-out split from the record, asks for no upload, and its rubric is check_release's on that same text."""
+    upload = corpus_from_text("copy.txt", copy_text())  # as the Training page reads an upload: source upload:...
+    good = load_bundle(bundles["good"])
+    runs_dir = tmp_path / "runs"
+    path = save_bundle(
+        runs_dir / "job1" / run_record.BUNDLE,
+        good.model,
+        good.tokenizer,
+        metrics=good.manifest["training"]["metrics"],
+        command=["tests/test_page_release.py", "kept run"],
+        corpus=upload,
+        train_config=_config(300, True),
+    )
+    run_record.write_record(
+        runs_dir / "job1",
+        bundle_path=path,
+        version=version(path),
+        label="kept run",
+        owner_token="someone-else",
+        corpus_text=upload.text,
+    )
+    monkeypatch.setattr(ui.models, "RUNS_DIR", runs_dir)
+    at = open_release(path)
+    assert not at.get("file_uploader")  # nothing to upload: the record has the text
+    assert "Held-out text from the run's own record" in shown(at)
+    assert "cannot read back" not in shown(at)
+    click(at, "rel_run_checks")
+    expected = check_release(path, corpus=upload).rubric
+    assert expected.passed, expected.failures()
+    assert rubric_table(at)[["check", "result", "figure", "threshold", "detail"]].to_dict("records") == (
+        expected.table()
+    )
+    without = check_release(path).rubric  # the same bundle without its text: the held-out checks cannot run
+    assert without.table() != expected.table()
+
+    (runs_dir / "job1" / run_record.CORPUS_COPY).write_text("changed")  # a copy that no longer matches: ask again
+    at = open_release(path)
+    assert at.get("file_uploader") and "cannot read back" in shown(at)
 
 
 # ---- teacher only ----------------------------------------------------------------------------------

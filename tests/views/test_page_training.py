@@ -6,12 +6,15 @@ import functools
 import random
 import re
 
+import bundles
 import numpy as np
 import pytest
 from apptest import all_text, decode, figures, open_page
+from bundles import tiny_model
 
-from core.model import leak, runs
-from core.model.bundle import load_bundle
+from core.model import leak, run_record, runs
+from core.model.bundle import load_bundle, save_bundle
+from core.model.corpus import corpus_from_text
 from ui import models
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60)).encode()
@@ -59,14 +62,43 @@ def poll(at, done, limit=240):
     raise AssertionError(f"page never showed the expected state; last text:\n{shown(at)[-1500:]}")
 
 
-def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers():
+def old_run(name: str):
+    """A run kept earlier by someone else (an untrained tiny model: only its files matter to the cap)."""
+    model, tok = tiny_model()
+    corpus = corpus_from_text("old.py", bundles.TEXT * 4)
+    bundle = save_bundle(
+        models.RUNS_DIR / name / run_record.BUNDLE, model, tok, metrics={"run": name}, command=["t"], corpus=corpus
+    )
+    return run_record.write_record(
+        models.RUNS_DIR / name,
+        bundle_path=bundle,
+        version=load_bundle(bundle).version,
+        label=f"old run {name}",
+        owner_token="someone-else",
+        corpus_text=corpus.text,
+    )
+
+
+def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(monkeypatch):
+    older = old_run("older")
+    monkeypatch.setenv(run_record.ENV_VAR, "1")  # every run is over this cap: all but the new one go
     at = page_with_upload()
     at.button(key="train_start").click().run()
     job_id = at.session_state["train_job_id"]
     text = poll(at, lambda t: "Finished all 10 steps" in t)
     result = models.job_queue().view(job_id).result
     [(label, path)] = at.session_state["lab_session_bundles"]
-    assert path == str(models.RUNS_DIR / job_id) == str(result.bundle_path)
+    assert path == str(models.RUNS_DIR / job_id / "bundle") == str(result.bundle_path)
+    # The run is kept: its record names this session's token (hashed) and its text gives the same split back.
+    [record] = run_record.read_records(models.RUNS_DIR)
+    assert record.bundle_path == result.bundle_path and record.label == label
+    assert record.owner == run_record.owner_hash(at.session_state["lab_session_id"])
+    assert record.version == load_bundle(path).version  # the version after tuning, the one a link names
+    assert run_record.corpus_of(record).fingerprint == runs.load_run_corpus("toy.py", TEXT).fingerprint
+    assert f"kept on the server: after a reload, or from a link to version {record.version}" in text
+    assert "over its storage cap of 1 bytes (LAB_RUNS_MAX_BYTES)" in text
+    assert f"the oldest runs not released were removed first: old run older (version {older.version})" in text
+    assert not (models.RUNS_DIR / "older").exists()
     assert "toy.py" in label and "registered for this session" in text
     assert load_bundle(path).manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
     losses, attention = figures(at)
@@ -106,7 +138,7 @@ def test_sessions_see_only_their_own_runs_and_wait_their_turn():
     first.button(key="train_stop").click().run()
     text = poll(first, lambda t: "Stopped at step" in t)
     assert "holds what the model learned so far" in text
-    assert [p for _, p in first.session_state["lab_session_bundles"]] == [str(models.RUNS_DIR / a)]
+    assert [p for _, p in first.session_state["lab_session_bundles"]] == [str(models.RUNS_DIR / a / "bundle")]
     assert "lab_session_bundles" not in second.session_state or not second.session_state["lab_session_bundles"]
 
 
