@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import models, projector
+from ui import export, models, projector
 
 st.set_page_config(page_title="Attention Lab", layout="wide")
 
@@ -34,5 +34,7 @@ page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" 
 models.sidebar()
 projector.toggle()
 projector.style()
+export.begin()
+export.view_button(page.title)
 models.banner()
 page.run()

@@ -1,4 +1,5 @@
-"""Every chart comes with a one-line text summary and its data table (with a CSV download).
+"""Every chart comes with a one-line text summary and its data table (with a CSV download), and can be saved
+as an offline HTML file (ui.export; PNG from the chart's camera button).
 
 People who do not read charts, and screen readers, get the same numbers as the picture.
 """
@@ -9,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from ui import projector
+from ui import export, projector
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
@@ -19,7 +20,8 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
     an expander with a CSV button."""
     if projector.on():
         fig = projector.restyle(fig)
-    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, alt=summary)
+    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG | {"toImageButtonOptions": {"filename": key}}, alt=summary)
+    export.collect(fig, summary, table)
     st.caption(summary)
     with st.expander("Data table for this chart", expanded=table_open):
         st.dataframe(table, hide_index=True, key=f"{key}_table")
@@ -30,6 +32,14 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
             file_name=f"{key}.csv",
             mime="text/csv",
             key=f"{key}_csv",
+            on_click="ignore",
+        )
+        st.download_button(
+            "Download the chart as HTML (works offline)",
+            lambda: export.chart_html(fig, summary, table),
+            file_name=f"{key}.html",
+            mime="text/html",
+            key=f"{key}_html",
             on_click="ignore",
         )
 
