@@ -12,8 +12,9 @@ from core.model.introspect import (
     projections,
     weight_allowance,
 )
-from ui import cached, charts, params, predict
+from ui import cached, charts, compare_view, params, predict
 from ui.companion import chart, matrix_table
+from ui.compare_view import fmt, masked
 from ui.grid_figure import grid_figure
 from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered, verdict
@@ -21,15 +22,6 @@ from ui.text import escape_markdown, explain_encoding, link_if_registered, verdi
 DEFAULT_TEXT = "def add(a, b): return a + b"
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
 NO_SINGLE_KEY = "no single key: the largest weights are too close to tell apart"
-
-
-def masked(weights, mask):
-    """A (T, T) list of weights with the forbidden cells as None (drawn as grey gaps)."""
-    return [[w if ok else None for w, ok in zip(row, allowed)] for row, allowed in zip(weights, mask)]
-
-
-def fmt(value, digits=3):
-    return "n/a" if value != value else f"{value:.{digits}f}"  # nan when the text has one token
 
 
 st.title("Attention inspector")
@@ -288,6 +280,10 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
             key="insp_out",
             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in out.columns[1:]},
         )
+
+# ---- 4. compare side by side (side A is the enlarged head: it gives the answer away as well) ---------------
+if graded is not None:
+    compare_view.section(bundle, text, enc, layer, head, grid, grids[layer][head], summaries[layer * H + head], mask)
 
 st.session_state["inspector_row"] = {
     "text": enc.text,  # what the model read (the end of a text longer than the context)

@@ -4,6 +4,7 @@ from a reference built from the raw weight matrices (tests/references.py)."""
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -244,3 +245,130 @@ def test_a_row_with_one_clear_favourite_is_graded_by_that_key(trained_bundle_pat
 
     at.selectbox(key="insp_row").set_value(labels[4]).run()  # another row is another question
     assert not shows_the_head(at)
+
+
+# ---- 4. compare side by side ---------------------------------------------------------------------------------
+
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "models" / "default"
+
+
+def float32_allowance(config) -> float:
+    """How far the page's float32 weights may lie from a float64 reference: derived from float32's epsilon and
+    the model's longest sums (core.agreement), not a constant that passed once."""
+    return allowance(torch.float32, model_terms(config), 1.0)
+
+
+def same_axes(a: dict, b: dict) -> None:
+    """Two side maps drawn aligned: one height, one extent on both axes, one colour scale 0..1."""
+    assert a["layout"]["height"] == b["layout"]["height"]
+    assert a["layout"]["xaxis"]["range"] == b["layout"]["xaxis"]["range"]
+    assert a["layout"]["yaxis"]["range"] == b["layout"]["yaxis"]["range"]
+    for fig in (a, b):
+        assert (fig["data"][0]["zmin"], fig["data"][0]["zmax"]) == (0, 1)
+
+
+def test_compare_two_texts_draws_each_texts_own_weights_side_by_side(trained_bundle_path, trained_bundle):
+    model, tok = trained_bundle.model, trained_bundle.tokenizer
+    at = reveal(open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"}))
+    assert at.radio(key="insp_cmp_by").value == "another text"
+    text_b = at.text_input(key="insp_cmp_text").value
+    assert len(text_b) == len(DEFAULT_TEXT) and text_b != DEFAULT_TEXT  # a small edit by default: same T
+    near = float32_allowance(model.config)
+    for text, title in ((DEFAULT_TEXT, "side A: layer 1, head 0"), (text_b, "side B: layer 1, head 0")):
+        fig = figure(at, title)
+        ids = tok.encode(text)
+        assert decode(fig["data"][0]["x"]).tolist() == labels_of(tok, ids)  # position and piece on each axis
+        z, want = z_of(fig["data"][0]), reference_weights(model, ids, 1, 0).tolist()
+        for t in range(len(ids)):
+            assert all(z[t][s] is None for s in range(t + 1, len(ids)))  # the future is masked
+            np.testing.assert_allclose(z[t][: t + 1], want[t][: t + 1], atol=near, rtol=0)
+    same_axes(figure(at, "side A"), figure(at, "side B"))
+    assert figure(at, "B − A")  # same T: the difference map is drawn
+
+    # a shorter second text: side B is still its own weights, on the longer side's axes; no difference map
+    at.text_input(key="insp_cmp_text").set_value("return a").run()
+    assert not at.exception, [e.value for e in at.exception]
+    ids_b = tok.encode("return a")
+    fig_b = figure(at, "side B")
+    assert decode(fig_b["data"][0]["x"]).tolist() == labels_of(tok, ids_b)
+    assert_causal_weights(z_of(fig_b["data"][0]), reference_weights(model, ids_b, 1, 0).tolist())
+    same_axes(figure(at, "side A"), fig_b)
+    assert fig_b["layout"]["xaxis"]["range"] == [-0.5, len(DEFAULT_TEXT) - 0.5]
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("B − A")]
+    assert f"Side A has {len(DEFAULT_TEXT)} tokens and side B {len(ids_b)}" in all_text(at)
+
+
+def test_compare_a_crafted_second_text_is_marked_and_stays_inert(trained_bundle_path, trained_bundle):
+    """Unseen characters become <unk> and are listed, as for the first text; nothing of the text becomes markdown
+    (an image from another host)."""
+    crafted = "![x](http://h.example/p.png)"[: len(DEFAULT_TEXT)].ljust(len(DEFAULT_TEXT), "a")
+    at = reveal(open_inspector(trained_bundle_path))
+    at.text_input(key="insp_cmp_text").set_value(crafted).run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = all_text(at)
+    assert "became `<unk>`" in text and "! (U+0021)" in unescaped(text)
+    assert "![" not in text and "](http" not in text and "http://" not in text
+    assert "<unk>" in decode(figure(at, "side B")["data"][0]["x"]).tolist()[1]
+    assert unescaped(text).count("B − A: the largest change is query") == 1
+
+
+def reference_largest_change(want_a, want_b, near: float):
+    """(t, s) of the largest |B − A| over the causal cells, written cell by cell; no other cell may come within
+    `near` of it, or float32 rounding could order them differently (checked)."""
+    T = len(want_a)
+    changes = sorted(((abs(want_b[t][s] - want_a[t][s]), t, s) for t in range(T) for s in range(t + 1)), reverse=True)
+    assert changes[0][0] - changes[1][0] > near, "the fixture's largest change must lead by more than rounding"
+    return changes[0][1], changes[0][2]
+
+
+def test_compare_two_models_draws_their_difference_and_names_the_largest_change(trained_bundle_path, trained_bundle):
+    """Side A: the test bundle (selected); side B: the shipped default, reading the same text."""
+    from core.model.bundle import load_bundle
+
+    shipped = load_bundle(SHIPPED_DIR)
+    at = reveal(open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "1"}))
+    assert at.radio(key="insp_cmp_by").options == ["another text", "another model"]
+    at.radio(key="insp_cmp_by").set_value("another model").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="insp_cmp_model").options == ["Shipped default (Python standard library)"]
+    ids_a, ids_b = trained_bundle.tokenizer.encode(DEFAULT_TEXT), shipped.tokenizer.encode(DEFAULT_TEXT)
+    want_a = reference_weights(trained_bundle.model, ids_a, 1, 1).tolist()
+    want_b = reference_weights(shipped.model, ids_b, 1, 1).tolist()
+    near = float32_allowance(trained_bundle.model.config) + float32_allowance(shipped.model.config)
+    assert_causal_weights(z_of(figure(at, "side B: layer 1, head 1")["data"][0]), want_b)
+    diff = figure(at, "B − A: change of the weights of layer 1, head 1")
+    z, T = z_of(diff["data"][0]), len(ids_a)
+    for t in range(T):
+        assert all(z[t][s] is None for s in range(t + 1, T))
+        np.testing.assert_allclose(z[t][: t + 1], [want_b[t][s] - want_a[t][s] for s in range(t + 1)], atol=near)
+    t, s = reference_largest_change(want_a, want_b, near)
+    piece = labels_of(trained_bundle.tokenizer, ids_a)
+    said = unescaped(all_text(at))
+    expected = (
+        f"B − A: the largest change is query {t} ('{piece[t].split(' ', 1)[1]}'), key {s} "
+        f"('{piece[s].split(' ', 1)[1]}'): weight {want_a[t][s]:.3f} on side A, {want_b[t][s]:.3f} on side B"
+    )
+    assert expected in said, said
+    assert f"a change of {want_b[t][s] - want_a[t][s]:+.3f}." in said
+
+
+def test_compare_with_a_model_that_lacks_the_layer_shows_only_side_a(trained_bundle_path):
+    """Side A: the shipped default (4 layers) at layer 3; side B: the test bundle, which has 2."""
+    at = open_inspector(trained_bundle_path)
+    at.sidebar.selectbox(key="lab_bundle").set_value("Shipped default (Python standard library)").run()
+    at = reveal(at.selectbox(key="insp_layer").set_value(3).run())
+    at.radio(key="insp_cmp_by").set_value("another model").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="insp_cmp_model").value == LABEL
+    assert "Side B's model lacks layer 3, head 0: it has 2 layers (0 to 1), so no layer 3." in all_text(at)
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert any(t.startswith("side A: layer 3, head 0") for t in titles)
+    assert not any(t.startswith(("side B", "B − A")) for t in titles)
+
+
+def test_compare_without_another_model_offers_only_another_text():
+    at = open_page("inspector")  # only the shipped default is on offer
+    at = predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+    assert at.radio(key="insp_cmp_by").options == ["another text"]
+    assert "There is no other transformer model to compare with" in all_text(at)
+    assert figure(at, "side B") and figure(at, "B − A")
