@@ -22,7 +22,7 @@ from ui.text import verdict
 def show_timing(full: CacheTiming, short: CacheTiming, measured_at: str, context_length: int) -> None:
     """Three figures, the per-step chart with its table, and the short-against-long window table."""
     st.caption(
-        f"Measured now on this server (at {measured_at}, torch using {full.threads} thread(s)): every figure is "
+        f"Measured on this server at {measured_at} (torch using {full.threads} thread(s)): every figure is "
         f"the median of {full.repeats} repeats after {full.warmup} warm-up run per mode, which is not counted."
     )
     m = st.columns(3)

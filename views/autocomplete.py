@@ -3,6 +3,7 @@ of page, CLI and evaluation) with an Accept button to type with the model, the n
 completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits."""
 
 import math
+import threading
 import time
 
 import pandas as pd
@@ -19,7 +20,6 @@ from ui.contents import contents
 from ui.models import require_bundle, selected_served
 from ui.text import escape_markdown
 
-TIMING_KEY = "ac_cache_timing"  # session state: {bundle version: (full window, short window, clock time)}
 # (header, anchor) of the page's sections: the contents list at the top links to each
 CANDIDATES = ("Next-character candidates", "ac-candidates")
 COMPLETION = ("Sampled completion", "ac-completion")
@@ -27,6 +27,8 @@ CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
 PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
 SECTIONS = [CANDIDATES, COMPLETION, CACHE, PARITY]
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
+DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
+PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
 
 
 # The runs below are deterministic for a bundle version, prompt, sampling settings and seed, so a rerun
@@ -39,6 +41,22 @@ def _completions(_bundle, version: str, ids: tuple, filters: tuple, length: int,
         ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=True),
         ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=False),
     )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _candidates(_bundle, version: str, ids: tuple, filters: tuple):
+    """Every drawable next token, most likely first: the same for every session with this model and prompt."""
+    return ac.next_token_candidates(_bundle.model, list(ids), SampleConfig(*filters), None, tokenizer=_bundle.tokenizer)
+
+
+@st.cache_resource
+def _timings() -> dict:
+    """The KV-cache timing per model version, for the whole server: {"by_version": {version: (full, short, clock
+    time)}, "lock": the lock a measurement holds}.
+
+    Measured when someone asks ("Measure now"), once for everyone: a class of 30 does not time the same model 30
+    times while it works, and a timing taken while 30 pages load would time the load. The section says when."""
+    return {"by_version": {}, "lock": threading.Lock()}
 
 
 @st.cache_data(max_entries=32, show_spinner="Comparing cached and uncached logits step by step...")
@@ -77,7 +95,7 @@ if isinstance(fallback, BaselineBundle):
     )
     left, right = st.columns(2)
     with left:
-        text = params.text_area(PROMPT_LABEL, PROMPT_KEY, "def main(", height=100)
+        text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
     with right:
         st.subheader("Suggestion")
         suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
@@ -111,7 +129,7 @@ contents(SECTIONS)
 
 left, right = st.columns(2)
 with left:
-    text = params.text_area(PROMPT_LABEL, PROMPT_KEY, "def main(", height=100)
+    text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
     prompt = ac.prepare_prompt(bundle, text)
     st.caption(
         f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; ␣ is a space, ↵ a newline):"
@@ -178,7 +196,8 @@ with left:
             "character."
         )
 
-everything = ac.next_token_candidates(model, prompt.ids, sample, None, tokenizer=tok)  # every drawable token
+filter_values = (sample.temperature, sample.top_k, sample.top_p)
+everything = _candidates(bundle, bundle.version, tuple(prompt.ids), filter_values)  # every drawable token
 candidates = everything[:n_shown]  # the most likely first: what the chart draws
 filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
 best = candidates[0]
@@ -261,13 +280,12 @@ st.markdown(
 )
 cols = st.columns(3)
 with cols[0]:
-    length = params.slider("New characters to generate", "ac_length", 1, 300, 40, 1)
+    length = params.slider("New characters to generate", "ac_length", 1, 300, DEFAULT_LENGTH, 1)
 with cols[1]:
-    seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, 0, 1)
+    seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, DEFAULT_SEED, 1)
 with cols[2]:
     use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
 
-filter_values = (sample.temperature, sample.top_k, sample.top_p)
 with_cache, without_cache = _completions(bundle, bundle.version, prompt.ids, filter_values, length, seed)
 shown = with_cache if use_cache else without_cache
 
@@ -305,19 +323,29 @@ st.markdown(
     "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
     f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
 )
-store = st.session_state.setdefault(TIMING_KEY, {})
+store = _timings()
+measured = store["by_version"].get(bundle.version)
 remeasure = st.button(
-    "Measure again",
+    "Measure again" if measured else "Measure now",
     key="ac_measure_again",
-    help="Times both ways again now; other work on the server moves single timings.",
+    help="Times both ways now, for everyone on this server; other work on the server moves single timings.",
 )
-if remeasure or bundle.version not in store:
-    with st.spinner(f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."):
-        full = ac.measure_cache_latency(model)
-        short = ac.measure_cache_latency(model, prompt_tokens=1)
-    store[bundle.version] = (full, short, time.strftime("%H:%M:%S"))
-full, short, measured_at = store[bundle.version]
-cache_view.show_timing(full, short, measured_at, arch.context_length)
+if remeasure:
+    with store["lock"]:  # one session measures at a time: two timings at once would time each other
+        with st.spinner(
+            f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
+        ):
+            full = ac.measure_cache_latency(model)
+            short = ac.measure_cache_latency(model, prompt_tokens=1)
+        store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
+if measured is None:
+    st.info(
+        "Nobody has timed this model on this server yet. Press **Measure now**: it takes a few seconds, and "
+        "everyone on this server then sees the same figures (a class does not time one model thirty times)."
+    )
+else:
+    full, short, measured_at = measured
+    cache_view.show_timing(full, short, measured_at, arch.context_length)
 
 st.divider()
 header(PARITY)
@@ -332,5 +360,24 @@ st.markdown(
     "difference of the model as it is served is drawn beside it with its own float32 allowance, as a figure "
     "only. A flag marks any step where the two would choose a different character with the same random draw."
 )
-trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
-cache_view.show_parity(trace, tok)
+# The check at the page's own settings is the same for everyone, computed once per server and model (cached);
+# at other settings it runs when asked: it computes every step twice, the second time in float64.
+settings = (bundle.version, tuple(prompt.ids), filter_values, int(length), int(seed))
+at_defaults = (text, filter_values, length, seed) == (
+    DEFAULT_PROMPT,
+    (SampleConfig().temperature, SampleConfig().top_k, SampleConfig().top_p),
+    DEFAULT_LENGTH,
+    DEFAULT_SEED,
+)
+asked = st.session_state.setdefault(PARITY_ASKED, set())
+if at_defaults or settings in asked:
+    trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
+    cache_view.show_parity(trace, tok)
+else:
+    st.info(
+        "At the page's own settings this check is shown at once. For these settings it runs when you ask: it "
+        "generates again and computes every step twice, the second time on a float64 copy of the model."
+    )
+    if st.button("Check cached against uncached for these settings", key="ac_parity_run"):
+        asked.add(settings)
+        st.rerun()

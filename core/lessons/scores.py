@@ -127,7 +127,13 @@ def softmax_jacobian_norm(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     S = scores.shape[-1]
     rows = scores.detach().reshape(-1, S)  # (N, S)
     allowed = torch.ones_like(rows, dtype=torch.bool) if mask is None else mask.expand_as(scores).reshape(-1, S)
-    jac = torch.func.vmap(torch.func.jacrev(lambda x, m: softmax(x, mask=m)))(rows, allowed)  # (N, S, S)
+    x = rows.clone().requires_grad_(True)  # (N, S)
+    with torch.enable_grad():
+        y = softmax(x, mask=allowed)  # (N, S)
+        # Rows are independent, so the gradient of output column j summed over rows is each row's ∂y_j/∂x: one
+        # backward pass per column (S of them) gives every row's Jacobian, with plain autograd.
+        cols = [torch.autograd.grad(y[:, j].sum(), x, retain_graph=j < S - 1)[0] for j in range(S)]  # S × (N, S)
+    jac = torch.stack(cols, dim=1)  # (N, S, S): jac[n, j, i] = ∂y[n, j] / ∂x[n, i]
     return jac.flatten(1).norm(dim=-1).reshape(scores.shape[:-1])  # (..., T)
 
 
