@@ -17,8 +17,9 @@ returning learner's browser has Streamlit's scripts cached).
   going from running to not running). The rest is the browser: loading Streamlit's and Plotly's JavaScript
   into a fresh context and drawing, on the same cores as the server here, on each learner's own machine in
   a classroom. `--ramp` spreads the learners' arrivals over that many seconds.
-  Rerun: from the key press until the chart captions
-  changed and the page is idle again (bench_browser.py's rule).
+  Rerun: from the key press until the text the server
+  wrote (markdown and captions, not widget labels) changed, or the script was seen running, and the page is
+  idle again.
 - Errors: a Streamlit exception box on any page, a page that never settles within `--budget` seconds,
   or a traceback in the server's log.
 - Isolation: when the runs have finished, every non-trainer session opens the Training page and must
@@ -44,11 +45,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_browser import _CAPTIONS_JS, _SETTLED_JS, percentile  # noqa: E402
+from bench_browser import percentile  # noqa: E402
 from conftest import _APP_IDLE_JS, CHROMIUM_ARGS, chromium_path, streamlit_server  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 
 VIEWPORT = {"width": 1440, "height": 900}  # a laptop screen
+# What the server wrote: markdown and captions (a widget's own label and value change in the browser at once).
+_TEXT_JS = (
+    '() => [...document.querySelectorAll(\'[data-testid="stMarkdownContainer"], [data-testid="stCaptionContainer"]\')]'
+    ".filter(e => !e.closest('[data-testid=\"stWidgetLabel\"]')).map(e => e.textContent).join('\\n')"
+)
+_SETTLED_JS = "(before) => (" + _TEXT_JS + ")() !== before && (" + _APP_IDLE_JS + ")()"
 POLL_S = 0.05
 
 
@@ -128,17 +135,20 @@ async def open_timed(page, base: str, url: str, results: Results, deadline: floa
             ran_from = time.monotonic()
         elif state == "notRunning" and ran_from is not None:
             ran_to = time.monotonic()
+        elif state == "notRunning" and await page.locator('[data-testid="stElementContainer"]').count():
+            ran_to = time.monotonic()  # the whole run fell between two polls: its length is not known
         await asyncio.sleep(POLL_S)
     if ran_to is None or not await idle_twice(page, deadline):
         results.errors.append(f"{who}: {url} did not finish its first run before the budget ran out")
         return False
     results.first_paint.append(time.monotonic() - start)
-    results.first_script.append(ran_to - ran_from)
+    if ran_from is not None:
+        results.first_script.append(ran_to - ran_from)
     return True
 
 
 async def move(page, lab: Lab, i: int, results: Results, deadline: float, who: str) -> None:
-    before = await page.evaluate(_CAPTIONS_JS)
+    before = await page.evaluate(_TEXT_JS)
     if lab.kind == "slider":
         thumb = page.locator(f".st-key-{lab.key}").get_by_role("slider")
         await thumb.focus()
