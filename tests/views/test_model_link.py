@@ -62,3 +62,30 @@ def test_a_model_page_falls_back_to_the_shipped_default_when_the_selection_does_
     assert "The selected model cannot be loaded; this page shows the shipped default instead" in text
     assert f"(version {manifest_version(ui.models.SHIPPED_DIR)})" in text.replace("`", "")
     assert at.dataframe, "the page renders with the fallback model"
+
+
+def test_a_reload_finds_a_model_trained_on_the_page_by_the_version_in_its_link(
+    trained_bundle_path, tmp_path, monkeypatch
+):
+    """A run kept under the runs directory (core.model.run_record) is found again by a fresh session whose URL
+    names its version: what a reload, or a link shared by its owner, does."""
+    from core.model import run_record
+
+    run_dir = tmp_path / "runs" / "job123"
+    shutil.copytree(trained_bundle_path, run_dir / "bundle")
+    version = manifest_version(trained_bundle_path)
+    run_record.write_record(
+        run_dir,
+        bundle_path=run_dir / "bundle",
+        version=version,
+        label="tiny on my text",
+        owner_token="another-session",
+        corpus_text=None,
+    )
+    monkeypatch.setattr(ui.models, "RUNS_DIR", tmp_path / "runs")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["model"] = version
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.sidebar.selectbox(key="lab_bundle").value == f"Version {version[:12]} (from the link)"
+    assert f"Version `{version}`" in sidebar_text(at)
