@@ -73,7 +73,7 @@ def ask(question: Question, *, hint: str) -> Graded | None:
                 st.session_state[_CHECKED.format(question.id)] = (_fingerprint(question), grade(question, given))
         graded = checked(question)
         if graded is None:
-            st.caption("The lab's own answer appears below once you have checked your prediction.")
+            st.info("The lab's own answer appears below once you have checked your prediction.")
             return None
         head = "Right." if graded.correct else "Not quite."
         if question.is_choice:

@@ -234,8 +234,13 @@ def test_temperature_link_with_unusable_value_says_so(page, base_url, tmp_path):
 
 @needs_temperature
 def test_temperature_revealed_measurement_draws_heatmaps(page, base_url, tmp_path):
-    """The prediction exercise, revealed through its URL toggle, draws both weight heatmaps."""
-    open_page(page, base_url, f"{TEMPERATURE.url}?reveal=true")
+    """The prediction exercise, revealed once the learner has checked a prediction, draws both weight heatmaps."""
+    open_page(page, base_url, TEMPERATURE.url)
+    assert not page.locator(".st-key-scaling_base").count(), "the measurement waits for the prediction"
+    page.get_by_text("sharper: each row's largest weight grows, towards one-hot", exact=True).click()
+    page.get_by_role("button", name="Check my prediction").click()
+    wait_for_app_idle(page)
+    expect(page.get_by_text("Right. You predicted")).to_be_visible()
     save_screenshot(page, tmp_path, "temperature-revealed")
     assert error_texts(page) == []
     for key in ("scaling_base", "scaling_big"):
