@@ -34,7 +34,11 @@ class Shown:
 
 def _section(item: Shown, *, with_js: bool) -> str:
     title = item.fig.layout.title.text or ""
-    plot = pio.to_html(item.fig, include_plotlyjs=with_js, full_html=False, config={"displaylogo": False})
+    fig = go.Figure(item.fig)  # a copy: the page's figure (perhaps cached) stays as it is
+    # Inside the app Streamlit's chart theme grows the margins to fit the tick labels; a file on its own must ask.
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    plot = pio.to_html(fig, include_plotlyjs=with_js, full_html=False, config={"displaylogo": False})
     return (
         f"<section><h2>{html.escape(title)}</h2>{plot}<p>{html.escape(item.summary)}</p>"
         f"{item.table.to_html(index=False, escape=True, border=0)}</section>"
