@@ -27,6 +27,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "class.db"
 ENV = "LAB_CLASS_DB"
@@ -125,6 +127,21 @@ class ClassStore:
             raise StoreError(
                 f"cannot create the folder of the class database {str(self.path)!r}: {e.strerror}"
             ) from None
+        # The first use of a fresh file switches it to WAL and creates the schema. Thirty sessions doing that at
+        # once deadlock inside SQLite (a reader upgrading to a writer gets "database is locked" at once, without
+        # the busy timeout), so first uses take turns: one lock file beside the database, across processes.
+        try:
+            with FileLock(str(self.path) + ".lock", timeout=BUSY_TIMEOUT_MS / 1000):
+                self._create_or_set_aside()
+        except Timeout:
+            raise StoreError(
+                f"the class database {str(self.path)!r} is being set up by another session for too long; try again"
+            ) from None
+        except OSError as e:  # the lock file cannot be made beside it (a read-only folder)
+            raise StoreError(f"the class database {str(self.path)!r} cannot be used: {e.strerror or e}") from None
+        self._ready = True
+
+    def _create_or_set_aside(self) -> None:
         try:
             self._create()
         except sqlite3.DatabaseError as e:
@@ -141,7 +158,6 @@ class ClassStore:
                 "and a fresh one was started."
             )
             self._create()
-        self._ready = True
 
     def _create(self) -> None:
         with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
