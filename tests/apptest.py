@@ -85,3 +85,22 @@ def predict(at: AppTest, qid: str, answer: str | None = None) -> AppTest:
 def unescaped(markdown: str) -> str:
     """What the reader sees of escaped text (the word joiner that stops GFM autolinks is invisible)."""
     return re.sub(r"\\(.)", r"\1", markdown, flags=re.S).replace(WORD_JOINER, "")
+
+
+def fresh_visit(page: str | None, query: dict[str, str]) -> AppTest:
+    """A first visit from a link: the query is there before the first run, as in a new browser tab; then
+    views/<page>.py (None: the default page)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if page is not None:
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def contents_links(at: AppTest) -> list[tuple[str, str]]:
+    """(title, anchor) of each link in the page's "On this page" list (ui.contents), as the reader sees them."""
+    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
+    return re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))

@@ -5,7 +5,7 @@ import json
 import shutil
 
 import pytest
-from apptest import APP, all_text, open_page, unescaped
+from apptest import all_text, fresh_visit, open_page, unescaped
 from streamlit.testing.v1 import AppTest
 
 import ui.models
@@ -44,10 +44,7 @@ def test_a_link_to_an_installed_registry_version_selects_it_in_a_fresh_session(
     version = manifest_version(trained_bundle_path)
     shutil.copytree(trained_bundle_path, tmp_path / "versions" / version / "bundle")
     monkeypatch.setattr(ui.models, "REGISTRY_DIR", tmp_path)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["model"] = version
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = fresh_visit(None, {"model": version})
     assert at.sidebar.selectbox(key="lab_bundle").value == f"Version {version[:12]} (from the link)"
     assert f"Version `{version}`" in sidebar_text(at)
     assert at.query_params["model"] == version
@@ -83,9 +80,6 @@ def test_a_reload_finds_a_model_trained_on_the_page_by_the_version_in_its_link(
         corpus_text=None,
     )
     monkeypatch.setattr(ui.models, "RUNS_DIR", tmp_path / "runs")
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["model"] = version
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = fresh_visit(None, {"model": version})
     assert at.sidebar.selectbox(key="lab_bundle").value == f"Version {version[:12]} (from the link)"
     assert f"Version `{version}`" in sidebar_text(at)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from apptest import all_text, decode, figure, figures, open_page, predict, table, unescaped
+from apptest import all_text, contents_links, decode, figure, figures, open_page, predict, table, unescaped
 
 NAN_TEXT = "NaN (undefined)"
 
@@ -159,8 +159,7 @@ def test_the_prediction_hides_the_zeroed_rows_until_checked_and_grades_against_m
 
 def test_the_page_lists_its_sections_and_each_link_has_a_header():
     at = open_page("masks")
-    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
-    links = re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))
+    links = contents_links(at)
     headers = [(h.value, h.proto.anchor) for h in at.header]
     assert links == headers and len(links) == 5
     assert [a for _, a in links] == ["masks-causal", "masks-batch", "masks-zeroing", "masks-renormalise", "masks-empty"]

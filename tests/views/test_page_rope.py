@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, decode, figure, figures, open_page, predict, unescaped
+from apptest import all_text, contents_links, decode, figure, figures, open_page, predict, unescaped
 from bundles import TEXT, tiny_model
 from references import closed_form_score, head_inputs, reference_scores
 
@@ -139,8 +139,7 @@ def test_the_prediction_hides_the_offset_curves_until_checked_and_grades_against
 
 def test_the_page_lists_its_sections_and_each_link_has_a_header():
     at = open_page("rope")
-    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
-    links = re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))
+    links = contents_links(at)
     headers = [(h.value, h.proto.anchor) for h in at.header]
     assert links == headers and len(links) == 5
     assert [a for _, a in links] == ["rope-pair", "rope-offset", "rope-frequencies", "rope-layouts", "rope-model"]

@@ -2,21 +2,9 @@
 
 import numpy as np
 import pytest
-from apptest import APP, decode, figures
-from streamlit.testing.v1 import AppTest
+from apptest import decode, figures, fresh_visit
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
-
-
-def fresh_visit(page: str, query: dict[str, str]) -> AppTest:
-    """A first visit from a link: the query is there before the first run, as in a new browser tab."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def heatmaps(at):
