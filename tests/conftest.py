@@ -2,6 +2,7 @@
 one trained tiny bundle for the model pages."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Tiny test models run fastest on one thread, and it leaves the other core to the browser tests' server.
 torch.set_num_threads(int(os.environ.get("LAB_TEST_THREADS", "1")))
+
+# Every suggestion served in a test is recorded (core.telemetry): into a database of the test run's own, never ./telemetry.db.
+os.environ.setdefault("LAB_TELEMETRY_DB", str(Path(tempfile.mkdtemp(prefix="lab-telemetry-")) / "telemetry.db"))
 
 settings.register_profile("lab", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "lab"))
