@@ -32,6 +32,11 @@ def cells(z: Matrix) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in z], dtype=np.float32).reshape(len(z), -1)
 
 
+def masked(weights: Sequence[Sequence[float]], allowed: Sequence[Sequence[bool]]) -> list[list[float | None]]:
+    """A (T, S) list of weights with the forbidden cells as None: heatmap() draws them as grey gaps."""
+    return [[w if ok else None for w, ok in zip(row, ok_row)] for row, ok_row in zip(weights, allowed)]
+
+
 def _merge(base: dict, extra: Mapping | None) -> dict:
     """`base` with `extra` merged in, nested dicts merged key by key (as Figure.update_* merges)."""
     out = dict(base)

@@ -18,19 +18,11 @@ from core.model.compare import align, attention_mask, describe, difference, lack
 from core.model.compare import table as compare_table
 from core.model.introspect import EncodedText, encode_for_model, head_summaries, weight_allowance
 from ui import cached, charts, models, params
+from ui.charts import masked
 from ui.companion import chart, matrix_table
-from ui.text import escape_markdown, explain_encoding
+from ui.text import escape_markdown, explain_encoding, number
 
 BY_TEXT, BY_MODEL = "another text", "another model"
-
-
-def fmt(value, digits=3):
-    return "n/a" if value != value else f"{value:.{digits}f}"  # nan when the text has one token
-
-
-def masked(weights, mask):
-    """A (T, T) list of weights with the forbidden cells as None (drawn as grey gaps)."""
-    return [[w if ok else None for w, ok in zip(row, allowed)] for row, allowed in zip(weights, mask)]
 
 
 def other_models(shown: str) -> dict[str, Bundle]:
@@ -55,8 +47,9 @@ def other_models(shown: str) -> dict[str, Bundle]:
 def side_summary(name: str, s, n: int, layer: int, head: int) -> str:
     """One line for a side's map from its core.model.introspect.HeadSummary."""
     return (
-        f"{name}, layer {layer}, head {head} over {n} tokens: on average {fmt(s.self_weight)} of a row's weight goes "
-        f"to the token itself, {fmt(s.previous_weight)} to the previous token and {fmt(s.first_weight)} to token 0."
+        f"{name}, layer {layer}, head {head} over {n} tokens: on average {number(s.self_weight)} of a row's weight "
+        f"goes to the token itself, {number(s.previous_weight)} to the previous token and {number(s.first_weight)} "
+        "to token 0."
     )
 
 

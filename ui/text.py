@@ -35,6 +35,11 @@ def escape_markdown(text) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in _AUTOLINK.sub(WORD_JOINER, str(text)))
 
 
+def number(value: float, digits: int = 3) -> str:
+    """A figure for a sentence: `digits` decimals, or "n/a" for NaN (an average over no rows: a one-token text)."""
+    return "n/a" if value != value else f"{value:.{digits}f}"
+
+
 def code_points(chars: Iterable[str]) -> str:
     """Characters named for a sentence, each with its code point: 'é (U+00E9), ∑ (U+2211)', escaped."""
     return ", ".join(f"{escape_markdown(c)} (U+{ord(c):04X})" for c in chars)

@@ -13,11 +13,11 @@ from core.model.introspect import (
     weight_allowance,
 )
 from ui import cached, charts, compare_view, params, predict
+from ui.charts import masked
 from ui.companion import chart, matrix_table
-from ui.compare_view import fmt, masked
 from ui.grid_figure import grid_figure
 from ui.models import require_bundle
-from ui.text import escape_markdown, explain_encoding, link_if_registered, verdict
+from ui.text import escape_markdown, explain_encoding, link_if_registered, number, verdict
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
@@ -101,8 +101,8 @@ chart(
     grid_figure(grids, labels, selected=(layer, head)),
     summary_table,
     f"{L} layers × {H} heads over {T} tokens. Most previous-token weight: layer {prev_head.layer}, head "
-    f"{prev_head.head} ({fmt(prev_head.previous_weight)} on average); most weight on itself: layer "
-    f"{self_head.layer}, head {self_head.head} ({fmt(self_head.self_weight)}). The table gives these averages "
+    f"{prev_head.head} ({number(prev_head.previous_weight)} on average); most weight on itself: layer "
+    f"{self_head.layer}, head {self_head.head} ({number(self_head.self_weight)}). The table gives these averages "
     "for every head.",
     key="insp_grid",
 )
@@ -170,9 +170,10 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
     chart(
         fig,
         matrix_table(weights, labels, labels, row_name="query", col_name="key", value_name="weight"),
-        f"Layer {layer}, head {head}: on average {fmt(this.self_weight)} of a row's weight goes to the token itself, "
-        f"{fmt(this.previous_weight)} to the previous token and {fmt(this.first_weight)} to token 0; the largest "
-        f"weight of a row is {fmt(this.max_weight)} on average.",
+        f"Layer {layer}, head {head}: on average {number(this.self_weight)} of a row's weight goes to the token "
+        f"itself, {number(this.previous_weight)} to the previous token and {number(this.first_weight)} to token 0; "
+        "the largest "
+        f"weight of a row is {number(this.max_weight)} on average.",
         key="insp_head_map",
     )
 
