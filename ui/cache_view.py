@@ -14,7 +14,7 @@ import streamlit as st
 from core.model.tokenizer import CharTokenizer
 from core.release.cache_timing import CacheTiming
 from core.release.parity import ParityTrace
-from ui import charts
+from ui import charts, projector
 from ui.companion import chart
 from ui.text import verdict
 
@@ -57,7 +57,7 @@ def show_timing(full: CacheTiming, short: CacheTiming, measured_at: str, context
     )
     chart(fig, table, summary, key="ac_cache_timing")
     st.markdown("**Short against long window** (the same measurement, median ms per new character):")
-    st.dataframe(
+    projector.dataframe(
         pd.DataFrame(
             {
                 "prompt (characters)": [short.prompt_tokens, full.prompt_tokens],

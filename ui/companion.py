@@ -24,7 +24,7 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
     export.collect(fig, summary, table)
     st.caption(summary)
     with st.expander("Data table for this chart", expanded=table_open):
-        st.dataframe(table, hide_index=True, key=f"{key}_table")
+        projector.dataframe(table, hide_index=True, key=f"{key}_table")
         st.download_button(
             "Download the table as CSV",
             # Deferred: the CSV is written when the button is pressed, not on every rerun of the page.

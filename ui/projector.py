@@ -8,11 +8,17 @@ changes only presentation, never a number:
   thicker lines and outlines, and a white background with dark grid lines. Colours stay colour-blind safe:
   Cividis and purple-orange for matrices, and for categories the Okabe-Ito colours that keep at least 3:1
   contrast on white (yellow and sky blue are dropped).
-ui.companion.chart applies it to every chart while the toggle is on.
+ui.companion.chart applies it to every chart while the toggle is on;
+- `dataframe(...)` is st.dataframe, except that in projector mode the rows are a static table in the page's large
+  type (the interactive grid draws on a canvas in its own small type, whatever the page's font size), with the
+  same number formats, scrolling past TABLE_PX. Every table of the lab goes through it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -26,12 +32,14 @@ TITLE_PX = 24
 LINE_PX = 4
 HIGH_CONTRAST = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")  # Okabe-Ito, ≥ 3:1 on white
 ROOT_PX = 22  # the page's root font size (Streamlit's default is 16)
+TABLE_PX = 520  # a projected table taller than this scrolls
 _CSS = f"""<style>
 html {{ font-size: {ROOT_PX}px; }}
 [data-testid="stHorizontalBlock"]:has(.stPlotlyChart) {{ flex-direction: column; }}
 [data-testid="stHorizontalBlock"]:has(.stPlotlyChart) > [data-testid="stColumn"] {{
   width: 100% !important; flex: 1 1 100% !important;
 }}
+[data-testid="stTable"] td, [data-testid="stTable"] th {{ font-size: {CELL_TEXT_PX}px; }}
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li {{ line-height: 1.5; }}
 </style>"""
 
@@ -87,3 +95,27 @@ def restyle(fig: go.Figure) -> go.Figure:
         colour = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]
         trace.update(line_width=LINE_PX, line_color=colour, marker_size=10, marker_color=colour)
     return out
+
+
+def dataframe(
+    data: Any, *, key: str, hide_index: bool | None = None, column_config: dict | None = None, **kwargs
+) -> None:
+    """st.dataframe(data, key=..., ...); in projector mode the same rows in large type (see the module docstring).
+
+    Number formats given as st.column_config.NumberColumn(format="%.4f") apply to both."""
+    if not on():
+        st.dataframe(data, key=key, hide_index=hide_index, column_config=column_config, **kwargs)
+        return
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    formats = {}
+    for column, config in (column_config or {}).items():
+        printf = ((config or {}).get("type_config") or {}).get("format") if isinstance(config, dict) else None
+        if column in frame.columns and isinstance(printf, str) and printf.startswith("%"):
+            formats[column] = lambda v, f=printf: f % v if isinstance(v, (int, float)) else str(v)
+    shown = frame.style.format(formats) if formats else frame
+    rows_px = 48 * (len(frame) + 1)  # about one projected row
+    if rows_px > TABLE_PX:
+        with st.container(height=TABLE_PX, key=f"{key}_projected"):
+            st.table(shown, hide_index=hide_index)
+    else:
+        st.table(shown, hide_index=hide_index)

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from core.release.registry import VersionInfo, list_versions, read_current, read_log, resolve_served
+from ui import projector
 from ui.text import escape_markdown
 
 
@@ -34,7 +35,7 @@ def show_status(reg: Path) -> None:
     if versions:
         history = current["history"] if current else []
         st.subheader("Versions (oldest promotion first)")
-        st.dataframe(pd.DataFrame(version_rows(versions, current)), hide_index=True, key="rel_versions_table")
+        projector.dataframe(pd.DataFrame(version_rows(versions, current)), hide_index=True, key="rel_versions_table")
         if history:
             st.caption(
                 "Earlier currents, oldest first (a rollback returns to the last one): "
@@ -84,7 +85,7 @@ def show_log(reg: Path) -> None:
         }
         for e in reversed(log)
     ]
-    st.dataframe(
+    projector.dataframe(
         pd.DataFrame(rows),
         hide_index=True,
         key="rel_log_table",

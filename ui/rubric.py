@@ -18,7 +18,7 @@ import streamlit as st
 from core.release.comparison import Evaluation
 from core.release.eval_report import EvalReport, Interval, SliceMetrics
 from core.release.rubric import ReleaseCheck
-from ui import charts
+from ui import charts, projector
 from ui.companion import chart
 from ui.text import escape_markdown
 
@@ -182,7 +182,7 @@ def show_comparison(result: Evaluation) -> None:
         }
         for r in result.comparison
     ]
-    st.dataframe(
+    projector.dataframe(
         pd.DataFrame(rows),
         hide_index=True,
         key="rel_comparison_table",

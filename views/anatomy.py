@@ -7,7 +7,7 @@ import streamlit as st
 from core.model.architecture import architecture
 from core.model.introspect import encode_for_model
 from core.model.tokenizer import SPECIAL_TOKENS
-from ui import params
+from ui import params, projector
 from ui.models import require_bundle
 from ui.text import explain_encoding
 
@@ -35,14 +35,14 @@ st.caption(
     f"{tok.vocab_size} tokens: the {len(SPECIAL_TOKENS)} special tokens {', '.join(SPECIAL_TOKENS)} and "
     f"{len(tok.chars)} characters (spaces and line breaks drawn as ␣ and ↵)."
 )
-st.dataframe(vocab, hide_index=True, key="anatomy_vocab", height=260)
+projector.dataframe(vocab, hide_index=True, key="anatomy_vocab", height=260)
 
 st.header("2. A text as ids, and back")
 text = params.text_area("Text to encode", "anatomy_text", "def f(x):\n    return x  # é", height=100)
 enc = encode_for_model(tok, text, config.context_length)
 explain_encoding(enc, "encode", "Decoding gives them back as \ufffd: the model cannot tell them apart.")
 unknown = set(enc.unknown_positions)
-st.dataframe(
+projector.dataframe(
     pd.DataFrame(
         {
             "position": list(range(enc.T)),
@@ -81,7 +81,7 @@ else:
         + "the LM head is the token embedding's matrix used backwards (weight tying), so it adds 0 parameters; "
         f"the embedding holds V × C = {tok.vocab_size} × {config.d_model} = {tok.vocab_size * config.d_model:,}."
     )
-    st.dataframe(
+    projector.dataframe(
         pd.DataFrame(
             {
                 "part": [p.name for p in parts],

@@ -14,7 +14,7 @@ from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baseline_bundle import BaselineBundle
 from core.release.transformer_predictor import TransformerPredictor
-from ui import cache_view, charts, params, predict, suggestion_view
+from ui import cache_view, charts, params, predict, projector, suggestion_view
 from ui.companion import chart
 from ui.contents import contents
 from ui.models import require_bundle, selected_served
@@ -152,7 +152,7 @@ with left:
             f"{len(prompt.unknown_chars)} character(s) are not in this model's vocabulary ({codes}) and became "
             "`<unk>`: the model never saw them in training, so it reads only 'some unknown character' there."
         )
-        st.dataframe(
+        projector.dataframe(
             pd.DataFrame(
                 {
                     "character": list(prompt.unknown_chars),

@@ -19,7 +19,7 @@ from core.classroom.store import (
     class_db_path,
     new_attempt,
 )
-from ui import charts, teacher
+from ui import charts, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown, link_if_registered, verdict
 
@@ -146,7 +146,7 @@ if teacher.gate("the class results", why="name every learner and their answers")
         summary = summarise(answers)
         rate = summary.pass_rate or 0.0
         st.metric("Pass rate (latest attempt of each learner)", f"{100 * rate:.0f}%", help=f"{pass_percent}% passes")
-        st.dataframe(
+        projector.dataframe(
             pd.DataFrame(
                 {
                     "learner": [s.learner for s in summary.learners],

@@ -5,7 +5,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.model.introspect import encode_for_model, projections
-from ui import charts, params, predict
+from ui import charts, params, predict, projector
 from ui.companion import chart, matrix_table
 from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered
@@ -70,7 +70,7 @@ tokens = pd.DataFrame(
         "unseen character": [t in enc.unknown_positions for t in range(T)],
     }
 )
-st.dataframe(tokens, hide_index=True, key="emb_tokens", height=min(400, 38 + 35 * T))
+projector.dataframe(tokens, hide_index=True, key="emb_tokens", height=min(400, 38 + 35 * T))
 st.caption(f"{T} tokens; vocabulary of {config.vocab_size} ids; the model's context holds {config.context_length}.")
 
 # ---- 2. embedding rows ----------------------------------------------------------------------------

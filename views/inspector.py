@@ -12,7 +12,7 @@ from core.model.introspect import (
     projections,
     weight_allowance,
 )
-from ui import cached, charts, compare_view, params, predict
+from ui import cached, charts, compare_view, params, predict, projector
 from ui.charts import masked
 from ui.companion import chart, matrix_table
 from ui.grid_figure import grid_figure
@@ -224,7 +224,7 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
         }
     )
     number = st.column_config.NumberColumn(format="%.6f")
-    st.dataframe(
+    projector.dataframe(
         hand,
         hide_index=True,
         key="insp_hand",
@@ -260,7 +260,7 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
             [list(d.terms) + [d.total] for d in tr.dots], columns=[f"d={d}" for d in range(D)] + ["sum = q·k"]
         )
         terms.insert(0, "key", key_labels)
-        st.dataframe(
+        projector.dataframe(
             terms,
             hide_index=True,
             key="insp_terms",
@@ -275,7 +275,7 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
             [list(row) for row in tr.weighted_values] + [list(tr.out)], columns=[f"d={d}" for d in range(D)]
         )
         out.insert(0, "term", [f"weight × v of key {k}" for k in key_labels] + ["sum = out of this row"])
-        st.dataframe(
+        projector.dataframe(
             out,
             hide_index=True,
             key="insp_out",

@@ -7,7 +7,7 @@ from core.attention import causal_mask
 from core.classroom.checkpoint import Question
 from core.lessons import masks as masking
 from core.lessons import scores as lessons
-from ui import cached, charts, params, predict
+from ui import cached, charts, params, predict, projector
 from ui.companion import chart, matrix_table
 from ui.contents import contents
 from ui.mask_charts import mask_figure, mask_table
@@ -189,7 +189,7 @@ st.markdown(
 asked = masking.first_partly_masked_row(masks.combined[b])  # the first row where zeroing loses something
 row_allowed = masks.combined[b, asked].tolist()  # (S,)
 row_scores = exp.result.scores[b, asked].tolist()  # (S,)
-st.dataframe(
+projector.dataframe(
     pd.DataFrame(
         {
             "key s": list(range(T)),
@@ -287,7 +287,7 @@ row_scores, row_allowed = example.result.scores[0, 2], example.mask[2]  # (S,), 
 case = masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=spike)
 keys = list(range(len(case.logits)))
 plain = [NAN_TEXT if case.undefined else f"{x:.6f}" for x in case.renormalised.tolist()]
-st.dataframe(
+projector.dataframe(
     pd.DataFrame(
         {
             "key s": keys,
@@ -377,7 +377,7 @@ else:
             ],
         }
     )
-    st.dataframe(rows_table, hide_index=True, key="mask_empty_table")
+    projector.dataframe(rows_table, hide_index=True, key="mask_empty_table")
     st.markdown(
         f"Rows {', '.join(str(t) for t in empty_rows)} of sequence {b} have no allowed key. The lab returns zero "
         f"weights and a zero output for them, and every one of the {empty.grad_entries} gradient entries "

@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import one_row as row_reading
-from ui import charts, params, predict
+from ui import charts, params, predict, projector
 from ui.companion import chart
 from ui.text import verdict
 
@@ -141,7 +141,7 @@ st.markdown(
     "it cancels in the division, so the weights do not change."
 )
 st.markdown(f"Query row q_{t} = `{vec(q[t].tolist())}`")
-st.dataframe(
+projector.dataframe(
     pd.DataFrame({"key s": keys, "k_s": [vec(r) for r in k.tolist()], "v_s": [vec(r) for r in v.tolist()]}),
     hide_index=True,
     key="row_inputs",
@@ -159,7 +159,7 @@ hand = pd.DataFrame(
         "weight × v_s": [vec(wv, 6) for wv in trace.weighted_values] + [vec(trace.out, 9)],
     }
 )
-st.dataframe(hand, hide_index=True, key="row_hand")
+projector.dataframe(hand, hide_index=True, key="row_hand")
 st.caption(
     f"Hand computation in Python floats (float64): the bottom row sums each column, so the weights add to "
     f"{reading.hand_weight_sum:.9f} and the output row is {vec(trace.out, 9)}."
@@ -185,7 +185,7 @@ compare = pd.DataFrame(
         "tensor (float32, shown)": [num(x, 9) for x in reading.out32],
     }
 )
-st.dataframe(compare, hide_index=True, key="row_compare")
+projector.dataframe(compare, hide_index=True, key="row_compare")
 st.caption(
     f"Allowance {reading.decided.rule.removeprefix('<= ')}. In float32 the largest difference is "
     f"{reading.shown32.max_abs_diff:.2e} against float32's allowance {reading.shown32.allowed:.1e}."

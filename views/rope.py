@@ -7,7 +7,7 @@ import torch
 from core.classroom.checkpoint import Question
 from core.lessons import rope as rope_lab
 from core.model.introspect import encode_for_model
-from ui import cached, charts, params, predict, rope_figure
+from ui import cached, charts, params, predict, projector, rope_figure
 from ui.companion import chart, matrix_table
 from ui.contents import contents
 from ui.models import selected_bundle
@@ -258,7 +258,7 @@ mapping = pd.DataFrame(
         "q after RoPE, split half [slot]": [split_q[j] for j in layout.destination],
     }
 )
-st.dataframe(mapping, hide_index=True, key="rope_layout_table", height=min(400, 38 + 35 * D))
+projector.dataframe(mapping, hide_index=True, key="rope_layout_table", height=min(400, 38 + 35 * D))
 layout_check = (
     f"largest difference between the two layouts after the permutation (q at m = {m}, k at n = {n}): "
     f"{layout.max_abs_diff:.2e}, tolerance {layout.tolerance:.0e}"

@@ -5,7 +5,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import scores as lessons
-from ui import cached, charts, params, predict
+from ui import cached, charts, params, predict, projector
 from ui.companion import chart, matrix_table
 
 VARIANCE_TOLERANCE = 0.1  # a hand estimate within 10 % of the closed form counts as right
@@ -67,7 +67,7 @@ with shapes_section:
             "shape here": [str(s.shape) for s in geo.steps],
         }
     )
-    st.dataframe(shapes, hide_index=True, key="geo_shapes")
+    projector.dataframe(shapes, hide_index=True, key="geo_shapes")
     st.caption("Legend: B batch, H heads, T query positions, S key positions, D head width.")
 scale_text = f"scale 1/√{D} = {geo.scale:.4f}" if scaled else "scale 1 (no division)"
 labels = [str(i) for i in range(T)]

@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import scores as lessons
-from ui import charts, params, predict
+from ui import charts, params, predict, projector
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
 
@@ -100,7 +100,7 @@ if graded is not None:
         ),
     ]
     measured = pd.DataFrame(rows, columns=["measure", "scaled by 1/√3", f"×{factor:g}, no √d"])
-    st.dataframe(
+    projector.dataframe(
         measured,
         hide_index=True,
         key="scaling_table",

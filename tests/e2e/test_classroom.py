@@ -16,7 +16,8 @@ SIZES = """() => {
   const px = el => parseFloat(getComputedStyle(el).fontSize);
   const cells = [...document.querySelectorAll('.js-plotly-plot .heatmaplayer text')].map(px);
   const ticks = [...document.querySelectorAll('.js-plotly-plot .xtick text, .js-plotly-plot .ytick text')].map(px);
-  return {cells: cells, ticks: ticks};
+  const tables = [...document.querySelectorAll('[data-testid="stTable"] td')].map(px);
+  return {cells: cells, ticks: ticks, tables: tables};
 }"""
 
 
@@ -30,6 +31,7 @@ def test_projector_mode_draws_heatmap_text_large_enough_to_read(browser, base_ur
         sizes = page.evaluate(SIZES)
         assert len(sizes["cells"]) >= 144, "the 12 × 12 score matrix prints its values"
         assert min(sizes["cells"]) >= MIN_CELL_PX and min(sizes["ticks"]) >= MIN_TICK_PX, sizes
+        assert sizes["tables"] and min(sizes["tables"]) >= MIN_CELL_PX, "table cells are as large as chart cells"
         save_screenshot(page, tmp_path, f"projector-score-geometry-{width}x{height}")
     finally:
         context.close()
