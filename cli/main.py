@@ -9,6 +9,10 @@
         bundle is still written from the weights so far. At every evaluation the causality probe
         (core.model.leak) edits every position and checks no earlier prediction moves; the first failure stops
         the run ("stop_reason": "leak"; `--no-leak-stop` trains on to watch the leak happen).
+        Under `torchrun --nproc_per_node=N -m core train ...` the same loop runs on N ranks with
+        DistributedDataParallel (core.model.distributed): --batch-size stays the global batch (a multiple of
+        N), rank 0 alone shows progress, writes the bundle (world size and torchrun line in its manifest),
+        tunes and prints the JSON line; the other ranks exit 0 quietly. LAB_DIST_TIMEOUT_S bounds every wait.
 
     python -m core generate --bundle DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
                             [--top-k K] [--top-p P] [--seed N] [--no-cache] [--completion-only]
@@ -120,12 +124,17 @@ def register_train(subparsers) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from core.model.bundle import check_out_dir
     from core.model.corpus import load_corpus
+    from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
     from core.model.leak import first_failed_probe
     from core.model.runs import train_and_save, train_config_for
 
+    ranks = from_env()  # a single process unless torchrun started this one; a half-set environment is refused
+    timeout = timeout_seconds() if ranks.distributed else None  # a bad LAB_DIST_TIMEOUT_S: refused before any wait
     if args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
-    check_out_dir(args.out, overwrite=args.overwrite)  # before anything is trained: a bad --out costs a second
+    check_batch_size(args.batch_size, ranks, name="--batch-size")  # on every rank, before any rank waits
+    if ranks.is_main:  # before anything is trained: a bad --out costs a second (torchrun then stops the others)
+        check_out_dir(args.out, overwrite=args.overwrite)
     # One rule with the app (core.model.runs) for what the flags leave open: evaluation interval, warmup, final lr.
     train_config = train_config_for(
         args.max_iters,
@@ -145,20 +154,25 @@ def _run_train(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr)
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if _main_thread() else None
-    try:  # Ctrl-C stops training early; the bundle is then saved from the weights so far
-        result, path = train_and_save(
-            corpus,
-            args.preset,
-            train_config,
-            args.out,
-            command=args.command_line,
-            callback=progress,
-            should_stop=stop.is_set,
-            overwrite=args.overwrite,
-        )
+    try:  # Ctrl-C stops training early (on every rank: the stop is agreed); the bundle is saved from the weights so far
+        with process_group(ranks, timeout):
+            result, path = train_and_save(
+                corpus,
+                args.preset,
+                train_config,
+                args.out,
+                command=args.command_line,
+                callback=progress,
+                should_stop=stop.is_set,
+                overwrite=args.overwrite,
+                ranks=ranks,
+                launch_command=launch_command(args.command_line[3:]),
+            )
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+    if path is None:  # a rank other than 0: rank 0 writes, tunes and reports
+        return 0
     if not args.no_tune:  # the suggestion threshold, chosen on the validation documents (core.release.tuning)
         from core.release.tuning import tune_bundle
 

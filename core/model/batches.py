@@ -5,7 +5,8 @@
                         input, the last T the targets (the same window shifted by one)
     next_token_loss     mean cross-entropy over every position of a batch, in nats per token
     evaluate_loss       that loss over seeded batches: the same seed gives the same batches, so every
-                        evaluation of a run compares like with like
+                        evaluation of a run compares like with like; `shard` splits the batches over the
+                        ranks of a distributed run (core.model.distributed), whose shares add up to the mean
 
 Randomness is explicit (a torch.Generator or a seed). Shapes use the legend of `core/__init__.py`:
 B batch, T positions, V vocabulary size.
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from core.model.corpus import Document
 from core.model.gpt import GPT
@@ -58,29 +60,40 @@ def evaluate_loss(
     seed: int,
     context_length: int | None = None,
     fast_attention: bool = False,
+    shard: tuple[int, int] = (0, 1),
 ) -> float:
     """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
 
     The same seed gives the same batches. The model is evaluated in eval mode and returned to the
     mode it was in; fast_attention=True takes training's fast path (core.model.gpt), as a run that trains on it does.
+    shard=(index, count) computes only batches i with i % count == index (every batch is still drawn, so each
+    is the batch a single process sees) and returns their share of the mean, their sum / iters: the shares of
+    index 0..count-1 add up to the mean. The default (0, 1) is every batch.
     """
     if iters < 1 or batch_size < 1:
         raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
+    index, count = shard
+    if not (isinstance(index, int) and isinstance(count, int) and 0 <= index < count):
+        raise ValueError(f"shard must be (index, count) with 0 <= index < count, got {shard!r}")
     T = model.config.context_length if context_length is None else context_length
     generator = torch.Generator().manual_seed(seed)
     was_training = model.training
     model.eval()
     try:
         total = 0.0
-        for _ in range(iters):
+        for i in range(iters):
             x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
-            total += next_token_loss(model, x, y, fast_attention=fast_attention).item()
+            if i % count == index:
+                total += next_token_loss(model, x, y, fast_attention=fast_attention).item()
     finally:
         model.train(was_training)
     return total / iters
 
 
-def next_token_loss(model: GPT, x: Tensor, y: Tensor, *, fast_attention: bool = False) -> Tensor:
-    """Mean cross-entropy of the model's logits for inputs x (B, T) against the targets y (B, T)."""
+def next_token_loss(
+    model: GPT | DistributedDataParallel, x: Tensor, y: Tensor, *, fast_attention: bool = False
+) -> Tensor:
+    """Mean cross-entropy of the model's logits for inputs x (B, T) against the targets y (B, T); `model` may be
+    a GPT wrapped in DistributedDataParallel (a distributed run's forward, core.model.training)."""
     logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T

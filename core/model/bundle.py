@@ -4,7 +4,8 @@ A bundle is a directory holding exactly two files:
 
     manifest.json       format_version, kind ("transformer"), version, created, tokenizer (its to_dict()
                         plus content_hash), architecture (asdict(ModelConfig)), corpus (fingerprint,
-                        source), training (command, metrics, config), safe and unsafe_reason,
+                        source), training (command, metrics, config, world_size, launch_command),
+                        safe and unsafe_reason,
                         prompt_template, generation (asdict(SampleConfig) + the cache policy),
                         files {name: sha256} for every file except manifest.json itself
     model.safetensors   the weights, float32; the tied LM head is stored once, as token_embedding.weight
@@ -135,6 +136,8 @@ def save_bundle(
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
     unsafe_reason: str | None = None,
     overwrite: bool = False,
+    world_size: int = 1,
+    launch_command: list[str] | None = None,
 ) -> Path:
     """Write a bundle to `out_dir` atomically and return its path.
 
@@ -142,7 +145,9 @@ def save_bundle(
     bundle that would be refused is never installed), then renamed into place. `out_dir` must pass
     `check_out_dir`: new or empty, or (only with overwrite=True) an existing bundle, which is then
     replaced; nothing else is ever replaced. A model built with causal=False is saved with safe=False
-    and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe.
+    and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe. `world_size` is the number of
+    processes that trained it (core.model.distributed) and `launch_command` the line that started them
+    (`command` by default: a single process is started by its own command).
     """
     if not isinstance(model, GPT) or not isinstance(tokenizer, CharTokenizer):
         raise BundleError(
@@ -156,6 +161,11 @@ def save_bundle(
         )
     if not isinstance(command, (list, tuple)) or not all(isinstance(a, str) for a in command):
         raise BundleError(f"command must be a list of strings (argv), got {command!r}")
+    launch = list(command) if launch_command is None else launch_command
+    if not isinstance(launch, (list, tuple)) or not all(isinstance(a, str) for a in launch):
+        raise BundleError(f"launch_command must be a list of strings (argv), got {launch_command!r}")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise BundleError(f"world_size must be an integer >= 1, got {world_size!r}")
     if "{prompt}" not in prompt_template:
         raise BundleError(f"prompt_template must contain '{{prompt}}', got {prompt_template!r}")
     if not config.causal:
@@ -182,6 +192,8 @@ def save_bundle(
             "config": dataclasses.asdict(train_config)
             if dataclasses.is_dataclass(train_config) and not isinstance(train_config, type)
             else None,
+            "world_size": world_size,
+            "launch_command": list(launch),
         },
         "safe": unsafe_reason is None,
         "unsafe_reason": unsafe_reason,

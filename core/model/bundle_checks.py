@@ -141,8 +141,16 @@ def check_fields(manifest: Any) -> list[str]:
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
                 problems.append(f"{MANIFEST}: field {label!r} must be {wanted}, got {type(where[name]).__name__}")
     if not problems:
-        if not all(isinstance(a, str) for a in manifest["training"]["command"]):
+        training = manifest["training"]
+        if not all(isinstance(a, str) for a in training["command"]):
             problems.append(f"{MANIFEST}: field 'training.command' must be a list of strings")
+        # world_size and launch_command (a distributed run, core.model.distributed): optional, older bundles lack them
+        size = training.get("world_size", 1)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            problems.append(f"{MANIFEST}: field 'training.world_size' must be an integer >= 1, got {size!r}"[:200])
+        launch = training.get("launch_command", [])
+        if not isinstance(launch, list) or not all(isinstance(a, str) for a in launch):
+            problems.append(f"{MANIFEST}: field 'training.launch_command' must be a list of strings")
         if "{prompt}" not in manifest["prompt_template"]:
             problems.append(f"{MANIFEST}: field 'prompt_template' must contain '{{prompt}}'")
         if manifest["safe"] == (manifest["unsafe_reason"] is not None):

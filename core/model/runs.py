@@ -37,6 +37,7 @@ from pathlib import Path
 
 from core.model.bundle import MANIFEST, check_out_dir, save_bundle
 from core.model.corpus import Corpus
+from core.model.distributed import Ranks
 from core.model.leak import first_failed_probe
 from core.model.run_events import Progress, RunResult, attention_snapshot
 from core.model.run_events import Snapshot as Snapshot  # re-exported: importers of runs.Snapshot
@@ -108,6 +109,8 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
         callback=forward,
         should_stop=should_stop,
     )
+    if path is None:  # only a rank other than 0 of a distributed run writes nothing; the app runs one process
+        raise RuntimeError("train_and_save wrote no bundle")
     manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
     return RunResult(
         path,
@@ -136,13 +139,24 @@ def train_and_save(
     callback: Callable[[TrainEvent], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     overwrite: bool = False,
-) -> tuple[TrainResult, Path]:
+    ranks: Ranks | None = None,
+    launch_command: Sequence[str] | None = None,
+) -> tuple[TrainResult, Path | None]:
     """Train PRESETS[preset_name] on `corpus` and save the bundle (also after an early stop): the part the
     CLI and the app share. The output directory is resolved and checked (check_out_dir) before training,
     so a bad path fails in a second, not after the run. The bundle is marked unsafe when the run's own
-    evaluations broke the leak rule (`leak_unsafe_reason`)."""
-    target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite)
-    result = train(preset_config(preset_name), train_config, corpus, callback=callback, should_stop=should_stop)
+    evaluations broke the leak rule (`leak_unsafe_reason`).
+
+    A distributed run (`ranks` of a joined process group, core.model.distributed): every rank trains, rank 0
+    alone checks the directory and writes the bundle, whose manifest records the world size and
+    `launch_command` (the torchrun line; `command` by default); the other ranks return (result, None)."""
+    ranks = Ranks() if ranks is None else ranks
+    target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite) if ranks.is_main else None
+    result = train(
+        preset_config(preset_name), train_config, corpus, callback=callback, should_stop=should_stop, ranks=ranks
+    )
+    if target is None:
+        return result, None
     path = save_bundle(
         target,
         result.model,
@@ -153,6 +167,8 @@ def train_and_save(
         train_config=train_config,
         overwrite=overwrite,
         unsafe_reason=leak_unsafe_reason(result.history),
+        world_size=ranks.world_size,
+        launch_command=None if launch_command is None else list(launch_command),
     )
     return result, path
 

@@ -23,6 +23,18 @@ and weights are untouched). Its result rides on the EvalRecord and the "eval" ev
 `leak_stop=True` (the CLI's and the app's default, through core.model.train_config.train_config_for) the run
 stops at the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), with stop_reason "leak".
 
+Several processes (`ranks`, core.model.distributed; torchrun starts them): the same loop on every rank.
+Every rank builds the model from the same seed (DistributedDataParallel also broadcasts rank 0's weights);
+`batch_size` stays the global batch, each rank drawing batch_size / N windows from its own seeded generator
+(rank 0's is a single process's); DDP averages the gradients during backward, which for equal shards is the
+gradient of the global batch's mean loss; then clip_grad_norm_ (after that all-reduce) and the optimizer step,
+identical on every rank. The schedule depends on the step alone, and under a time budget on the slowest rank's
+clock, so it does not depend on N. The stop conditions (leak, should_stop, the time budget) are agreed every
+step (`agree_stop`): every rank stops on the same step with the same stop_reason. Evaluation is sharded: rank r
+computes the evaluation batches i with i % N == r and the shares are summed, so the figure is the single
+process's (up to float rounding). Losses are the global batch's, tokens/s counts every rank's tokens. The
+callback runs on rank 0 only; every rank returns the plain GPT.
+
 Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
 """
 
@@ -37,6 +49,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 # document_stream, evaluate_loss, sample_batch, TrainConfig, learning_rate_at: re-exported (release, bench, tests)
 from core.model.batches import document_stream as document_stream
@@ -44,6 +57,17 @@ from core.model.batches import evaluate_loss as evaluate_loss
 from core.model.batches import next_token_loss
 from core.model.batches import sample_batch as sample_batch
 from core.model.corpus import Corpus, check_split_size, split_documents
+from core.model.distributed import (
+    Ranks,
+    agree_stop,
+    all_max,
+    all_mean,
+    all_sum,
+    check_batch_size,
+    check_joined,
+    rank_generator,
+    rank_seed,
+)
 from core.model.gpt import GPT, ModelConfig
 from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model.tokenizer import CharTokenizer
@@ -112,12 +136,15 @@ def train(
     *,
     callback: Callable[[TrainEvent], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    ranks: Ranks | None = None,
 ) -> TrainResult:
     """Build a tokenizer and a GPT for `corpus` and train it; see the module docstring.
 
     The model's vocab_size comes from the tokenizer and its `causal` flag from `train_config.causal`
     (a model_config with causal=False needs train_config.causal=False too). Raises CorpusError when the
-    corpus is too small for the context length.
+    corpus is too small for the context length. `ranks` (default: a single process) places the run in a
+    process group already joined (core.model.distributed.init); DistributedError when batch_size does not
+    split into equal shards or the group is not joined.
     """
     if not isinstance(model_config, ModelConfig) or not isinstance(train_config, TrainConfig):
         raise ValueError(
@@ -132,6 +159,9 @@ def train(
             "remove the causal mask with TrainConfig(causal=False)"
         )
     cfg = train_config
+    ranks = Ranks() if ranks is None else ranks
+    check_batch_size(cfg.batch_size, ranks)
+    check_joined(ranks)
     tokenizer = CharTokenizer.from_text(corpus.text)
     config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size, causal=cfg.causal)
     train_docs, val_docs = split_documents(corpus, cfg.val_fraction, cfg.seed)
@@ -140,9 +170,12 @@ def train(
     check_split_size(train_stream.numel(), val_stream.numel(), config.context_length)
     with _torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = GPT(config)
-        run = _Run(model, cfg, train_stream, val_stream, callback)
+        model = GPT(config)  # the same initial weights on every rank
+        if ranks.rank > 0:
+            torch.manual_seed(rank_seed(cfg.seed, ranks.rank))  # each rank's own dropout; rank 0 keeps its stream
+        run = _Run(model, cfg, train_stream, val_stream, callback if ranks.is_main else None, ranks)
         run.loop(should_stop)
+        run.forward_model = model  # drops the DDP wrapper and its gradient hooks: the caller gets a plain GPT
     model.eval()
     return TrainResult(
         model,
@@ -165,12 +198,19 @@ class _Run:
         train_stream: Tensor,
         val_stream: Tensor,
         callback: Callable[[TrainEvent], None] | None,
+        ranks: Ranks,
     ):
-        self.model, self.cfg, self.callback = model, cfg, callback
+        self.model, self.cfg, self.callback, self.ranks = model, cfg, callback, ranks
         self.train_stream, self.val_stream = train_stream, val_stream
         self.T = model.config.context_length
+        # forward and backward go through DDP, whose backward all-reduces the gradients; evaluation and the
+        # callback see the plain model. No buffers to broadcast: RoPE's tables are computed, not stored.
+        self.forward_model: GPT | DistributedDataParallel = (
+            DistributedDataParallel(model, forward_sync_buffers=False) if ranks.distributed else model
+        )
+        self.shard = check_batch_size(cfg.batch_size, ranks)  # windows per rank per step
         self.optimizer = make_optimizer(model, cfg)
-        self.data_generator = torch.Generator().manual_seed(cfg.seed)
+        self.data_generator = rank_generator(cfg.seed, ranks.rank)  # rank 0: the single process's
         self.history: list[EvalRecord] = []
         self.step_losses: list[float] = []
         self.step = 0
@@ -185,14 +225,10 @@ class _Run:
         self.model.train()
         self.evaluate()
         while self.step < cfg.max_iters:
-            if cfg.leak_stop and first_failed_probe(self.history) is not None:
-                self.stop_reason = "leak"
-                break
-            if should_stop is not None and should_stop():
-                self.stop_reason = "stopped"
-                break
-            if cfg.max_seconds is not None and self.elapsed() >= cfg.max_seconds:
-                self.stop_reason = "max_seconds"
+            wanted = self.stop_wanted(should_stop)
+            agreed = agree_stop([wanted == reason for reason in _STOP_REASONS], self.ranks)  # the same on every rank
+            if any(agreed):
+                self.stop_reason = _STOP_REASONS[agreed.index(True)]
                 break
             loss = self.optimizer_step()
             self.emit("step", loss, self.history[-1].val_loss)
@@ -206,22 +242,36 @@ class _Run:
         last = self.history[-1]
         self.emit("done", last.train_loss, last.val_loss)
 
+    def stop_wanted(self, should_stop: Callable[[], bool] | None) -> str | None:
+        """This rank's reason to stop before the next step, checked in _STOP_REASONS' order, or None."""
+        cfg = self.cfg
+        if cfg.leak_stop and first_failed_probe(self.history) is not None:
+            return "leak"
+        if should_stop is not None and should_stop():
+            return "stopped"
+        if cfg.max_seconds is not None and self.elapsed() >= cfg.max_seconds:
+            return "max_seconds"
+        return None
+
     def optimizer_step(self) -> float:
         cfg = self.cfg
         t0 = time.perf_counter()
-        lr = learning_rate_at(self.step, cfg, elapsed=self.elapsed())
+        elapsed = self.elapsed()
+        if cfg.max_seconds is not None:
+            elapsed = all_max(elapsed, self.ranks)  # one clock, so every rank takes the same learning rate
+        lr = learning_rate_at(self.step, cfg, elapsed=elapsed)
         self.last_lr = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        x, y = sample_batch(self.train_stream, cfg.batch_size, self.T, self.data_generator)  # (B, T), (B, T)
-        loss = next_token_loss(self.model, x, y, fast_attention=self.cfg.fast_attention)
+        x, y = sample_batch(self.train_stream, self.shard, self.T, self.data_generator)  # (B / N, T), (B / N, T)
+        loss = next_token_loss(self.forward_model, x, y, fast_attention=self.cfg.fast_attention)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # under DDP the gradients arrive averaged over the ranks: the global batch's
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
         self.step += 1
-        value = loss.item()
+        value = all_mean(loss.item(), self.ranks)  # the global batch's loss (equal shards); NaN on one is NaN on all
         self.step_losses.append(value)
         self.step_seconds += time.perf_counter() - t0
         return value
@@ -230,7 +280,7 @@ class _Run:
         cfg = self.cfg
 
         def loss_on(stream: Tensor, seed: int) -> float:
-            return evaluate_loss(
+            share = evaluate_loss(
                 self.model,
                 stream,
                 batch_size=cfg.batch_size,
@@ -238,7 +288,9 @@ class _Run:
                 seed=seed,
                 context_length=self.T,
                 fast_attention=cfg.fast_attention,
+                shard=(self.ranks.rank, self.ranks.world_size),
             )
+            return all_sum(share, self.ranks)  # the shares of every rank add up to the mean
 
         train_loss, val_loss = loss_on(self.train_stream, cfg.seed + 1), loss_on(self.val_stream, cfg.seed + 2)
         probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
@@ -300,6 +352,9 @@ class _Run:
             "tokens_per_second": round(self.tokens_per_second(), 1),
             "stop_reason": self.stop_reason,
         }
+
+
+_STOP_REASONS = ("leak", "stopped", "max_seconds")  # checked in this order before every step
 
 
 @contextlib.contextmanager
