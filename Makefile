@@ -29,7 +29,10 @@ chromium:
 		exit 1; \
 	fi
 
+# The warm-up command waits for the lab to answer, then opens it once: the server computes every lab page's default
+# view before the first learner arrives (ui/warmup.py).
 run: $(VENV)/.runtime
+	$(PY) -m ui.warmup --url http://localhost:$(PORT) & \
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address localhost
 
 test: $(VENV)/.dev chromium

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import export, models, projector
+from ui import export, models, projector, warmup
 
 st.set_page_config(page_title="Attention Lab", layout="wide")
 
@@ -31,6 +31,7 @@ PAGES = {
 }
 
 page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" fold
+warmup.start()  # the first run of a server computes every lab page's default view in the background (ui/warmup.py)
 models.sidebar()
 projector.toggle()
 projector.style()

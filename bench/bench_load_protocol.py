@@ -2,6 +2,7 @@
 of them train, timing each session's script runs on one server.
 
 Run:  .venv/bin/python bench/bench_load_protocol.py [--sessions 30] [--trainers 2] [--moves 3] [--ramp 0]
+                                                    [--warmup both|on|off]
 
 bench/bench_load.py drives real Chromium tabs, but on this 2-core machine 30 tabs loading Streamlit's and
 Plotly's JavaScript and drawing take most of the CPU the server needs; in a classroom each learner's browser
@@ -20,6 +21,10 @@ and the second waits its turn, leaving the other core to the pages).
 - Errors: an exception element in any run, a run that does not finish within `--timeout` seconds, or a
   traceback in the server's log. Isolation: after the runs, every learner opens the Training page in its
   own session and must read "No run yet in this session".
+
+- Warm-up: with `--warmup both` (the default) the class arrives twice, at a fresh server each time: once with
+  the server's warm-up (ui/warmup.py) off, as a server meeting its class cold, and once after the warm-up has
+  finished (a teacher opened the lab first, or `make run` did), printing both.
 
 Nothing passes or fails on time.
 """
@@ -46,6 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_browser import percentile  # noqa: E402
 from conftest import streamlit_server  # noqa: E402
 
+WARMED = "warm-up: "  # the line ui/warmup.py writes to the server's log when it has opened every lab page
 LABS = (  # page, the slider a learner moves
     ("score_geometry", "geo_T"),
     ("masks", "mask_len0"),
@@ -161,15 +167,25 @@ async def trainer(url: str, n: int, args, r: Results) -> Session | None:
         return None
 
 
-async def run(args) -> tuple[Results, float]:
+async def run(args, warmed: bool) -> tuple[Results, float]:
     r = Results()
     if args.training_slots is not None:  # else the server's own default (LAB_MAX_TRAINING_RUNS, 1: one core left)
         os.environ["LAB_MAX_TRAINING_RUNS"] = str(args.training_slots)
-    with tempfile.TemporaryDirectory(prefix="bench-load-protocol-") as tmp, streamlit_server(Path(tmp)) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-load-protocol-") as tmp,
+        streamlit_server(Path(tmp), warmup=warmed) as server,
+    ):
         url = server.url.replace("http://", "ws://") + "/_stcore/stream"
         warm = Session(await connect(url))
         await run_script(warm, "", "", [], args.timeout, "warm-up", Results())  # the first run imports torch
         await warm.ws.close()
+        if warmed:  # the teacher opened the lab first: the server's own warm-up (ui/warmup.py) has finished
+            deadline = time.monotonic() + args.timeout
+            while WARMED not in Path(server.log_path).read_text(errors="replace"):
+                if time.monotonic() > deadline:
+                    r.errors.append(f"the server's warm-up did not finish within {args.timeout:g} s")
+                    break
+                await asyncio.sleep(0.5)
         started = time.monotonic()
         jobs = [trainer(url, n, args, r) for n in range(args.trainers)]
         jobs += [learner(url, n, args, r) for n in range(args.sessions - args.trainers)]
@@ -208,14 +224,26 @@ def main(argv: list[str] | None = None) -> None:
         "--training-slots", type=int, default=None, help="LAB_MAX_TRAINING_RUNS for the server (default: its own, 1)"
     )
     parser.add_argument("--ramp", type=float, default=0, help="seconds over which learners arrive (default 0)")
+    parser.add_argument(
+        "--warmup",
+        choices=("both", "on", "off"),
+        default="both",
+        help="the server's warm-up (ui/warmup.py) finished before the class arrives (on), turned off (off), or a "
+        "fresh server for each, one after the other (both, the default)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds one script run may take (default 300)")
     args = parser.parse_args(argv)
     if not 2 <= args.sessions <= 200 or not 0 <= args.trainers < args.sessions or not 0 <= args.moves <= 20:
         parser.error("need 2-200 sessions, fewer trainers than sessions, and 0-20 moves")
-    r, elapsed = asyncio.run(run(args))
+    for warmed in {"both": (False, True), "on": (True,), "off": (False,)}[args.warmup]:
+        report(args, warmed, *asyncio.run(run(args, warmed)))
+
+
+def report(args, warmed: bool, r: Results, elapsed: float) -> None:
     print(
-        f"{args.sessions} sessions ({args.trainers} training), {args.moves} slider moves each, arriving over "
-        f"{args.ramp:g} s; one server on {os.cpu_count()} cores; all done in {elapsed:.1f} s"
+        f"\n{args.sessions} sessions ({args.trainers} training), {args.moves} slider moves each, arriving over "
+        f"{args.ramp:g} s; one server on {os.cpu_count()} cores, its warm-up "
+        f"{'finished before they arrive' if warmed else 'off'}; all done in {elapsed:.1f} s"
     )
     print(summary("first run", r.first_run))
     print(summary("rerun", r.rerun))

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Tiny test models run fastest on one thread, and it leaves the other core to the browser tests' server.
 torch.set_num_threads(int(os.environ.get("LAB_TEST_THREADS", "1")))
 
-# Every suggestion served in a test is recorded (core.telemetry): into a database of the test run's own, never ./telemetry.db.
+# AppTest runs have no server to warm (ui/warmup.py): never let them open a socket to a lab on this machine's 8501.
+os.environ.setdefault("LAB_WARMUP", "0")
+# Every suggestion served in a test is recorded (core.telemetry), into the test run's own database, not ./telemetry.db.
 os.environ.setdefault("LAB_TELEMETRY_DB", str(Path(tempfile.mkdtemp(prefix="lab-telemetry-")) / "telemetry.db"))
 
 settings.register_profile("lab", deadline=None, max_examples=60, derandomize=True)

@@ -212,9 +212,9 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def streamlit_server(log_dir: Path) -> Iterator[Server]:
-    """Serve the lab as `make run` does (`streamlit run app.py`) on a free port in its own process group;
-    kill the group afterwards."""
+def streamlit_server(log_dir: Path, *, warmup: bool = True) -> Iterator[Server]:
+    """Serve the lab as `make run` does (`streamlit run app.py`, its warm-up on unless `warmup=False`) on a free
+    port in its own process group; kill the group afterwards."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = log_dir / f"streamlit-{port}.log"
@@ -236,13 +236,15 @@ def streamlit_server(log_dir: Path) -> Iterator[Server]:
         "none",
     ]
     with open(log_path, "wb") as log:
-        # Runs, the registry and the class database go to this test session's own folders: a developer's local registry
-        # would change which model the pages select, and test runs must not land in the repo's runs/.
+        # Runs, the registry, the class and telemetry databases go to this test session's own folders: a developer's
+        # local registry would change which model the pages select, and test runs must not land in the repo's runs/.
         env = dict(
             os.environ,
             LAB_RUNS_DIR=str(log_dir / "runs"),
             LAB_REGISTRY_DIR=str(log_dir / "registry"),
             LAB_CLASS_DB=str(log_dir / "class.db"),
+            LAB_TELEMETRY_DB=str(log_dir / "telemetry.db"),
+            LAB_WARMUP="1" if warmup else "0",  # tests/conftest.py turns it off for AppTest, not for a real server
             LAB_TEACHER_PASSCODE=TEACHER_PASSCODE,
         )
         proc = subprocess.Popen(
