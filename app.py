@@ -27,6 +27,7 @@ PAGES = {
     ],
     "Release": [
         st.Page("views/release.py", title="Release"),
+        st.Page("views/monitoring.py", title="Monitoring"),
     ],
 }
 

@@ -271,6 +271,8 @@ def _run_generate(args: argparse.Namespace) -> int:
     from core.model.bundle import load_bundle
     from core.model.sampling import MIN_TEMPERATURE, check_seed, generate
     from core.model.tokenizer import EOS_ID
+    from core.telemetry.completions import recording_completion
+    from core.telemetry.store import TelemetryStore
 
     # Every argument is checked before the first character is printed: an error never follows partial output.
     try:
@@ -300,12 +302,22 @@ def _run_generate(args: argparse.Namespace) -> int:
     steps = generate(bundle.model, ids, sample, seed=None if sample.greedy else args.seed, use_cache=use_cache)
     if not args.completion_only:
         sys.stdout.write(args.prompt)
-    for step in steps:
-        if step.token == EOS_ID:
-            break
-        sys.stdout.write(bundle.tokenizer.decode([step.token]))
-        sys.stdout.flush()
+    # The completion is recorded in the telemetry database (core.telemetry, surface 'cli'); a failure there is
+    # counted by the store and changes nothing printed.
+    store = TelemetryStore()
+    with recording_completion(
+        bundle.tokenizer, bundle.config.context_length, args.prompt, template=bundle.manifest["prompt_template"],
+        version=bundle.version, surface="cli", store=store,
+    ) as recorder:  # fmt: skip
+        for step in steps:
+            recorder.step(step)
+            if step.token == EOS_ID:
+                break
+            sys.stdout.write(bundle.tokenizer.decode([step.token]))
+            sys.stdout.flush()
     sys.stdout.write("\n")
+    if not store.health().ok:
+        print(f"note: telemetry is not being recorded: {store.health().last_error}", file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,8 @@
     tune --bundle DIR [--corpus C]                choose the threshold on the validation documents and record it
 
 The library is core.release.policy (what is offered) and core.release.tuning (the threshold); this module
-only parses arguments and prints.
+only parses arguments and prints. Every suggestion is recorded in the telemetry database (core.telemetry, surface
+'cli'); when that fails, stderr says so and the suggestion is printed as ever.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import argparse
 import json
 import sys
 
-from core.release.autocomplete import serve_suggestion
 from core.release.eval_report import EvalConfig
 from core.release.policy import policy_from_manifest
 from core.release.transformer_predictor import load_predictor
 from core.release.tuning import tune_bundle
+from core.telemetry.record import served_suggestion
+from core.telemetry.store import TelemetryStore
 
 
 def register_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +40,13 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
 def _run_suggest(args: argparse.Namespace) -> int:
     predictor, manifest = load_predictor(args.bundle)
     policy = policy_from_manifest(manifest)
-    s = serve_suggestion(predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"))
+    store = TelemetryStore()
+    s, event_id = served_suggestion(
+        predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"),
+        version=manifest["version"], surface="cli", store=store,
+    )  # fmt: skip
+    if event_id is None:
+        print(f"note: telemetry is not being recorded: {store.health().last_error}", file=sys.stderr)
     record = {**s.to_dict(), "predictor": predictor.kind, "version": manifest["version"]}
     if args.json:
         print(json.dumps(record, allow_nan=False))

@@ -9,10 +9,16 @@
                                             the threshold and whether it was tuned, the keystrokes it saves, the
                                             record `python -m core suggest --json` prints
     section(predictor, text, manifest, key) all of these, in that order (the page's suggestion column)
+    record_completion(bundle, text, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
 
 Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
 is drawn again with the appended text. It appends only when the text area still holds the text the suggestion
 was made for: had the learner edited it in the same moment, nothing they typed is replaced or lost.
+
+Telemetry (core.telemetry): each suggestion served is recorded once per new (version, text) of a session, not on
+every rerun, and its outcome when the learner's next text decides it (core.telemetry.record.outcome): the ids
+of the undecided ones are kept in the session (PENDING_KEY). A telemetry failure changes nothing that is served:
+the suggestion is shown, with a caption saying telemetry is not being recorded and why.
 """
 
 from __future__ import annotations
@@ -23,13 +29,21 @@ import streamlit as st
 
 from core.model.tokenizer import CharTokenizer
 from core.release.autocomplete import serve_suggestion
-from core.release.policy import MIN_THRESHOLD, Suggestion, policy_from_manifest
+from core.release.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
 from core.release.predictor import Predictor
+from core.telemetry import completions
+from core.telemetry.record import next_char_class, outcome, served_suggestion
+from core.telemetry.store import TelemetryStore, telemetry_path
+from ui import models, warmup
 from ui.text import escape_markdown
 
 ACCEPT_LABEL = "Accept suggestion"
 ACCEPTED_KEY = "ac_accepted"  # session state: (suggestions accepted, keystrokes they saved)
 STALE_KEY = "ac_accept_stale"  # session state: the last Accept found the text changed and appended nothing
+COMPLETION_RECORDED = "ac_completion_recorded"  # session state: the completion request last recorded
+RECORDED_KEY = "ac_telemetry_recorded"  # session state: the (version, text) whose suggestion was last recorded
+PENDING_KEY = "ac_telemetry_pending"  # session state: [(event id, suggestion, text before)] not yet decided
+MAX_PENDING = 8
 
 STOP_REASONS = {
     "end of document": "the model expects the file to end there",
@@ -48,11 +62,63 @@ def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
             "suggestion. Tune it again: `python -m core tune --bundle DIR`."
         )
         return None
+    template = manifest.get("prompt_template", "{prompt}")
     try:
-        return serve_suggestion(predictor, text, policy, template=manifest.get("prompt_template", "{prompt}"))
+        if st.session_state.get(RECORDED_KEY) == (manifest.get("version"), text) or warmup.visiting():
+            return serve_suggestion(predictor, text, policy, template=template)  # recorded already, or no learner's
+        return _served_and_recorded(predictor, text, policy, template, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
         st.warning(f"This model cannot offer a suggestion: {escape_markdown(e)}.")
         return None
+
+
+@st.cache_resource(max_entries=4)
+def _store(path: str) -> TelemetryStore:
+    return TelemetryStore(path)
+
+
+def telemetry_store() -> TelemetryStore:
+    """The server's telemetry store (LAB_TELEMETRY_DB, else ./telemetry.db), one per path."""
+    return _store(str(telemetry_path()))
+
+
+def _served_and_recorded(
+    predictor: Predictor, text: str, policy: SuggestionPolicy, template: str, manifest: dict
+) -> Suggestion:
+    """served_suggestion (surface 'page'), after the outcomes this text decides; raises serving's ValueError."""
+    store = telemetry_store()
+    version = str(manifest.get("version") or "unknown")
+    try:
+        recorded = _mature(store, text)
+    except Exception:  # noqa: BLE001 - telemetry never changes what is served
+        recorded = False
+    s, event_id = served_suggestion(
+        predictor, text, policy, template=template, version=version, surface="page", session=models.session_id(),
+        store=store,
+    )  # fmt: skip
+    st.session_state[RECORDED_KEY] = (manifest.get("version"), text)
+    if event_id is not None and s.text:
+        pending = st.session_state.setdefault(PENDING_KEY, [])
+        pending.append((event_id, s.text, text))
+        del pending[:-MAX_PENDING]
+    if event_id is None or not recorded:
+        why = store.health().last_error or "the telemetry database could not be written"
+        st.caption(f"Telemetry is not being recorded: {escape_markdown(why)}. The suggestion is served anyway.")
+    return s
+
+
+def _mature(store: TelemetryStore, text: str) -> bool:
+    """Record the outcome of every pending suggestion that `text` decides; keep the undecided ones. False when a
+    decided outcome could not be written."""
+    kept, ok = [], True
+    for event_id, suggested, before in st.session_state.get(PENDING_KEY, []):
+        decided = outcome(suggested, before, text)
+        if decided is None:
+            kept.append((event_id, suggested, before))
+        else:
+            ok = store.set_outcome(event_id, decided, next_char_class(before, text)) and ok
+    st.session_state[PENDING_KEY] = kept
+    return ok
 
 
 def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
@@ -151,3 +217,21 @@ def accept_button(key: str, text: str, s: Suggestion | None) -> None:
     accepted, saved = st.session_state.get(ACCEPTED_KEY, (0, 0))
     if accepted:
         st.caption(f"This session: {accepted} suggestion(s) accepted, {saved} keystroke(s) saved.")
+
+
+def record_completion(bundle, text: str, shown, waited_ms: float, settings: tuple) -> None:
+    """The completion this session was shown, into the telemetry, once per new request (a rerun caused by another
+    widget records nothing); the latency is what this session waited (a cached completion: the lookup)."""
+    request = (bundle.version, text, settings, shown.use_cache)
+    if st.session_state.get(COMPLETION_RECORDED) == request or warmup.visiting():
+        return
+    st.session_state[COMPLETION_RECORDED] = request
+    store = telemetry_store()
+    template = bundle.manifest.get("prompt_template", "{prompt}")
+    recorded = completions.record_completion(
+        store, bundle.model, bundle.tokenizer, text, shown, waited_ms,
+        template=template, version=bundle.version, surface="page", session=models.session_id(),
+    )  # fmt: skip
+    if recorded is None:
+        why = store.health().last_error or "the telemetry database could not be written"
+        st.caption(f"Telemetry is not being recorded: {escape_markdown(why)}. The completion is shown anyway.")

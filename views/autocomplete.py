@@ -286,8 +286,11 @@ with cols[1]:
 with cols[2]:
     use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
 
+asked = time.perf_counter()
 with_cache, without_cache = _completions(bundle, bundle.version, prompt.ids, filter_values, length, seed)
 shown = with_cache if use_cache else without_cache
+waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
+suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
 
 ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
 st.markdown(

@@ -1,0 +1,2 @@
+"""Telemetry: what the served model did, by exact model version: recorded (store, record), replayed (traffic),
+summed (monitor)."""

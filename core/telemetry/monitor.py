@@ -1,0 +1,336 @@
+"""What the Monitoring page shows: pure functions over the telemetry store's rows, per model version side by side.
+
+    load(store, kind, surfaces)   the events (dicts of core.telemetry.store.COLUMNS), oldest first
+    versions(rows)                the versions present, in the order they were first served
+    health(rows)                  per version: requests, errors, latency p50 / p95 (ms)
+    over_time(rows)               the same per version and time bucket (a minute, an hour or a day: bucket_width)
+    input_quality(rows)           per version: mean prompt length, share with unseen characters, share truncated
+    predictions(rows)             per version: the top-1 probability histogram over BINS, mean top-1 and entropy,
+                                  the share shown (clearing the threshold)
+    outcomes(rows)                per version: shown, matured, accepted; acceptance rate = accepted / matured
+                                  among the shown suggestions whose outcome has matured
+    slices(rows, family)          the same figures per slice of the evaluation (core.release.slices), per version
+    drift(live_top1, reference_top1)  the population stability index of the live top-1 distribution against
+                                  the release-time reference, and the verdict of DRIFT_RULE
+
+Percentiles are nearest-rank: the p-th percentile of n sorted values v_1 <= ... <= v_n is v_k with
+k = ceil(p / 100 * n) (at least 1), a value that was actually measured. Latency figures include the requests that
+failed (the learner waited for them too). A row with no slice label (a page suggestion whose next character is
+not typed yet has no char_class) is counted under UNLABELLED.
+
+Drift: the release-time reference is the version's held-out split replayed through the same serving path
+(core.telemetry.traffic.replay with store=None, REFERENCE_SEED, REFERENCE_EVENTS), since the evaluation report
+keeps no distribution of top-1 probabilities. PSI = sum over bins of (live - ref) * ln(live / ref) on the shares,
+each share smoothed with PSI_PSEUDO counts per bin ((count + 0.5) / (n + 0.5 * bins), Jeffreys) so an empty bin
+neither gives infinity nor, with a few hundred events, dominates the index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.release.slices import slice_names
+from core.telemetry.store import MAX_READ, TelemetryStore
+
+BINS = tuple(round(0.1 * i, 1) for i in range(11))  # top-1 probability bins [0, 0.1), ..., [0.9, 1.0]
+BIN_LABELS = tuple(f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(BINS, BINS[1:]))
+PSI_WARN = 0.2  # the usual reading: < 0.1 stable, 0.1-0.2 a moderate shift, > 0.2 a significant one
+MIN_DRIFT_EVENTS = 100  # live events of the version before a verdict is given
+MIN_REFERENCE_EVENTS = 50
+PSI_PSEUDO = 0.5
+REFERENCE_SEED = 0
+REFERENCE_EVENTS = 300
+DRIFT_RULE = (
+    f"Warn when the population stability index of the top-1 probability over {len(BIN_LABELS)} bins exceeds "
+    f"{PSI_WARN} with at least {MIN_DRIFT_EVENTS} live events; with fewer, no verdict (not enough traffic yet)."
+)
+FAMILY_COLUMNS = {"char_class": "char_class", "column": "column_bucket", "indent": "indent", "document": "document"}
+UNLABELLED = "(not known yet)"
+BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    version: str
+    bucket: str | None  # the time bucket's start, None for all of it
+    requests: int
+    errors: int
+    error_rate: float
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+
+@dataclass(frozen=True)
+class QualityRow:
+    version: str
+    requests: int
+    mean_prompt_chars: float
+    share_unseen: float  # with at least one character outside the vocabulary
+    share_truncated: float
+
+
+@dataclass(frozen=True)
+class PredictionRow:
+    version: str
+    predicted: int  # events with a distribution (not failed)
+    histogram: tuple[int, ...]  # counts per BINS bin
+    mean_top1: float | None
+    mean_entropy_nats: float | None
+    shown: int
+    shown_rate: float | None  # shown / events with a suggestion decision
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    version: str
+    shown: int
+    matured: int  # shown, with a matured outcome
+    accepted: int
+    typed_other: int
+    acceptance_rate: float | None  # accepted / matured
+
+
+@dataclass(frozen=True)
+class SliceRow:
+    version: str
+    family: str
+    name: str
+    requests: int
+    shown: int
+    matured: int
+    accepted: int
+    acceptance_rate: float | None
+    mean_top1: float | None
+
+
+@dataclass(frozen=True)
+class Drift:
+    psi: float | None
+    live: int
+    reference: int
+    live_shares: tuple[float, ...]  # per bin
+    reference_shares: tuple[float, ...]
+    verdict: str  # "warning", "stable", "not enough traffic", "no reference"
+    message: str
+
+
+def load(
+    store: TelemetryStore,
+    *,
+    kind: str | None = "suggestion",
+    surfaces: Iterable[str] | None = None,
+    limit: int = MAX_READ,
+) -> list[dict]:
+    """The store's most recent `limit` events of `kind` (None: every kind) from `surfaces` (None: all)."""
+    allowed = None if surfaces is None else set(surfaces)
+    return [
+        r
+        for r in store.rows(limit)
+        if (kind is None or r["kind"] == kind) and (allowed is None or r["surface"] in allowed)
+    ]
+
+
+def versions(rows: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["version"] for r in rows))
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Nearest rank (see the module docstring); None for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    if not 0 < q <= 100:
+        raise ValueError(f"q must lie in (0, 100], got {q!r}")
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _rate(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _by(rows: Sequence[dict], key: Callable[[dict], object]) -> dict:
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def _health(version: str, bucket: str | None, group: Sequence[dict]) -> HealthRow:
+    latencies = [r["latency_ms"] for r in group]
+    errors = sum(r["error"] is not None for r in group)
+    return HealthRow(
+        version, bucket, len(group), errors, errors / len(group), percentile(latencies, 50), percentile(latencies, 95)
+    )
+
+
+def health(rows: Sequence[dict]) -> list[HealthRow]:
+    groups = _by(rows, lambda r: r["version"])
+    return [_health(v, None, groups[v]) for v in versions(rows)]
+
+
+def bucket_width(rows: Sequence[dict]) -> str:
+    """The bucket that gives a readable chart: a minute for up to two hours of events, an hour for up to two
+    days, else a day."""
+    if not rows:
+        return "minute"
+    span = (_time(rows[-1]["at"]) - _time(rows[0]["at"])).total_seconds()
+    return "minute" if span <= 7200 else ("hour" if span <= 2 * 86400 else "day")
+
+
+def bucket_of(at: str, width: str) -> str:
+    """The UTC start of the bucket holding the time `at` (ISO 8601), as 'YYYY-MM-DD HH:MM'."""
+    seconds = BUCKETS[width]
+    t = _time(at)
+    start = dt.datetime.fromtimestamp(t.timestamp() // seconds * seconds, dt.UTC)
+    return start.strftime("%Y-%m-%d %H:%M")
+
+
+def over_time(rows: Sequence[dict], width: str | None = None) -> list[HealthRow]:
+    """health() per version and bucket (every version's buckets in time order, versions as in versions())."""
+    width = width or bucket_width(rows)
+    groups = _by(rows, lambda r: (r["version"], bucket_of(r["at"], width)))
+    return [_health(v, b, groups[(v, b)]) for v in versions(rows) for b in sorted(b for (w, b) in groups if w == v)]
+
+
+def input_quality(rows: Sequence[dict]) -> list[QualityRow]:
+    groups = _by(rows, lambda r: r["version"])
+    out = []
+    for v in versions(rows):
+        g = groups[v]
+        out.append(
+            QualityRow(
+                v,
+                len(g),
+                math.fsum(r["prompt_chars"] for r in g) / len(g),
+                sum(r["unseen_chars"] > 0 for r in g) / len(g),
+                sum(bool(r["truncated"]) for r in g) / len(g),
+            )
+        )
+    return out
+
+
+def histogram(values: Iterable[float]) -> tuple[int, ...]:
+    """Counts per BINS bin; 1.0 falls in the last bin."""
+    v = np.clip(np.asarray(list(values), dtype=np.float64), 0.0, 1.0)
+    index = np.minimum((v * 10).astype(np.int64), len(BIN_LABELS) - 1)  # bin i holds [i/10, (i+1)/10)
+    return tuple(int(c) for c in np.bincount(index, minlength=len(BIN_LABELS)))
+
+
+def predictions(rows: Sequence[dict]) -> list[PredictionRow]:
+    groups = _by(rows, lambda r: r["version"])
+    out = []
+    for v in versions(rows):
+        g = groups[v]
+        top1 = [r["top1_prob"] for r in g if r["top1_prob"] is not None]
+        entropy = [r["entropy_nats"] for r in g if r["entropy_nats"] is not None]
+        decided = [r for r in g if r["shown"] is not None]
+        shown = sum(r["shown"] == 1 for r in decided)
+        out.append(
+            PredictionRow(v, len(top1), histogram(top1), _mean(top1), _mean(entropy), shown, _rate(shown, len(decided)))
+        )
+    return out
+
+
+def _outcome_counts(group: Sequence[dict]) -> tuple[int, int, int, int]:
+    shown = [r for r in group if r["shown"] == 1]
+    accepted = sum(r["outcome"] == "accepted" for r in shown)
+    other = sum(r["outcome"] == "typed_other" for r in shown)
+    return len(shown), accepted + other, accepted, other
+
+
+def outcomes(rows: Sequence[dict]) -> list[OutcomeRow]:
+    groups = _by(rows, lambda r: r["version"])
+    out = []
+    for v in versions(rows):
+        shown, matured, accepted, other = _outcome_counts(groups[v])
+        out.append(OutcomeRow(v, shown, matured, accepted, other, _rate(accepted, matured)))
+    return out
+
+
+def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
+    """Per version, per slice of `family` (a core.release.eval_report.SLICE_FAMILIES name), in the evaluation's
+    reading order (core.release.slices.slice_names), UNLABELLED last."""
+    if family not in FAMILY_COLUMNS:
+        raise ValueError(f"family must be one of {tuple(FAMILY_COLUMNS)}, got {family!r}")
+    column = FAMILY_COLUMNS[family]
+    labelled = np.array([r[column] for r in rows if r[column] is not None], dtype=object)
+    order = slice_names(family, labelled) + ([UNLABELLED] if any(r[column] is None for r in rows) else [])
+    groups = _by(rows, lambda r: (r["version"], UNLABELLED if r[column] is None else r[column]))
+    out = []
+    for v in versions(rows):
+        for name in order:
+            g = groups.get((v, name))
+            if not g:
+                continue
+            shown, matured, accepted, _ = _outcome_counts(g)
+            top1 = [r["top1_prob"] for r in g if r["top1_prob"] is not None]
+            out.append(
+                SliceRow(v, family, name, len(g), shown, matured, accepted, _rate(accepted, matured), _mean(top1))
+            )
+    return out
+
+
+def shares(counts: Sequence[int]) -> tuple[float, ...]:
+    total = sum(counts)
+    return tuple(c / total for c in counts) if total else tuple(0.0 for _ in counts)
+
+
+def smoothed(counts: Sequence[int]) -> tuple[float, ...]:
+    total = sum(counts) + PSI_PSEUDO * len(counts)
+    return tuple((c + PSI_PSEUDO) / total for c in counts)
+
+
+def psi(live_counts: Sequence[int], reference_counts: Sequence[int]) -> float:
+    """Population stability index of two histograms over the same bins (shares smoothed, see the docstring)."""
+    if len(live_counts) != len(reference_counts) or not sum(live_counts) or not sum(reference_counts):
+        raise ValueError("psi needs two non-empty histograms over the same bins")
+    a, e = smoothed(live_counts), smoothed(reference_counts)
+    return math.fsum((x - y) * math.log(x / y) for x, y in zip(a, e))
+
+
+def drift(live_top1: Sequence[float], reference_top1: Sequence[float] | None) -> Drift:
+    """The served version's live top-1 probabilities against its release-time reference, judged by DRIFT_RULE."""
+    live = histogram(live_top1)
+    ref = histogram(reference_top1 or ())
+    n, m = sum(live), sum(ref)
+    if reference_top1 is None or m < MIN_REFERENCE_EVENTS:
+        why = (
+            f"No release-time reference: it needs at least {MIN_REFERENCE_EVENTS} suggestions on the version's "
+            f"held-out documents, and has {m}."
+        )
+        return Drift(None, n, m, shares(live), shares(ref), "no reference", why)
+    if n == 0:
+        why = f"Not enough traffic yet: no live suggestions of this version ({MIN_DRIFT_EVENTS} needed)."
+        return Drift(None, n, m, shares(live), shares(ref), "not enough traffic", why)
+    value = psi(live, ref)
+    if n < MIN_DRIFT_EVENTS:
+        verdict, message = (
+            "not enough traffic",
+            f"Not enough traffic yet: {n} live suggestions, {MIN_DRIFT_EVENTS} needed for a verdict "
+            f"(PSI so far {value:.3f}).",
+        )
+    elif value > PSI_WARN:
+        verdict, message = (
+            "warning",
+            f"Warning: the live top-1 distribution has drifted from the release-time one (PSI {value:.3f} > "
+            f"{PSI_WARN} over {n} live suggestions).",
+        )
+    else:
+        verdict, message = (
+            "stable",
+            f"Stable: PSI {value:.3f} <= {PSI_WARN} over {n} live suggestions against {m} at release time.",
+        )
+    return Drift(value, n, m, shares(live), shares(ref), verdict, message)
+
+
+def _time(at: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(at)

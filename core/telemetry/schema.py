@@ -1,0 +1,142 @@
+"""What one telemetry event is: the Event a surface measures, the `events` table, its migrations, and the row.
+
+Event                     one served request (core.telemetry.record fills it in)
+MIGRATIONS                MIGRATIONS[i] brings schema i to i + 1 (core.telemetry.store applies them); the
+                          current schema is len(MIGRATIONS), so schema 2 is one more entry
+COLUMNS                   the columns of `events`, in order (what TelemetryStore.rows returns)
+event_row(event, hash_text, store_text)  the row's values, checked and bounded: text columns cut to their
+                          limits, NaN and infinity stored as NULL, the text replaced by its salted hash unless
+                          text storage is on (see core.telemetry.store)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+SURFACES = ("page", "cli", "synthetic")
+KINDS = ("suggestion", "completion")
+OUTCOMES = ("accepted", "typed_other")
+MAX_TEXT_CHARS = 2000  # of the learner's text, when text storage is on
+MAX_ERROR_CHARS = 200
+MAX_LABEL_CHARS = 200  # slice names, documents
+
+_V1 = (
+    """CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        surface TEXT NOT NULL CHECK (surface IN ('page', 'cli', 'synthetic')),
+        kind TEXT NOT NULL CHECK (kind IN ('suggestion', 'completion')),
+        version TEXT NOT NULL,
+        predictor TEXT,
+        policy_version INTEGER,
+        session TEXT,
+        prompt_chars INTEGER NOT NULL,
+        unseen_chars INTEGER NOT NULL,
+        truncated INTEGER NOT NULL CHECK (truncated IN (0, 1)),
+        prompt_hash TEXT NOT NULL,
+        text TEXT,
+        top1_prob REAL,
+        entropy_nats REAL,
+        suggestion_chars INTEGER,
+        shown INTEGER CHECK (shown IS NULL OR shown IN (0, 1)),
+        latency_ms REAL NOT NULL,
+        error TEXT,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN ('accepted', 'typed_other')),
+        char_class TEXT,
+        column_bucket TEXT,
+        indent TEXT,
+        document TEXT
+    )""",
+    "CREATE INDEX events_by_version ON events (version, at)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)  # MIGRATIONS[i]: schema i -> i + 1; the version is its length
+
+COLUMNS = (
+    "id at surface kind version predictor policy_version session prompt_chars unseen_chars truncated prompt_hash "
+    "text top1_prob entropy_nats suggestion_chars shown latency_ms error outcome char_class column_bucket indent "
+    "document"
+).split()
+
+
+@dataclass(frozen=True)
+class Event:
+    """One served request, as core.telemetry.record measures it (the store adds id, time and hashes)."""
+
+    surface: str  # SURFACES
+    kind: str  # KINDS
+    version: str  # the bundle's version (hash)
+    text: str  # the prompt as typed: hashed; stored only with LAB_TELEMETRY_STORE_TEXT=1
+    prompt_chars: int
+    unseen_chars: int  # characters the model reads that are outside its vocabulary (read as <unk>)
+    truncated: bool  # the prompt was longer than the context the model reads
+    latency_ms: float
+    predictor: str | None = None  # "transformer", "ngram", "rule"
+    policy_version: int | None = None
+    session: str | None = None  # an opaque id (stored salted and hashed)
+    top1_prob: float | None = None  # of the next-character distribution
+    entropy_nats: float | None = None
+    suggestion_chars: int | None = None
+    shown: bool | None = None  # the suggestion clears the threshold
+    error: str | None = None
+    outcome: str | None = None  # OUTCOMES, when known at once (synthetic traffic)
+    char_class: str | None = None  # the evaluation's slices of the position (core.release.slices)
+    column_bucket: str | None = None
+    indent: str | None = None
+    document: str | None = None
+
+
+def event_row(event: Event, hash_text: Callable[[str], str], store_text: bool) -> dict:
+    """The values of the events row for `event` (every column but id), checked and bounded; `hash_text` is the
+    store's salted hash. ValueError for an event no surface should make."""
+    if not isinstance(event, Event):
+        raise ValueError(f"record() takes an Event, got {type(event).__name__}")
+    if event.surface not in SURFACES or event.kind not in KINDS:
+        raise ValueError(
+            f"surface must be one of {SURFACES} and kind one of {KINDS}, got {event.surface!r}, {event.kind!r}"
+        )
+    if event.outcome is not None and event.outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be None or one of {OUTCOMES}, got {event.outcome!r}")
+    if not isinstance(event.text, str):
+        raise ValueError(f"text must be a str, got {type(event.text).__name__}")
+    row = {f.name: getattr(event, f.name) for f in fields(Event)}
+    row.update(
+        at=_now(),
+        version=label(event.version, 64),
+        predictor=label(event.predictor, 32),
+        policy_version=None if event.policy_version is None else int(event.policy_version),
+        session=None if event.session is None else hash_text("session:" + str(event.session))[:16],
+        prompt_chars=int(event.prompt_chars),
+        unseen_chars=int(event.unseen_chars),
+        truncated=int(bool(event.truncated)),
+        prompt_hash=hash_text(event.text),
+        text=event.text[-MAX_TEXT_CHARS:] if store_text else None,
+        top1_prob=_real(event.top1_prob),
+        entropy_nats=_real(event.entropy_nats),
+        suggestion_chars=None if event.suggestion_chars is None else int(event.suggestion_chars),
+        shown=None if event.shown is None else int(bool(event.shown)),
+        latency_ms=_real(event.latency_ms) or 0.0,
+        error=label(event.error, MAX_ERROR_CHARS),
+        **{k: label(getattr(event, k)) for k in ("char_class", "column_bucket", "indent", "document")},
+    )
+    return row
+
+
+def label(value: object, limit: int = MAX_LABEL_CHARS) -> str | None:
+    """A text column's value: str, at most `limit` characters (None stays None)."""
+    return None if value is None else str(value)[:limit]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def _real(value: object) -> float | None:
+    """A finite float, else None: a NaN never reaches the database."""
+    if value is None or isinstance(value, bool):
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) else None

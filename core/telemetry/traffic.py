@@ -1,0 +1,159 @@
+"""Synthetic traffic: held-out text replayed as typing, every suggestion served and recorded as a learner's would be.
+
+    replay(source, documents, *, seed, sessions, store, max_events, ...)   Replay: the counts and each event's
+                                  top-1 probability; with store=None nothing is written (the release-time
+                                  reference of core.telemetry.monitor.drift is such a replay of the held-out split)
+
+The typist is the evaluation's (core.release.typing_sim): the stretches it types are typing_segments of the
+documents (seeded), and at every position of a stretch it is served a suggestion, through
+core.telemetry.record.measure_suggestion, the path every surface serves through. It accepts a suggestion exactly
+when it is shown and the text goes on with it (skipping its characters), else types one character. A session
+types every `sessions`-th stretch of a seeded shuffle, the sessions taking turns; an event's outcome is decided
+from the real next characters, and its slices are slice_labels of the document at that position
+(core.release.slices). A stretch is typed from the start of its document (an empty text is a document start), so
+the model reads the document, not the ones before it. Everything is fixed by the seed but the latencies (and the
+times).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+from core.model.bundle import Bundle
+from core.model.corpus import Document
+from core.release.baseline_bundle import BaselineBundle
+from core.release.eval_report import EvalConfig
+from core.release.policy import SuggestionPolicy, policy_from_manifest
+from core.release.predictor import Predictor
+from core.release.slices import slice_labels
+from core.release.transformer_predictor import TransformerPredictor
+from core.release.typing_sim import typing_segments
+from core.telemetry.record import measure_suggestion, suggestion_event
+from core.telemetry.store import SURFACES, TelemetryStore
+
+MAX_EVENTS = 5000  # suggestions one replay serves at most
+MAX_SESSIONS = 100
+SEGMENT_CHARS = 120  # characters of one typed stretch
+
+
+@dataclass(frozen=True)
+class Replay:
+    version: str
+    events: int  # suggestions served
+    recorded: int  # events the store kept
+    shown: int
+    accepted: int
+    errors: int
+    top1: tuple[float, ...]  # each event's top-1 probability (serving errors have none)
+
+
+def replay(
+    source: Bundle | BaselineBundle | Predictor,
+    documents: Sequence[Document],
+    *,
+    seed: int,
+    sessions: int = 3,
+    surface: str = "synthetic",
+    store: TelemetryStore | None,
+    max_events: int = 200,
+    policy: SuggestionPolicy | None = None,
+    template: str | None = None,
+    version: str | None = None,
+) -> Replay:
+    """Type `documents` as `sessions` seeded users for at most `max_events` suggestions (fewer when the documents
+    run out: up to about 20 characters per event are set out to type; see the module docstring).
+    A bundle brings its predictor, policy, prompt template and version; a bare predictor needs `version` (and
+    takes the default policy and "{prompt}" unless given)."""
+    predictor, policy, template, version = _serving(source, policy, template, version)
+    for name, value, high in (("max_events", max_events, MAX_EVENTS), ("sessions", sessions, MAX_SESSIONS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if surface not in SURFACES:
+        raise ValueError(f"surface must be one of {SURFACES}, got {surface!r}")
+    documents = [d for d in documents if isinstance(d, Document) and d.text]
+    if not documents:
+        raise ValueError("no documents to type: pass held-out documents with some text")
+    config = EvalConfig(typing_chars=20 * max_events, segment_chars=SEGMENT_CHARS, seed=seed)
+    starts, at = [], 0
+    for doc in documents:  # the stream position of each document's first character (each ends with <eos>)
+        starts.append(at)
+        at += len(doc.text) + 1
+    stretches = typing_segments(documents, config)
+    random.Random(seed).shuffle(stretches)
+    labels: dict[int, dict] = {}  # document index -> its slice labels, made when it is first typed
+    counts = {"events": 0, "recorded": 0, "shown": 0, "accepted": 0, "errors": 0}
+    top1: list[float] = []
+
+    def positions(k: int) -> Generator[tuple[Document, dict, int], int, None]:
+        """Session k's typing: (document, its labels, position) of each suggestion it is served; the caller
+        sends back how many characters the typist moved on."""
+        for seg in stretches[k::sessions]:
+            doc = documents[seg.document]
+            marks = labels.setdefault(seg.document, slice_labels([doc]))
+            i, stop = seg.start - starts[seg.document], seg.stop - starts[seg.document]
+            while i < stop:
+                i += yield doc, marks, i
+
+    # The sessions take turns, one suggestion each, like users typing at the same time.
+    typists = {k: positions(k) for k in range(sessions)}
+    moves: dict[int, int | None] = {k: None for k in typists}  # None starts a typist
+    while typists and counts["events"] < max_events:
+        for k in list(typists):
+            if counts["events"] >= max_events:
+                break
+            try:
+                move = moves[k]
+                doc, marks, i = next(typists[k]) if move is None else typists[k].send(move)
+            except StopIteration:
+                del typists[k]
+                continue
+            text = doc.text[:i]
+            served, seen, error = measure_suggestion(predictor, text, policy, template=template)
+            slices = {
+                "char_class": str(marks["char_class"][i]),
+                "column_bucket": str(marks["column"][i]),
+                "indent": str(marks["indent"][i]),
+                "document": doc.name,
+            }
+            event = suggestion_event(
+                predictor, text, policy, seen, served, version=version, surface=surface,
+                session=f"synthetic-{seed}-{k}", slices=slices, typed_next=doc.text[i:],
+            )  # fmt: skip
+            counts["events"] += 1
+            if store is not None and store.record(event) is not None:
+                counts["recorded"] += 1
+            if seen.top1_prob is not None:
+                top1.append(seen.top1_prob)
+            moves[k] = 1  # typed one character
+            if error is not None or served is None:
+                counts["errors"] += 1
+                continue
+            counts["shown"] += served.shown
+            if served.shown and event.outcome == "accepted":
+                counts["accepted"] += 1
+                moves[k] = len(served.text)  # one Tab instead of its characters
+    return Replay(version=version, top1=tuple(top1), **counts)
+
+
+def _serving(source, policy, template, version) -> tuple[Predictor, SuggestionPolicy, str, str]:
+    """(predictor, policy, template, version) of a bundle or a bare predictor."""
+    if isinstance(source, (Bundle, BaselineBundle)):
+        manifest = source.manifest
+        predictor = (
+            TransformerPredictor(source.model, source.tokenizer) if isinstance(source, Bundle) else source.predictor
+        )
+        return (
+            predictor,
+            policy or policy_from_manifest(manifest),
+            template or manifest.get("prompt_template", "{prompt}"),
+            version or manifest["version"],
+        )
+    if not hasattr(source, "continuations") or not hasattr(source, "tokenizer"):
+        raise ValueError(f"source must be a Bundle, a BaselineBundle or a Predictor, got {type(source).__name__}")
+    if not isinstance(version, str) or not version:
+        raise ValueError("a bare predictor needs version= (the bundle version its events are recorded under)")
+    return source, policy or SuggestionPolicy(), template or "{prompt}", version

@@ -1,0 +1,219 @@
+"""core.telemetry.record: what is served is exactly serve_suggestion's, the recorded distribution is the model's
+own (an independent float64 softmax of its logits), input quality is counted, errors are recorded and raised, a
+broken store changes nothing served, and outcomes mature by the stated rule."""
+
+import json
+import math
+
+import pytest
+import torch
+from bundles import tiny_model
+
+from core.agreement import allowance, float64_copy, model_terms
+from core.model.corpus import Document
+from core.model.prompt import encode_for_model
+from core.model.sampling import SampleConfig, generate, start_ids
+from core.model.tokenizer import EOS_ID
+from core.release.autocomplete import serve_suggestion
+from core.release.baseline_bundle import load_baseline
+from core.release.completion import complete
+from core.release.policy import MAX_CHARS, SuggestionPolicy, policy_from_manifest
+from core.release.slices import slice_labels
+from core.release.transformer_predictor import TransformerPredictor
+from core.release.typing_sim import MAX_CONTEXT
+from core.telemetry.completions import recording_completion, served_completion
+from core.telemetry.record import outcome, position_slices, served_suggestion
+from core.telemetry.store import TelemetryStore
+
+from .helpers import TOY, ngram_bundle, toy_corpus
+
+PROMPTS = ["", "def add3(a, b):\n    ret", "def add7(a, b):\n    return a + ", "é∑ x = ", "x" * 200]
+
+
+@pytest.fixture(scope="module")
+def ngram(tmp_path_factory):
+    root = tmp_path_factory.mktemp("record")
+    return load_baseline(ngram_bundle(root, toy_corpus(root)))
+
+
+def independent_figures(logits: torch.Tensor) -> tuple[float, float]:
+    """Top-1 probability and entropy of softmax(logits) with math, term by term, in float64."""
+    values = [float(v) for v in logits.double()]
+    m = max(values)
+    weights = [math.exp(v - m) for v in values]
+    z = math.fsum(weights)
+    probs = [w / z for w in weights]
+    return max(probs), -math.fsum(p * math.log(p) for p in probs if p > 0)
+
+
+def test_the_suggestion_is_serve_suggestions_and_each_one_is_recorded(ngram, trained_bundle, tmp_path):
+    store = TelemetryStore(tmp_path / "t.db")
+    transformer = TransformerPredictor(trained_bundle.model, trained_bundle.tokenizer)
+    for predictor, manifest in ((ngram.predictor, ngram.manifest), (transformer, trained_bundle.manifest)):
+        policy = policy_from_manifest(manifest)
+        for text in PROMPTS:
+            s, event_id = served_suggestion(
+                predictor, text, policy, version=manifest["version"], surface="cli", session="s", store=store
+            )
+            assert s == serve_suggestion(predictor, text, policy) and event_id is not None
+    rows = store.rows()
+    assert len(rows) == 2 * len(PROMPTS)
+    assert [r["suggestion_chars"] for r in rows[: len(PROMPTS)]] == [
+        len(serve_suggestion(ngram.predictor, t, policy_from_manifest(ngram.manifest)).text) for t in PROMPTS
+    ]
+    assert {r["predictor"] for r in rows} == {"ngram", "transformer"} and all(r["latency_ms"] > 0 for r in rows)
+    assert any(r["shown"] == 1 for r in rows) and any(r["shown"] == 0 for r in rows)  # both cases were met
+
+
+@pytest.mark.parametrize("spread", [1.0, 20.0])  # near-uniform, and far from it (large logits)
+def test_the_recorded_distribution_is_an_independent_float64_softmax_of_the_models_logits(spread, tmp_path):
+    small, tok = tiny_model(seed=3, spread=spread)
+    model = float64_copy(small)
+    config = model.config
+    predictor = TransformerPredictor(model, tok)
+    store = TelemetryStore(tmp_path / "t.db")
+    kept = max(config.context_length - MAX_CHARS, config.context_length // 2, 1)  # what continuations reads
+    for text in PROMPTS:
+        served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="cli", store=store)
+        ids = start_ids(encode_for_model(tok, text, MAX_CONTEXT).ids)[-kept:]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1]  # (V,) uncached, float64
+        top1, entropy = independent_figures(logits)
+        row = store.rows()[-1]
+        # Two float64 computations of the same logits (cached fast attention against a plain forward) differ by
+        # rounding over the model's longest sums; the softmax adds a V-term sum.
+        tol = allowance(torch.float64, model_terms(config) + config.vocab_size, float(logits.abs().max()))
+        assert abs(row["top1_prob"] - top1) <= tol and abs(row["entropy_nats"] - entropy) <= tol
+    # A wrong window (the context one character short) is far outside that tolerance.
+    text = "def add(a, b):\n    return a + "
+    ids = start_ids(encode_for_model(tok, text, MAX_CONTEXT).ids)[-kept:]
+    with torch.no_grad():
+        shifted = independent_figures(model(torch.tensor([ids[:-1]])).logits[0, -1])
+    served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="cli", store=store)
+    row = store.rows()[-1]
+    assert abs(row["top1_prob"] - shifted[0]) + abs(row["entropy_nats"] - shifted[1]) > 1e3 * tol
+
+
+def test_input_quality_counts_unseen_characters_and_the_cut_to_the_context(trained_bundle, tmp_path):
+    store = TelemetryStore(tmp_path / "t.db")
+    predictor = TransformerPredictor(trained_bundle.model, trained_bundle.tokenizer)
+    L = trained_bundle.config.context_length
+    vocab = set(trained_bundle.tokenizer.chars)
+    texts = ["é∑ é", "x" * (L + 5) + "é", "def add(a, b):"]
+    for text in texts:
+        served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="page", store=store)
+    for text, row in zip(texts, store.rows()):
+        assert row["prompt_chars"] == len(text)
+        assert row["unseen_chars"] == sum(c not in vocab for c in text[-L:])  # what the model reads
+        assert row["truncated"] == (len(text) > L)
+
+
+class Broken:
+    """A predictor whose every forward pass fails."""
+
+    kind = "broken"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def log_probs(self, ids, positions):
+        raise RuntimeError("weights went missing")
+
+    def continuations(self, contexts, max_new):
+        raise RuntimeError("weights went missing")
+        yield
+
+
+def test_an_error_in_serving_is_recorded_and_raised_as_before(trained_bundle, tmp_path):
+    store = TelemetryStore(tmp_path / "t.db")
+    with pytest.raises(RuntimeError, match="weights went missing"):
+        served_suggestion(Broken(trained_bundle.tokenizer), "def", SuggestionPolicy(), version="v", surface="cli",
+                          store=store)  # fmt: skip
+    [row] = store.rows()
+    assert row["error"] == "RuntimeError: weights went missing" and row["top1_prob"] is None
+    assert row["shown"] is None and row["prompt_chars"] == 3
+
+
+def test_a_broken_store_changes_nothing_that_is_served(ngram, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    store = TelemetryStore(tmp_path / "file" / "t.db")
+    policy = policy_from_manifest(ngram.manifest)
+    for text in PROMPTS:
+        s, event_id = served_suggestion(ngram.predictor, text, policy, version="v", surface="page", store=store)
+        assert s == serve_suggestion(ngram.predictor, text, policy) and event_id is None
+    assert store.health().failed == len(PROMPTS)
+
+
+@pytest.mark.parametrize(
+    "suggestion, before, after, expected",
+    [
+        ("rn a", "    retu", "    return a + b", "accepted"),  # went on with all of it
+        ("rn a", "    retu", "    return a", "accepted"),  # exactly it (Accept)
+        ("rn a", "    retu", "    retu", None),  # nothing typed yet
+        ("rn a", "    retu", "    retur", None),  # a strict prefix of it: undecided
+        ("rn a", "    retu", "    return", None),
+        ("rn a", "    retu", "    return b", "typed_other"),  # diverged
+        ("rn a", "    retu", "    retx", "typed_other"),
+        ("rn a", "    retu", "    re", "typed_other"),  # deleted back before the cursor
+        ("rn a", "    retu", "x   retu", "typed_other"),  # edited before the cursor
+        ("", "abc", "abcd", None),  # no suggestion: nothing to decide
+    ],
+)
+def test_outcome_rules(suggestion, before, after, expected):
+    assert outcome(suggestion, before, after) == expected
+
+
+def test_the_cursor_slices_are_the_evaluations_labels_of_the_next_position():
+    doc = Document("toy", TOY[:400])
+    labels = slice_labels([doc])
+    for i in range(len(doc.text)):
+        got = position_slices(doc.text[:i])
+        assert got["column_bucket"] == labels["column"][i], i
+        line = doc.text[:i].rsplit("\n", 1)[-1]
+        if line.strip() or doc.text[i] not in " \t":  # the line's indentation is complete at the cursor
+            assert got["indent"] == labels["indent"][i], i
+
+
+def test_completions_are_recorded_with_the_first_steps_distribution(trained_bundle, tmp_path):
+    bundle = trained_bundle
+    store = TelemetryStore(tmp_path / "t.db")
+    sample = SampleConfig(temperature=0.0, max_new_tokens=12)
+    ids = bundle.tokenizer.encode("def add(")
+    with recording_completion(bundle.tokenizer, bundle.config.context_length, "def add(", version=bundle.version,
+                              surface="cli", store=store) as recorder:  # fmt: skip
+        steps = list(generate(bundle.model, ids, sample, use_cache=True))
+        for step in steps:
+            recorder.step(step)
+    first = steps[0].logits
+    done, event_id = served_completion(bundle.model, bundle.tokenizer, "def add(", sample, version=bundle.version,
+                                       surface="page", store=store)  # fmt: skip
+    assert done.tokens == complete(bundle.model, bundle.tokenizer, ids, sample, seed=0).tokens  # as served
+    streamed, page = store.rows()
+    top1, entropy = independent_figures(first)
+    tol = allowance(torch.float64, bundle.config.vocab_size)  # float64 softmax of the same float32 logits
+    assert abs(streamed["top1_prob"] - top1) <= tol and abs(streamed["entropy_nats"] - entropy) <= tol
+    assert streamed["kind"] == page["kind"] == "completion" and page["id"] == event_id
+    assert streamed["suggestion_chars"] == sum(s.token != EOS_ID for s in steps) and page["suggestion_chars"] == len(
+        done.tokens
+    )
+    # The page's extra forward pass reads the same window as generation's first step (float32, its own rounding).
+    assert abs(page["top1_prob"] - top1) <= allowance(
+        torch.float32, model_terms(bundle.config) + bundle.config.vocab_size, float(first.abs().max())
+    )
+
+
+def test_the_command_line_records_suggest_and_generate(trained_bundle_path, tmp_path, monkeypatch, capsys):
+    from cli.main import main as cli_main
+
+    monkeypatch.setenv("LAB_TELEMETRY_DB", str(tmp_path / "cli.db"))
+    prompt = "def add(a, b):\n    ret"
+    assert cli_main(["suggest", "--bundle", str(trained_bundle_path), "--prompt", prompt, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert cli_main(["generate", "--bundle", str(trained_bundle_path), "--prompt", prompt, "--max-new-tokens", "9",
+                     "--temperature", "0", "--completion-only"]) == 0  # fmt: skip
+    completion = capsys.readouterr().out.rstrip("\n")
+    suggestion, generated = TelemetryStore(tmp_path / "cli.db").rows()
+    assert (suggestion["surface"], suggestion["kind"], generated["kind"]) == ("cli", "suggestion", "completion")
+    assert suggestion["version"] == printed["version"] == generated["version"]
+    assert suggestion["suggestion_chars"] == len(printed["suggestion"]) and suggestion["prompt_chars"] == len(prompt)
+    assert generated["suggestion_chars"] == len(completion) and generated["top1_prob"] is not None
