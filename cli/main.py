@@ -27,6 +27,9 @@
         Choose the suggestion threshold on the validation documents and record it in the manifest; `train`
         does it after training unless --no-tune.
     python -m core evaluate | baseline | release ...                (cli/release.py)
+    python -m core cost --bundle DIR [--json] ...                   (cli/cost.py)
+        Storage, preprocessing, training FLOPs, serving time and CPU per suggestion, and the class's queueing:
+        the largest class this machine serves within a latency target.
 
 Bad arguments, a missing or tampered bundle and an unusable corpus print one line `error: ...` on
 stderr and exit with status 2, without a traceback.
@@ -338,7 +341,14 @@ def register_suggest(subparsers) -> None:
     register_commands(subparsers)
 
 
-COMMANDS: list[Callable] = [register_train, register_generate, register_suggest, register_release]
+def register_cost(subparsers) -> None:
+    """`cost`: see cli/cost.py."""
+    from cli.cost import register_commands
+
+    register_commands(subparsers)
+
+
+COMMANDS: list[Callable] = [register_train, register_generate, register_suggest, register_release, register_cost]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.release.evaluation import EvalConfig, evaluate_bundle
 from core.release.gate import ReleasePolicy, check_release
-from ui import models, registry_view, release_actions, teacher
+from ui import cost_view, models, registry_view, release_actions, teacher
 from ui.rubric import show_comparison, show_gate_baselines, show_rubric
 from ui.text import escape_markdown
 
@@ -295,3 +295,4 @@ actions_section(bundle, corpus, key, REGISTRY)
 registry_section(REGISTRY)
 if bundle is not None:
     comparison_section(bundle, corpus, key)
+    cost_view.section(bundle, corpus, REGISTRY)

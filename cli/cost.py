@@ -1,0 +1,95 @@
+"""`python -m core cost --bundle DIR [--json]`: what a bundle costs to keep, train and serve, and the largest class
+one machine serves within a latency target (core.telemetry.cost; the queues in core.telemetry.class_queue).
+
+    python -m core cost --bundle DIR [--corpus SRC] [--registry DIR] [--learners N] [--rate R]
+                        [--latency-target-ms MS] [--samples N] [--seed N] [--threads N] [--training-slots N] [--json]
+
+The registry defaults to LAB_REGISTRY_DIR (else ./registry), the telemetry database to LAB_TELEMETRY_DB (else
+./telemetry.db), the training slots to LAB_MAX_TRAINING_RUNS (else 1), as the app's. It times suggestions on one
+torch thread by default, as the app serves them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import torch
+
+from cli.release import format_table
+from core.telemetry.cost import (
+    DEFAULT_LATENCY_TARGET_MS,
+    DEFAULT_LEARNERS,
+    DEFAULT_SAMPLES,
+    MAX_TRAINING_SLOTS,
+    cost_report,
+)
+from core.telemetry.store import telemetry_path
+
+MAX_THREADS = 64
+
+
+def register_commands(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("cost", help="storage, compute and queueing cost of a bundle")
+    p.add_argument("--bundle", required=True, help="transformer bundle directory")
+    p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own)")
+    p.add_argument("--registry", default=None, help="registry directory (default: LAB_REGISTRY_DIR, else ./registry)")
+    p.add_argument("--learners", type=int, default=DEFAULT_LEARNERS, help=f"class size (default {DEFAULT_LEARNERS})")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="suggestions per learner per second (default: measured from the telemetry database, else 1)",
+    )
+    p.add_argument(
+        "--latency-target-ms",
+        type=float,
+        default=DEFAULT_LATENCY_TARGET_MS,
+        help=f"p95 time to a suggestion the class must get (default {DEFAULT_LATENCY_TARGET_MS:g})",
+    )
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="suggestions timed (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the timed prompts and the queue simulation")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (default 1, as the app)")
+    p.add_argument("--training-slots", type=int, default=None, help="default: LAB_MAX_TRAINING_RUNS, else 1")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_run_cost)
+
+
+def _training_slots(given: int | None) -> int:
+    if given is not None:
+        return given  # bounded by cost_report
+    raw = os.environ.get("LAB_MAX_TRAINING_RUNS", "1")
+    try:
+        slots = int(raw)
+    except ValueError:
+        slots = -1
+    if not 0 <= slots <= MAX_TRAINING_SLOTS:
+        raise ValueError(f"LAB_MAX_TRAINING_RUNS must be an integer in 0..{MAX_TRAINING_SLOTS}, got {raw!r}")
+    return slots
+
+
+def _run_cost(args: argparse.Namespace) -> int:
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise ValueError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
+    torch.set_num_threads(args.threads)
+    report = cost_report(
+        args.bundle,
+        registry=args.registry or os.environ.get("LAB_REGISTRY_DIR") or "registry",
+        telemetry=telemetry_path(),
+        corpus=args.corpus,
+        learners=args.learners,
+        rate=args.rate,
+        latency_target_ms=args.latency_target_ms,
+        samples=args.samples,
+        seed=args.seed,
+        training_slots=_training_slots(args.training_slots),
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), allow_nan=False))
+        return 0
+    print(f"cost of {report.bundle} (version {report.version})")
+    print(format_table(report.table(), ["figure", "value", "unit"]))
+    for note in report.notes:
+        print(f"note: {note}")
+    return 0
