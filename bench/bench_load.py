@@ -20,6 +20,8 @@ returning learner's browser has Streamlit's scripts cached).
   Rerun: from the key press until the text the server
   wrote (markdown and captions, not widget labels) changed, or the script was seen running, and the page is
   idle again.
+- The class arrives once the server's warm-up (ui/warmup.py: every lab page's default view computed) has
+  finished, as after a teacher opened the lab or `make run` did.
 - Errors: a Streamlit exception box on any page, a page that never settles within `--budget` seconds,
   or a traceback in the server's log.
 - Isolation: when the runs have finished, every non-trainer session opens the Training page and must
@@ -245,6 +247,10 @@ async def run(args) -> Results:
             await warm.goto(server.url + "/", wait_until="domcontentloaded")  # the first run imports torch
             await idle_twice(warm, deadline)
             await warm.close()
+            # The teacher opened the lab first: the server's warm-up (ui/warmup.py) has computed every lab page's
+            # default view before the class arrives.
+            while "warm-up: " not in Path(server.log_path).read_text(errors="replace") and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
             started = time.monotonic()
             jobs = [trainer(context, server.url, n, results, deadline) for n in range(args.trainers)]
             jobs += [

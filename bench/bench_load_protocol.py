@@ -2,7 +2,7 @@
 of them train, timing each session's script runs on one server.
 
 Run:  .venv/bin/python bench/bench_load_protocol.py [--sessions 30] [--trainers 2] [--moves 3] [--ramp 0]
-                                                    [--warmup both|on|off]
+                                                    [--think 2] [--warmup both|on|off]
 
 bench/bench_load.py drives real Chromium tabs, but on this 2-core machine 30 tabs loading Streamlit's and
 Plotly's JavaScript and drawing take most of the CPU the server needs; in a classroom each learner's browser
@@ -15,7 +15,8 @@ and the second waits its turn, leaving the other core to the pages).
 - Trainers open the Training page with `?train_iters=300&train_seconds=60` and press Start training (the
   button's widget id, read from the page's deltas, sent as a trigger); the run then works on the server.
 - Learners each open one lab page (round-robin) and move one of its sliders `--moves` times (the slider's id
-  and range read from its delta; the new value sent as the widget state, the others left as they are).
+  and range read from its delta; the new value sent as the widget state, the others left as they are), pausing
+  before each move for `--think` seconds on average (seeded per learner), as a learner reads the page first.
 - First run: from sending the page request until the server's `script_finished`; rerun: the same for a move.
   Everything the server sends is received and parsed on the way, as a browser would.
 - Errors: an exception element in any run, a run that does not finish within `--timeout` seconds, or a
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import sys
 import tempfile
 import time
@@ -71,6 +73,7 @@ class Results:
     first_run: list[float] = field(default_factory=list)
     rerun: list[float] = field(default_factory=list)
     by_page: dict[str, list[float]] = field(default_factory=dict)  # first runs per page
+    reruns_by_page: dict[str, list[float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     isolation: list[str] = field(default_factory=list)
 
@@ -144,10 +147,14 @@ async def learner(url: str, n: int, args, r: Results) -> Session | None:
         r.first_run.append(took)
         r.by_page.setdefault(page, []).append(took)
         slider = s.widgets.get(key) if key else None
+        pauses = random.Random(n)  # seeded: the same pauses in every run of the bench
         for i in range(args.moves if slider is not None else 0):
+            await asyncio.sleep(pauses.uniform(0.5, 1.5) * args.think)  # a learner reads before moving again
             lo, hi, step = slider.min, slider.max, slider.step or 1
             value = lo + step * (1 + (i % 3))  # three values near the bottom of the range, in turn
-            r.rerun.append(await run_script(s, page, "", [slider_state(slider, min(hi, value))], args.timeout, who, r))
+            took = await run_script(s, page, "", [slider_state(slider, min(hi, value))], args.timeout, who, r)
+            r.rerun.append(took)
+            r.reruns_by_page.setdefault(page, []).append(took)
         return s
     except (TimeoutError, OSError, websockets.WebSocketException) as err:
         r.errors.append(f"{who}: {type(err).__name__}: {err}")
@@ -225,6 +232,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--ramp", type=float, default=0, help="seconds over which learners arrive (default 0)")
     parser.add_argument(
+        "--think",
+        type=float,
+        default=2.0,
+        help="mean seconds a learner looks at the page before moving the slider again (uniform over 0.5x..1.5x, "
+        "seeded; default 2; 0 moves at once, a burst no class makes)",
+    )
+    parser.add_argument(
         "--warmup",
         choices=("both", "on", "off"),
         default="both",
@@ -241,13 +255,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def report(args, warmed: bool, r: Results, elapsed: float) -> None:
     print(
-        f"\n{args.sessions} sessions ({args.trainers} training), {args.moves} slider moves each, arriving over "
-        f"{args.ramp:g} s; one server on {os.cpu_count()} cores, its warm-up "
+        f"\n{args.sessions} sessions ({args.trainers} training), {args.moves} slider moves each about {args.think:g} s "
+        f"apart, arriving over {args.ramp:g} s; one server on {os.cpu_count()} cores, its warm-up "
         f"{'finished before they arrive' if warmed else 'off'}; all done in {elapsed:.1f} s"
     )
     print(summary("first run", r.first_run))
     print(summary("rerun", r.rerun))
     for page, xs in sorted(r.by_page.items()):
+        print("  " + summary(page, xs))
+    print(summary("rerun by page", []).split(" no ")[0])
+    for page, xs in sorted(r.reruns_by_page.items()):
         print("  " + summary(page, xs))
     print(f"errors: {len(r.errors)}")
     for e in r.errors[:20]:
