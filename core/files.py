@@ -12,6 +12,11 @@
                                     naming it, so nothing is lost either way. With overwrite an existing
                                     `out` is moved aside first and removed after.
 
+    DAMAGED_SQLITE                  what SQLite says of a file that is not (or no longer) a database
+    set_aside_sqlite(path)          move a damaged database and its -wal and -shm to `<name>.damaged-<UTC time>`
+                                    (nothing is deleted); returns the new path. The class and telemetry
+                                    databases (core.classroom.store, core.telemetry.store) use it.
+
 Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
 `current` pointer (core.release.registry) and the release rubric (core.release.gate) all use these.
 """
@@ -19,6 +24,7 @@ Bundles (core.model.bundle), baseline bundles (core.release.baselines), the regi
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -86,3 +92,19 @@ def install_dir(staged: Path, out: Path, *, overwrite: bool = False, error: type
     os.rename(out, old)
     os.rename(staged, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+# What SQLite says of a file that is not (or no longer) a database; anything else (locked, read-only) is reported
+# and the file left alone.
+DAMAGED_SQLITE = ("file is not a database", "malformed", "corrupt", "no such table", "no such column")
+
+
+def set_aside_sqlite(path: Path) -> Path:
+    """Move the database at `path` and its -wal and -shm files to `<name>.damaged-<UTC time>`; return that path."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(str(path) + suffix)
+        if part.exists():
+            part.replace(Path(str(aside) + suffix))
+    return aside

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from core.files import DAMAGED_SQLITE, set_aside_sqlite
+
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "class.db"
 ENV = "LAB_CLASS_DB"
@@ -37,9 +39,7 @@ MAX_LEARNER = 64  # characters of a learner's name
 MAX_ANSWER = 200  # characters of an answer as typed
 CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # a code the teacher writes on the board
 QUESTION_ID = re.compile(r"[a-z0-9_.-]{1,64}")
-# What SQLite says of a file that is not (or no longer) a database; anything else (locked, read-only) is reported
-# and the file left alone.
-DAMAGED = ("file is not a database", "malformed", "corrupt", "no such table", "no such column")
+DAMAGED = DAMAGED_SQLITE  # a file SQLite cannot read as a database is set aside (core.files); others are reported
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -147,12 +147,7 @@ class ClassStore:
         except sqlite3.DatabaseError as e:
             if not any(sign in str(e) for sign in DAMAGED):
                 raise StoreError(f"the class database {str(self.path)!r} cannot be used: {e}") from None
-            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
-            for suffix in ("", "-wal", "-shm"):
-                part = Path(str(self.path) + suffix)
-                if part.exists():
-                    part.replace(Path(str(aside) + suffix))
+            aside = set_aside_sqlite(self.path)
             self.notice = (
                 f"The class database {self.path.name} could not be read ({e}); it was kept as {aside.name} "
                 "and a fresh one was started."

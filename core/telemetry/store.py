@@ -32,7 +32,6 @@ the write. Thread-safe: a connection serves one thread at a time.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import os
 import secrets
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from core.files import DAMAGED_SQLITE, set_aside_sqlite
 from core.telemetry import schema
 from core.telemetry.schema import (
     COLUMNS,
@@ -83,7 +83,7 @@ READ_TIMEOUT_MS = 10_000
 MAX_IDLE = 4  # write connections kept open for reuse
 WAL_LIMIT = 4 * 2**20  # bytes the write-ahead log is cut back to after a checkpoint
 MAX_READ = 200_000  # events a reader loads at most (the most recent)
-DAMAGED = ("file is not a database", "malformed", "corrupt", "no such table", "no such column")
+DAMAGED = DAMAGED_SQLITE
 
 
 class StoreError(Exception):
@@ -291,12 +291,7 @@ class TelemetryStore:
         except sqlite3.DatabaseError as e:
             if not any(sign in str(e) for sign in DAMAGED):
                 raise StoreError(f"the telemetry database {str(self.path)!r} cannot be used: {e}") from None
-            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
-            for suffix in ("", "-wal", "-shm"):
-                part = Path(str(self.path) + suffix)
-                if part.exists():
-                    part.replace(Path(str(aside) + suffix))
+            aside = set_aside_sqlite(self.path)
             self.notice = (
                 f"The telemetry database {self.path.name} could not be read ({e}); it was kept as {aside.name} "
                 "and a fresh one was started."
