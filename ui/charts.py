@@ -17,6 +17,7 @@ OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 MAGNITUDE_SCALE = "Cividis"
 SIGNED_SCALE = "PuOr"
 MASKED_TEXT = "masked"
+PATTERNS = ("", "/", ".", "x", "\\", "+")  # one bar pattern per series: never colour alone
 
 Matrix = Sequence[Sequence[float | None]]
 
@@ -202,3 +203,44 @@ def lines(
     if annotations:
         layout["annotations"] = list(annotations)
     return figure(data + [dict(t) for t in extra], layout)
+
+
+def plain(text) -> str:
+    """A label for a Plotly figure: Plotly reads a subset of HTML in labels (links among it), so no < or >."""
+    return str(text).replace("<", "‹").replace(">", "›")
+
+
+def grouped_bars(
+    categories: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    title: str,
+    y_title: str,
+    x_title: str = "",
+    fmt: str = ".3f",
+) -> go.Figure:
+    """One bar per category and series (a model version), each series with its colour and its pattern (never colour
+    alone); labels go through plain(), since series names may come from a file anyone could edit."""
+    data = [
+        dict(
+            type="bar",
+            name=plain(name),
+            x=[plain(c) for c in categories],
+            y=[None if v is None else float(v) for v in values],
+            marker=dict(color=OKABE_ITO[i % len(OKABE_ITO)], pattern=dict(shape=PATTERNS[i % 6])),
+            text=["n/a" if v is None else format(v, fmt) for v in values],
+            textposition="outside",
+        )
+        for i, (name, values) in enumerate(series.items())
+    ]
+    layout = dict(
+        title=dict(text=plain(title), x=0.0, xanchor="left"),
+        barmode="group",
+        xaxis=dict(title=x_title, type="category"),
+        yaxis=dict(title=y_title),
+        legend=dict(orientation="h", y=-0.25, title=dict(text="version")),
+        plot_bgcolor="#e9ecef",
+        margin=dict(l=10, r=10, t=50, b=10),
+        font=dict(size=14),
+    )
+    return figure(data, layout)

@@ -21,40 +21,7 @@ from ui.text import escape_markdown
 
 MAX_SYNTHETIC = 2000  # suggestions one fill serves at most: a minute or two on the shipped model
 FILLED_KEY = "mon_filled"  # session state: what the last fill did, shown after its rerun
-PATTERNS = ("", "/", ".", "x", "\\", "+")  # one bar pattern per version: never colour alone
 KINDS = {"Suggestions": "suggestion", "Completions": "completion"}
-
-
-def plain(text) -> str:
-    """A label for a Plotly figure: Plotly reads a subset of HTML in labels (links among it), so no < or >."""
-    return str(text).replace("<", "‹").replace(">", "›")
-
-
-def grouped_bars(categories, series: dict, *, title: str, y_title: str, x_title: str = "", fmt: str = ".3f"):
-    """One bar per category and series (a version), each series with its colour and pattern."""
-    data = [
-        dict(
-            type="bar",
-            name=plain(name),
-            x=[plain(c) for c in categories],
-            y=[None if v is None else float(v) for v in values],
-            marker=dict(color=charts.OKABE_ITO[i % len(charts.OKABE_ITO)], pattern=dict(shape=PATTERNS[i % 6])),
-            text=["n/a" if v is None else format(v, fmt) for v in values],
-            textposition="outside",
-        )
-        for i, (name, values) in enumerate(series.items())
-    ]
-    layout = dict(
-        title=dict(text=plain(title), x=0.0, xanchor="left"),
-        barmode="group",
-        xaxis=dict(title=x_title, type="category"),
-        yaxis=dict(title=y_title),
-        legend=dict(orientation="h", y=-0.25, title=dict(text="version")),
-        plot_bgcolor="#e9ecef",
-        margin=dict(l=10, r=10, t=50, b=10),
-        font=dict(size=14),
-    )
-    return charts.figure(data, layout)
 
 
 def figure_text(value, fmt: str = ".3f") -> str:
@@ -133,7 +100,7 @@ elif rows:
         ]
     )
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             ["p50", "p95"],
             {r["version"]: [r["latency p50 ms"], r["latency p95 ms"]] for _, r in table.iterrows()},
             title="Latency per request (nearest-rank percentiles)",
@@ -155,7 +122,7 @@ elif rows:
     buckets = sorted({h.bucket for h in timeline})
     per = {(h.version, h.bucket): h for h in timeline}
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             buckets,
             {v: [per[(v, b)].requests if (v, b) in per else 0 for b in buckets] for v in versions},
             title=f"Requests per {width} (UTC)",
@@ -182,7 +149,7 @@ elif rows:
     st.header("Input quality")
     quality = monitor.input_quality(rows)
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             ["with unseen characters", "cut to the context"],
             {q.version: [q.share_unseen, q.share_truncated] for q in quality},
             title="Share of prompts the model could not read whole",
@@ -212,7 +179,7 @@ elif rows:
     st.header("Prediction distributions")
     predictions = monitor.predictions(rows)
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             monitor.BIN_LABELS,
             {p.version: list(monitor.shares(p.histogram)) for p in predictions},
             title="Top-1 probability of the next character",
@@ -243,7 +210,7 @@ elif rows:
     )
     results = monitor.outcomes(rows)
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             ["acceptance rate"],
             {o.version: [o.acceptance_rate] for o in results},
             title="Acceptance rate of shown suggestions",
@@ -278,7 +245,7 @@ elif rows:
     names = list(dict.fromkeys(s.name for s in found))
     cell = {(s.version, s.name): s for s in found}
     chart(
-        grouped_bars(
+        charts.grouped_bars(
             names,
             {v: [cell[(v, n)].acceptance_rate if (v, n) in cell else None for n in names] for v in versions},
             title=f"Acceptance rate by {family}",
@@ -326,10 +293,10 @@ elif rows:
             reference, problem = _reference(source.version, source)
             found_drift = monitor.drift(live, reference)
             chart(
-                grouped_bars(
+                charts.grouped_bars(
                     monitor.BIN_LABELS,
                     {"live": found_drift.live_shares, "release-time reference": found_drift.reference_shares},
-                    title=f"Top-1 probability: live against release time ({plain(source.version)})",
+                    title=f"Top-1 probability: live against release time ({charts.plain(source.version)})",
                     y_title="share of requests",
                     x_title="top-1 probability",
                     fmt=".2f",
