@@ -27,21 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.model.distributed import TORCHRUN_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300  # seconds per run: a hang ends the benchmark instead of stalling the machine
-TORCHRUN_VARS = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-)
 
 
 def run(launcher: list[str], train_args: list[str], threads: int, out: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS}
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
     env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(threads))
     cmd = [sys.executable, *launcher, "-m", "core", "train", *train_args, "--threads", str(threads), "--out", str(out)]
     t0 = time.perf_counter()

@@ -40,6 +40,11 @@ import torch.distributed as dist
 DEFAULT_TIMEOUT_S = 120.0  # how long a collective waits for a missing rank before failing
 MAX_TIMEOUT_S = 3600.0
 MAX_WORLD_SIZE = 4096  # far above any classroom; bounds the numbers read from the environment
+# What torchrun tells each rank; a process launched without torchrun (a test's single-process reference, a bench's
+# one-rank run) must not inherit them from a shell that has them.
+TORCHRUN_ENV = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+)  # fmt: skip
 TORCHRUN_HINT = "launch with torchrun (torchrun --standalone --nproc_per_node=N -m core train ...)"
 
 

@@ -25,6 +25,7 @@ from core.model.batches import document_stream, next_token_loss, sample_batch
 from core.model.bundle import MANIFEST, load_bundle, manifest_version, verify_bundle, write_manifest
 from core.model.corpus import corpus_from_text, split_documents
 from core.model.distributed import (
+    TORCHRUN_ENV,
     DistributedError,
     Ranks,
     agree_stop,
@@ -46,19 +47,10 @@ TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in rang
 ONE_STEP = TrainConfig(batch_size=4, max_iters=1, warmup_iters=0, eval_interval=1, eval_iters=3, seed=5, num_threads=1)
 STOP_AFTER = 2  # rank 1's should_stop fires at its poll STOP_AFTER + 1: both ranks must stop after 2 steps
 LAUNCH_TIMEOUT = 150  # seconds: a hang fails the test instead of stalling the suite
-TORCHRUN_VARS = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS and not k.startswith("TORCHELASTIC")}
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV and not k.startswith("TORCHELASTIC")}
     return {**env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "LAB_DIST_TIMEOUT_S": "60", **extra}
 
 
