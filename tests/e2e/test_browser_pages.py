@@ -155,8 +155,9 @@ def wait_for_query_value(page, key: str, expected: float) -> None:
 
 @needs_temperature
 def test_temperature_slider_redraws_chart_and_updates_url(page, base_url, requests_seen, tmp_path):
-    """Keyboard on the slider thumb: the chart's title and bars follow the final value, the
-    distribution flattens as the temperature rises, and the address bar carries temperature=..."""
+    """Keyboard on the slider thumb: after quick presses the chart's title and bars follow the final
+    value, the distribution flattens as the temperature rises, and after one press from a settled
+    app the address bar carries temperature=..."""
     open_page(page, base_url, TEMPERATURE.url)
     thumb = page.locator(".st-key-temperature").get_by_role("slider")
     expect(thumb).to_have_count(1)
@@ -194,7 +195,9 @@ def test_temperature_slider_redraws_chart_and_updates_url(page, base_url, reques
     assert hot_title != before_title
     assert hot_bars != before_bars, "the bars did not change when the temperature rose"
     assert max(hot_bars) < max(before_bars), f"a higher temperature should flatten: {before_bars} -> {hot_bars}"
-    wait_for_query_value(page, "temperature", hotter)
+    # The address bar is written by Streamlit's frontend, not by the lab. After presses faster than its
+    # debounce it can keep an intermediate value (the buffered flush does not sync the URL: streamlit PR
+    # #14828), so the URL is checked after one press from a settled app, the way a link is made.
 
     thumb.press("ArrowLeft")
     back = hotter - step
