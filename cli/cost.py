@@ -4,25 +4,24 @@ one machine serves within a latency target (core.telemetry.cost; the queues in c
     python -m core cost --bundle DIR [--corpus SRC] [--registry DIR] [--learners N] [--rate R]
                         [--latency-target-ms MS] [--samples N] [--seed N] [--threads N] [--training-slots N] [--json]
 
-The registry defaults to LAB_REGISTRY_DIR (else ./registry), the telemetry database to LAB_TELEMETRY_DB (else
-./telemetry.db), the training slots to LAB_MAX_TRAINING_RUNS (else 1), as the app's. It times suggestions on one
-torch thread by default, as the app serves them.
+The registry defaults to LAB_REGISTRY_DIR (else the repository's registry/), the telemetry database to
+LAB_TELEMETRY_DB (else ./telemetry.db), the training slots to LAB_MAX_TRAINING_RUNS (else 1), as the app's
+(core.settings). It times suggestions on one torch thread by default, as the app serves them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
 import torch
 
-from cli.release import format_table
+from cli.release import REGISTRY_HELP, format_table
+from core import settings
 from core.telemetry.cost import (
     DEFAULT_LATENCY_TARGET_MS,
     DEFAULT_LEARNERS,
     DEFAULT_SAMPLES,
-    MAX_TRAINING_SLOTS,
     cost_report,
 )
 from core.telemetry.store import telemetry_path
@@ -34,7 +33,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cost", help="storage, compute and queueing cost of a bundle")
     p.add_argument("--bundle", required=True, help="transformer bundle directory")
     p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own)")
-    p.add_argument("--registry", default=None, help="registry directory (default: LAB_REGISTRY_DIR, else ./registry)")
+    p.add_argument("--registry", default=None, help=REGISTRY_HELP)
     p.add_argument("--learners", type=int, default=DEFAULT_LEARNERS, help=f"class size (default {DEFAULT_LEARNERS})")
     p.add_argument(
         "--rate",
@@ -59,14 +58,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
 def _training_slots(given: int | None) -> int:
     if given is not None:
         return given  # bounded by cost_report
-    raw = os.environ.get("LAB_MAX_TRAINING_RUNS", "1")
-    try:
-        slots = int(raw)
-    except ValueError:
-        slots = -1
-    if not 0 <= slots <= MAX_TRAINING_SLOTS:
-        raise ValueError(f"LAB_MAX_TRAINING_RUNS must be an integer in 0..{MAX_TRAINING_SLOTS}, got {raw!r}")
-    return slots
+    return settings.max_training_runs()  # the server's own setting; a SettingError is a ValueError
 
 
 def _run_cost(args: argparse.Namespace) -> int:
@@ -75,7 +67,7 @@ def _run_cost(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     report = cost_report(
         args.bundle,
-        registry=args.registry or os.environ.get("LAB_REGISTRY_DIR") or "registry",
+        registry=args.registry or settings.registry_dir(),
         telemetry=telemetry_path(),
         corpus=args.corpus,
         learners=args.learners,

@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from core import settings
 from core.model.bundle import BundleError, load_bundle
 from core.release.baseline_bundle import load_baseline, save_baseline, train_baseline
 from core.release.eval_report import EvalConfig
@@ -21,6 +22,8 @@ from core.release.gate import check_release
 from core.release.ngram import DEFAULT_ORDER
 from core.release.registry import promote, rollback, status
 from core.release.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
+
+REGISTRY_HELP = "registry directory (default: LAB_REGISTRY_DIR, else the repository's registry/, as the app's)"
 
 
 def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
@@ -79,17 +82,17 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_check)
     p = sub.add_parser("promote", help="check a bundle and, if it passes, make it the current version")
     p.add_argument("bundle")
-    p.add_argument("--registry", default="registry")
+    p.add_argument("--registry", default=settings.registry_dir(), help=REGISTRY_HELP)
     p.add_argument("--corpus", default=None)
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(handler=_run_promote)
     p = sub.add_parser("rollback", help="switch current back to the version before it")
-    p.add_argument("--registry", default="registry")
+    p.add_argument("--registry", default=settings.registry_dir(), help=REGISTRY_HELP)
     p.add_argument("--to", default=None, help="a promoted version to switch to (default: the previous one)")
     p.add_argument("--reason", default="manual rollback")
     p.set_defaults(handler=_run_rollback)
     p = sub.add_parser("status", help="current version, history, what would be served and why")
-    p.add_argument("--registry", default="registry")
+    p.add_argument("--registry", default=settings.registry_dir(), help=REGISTRY_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_run_status)
 

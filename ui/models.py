@@ -18,13 +18,14 @@ selection is a baseline or does not load, `require_bundle` falls back to the reg
 
 from __future__ import annotations
 
-import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 import torch
 
+from core import settings
 from core.model.bundle import Bundle, BundleError, is_version, load_bundle
 from core.model.jobs import JobQueue
 from core.model.run_record import find as find_run
@@ -37,10 +38,21 @@ from ui.text import escape_markdown
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DIR = ROOT / "models" / "default"
 SHIPPED_LABEL = "Shipped default (Python standard library)"
-RUNS_DIR = Path(os.environ.get("LAB_RUNS_DIR", ROOT / "runs"))
-REGISTRY_DIR = Path(os.environ.get("LAB_REGISTRY_DIR", ROOT / "registry"))
+RUNS_DIR = settings.runs_dir()
+REGISTRY_DIR = settings.registry_dir()
 RELEASED_LABEL = "Released version (registry)"
-MAX_RUNNING = int(os.environ.get("LAB_MAX_TRAINING_RUNS", "1"))
+SETTING_PROBLEMS: list[str] = []  # LAB_* values the server could not use; banner() shows them on every page
+
+
+def _setting(read: Callable[[], int], default: int) -> int:
+    try:
+        return read()
+    except settings.SettingError as e:
+        SETTING_PROBLEMS.append(f"{e}. Using {default} until the server restarts.")
+        return default
+
+
+MAX_RUNNING = _setting(settings.max_training_runs, 1)
 _SESSION_BUNDLES = "lab_session_bundles"
 PIN = "model"  # the query parameter holding the selected model's version
 _PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until the learner picks a model
@@ -49,7 +61,7 @@ _PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until
 # second thread barely speeds up, while a background training run or another class member needs that
 # core. (Measured by the autocomplete work with the machine under load: 5.8 ms/token on one thread,
 # 57 ms/token on two.) LAB_TORCH_THREADS overrides it.
-torch.set_num_threads(int(os.environ.get("LAB_TORCH_THREADS", "1")))
+torch.set_num_threads(_setting(settings.torch_threads, 1))
 
 
 def session_id() -> str:
@@ -228,7 +240,10 @@ def sidebar() -> None:
 
 
 def banner() -> None:
-    """Above every page while the registry's version is selected and the service is degraded."""
+    """Above every page: a LAB_* setting the server could not use, and, while the registry's version is
+    selected, a degraded service."""
+    for problem in SETTING_PROBLEMS:
+        st.warning(escape_markdown(problem))  # the message quotes the operator's value
     if st.session_state.get("lab_bundle", next(iter(choices()), None)) != RELEASED_LABEL:
         return
     release = served()

@@ -176,6 +176,19 @@ def test_promote_and_status_commands(bundles, tmp_path, capsys):
     assert main(["release", "rollback", "--registry", str(reg)]) == 1
 
 
+def test_the_release_commands_use_the_apps_registry_unless_given_one(tmp_path, monkeypatch, capsys):
+    """Without --registry, `release rollback` and `release status` act on LAB_REGISTRY_DIR, the registry the app
+    serves from (core.settings), not on a ./registry of whatever directory the shell is in."""
+    reg = tmp_path / "served"
+    monkeypatch.setenv("LAB_REGISTRY_DIR", str(reg))
+    monkeypatch.chdir(tmp_path)
+    assert main(["release", "rollback"]) == 1  # nothing promoted there: refused, and logged in that registry
+    capsys.readouterr()
+    assert main(["release", "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["log"][-1]["event"] == "rollback-refused"
+    assert read_log(reg)[-1]["event"] == "rollback-refused" and not (tmp_path / "registry").exists()
+
+
 # ---- the lock and atomicity ------------------------------------------------------------------------
 
 

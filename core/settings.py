@@ -1,0 +1,73 @@
+"""The server's own settings, read from LAB_* environment variables in one place, each bounded.
+
+    registry_dir()        LAB_REGISTRY_DIR       the release registry          default <repo>/registry
+    runs_dir()            LAB_RUNS_DIR           page-trained runs             default <repo>/runs
+    max_training_runs()   LAB_MAX_TRAINING_RUNS  training runs at once         1..MAX_TRAINING_RUNS, default 1
+    torch_threads()       LAB_TORCH_THREADS      torch threads of the server   1..MAX_TORCH_THREADS, default 1
+
+A number that is not an integer in its range raises SettingError, whose message names the variable, the value
+given (cut to 40 characters), the range and the default, so the operator knows what to change. The server
+(ui.models) shows that message and uses the default; the CLI stops with it.
+
+Settings that belong to one wing are read there, next to what they set: LAB_CLASS_DB (core.classroom.store),
+LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (core.model.run_record), LAB_DIST_TIMEOUT_S
+(core.model.distributed), LAB_TEACHER_PASSCODE (ui.teacher), LAB_WARMUP (ui.warmup).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository: the defaults do not depend on the working directory
+MAX_TRAINING_RUNS = 64  # far above what one machine trains at once; bounds the number read
+MAX_TORCH_THREADS = 256
+
+
+class SettingError(ValueError):
+    """A LAB_* variable holds a value that cannot be used; the message says what to set instead."""
+
+
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def _directory(name: str, default: Path, environ: Mapping[str, str] | None) -> Path:
+    raw = _env(environ).get(name, "").strip()
+    return Path(raw) if raw else default
+
+
+def _integer(name: str, default: int, lo: int, hi: int, environ: Mapping[str, str] | None) -> int:
+    raw = _env(environ).get(name, "").strip()
+    if not raw:
+        return default
+    # Plain ASCII digits only (int() would also take "1_0" and other scripts' digits), at most 20 of them.
+    value = int(raw) if re.fullmatch(r"[0-9]{1,20}", raw) else None
+    if value is None or not lo <= value <= hi:
+        raise SettingError(
+            f"{name}={raw[:40]!r} is not a whole number from {lo} to {hi}; set one, or unset it for the default of "
+            f"{default}"
+        )
+    return value
+
+
+def registry_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """LAB_REGISTRY_DIR, else <repo>/registry."""
+    return _directory("LAB_REGISTRY_DIR", ROOT / "registry", environ)
+
+
+def runs_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """LAB_RUNS_DIR, else <repo>/runs."""
+    return _directory("LAB_RUNS_DIR", ROOT / "runs", environ)
+
+
+def max_training_runs(environ: Mapping[str, str] | None = None) -> int:
+    """LAB_MAX_TRAINING_RUNS: how many training runs a server runs at once (the rest wait in line)."""
+    return _integer("LAB_MAX_TRAINING_RUNS", 1, 1, MAX_TRAINING_RUNS, environ)
+
+
+def torch_threads(environ: Mapping[str, str] | None = None) -> int:
+    """LAB_TORCH_THREADS: torch threads of the server."""
+    return _integer("LAB_TORCH_THREADS", 1, 1, MAX_TORCH_THREADS, environ)
