@@ -49,6 +49,7 @@ bench: $(VENV)/.dev chromium
 	$(PY) bench/bench_generate.py
 	$(PY) bench/bench_train.py
 	$(PY) bench/bench_latency.py
+	$(PY) bench/bench_monitoring.py
 	$(PY) bench/bench_pages.py
 	$(PY) bench/bench_browser.py
 

@@ -33,6 +33,13 @@ def versions_text(vs) -> str:
     return ", ".join(escape_markdown(v) for v in vs)
 
 
+@st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")
+def _figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
+    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
+    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
+    return monitor.figures(monitor.load(telemetry_store(), kind=kind, surfaces=surfaces))
+
+
 @st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
 def _reference(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
     """The release-time top-1 reference of a version (core.telemetry.monitor's docstring), once per server."""
@@ -60,9 +67,9 @@ surfaces = right.multiselect(
     "Where they were served", list(SURFACES), default=list(SURFACES), key="mon_surfaces",
     help="page: the Autocomplete page; cli: python -m core; synthetic: replayed held-out text (below)",
 )  # fmt: skip
-rows = None
+figures = None
 try:
-    rows = monitor.load(store, kind=kind, surfaces=surfaces)
+    figures = _figures(str(store.path), store.stamp(), kind, tuple(surfaces))
 except StoreError as e:
     st.error(f"The telemetry database cannot be read: {escape_markdown(e)}")
 if store.notice:
@@ -73,16 +80,17 @@ if not health.ok:
         f"Telemetry is not being fully recorded on this server: {health.failed} write(s) failed and "
         f"{health.skipped} were skipped since it started; the last reason: {escape_markdown(health.last_error)}."
     )
-versions = monitor.versions(rows or [])
-if rows == []:
+versions = [] if figures is None else figures.versions
+if figures is not None and figures.events == 0:
     st.info(
         f"Nothing recorded yet for these settings in `{escape_markdown(health.path)}`. Suggestions served on the "
         "Autocomplete page or by `python -m core suggest` fill it, as does **Fill with synthetic traffic** at the "
         "bottom of this page (teachers)."
     )
-elif rows:
+elif figures is not None:
     st.caption(
-        f"{len(rows)} {kind} event(s) from {versions_text(versions)} (the most recent {monitor.MAX_READ:,} at most)."
+        f"{figures.events} {kind} event(s) from {versions_text(versions)} "
+        f"(the most recent {monitor.MAX_READ:,} at most)."
     )
 
     st.header("Health")
@@ -96,7 +104,7 @@ elif rows:
                 "latency p50 ms": h.latency_p50_ms,
                 "latency p95 ms": h.latency_p95_ms,
             }
-            for h in monitor.health(rows)
+            for h in figures.health
         ]
     )
     chart(
@@ -117,8 +125,7 @@ elif rows:
         key="mon_health",
         table_open=True,
     )
-    width = monitor.bucket_width(rows)
-    timeline = monitor.over_time(rows, width)
+    width, timeline = figures.width, figures.over_time
     buckets = sorted({h.bucket for h in timeline})
     per = {(h.version, h.bucket): h for h in timeline}
     chart(
@@ -147,7 +154,7 @@ elif rows:
     )
 
     st.header("Input quality")
-    quality = monitor.input_quality(rows)
+    quality = figures.input_quality
     chart(
         charts.grouped_bars(
             ["with unseen characters", "cut to the context"],
@@ -177,7 +184,7 @@ elif rows:
     )
 
     st.header("Prediction distributions")
-    predictions = monitor.predictions(rows)
+    predictions = figures.predictions
     chart(
         charts.grouped_bars(
             monitor.BIN_LABELS,
@@ -208,7 +215,7 @@ elif rows:
         "A shown suggestion's outcome matures when the next text decides it: **accepted** when the text goes on "
         "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured."
     )
-    results = monitor.outcomes(rows)
+    results = figures.outcomes
     chart(
         charts.grouped_bars(
             ["acceptance rate"],
@@ -241,7 +248,7 @@ elif rows:
 
     st.header("Slices")
     family = st.selectbox("Slice family (as in the evaluation)", SLICE_FAMILIES, key="mon_family")
-    found = monitor.slices(rows, family)
+    found = figures.slices[family]
     names = list(dict.fromkeys(s.name for s in found))
     cell = {(s.version, s.name): s for s in found}
     chart(
@@ -283,7 +290,7 @@ elif rows:
     if source is None:
         st.info("No model is selected, so there is no version to compare: pick one in the sidebar.")
     else:
-        live = [r["top1_prob"] for r in rows if r["version"] == source.version and r["top1_prob"] is not None]
+        live = figures.top1.get(source.version, [])
         if not live:
             st.info(
                 f"The selected version `{escape_markdown(source.version)}` has no live {kind} events in these "
@@ -317,7 +324,7 @@ elif rows:
             if problem:
                 st.caption(f"Why there is no reference: {escape_markdown(problem)}")
 
-if rows is not None:
+if figures is not None:
     st.header("Fill with synthetic traffic")
     st.markdown(
         "Replays held-out text of the model selected in the sidebar (the served version, or any bundle listed "

@@ -12,6 +12,8 @@
     slices(rows, family)          the same figures per slice of the evaluation (core.release.slices), per version
     drift(live_top1, reference_top1)  the population stability index of the live top-1 distribution against
                                   the release-time reference, and the verdict of DRIFT_RULE
+    figures(rows)                 every figure above from one read (Figures), which the page caches on the store's
+                                  stamp() so a rerun with nothing new recorded computes none of them again
 
 Percentiles are nearest-rank: the p-th percentile of n sorted values v_1 <= ... <= v_n is v_k with
 k = ceil(p / 100 * n) (at least 1), a value that was actually measured. Latency figures include the requests that
@@ -330,6 +332,34 @@ def drift(live_top1: Sequence[float], reference_top1: Sequence[float] | None) ->
             f"Stable: PSI {value:.3f} <= {PSI_WARN} over {n} live suggestions against {m} at release time.",
         )
     return Drift(value, n, m, shares(live), shares(ref), verdict, message)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Every figure of the Monitoring page from one read of the store."""
+
+    events: int
+    versions: list[str]
+    health: list[HealthRow]
+    width: str  # of over_time's buckets (bucket_width)
+    over_time: list[HealthRow]
+    input_quality: list[QualityRow]
+    predictions: list[PredictionRow]
+    outcomes: list[OutcomeRow]
+    slices: dict[str, list[SliceRow]]  # per family of FAMILY_COLUMNS
+    top1: dict[str, list[float]]  # per version, the live top-1 probabilities drift() compares
+
+
+def figures(rows: Sequence[dict]) -> Figures:
+    width = bucket_width(rows)
+    top1: dict[str, list[float]] = {v: [] for v in versions(rows)}
+    for r in rows:
+        if r["top1_prob"] is not None:
+            top1[r["version"]].append(r["top1_prob"])
+    return Figures(
+        len(rows), versions(rows), health(rows), width, over_time(rows, width), input_quality(rows), predictions(rows),
+        outcomes(rows), {family: slices(rows, family) for family in FAMILY_COLUMNS}, top1,
+    )  # fmt: skip
 
 
 def _time(at: str) -> dt.datetime:

@@ -201,6 +201,20 @@ class TelemetryStore:
         found = self._read(f"SELECT {', '.join(COLUMNS)} FROM events ORDER BY id DESC LIMIT ?", (limit,))
         return [dict(zip(COLUMNS, r)) for r in reversed(found)]
 
+    def stamp(self) -> tuple[int, int, int]:
+        """What changes whenever an event is recorded or an outcome matures: (the file's inode, the last id, the
+        outcomes known). Rows are only inserted, and an outcome is only ever set once (set_outcome), so two equal
+        stamps of one file mean the same rows; a damaged file set aside starts a new file. (0, 0, 0) before the
+        first write."""
+        found = self._read("SELECT coalesce(max(id), 0), count(outcome) FROM events")
+        if not found:
+            return (0, 0, 0)
+        try:
+            inode = os.stat(self.path).st_ino
+        except OSError:
+            inode = 0
+        return (inode, int(found[0][0]), int(found[0][1]))
+
     def count(self) -> int:
         found = self._read("SELECT count(*) FROM events")
         return found[0][0] if found else 0

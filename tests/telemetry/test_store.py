@@ -183,3 +183,21 @@ def test_the_default_path_comes_from_lab_telemetry_db_and_reading_creates_nothin
     assert store.rows() == [] and store.count() == 0 and not (tmp_path / "telemetry.db").exists()
     store.record(event())
     assert (tmp_path / "telemetry.db").is_file()
+
+
+def test_the_stamp_changes_with_every_new_event_and_every_matured_outcome_only(tmp_path):
+    store = TelemetryStore(tmp_path / "t.db")
+    assert store.stamp() == (0, 0, 0) and not store.path.exists()  # reading creates nothing
+    first = store.record(event())
+    after_first = store.stamp()
+    assert after_first[1:] == (first, 0)
+    assert store.stamp() == after_first  # nothing written: the same stamp
+    store.record(event())
+    after_second = store.stamp()
+    assert after_second != after_first
+    assert store.set_outcome(first, "accepted")
+    matured = store.stamp()
+    assert matured != after_second and matured[1:] == (after_second[1], 1)
+    assert store.set_outcome(first, "typed_other")  # already matured: nothing changes
+    assert store.stamp() == matured
+    assert raw(store.path, "SELECT count(*), count(outcome) FROM events") == [(2, 1)]

@@ -19,6 +19,10 @@ from ui.teacher import ENV_VAR
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
 PASSCODE = "monitor-7c1e-teacher"
+EVENT = dict(
+    surface="cli", kind="suggestion", version="", text="x = ", prompt_chars=4, unseen_chars=0, truncated=False,
+    latency_ms=2.0, predictor="ngram", top1_prob=0.9, shown=True, suggestion_chars=3,
+)  # fmt: skip
 HOSTILE = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example/p.png)"
 
 
@@ -91,6 +95,35 @@ def test_the_pages_figures_are_the_databases_own_counts_for_two_versions(version
     drift = figure(at, "Top-1 probability: live against release time")
     assert len(drift["data"]) == 2
     assert any(word in shown for word in ("Stable: PSI", "Warning: the live", "Not enough traffic yet"))
+
+
+def test_a_rerun_reads_the_database_again_only_when_it_changed(versions, db, monkeypatch):
+    """The figures are cached on the store's stamp: a rerun with nothing new reads nothing, and a new event or a
+    matured outcome shows at the next rerun."""
+    from core.telemetry import monitor
+
+    ngram, transformer, documents = versions
+    store = TelemetryStore(db)
+    replay(load_baseline(ngram), documents, seed=1, sessions=2, store=store, max_events=40)
+    reads = []
+    real_load = monitor.load
+    monkeypatch.setattr(monitor, "load", lambda *a, **k: reads.append(1) or real_load(*a, **k))
+    at = page(transformer)
+    assert len(reads) == 1
+    at.run()
+    assert len(reads) == 1, "nothing changed: the rerun used the cached figures"
+
+    def requests_and_matured() -> tuple[int, int]:
+        health, outcomes = table(at, "latency p50 ms"), table(at, "acceptance rate")
+        return int(health["requests"].sum()), int(outcomes["matured"].sum())
+
+    before = requests_and_matured()
+    pending = store.record(Event(**{**EVENT, "version": sql(db, "SELECT version FROM events LIMIT 1")[0][0]}))
+    at.run()
+    assert len(reads) == 2 and requests_and_matured() == (before[0] + 1, before[1])
+    store.set_outcome(pending, "accepted")
+    at.run()
+    assert len(reads) == 3 and requests_and_matured() == (before[0] + 1, before[1] + 1)
 
 
 def test_an_empty_database_says_what_fills_it(versions, db):
