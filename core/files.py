@@ -14,8 +14,12 @@
 
     DAMAGED_SQLITE                  what SQLite says of a file that is not (or no longer) a database
     set_aside_sqlite(path)          move a damaged database and its -wal and -shm to `<name>.damaged-<UTC time>`
-                                    (nothing is deleted); returns the new path. The class and telemetry
-                                    databases (core.classroom.store, core.telemetry.store) use it.
+                                    (nothing is deleted); returns the new path
+    prepare_sqlite(path, create, *, what, timeout_s, error)
+                                    a database's first use: its folder made, `create` run behind a lock file
+                                    beside it, a damaged file set aside and `create` run again on a fresh one;
+                                    returns the notice saying so. The class and telemetry databases
+                                    (core.classroom.store, core.telemetry.store) use it.
 
 Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
 `current` pointer (core.release.registry) and the release rubric (core.release.gate) all use these.
@@ -28,11 +32,14 @@ import datetime
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
@@ -108,3 +115,36 @@ def set_aside_sqlite(path: Path) -> Path:
         if part.exists():
             part.replace(Path(str(aside) + suffix))
     return aside
+
+
+def prepare_sqlite(
+    path: Path, create: Callable[[], None], *, what: str, timeout_s: float, error: Callable[[str], Exception]
+) -> str | None:
+    """The first use of the SQLite database at `path` ("the class database", says `what`): make its folder, then run
+    `create` (WAL on, the schema made or migrated). First uses take turns behind `<path>.lock`, across sessions and
+    processes: thirty at once deadlock inside SQLite (a reader upgrading to a writer gets "database is locked" at
+    once, without the busy timeout). A file SQLite cannot read as a database (DAMAGED_SQLITE) is set aside and
+    `create` runs on a fresh one: the notice saying so is returned, else None. Anything else raises error(message).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"cannot create the folder of the {what} {str(path)!r}: {e.strerror or e}") from None
+    try:
+        with FileLock(str(path) + ".lock", timeout=timeout_s):
+            try:
+                create()
+            except sqlite3.DatabaseError as e:
+                if not any(sign in str(e) for sign in DAMAGED_SQLITE):
+                    raise error(f"the {what} {str(path)!r} cannot be used: {e}") from None
+                aside = set_aside_sqlite(path)
+                create()
+                return (
+                    f"The {what} {path.name} could not be read ({e}); it was kept as {aside.name} and a fresh one "
+                    "was started."
+                )
+    except Timeout:
+        raise error(f"the {what} {str(path)!r} is being set up by another session for too long; try again") from None
+    except OSError as e:  # the lock file cannot be made beside it (a read-only folder)
+        raise error(f"the {what} {str(path)!r} cannot be used: {e.strerror or e}") from None
+    return None

@@ -27,9 +27,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
-from core.files import DAMAGED_SQLITE, set_aside_sqlite
+from core.files import prepare_sqlite
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "class.db"
@@ -39,7 +37,6 @@ MAX_LEARNER = 64  # characters of a learner's name
 MAX_ANSWER = 200  # characters of an answer as typed
 CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # a code the teacher writes on the board
 QUESTION_ID = re.compile(r"[a-z0-9_.-]{1,64}")
-DAMAGED = DAMAGED_SQLITE  # a file SQLite cannot read as a database is set aside (core.files); others are reported
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -121,38 +118,11 @@ class ClassStore:
             yield conn
 
     def _prepare(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(
-                f"cannot create the folder of the class database {str(self.path)!r}: {e.strerror}"
-            ) from None
-        # The first use of a fresh file switches it to WAL and creates the schema. Thirty sessions doing that at
-        # once deadlock inside SQLite (a reader upgrading to a writer gets "database is locked" at once, without
-        # the busy timeout), so first uses take turns: one lock file beside the database, across processes.
-        try:
-            with FileLock(str(self.path) + ".lock", timeout=BUSY_TIMEOUT_MS / 1000):
-                self._create_or_set_aside()
-        except Timeout:
-            raise StoreError(
-                f"the class database {str(self.path)!r} is being set up by another session for too long; try again"
-            ) from None
-        except OSError as e:  # the lock file cannot be made beside it (a read-only folder)
-            raise StoreError(f"the class database {str(self.path)!r} cannot be used: {e.strerror or e}") from None
+        notice = prepare_sqlite(
+            self.path, self._create, what="class database", timeout_s=BUSY_TIMEOUT_MS / 1000, error=StoreError
+        )
+        self.notice = notice or self.notice
         self._ready = True
-
-    def _create_or_set_aside(self) -> None:
-        try:
-            self._create()
-        except sqlite3.DatabaseError as e:
-            if not any(sign in str(e) for sign in DAMAGED):
-                raise StoreError(f"the class database {str(self.path)!r} cannot be used: {e}") from None
-            aside = set_aside_sqlite(self.path)
-            self.notice = (
-                f"The class database {self.path.name} could not be read ({e}); it was kept as {aside.name} "
-                "and a fresh one was started."
-            )
-            self._create()
 
     def _create(self) -> None:
         with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:

@@ -24,9 +24,9 @@ Schema: SQLite's `PRAGMA user_version` is the schema version; core.telemetry.sch
 i to i + 1, applied here each in one transaction, so schema 2 is one more entry. A database written by a newer
 lab is refused, never altered. A file that is not a database is moved aside to `<name>.damaged-<UTC time>` and a
 fresh one started (`notice`).
-The pattern is core.classroom.store's (WAL, a busy timeout, a FileLock around creation, one short transaction per
-write), but a write reuses an idle connection of the store (see `_connect`): opening one per write cost 25 times
-the write. Thread-safe: a connection serves one thread at a time.
+The pattern is core.classroom.store's (WAL, a busy timeout, the first use through core.files.prepare_sqlite, one
+short transaction per write), but a write reuses an idle connection of the store (see `_connect`): opening one per
+write cost 25 times the write. Thread-safe: a connection serves one thread at a time.
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
-from core.files import DAMAGED_SQLITE, set_aside_sqlite
+from core.files import DAMAGED_SQLITE, prepare_sqlite
 from core.telemetry import schema
 from core.telemetry.schema import (
     COLUMNS,
@@ -83,7 +81,6 @@ READ_TIMEOUT_MS = 10_000
 MAX_IDLE = 4  # write connections kept open for reuse
 WAL_LIMIT = 4 * 2**20  # bytes the write-ahead log is cut back to after a checkpoint
 MAX_READ = 200_000  # events a reader loads at most (the most recent)
-DAMAGED = DAMAGED_SQLITE
 
 
 class StoreError(Exception):
@@ -284,33 +281,11 @@ class TelemetryStore:
 
     def _prepare(self) -> None:
         self.close()  # connections to a file that may since have been set aside
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"cannot create the folder of {str(self.path)!r}: {e.strerror or e}") from None
-        # A fresh file's first use (WAL on, the schema made) takes turns across sessions and processes: two at
-        # once deadlock inside SQLite (see core.classroom.store).
-        try:
-            with FileLock(str(self.path) + ".lock", timeout=READ_TIMEOUT_MS / 1000):
-                self._create_or_set_aside()
-        except Timeout:
-            raise StoreError(f"{str(self.path)!r} is being set up by another process for too long") from None
-        except OSError as e:
-            raise StoreError(f"{str(self.path)!r} cannot be used: {e.strerror or e}") from None
+        notice = prepare_sqlite(
+            self.path, self._migrate, what="telemetry database", timeout_s=READ_TIMEOUT_MS / 1000, error=StoreError
+        )
+        self.notice = notice or self.notice
         self._ready = True
-
-    def _create_or_set_aside(self) -> None:
-        try:
-            self._migrate()
-        except sqlite3.DatabaseError as e:
-            if not any(sign in str(e) for sign in DAMAGED):
-                raise StoreError(f"the telemetry database {str(self.path)!r} cannot be used: {e}") from None
-            aside = set_aside_sqlite(self.path)
-            self.notice = (
-                f"The telemetry database {self.path.name} could not be read ({e}); it was kept as {aside.name} "
-                "and a fresh one was started."
-            )
-            self._migrate()
 
     def _migrate(self) -> None:
         """Bring the file to schema len(MIGRATIONS), one transaction per step; refuse a newer one."""
@@ -356,6 +331,6 @@ class TelemetryStore:
 
     def report_failure(self, e: BaseException) -> None:
         """Count a telemetry failure (of a write, or of making its event) and keep its reason for health()."""
-        if isinstance(e, sqlite3.DatabaseError) and any(sign in str(e) for sign in DAMAGED):
+        if isinstance(e, sqlite3.DatabaseError) and any(sign in str(e) for sign in DAMAGED_SQLITE):
             self._ready = False  # set aside on the next write
         self._note("failed", f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS])
