@@ -67,10 +67,10 @@ def test_release_actions_refuse_without_the_passcode_and_the_right_one_opens_the
     save_screenshot(page, tmp_path, "release-unlocked")
     promote.click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_be_visible()
-    text = dialog.inner_text()
-    assert f"the whole class is served version {SHIPPED_VERSION} from now on" in text, text
-    assert "Why (required" in text
+    # The dialog streams in: it is visible before its reason field is drawn, so wait for the text
+    # (expect retries) rather than read it once (the read raced the field on CI).
+    expect(dialog).to_contain_text(f"the whole class is served version {SHIPPED_VERSION} from now on")
+    expect(dialog.get_by_label(re.compile(r"^Why \(required"))).to_be_visible()
     save_screenshot(page, tmp_path, "release-confirm-dialog")
     dialog.get_by_role("button", name=f"Promote version {SHIPPED_VERSION}").click()  # no reason: refused
     expect(dialog.get_by_text("a reason is required")).to_be_visible()
