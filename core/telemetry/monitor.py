@@ -33,6 +33,7 @@ import datetime as dt
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -160,10 +161,16 @@ def _rate(num: int, den: int) -> float | None:
 
 
 def _by(rows: Sequence[dict], key: Callable[[dict], object]) -> dict:
+    """The rows per key, keys in the order of their first row."""
     groups: dict = {}
     for r in rows:
         groups.setdefault(key(r), []).append(r)
     return groups
+
+
+def _by_version(rows: Sequence[dict]) -> dict[str, list[dict]]:
+    """The rows per version, versions in the order they were first served (as versions())."""
+    return _by(rows, itemgetter("version"))
 
 
 def _health(version: str, bucket: str | None, group: Sequence[dict]) -> HealthRow:
@@ -175,8 +182,7 @@ def _health(version: str, bucket: str | None, group: Sequence[dict]) -> HealthRo
 
 
 def health(rows: Sequence[dict]) -> list[HealthRow]:
-    groups = _by(rows, lambda r: r["version"])
-    return [_health(v, None, groups[v]) for v in versions(rows)]
+    return [_health(v, None, g) for v, g in _by_version(rows).items()]
 
 
 def bucket_width(rows: Sequence[dict]) -> str:
@@ -188,26 +194,33 @@ def bucket_width(rows: Sequence[dict]) -> str:
     return "minute" if span <= 7200 else ("hour" if span <= 2 * 86400 else "day")
 
 
+def _bucket_start(at: str, seconds: int) -> int:
+    """The POSIX time at which the bucket of `seconds` holding the time `at` (ISO 8601) starts."""
+    return int(_time(at).timestamp() // seconds * seconds)
+
+
+def _bucket_name(start: int) -> str:
+    return dt.datetime.fromtimestamp(start, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def bucket_of(at: str, width: str) -> str:
     """The UTC start of the bucket holding the time `at` (ISO 8601), as 'YYYY-MM-DD HH:MM'."""
-    seconds = BUCKETS[width]
-    t = _time(at)
-    start = dt.datetime.fromtimestamp(t.timestamp() // seconds * seconds, dt.UTC)
-    return start.strftime("%Y-%m-%d %H:%M")
+    return _bucket_name(_bucket_start(at, BUCKETS[width]))
 
 
 def over_time(rows: Sequence[dict], width: str | None = None) -> list[HealthRow]:
     """health() per version and bucket (every version's buckets in time order, versions as in versions())."""
-    width = width or bucket_width(rows)
-    groups = _by(rows, lambda r: (r["version"], bucket_of(r["at"], width)))
-    return [_health(v, b, groups[(v, b)]) for v in versions(rows) for b in sorted(b for (w, b) in groups if w == v)]
+    seconds = BUCKETS[width or bucket_width(rows)]
+    out = []
+    for v, g in _by_version(rows).items():
+        buckets = _by(g, lambda r: _bucket_start(r["at"], seconds))  # named once per bucket, not once per row
+        out += [_health(v, _bucket_name(b), buckets[b]) for b in sorted(buckets)]
+    return out
 
 
 def input_quality(rows: Sequence[dict]) -> list[QualityRow]:
-    groups = _by(rows, lambda r: r["version"])
     out = []
-    for v in versions(rows):
-        g = groups[v]
+    for v, g in _by_version(rows).items():
         out.append(
             QualityRow(
                 v,
@@ -228,10 +241,8 @@ def histogram(values: Iterable[float]) -> tuple[int, ...]:
 
 
 def predictions(rows: Sequence[dict]) -> list[PredictionRow]:
-    groups = _by(rows, lambda r: r["version"])
     out = []
-    for v in versions(rows):
-        g = groups[v]
+    for v, g in _by_version(rows).items():
         top1 = [r["top1_prob"] for r in g if r["top1_prob"] is not None]
         entropy = [r["entropy_nats"] for r in g if r["entropy_nats"] is not None]
         decided = [r for r in g if r["shown"] is not None]
@@ -243,17 +254,20 @@ def predictions(rows: Sequence[dict]) -> list[PredictionRow]:
 
 
 def _outcome_counts(group: Sequence[dict]) -> tuple[int, int, int, int]:
-    shown = [r for r in group if r["shown"] == 1]
-    accepted = sum(r["outcome"] == "accepted" for r in shown)
-    other = sum(r["outcome"] == "typed_other" for r in shown)
-    return len(shown), accepted + other, accepted, other
+    """Among the shown suggestions of `group`: (shown, matured, accepted, typed_other)."""
+    shown = accepted = other = 0
+    for r in group:
+        if r["shown"] == 1:
+            shown += 1
+            accepted += r["outcome"] == "accepted"
+            other += r["outcome"] == "typed_other"
+    return shown, accepted + other, accepted, other
 
 
 def outcomes(rows: Sequence[dict]) -> list[OutcomeRow]:
-    groups = _by(rows, lambda r: r["version"])
     out = []
-    for v in versions(rows):
-        shown, matured, accepted, other = _outcome_counts(groups[v])
+    for v, g in _by_version(rows).items():
+        shown, matured, accepted, other = _outcome_counts(g)
         out.append(OutcomeRow(v, shown, matured, accepted, other, _rate(accepted, matured)))
     return out
 
@@ -264,13 +278,14 @@ def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
     if family not in FAMILY_COLUMNS:
         raise ValueError(f"family must be one of {tuple(FAMILY_COLUMNS)}, got {family!r}")
     column = FAMILY_COLUMNS[family]
-    labelled = np.array([r[column] for r in rows if r[column] is not None], dtype=object)
-    order = slice_names(family, labelled) + ([UNLABELLED] if any(r[column] is None for r in rows) else [])
-    groups = _by(rows, lambda r: (r["version"], UNLABELLED if r[column] is None else r[column]))
+    groups = _by(rows, lambda r: (r["version"], r[column]))  # None: not labelled (yet)
+    labels = list(dict.fromkeys(name for _, name in groups))  # in the order of their first row, as slice_names reads
+    named = slice_names(family, np.array([n for n in labels if n is not None], dtype=object))
+    order = [(n, n) for n in named] + ([(UNLABELLED, None)] if None in labels else [])
     out = []
-    for v in versions(rows):
-        for name in order:
-            g = groups.get((v, name))
+    for v in dict.fromkeys(v for v, _ in groups):  # as versions(rows), from the groups
+        for name, label in order:
+            g = groups.get((v, label))
             if not g:
                 continue
             shown, matured, accepted, _ = _outcome_counts(g)
@@ -352,12 +367,9 @@ class Figures:
 
 def figures(rows: Sequence[dict]) -> Figures:
     width = bucket_width(rows)
-    top1: dict[str, list[float]] = {v: [] for v in versions(rows)}
-    for r in rows:
-        if r["top1_prob"] is not None:
-            top1[r["version"]].append(r["top1_prob"])
+    top1 = {v: [r["top1_prob"] for r in g if r["top1_prob"] is not None] for v, g in _by_version(rows).items()}
     return Figures(
-        len(rows), versions(rows), health(rows), width, over_time(rows, width), input_quality(rows), predictions(rows),
+        len(rows), list(top1), health(rows), width, over_time(rows, width), input_quality(rows), predictions(rows),
         outcomes(rows), {family: slices(rows, family) for family in FAMILY_COLUMNS}, top1,
     )  # fmt: skip
 

@@ -143,6 +143,14 @@ def test_time_buckets_add_up_to_the_whole(database):
         timeline = monitor.over_time(rows, width)
         for h in monitor.health(rows):
             assert sum(t.requests for t in timeline if t.version == h.version) == h.requests
+        counted: dict = {}
+        for r in rows:  # each row in the bucket its own time names, counted one by one
+            key = (r["version"], monitor.bucket_of(r["at"], width))
+            counted[key] = counted.get(key, 0) + 1
+        assert {(t.version, t.bucket): t.requests for t in timeline} == counted
+        for v in monitor.versions(rows):
+            named = [t.bucket for t in timeline if t.version == v]
+            assert named == sorted(named)  # in time order ('YYYY-MM-DD HH:MM' sorts as time)
     assert monitor.bucket_of("2026-01-02T03:04:59.5+00:00", "minute") == "2026-01-02 03:04"
     assert monitor.bucket_of("2026-01-02T03:04:59.5+00:00", "hour") == "2026-01-02 03:00"
     assert monitor.load(database, surfaces=["page"]) == [] and monitor.load(database, kind="completion") == []
