@@ -1,11 +1,13 @@
 """The text a model learns from: a corpus of named documents, and its train/validation split.
 
-The default domain is Python source code: `STDLIB_MODULES` pins about two hundred modules of the running
-interpreter's standard library (about 6 MB), read at run time from `sysconfig.get_paths()["stdlib"]`,
-one file per document. Nothing is downloaded and nothing is shipped: every Python 3.11+ has them.
-Their exact text depends on the interpreter version, and the corpus `fingerprint` records which text
-a model saw. A text of another kind is "pydoc": the language reference topics the interpreter ships for
-`help()` (pydoc_data/topics.py, about 0.5 MB of English prose), one topic per document.
+The default domain is Python source code: `STDLIB_MODULES` pins about two hundred modules of the standard
+library (about 6 MB), one file per document. A text of another kind is "pydoc": the language reference topics
+the interpreter ships for `help()` (pydoc_data/topics.py, about 0.5 MB of English prose), one topic per document.
+Both are read from snapshots shipped with the lab (`core/model/corpora/*.json.xz`, taken from CPython 3.11.7
+by `take_snapshots()`, under the PSF licence in `corpora/LICENSE-PSF.txt`), never from the running
+interpreter: its files differ between Python releases, and the corpus `fingerprint` (recorded in every bundle)
+then differed too, so the held-out split and the shipped models' checks depended on the teacher's Python.
+A snapshot is checked against the fingerprint it records before it is used.
 
 Any UTF-8 text file (or an uploaded text) can be used instead. It is cut into documents at
 blank-line boundaries, each about `DOCUMENT_CHARS` characters (a paragraph longer than twice that is
@@ -19,15 +21,18 @@ documents of a file gives back its text exactly (after CRLF -> LF and a leading 
 from __future__ import annotations
 
 import hashlib
+import json
+import lzma
 import os
+import platform
 import random
 import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-# Sorted paths relative to the stdlib directory; all exist in CPython 3.11 (tests/model/test_corpus.py checks
-# the running interpreter) and none is among the modules 3.12 and 3.13 removed or turned into packages; all
+# Sorted paths relative to the stdlib directory, as snapshotted from CPython 3.11.7; none is among the modules
+# 3.12 and 3.13 removed or turned into packages (so a snapshot can be taken again on those); all
 # are pure Python (no shims re-exporting a C module) and ASCII but for a few names and quotes (shlex.py is left out: its
 # Latin-1 word-character table would add 60 characters seen nowhere else).
 STDLIB_MODULES: tuple[str, ...] = tuple(
@@ -69,6 +74,8 @@ STDLIB_SOURCE = "stdlib"
 # Prose of another kind, also on every Python: the language reference's topics that `help("if")` shows,
 # shipped with the interpreter as pydoc_data/topics.py (English prose with grammar snippets), one per document.
 PYDOC_SOURCE = "pydoc"
+SNAPSHOT_DIR = Path(__file__).with_name("corpora")  # <source>.json.xz for each named corpus
+SNAPSHOT_MAX_BYTES = 8 * 2**20  # a shipped snapshot is about 1.3 MB compressed; bound what is decompressed too
 MAX_BYTES = 20 * 1024 * 1024  # larger files would take minutes to tokenise and hours to learn from
 DOCUMENT_CHARS = 4000  # target size of one document cut from a plain text file
 MIN_DOCUMENTS = 2  # one for training, one for validation
@@ -247,28 +254,60 @@ def check_split_size(train_chars: int, val_chars: int, context_length: int) -> N
 
 
 def _load_stdlib() -> Corpus:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    documents: list[Document] = []
-    for rel in STDLIB_MODULES:
-        path = root / rel
-        if not path.is_file():
-            raise CorpusError(
-                f"the standard-library module {rel!r} is missing from {str(root)!r}; this "
-                f"interpreter's stdlib is incomplete: pass a text file with --corpus instead"
-            )
-        documents.append(Document(rel, _normalise(_decode(path.read_bytes(), rel))))
-    return Corpus(tuple(documents), fingerprint(documents), STDLIB_SOURCE)
+    return load_snapshot(STDLIB_SOURCE)
 
 
 def _load_pydoc() -> Corpus:
+    return load_snapshot(PYDOC_SOURCE)
+
+
+def load_snapshot(source: str, folder: Path = SNAPSHOT_DIR) -> Corpus:
+    """A named corpus from its shipped snapshot, refused unless its documents hash to the fingerprint it records."""
+    path = folder / f"{source}.json.xz"
     try:
-        from pydoc_data.topics import topics
-    except ImportError:
+        with lzma.open(path, "rb") as f:
+            raw = f.read(SNAPSHOT_MAX_BYTES * 4 + 1)  # 6 MB of text; never decompress without a bound
+    except (OSError, lzma.LZMAError) as e:
+        raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} cannot be read ({e}); reinstall the lab") from e
+    if len(raw) > SNAPSHOT_MAX_BYTES * 4:
+        raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} is larger than expected; reinstall the lab")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        documents = [Document(str(name), str(text)) for name, text in data["documents"]]
+        recorded = str(data["fingerprint"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} is damaged ({e}); reinstall the lab") from e
+    if fingerprint(documents) != recorded:
         raise CorpusError(
-            "this interpreter has no pydoc_data (the 'pydoc' corpus): pass a text file with --corpus instead"
-        ) from None
-    documents = [Document(f"pydoc/{name}", _normalise(str(text))) for name, text in sorted(topics.items())]
-    return Corpus(tuple(documents), fingerprint(documents), PYDOC_SOURCE)
+            f"the shipped {source!r} corpus {str(path)!r} does not match its fingerprint; reinstall the lab"
+        )
+    return Corpus(tuple(documents), recorded, source)
+
+
+def interpreter_corpus(source: str) -> Corpus:
+    """The named corpus as the running interpreter's own files give it (what a snapshot is taken from)."""
+    if source == PYDOC_SOURCE:
+        from pydoc_data.topics import topics
+
+        pydoc = [Document(f"pydoc/{name}", _normalise(str(text))) for name, text in sorted(topics.items())]
+        return Corpus(tuple(pydoc), fingerprint(pydoc), PYDOC_SOURCE)
+    root = Path(sysconfig.get_paths()["stdlib"])
+    documents = [Document(rel, _normalise(_decode((root / rel).read_bytes(), rel))) for rel in STDLIB_MODULES]
+    return Corpus(tuple(documents), fingerprint(documents), STDLIB_SOURCE)
+
+
+def write_snapshot(corpus: Corpus, folder: Path = SNAPSHOT_DIR) -> Path:
+    """Write `corpus` as <source>.json.xz (documents in order, and their fingerprint)."""
+    path = folder / f"{corpus.source}.json.xz"
+    data = {
+        "source": corpus.source,
+        "fingerprint": corpus.fingerprint,
+        "taken_from": f"CPython {platform.python_version()}",
+    }
+    data["documents"] = [[d.name, d.text] for d in corpus.documents]
+    with lzma.open(path, "wb", preset=9) as f:
+        f.write(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+    return path
 
 
 def _check_size(n_bytes: int, label: str) -> None:
@@ -309,3 +348,9 @@ def _cut_point(text: str, start: int, target: int) -> int:
     if newline != -1:
         return newline + 1
     return lo
+
+
+def take_snapshots(folder: Path = SNAPSHOT_DIR) -> list[Path]:
+    """Snapshot both named corpora from this interpreter; the shipped ones were taken on CPython 3.11.7 with
+    `python -c "from core.model.corpus import take_snapshots; take_snapshots()"`."""
+    return [write_snapshot(interpreter_corpus(name), folder) for name in (STDLIB_SOURCE, PYDOC_SOURCE)]
