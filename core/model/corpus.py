@@ -303,8 +303,8 @@ def write_snapshot(corpus: Corpus, folder: Path = SNAPSHOT_DIR) -> Path:
         "source": corpus.source,
         "fingerprint": corpus.fingerprint,
         "taken_from": f"CPython {platform.python_version()}",
+        "documents": [[d.name, d.text] for d in corpus.documents],
     }
-    data["documents"] = [[d.name, d.text] for d in corpus.documents]
     with lzma.open(path, "wb", preset=9) as f:
         f.write(json.dumps(data, ensure_ascii=False).encode("utf-8"))
     return path
