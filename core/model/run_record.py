@@ -62,8 +62,15 @@ class RunRecord:
     bytes: int  # the run directory's size when the record was written
 
 
+class HashedOwner(str):
+    """An owner already hashed (the sha256 hex): a run's own process has only the hash its job keeps
+    (core.model.jobs), never the session's token. `owner_hash` passes it through."""
+
+
 def owner_hash(token: str) -> str:
     """The sha256 hex of a session token: what a record stores as its owner."""
+    if isinstance(token, HashedOwner) and _OWNER.fullmatch(token):
+        return str(token)
     if not isinstance(token, str) or not token:
         raise ValueError(f"an owner token must be a non-empty string, got {type(token).__name__}")
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -327,14 +334,23 @@ def _parse(run_dir: Path, raw: Any) -> RunRecord | None:
 
 
 def _read_bounded(path: Path, limit: int) -> bytes | None:
-    """The bytes of a regular file (not a symlink, not a FIFO: opened without blocking) of at most `limit`
-    bytes, else None."""
+    """The bytes of a regular file (not a symlink, not a FIFO) of at most `limit` bytes, else None.
+
+    On POSIX open itself refuses a symlink (O_NOFOLLOW) and never waits for a FIFO's writer (O_NONBLOCK). Windows
+    has neither flag (nor FIFOs), so the refusal does not rest on them: lstat before opening refuses anything but a
+    regular file, and fstat after it checks the file opened is the one lstat saw (device, inode), so a file swapped
+    for a link in between is refused too (without O_NOFOLLOW its target is opened for that moment, never read)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        seen = os.lstat(path)
+        if not stat.S_ISREG(seen.st_mode):
+            return None
+        fd = os.open(path, flags)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        opened = os.fstat(f.fileno())
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
             return None
         data = f.read(limit + 1)
     return data if len(data) <= limit else None
