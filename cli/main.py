@@ -30,6 +30,9 @@
     python -m core cost --bundle DIR [--json] ...                   (cli/cost.py)
         Storage, preprocessing, training FLOPs, serving time and CPU per suggestion, and the class's queueing:
         the largest class this machine serves within a latency target.
+    python -m core serve [--port N] | serve --class [--workers N] ...   (cli/serve.py)
+        Serve the lab: one Streamlit on localhost with its warm-up (`make run`), or a class: N workers behind
+        HAProxy on the network, refused without a teacher passcode (`make class`).
 
 Bad arguments, a missing or tampered bundle and an unusable corpus print one line `error: ...` on
 stderr and exit with status 2, without a traceback.
@@ -348,7 +351,21 @@ def register_cost(subparsers) -> None:
     register_commands(subparsers)
 
 
-COMMANDS: list[Callable] = [register_train, register_generate, register_suggest, register_release, register_cost]
+def register_serve(subparsers) -> None:
+    """`serve` (one laptop) and `serve --class` (workers behind HAProxy): see cli/serve.py."""
+    from cli.serve import register_commands
+
+    register_commands(subparsers)
+
+
+COMMANDS: list[Callable] = [
+    register_train,
+    register_generate,
+    register_suggest,
+    register_release,
+    register_cost,
+    register_serve,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

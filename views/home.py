@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core.lessons.example_run import EXAMPLE, run_worked_example
+from ui import join
 
 
 @st.cache_data(show_spinner="Running examples/attention_by_hand.py...")
@@ -11,6 +12,7 @@ def worked_example_run():
 
 
 st.title("Attention Lab")
+join.show()  # a class server's address and its QR code (only when LAB_JOIN_URL is set)
 st.markdown(
     "A visual lab for **scaled dot-product self-attention** and the small decoder-only transformer "
     "built around it. Every number on these pages is computed by the lab's own code, and every "
