@@ -16,6 +16,7 @@ import json
 
 import torch
 
+from cli.progress import progress_bars
 from cli.release import REGISTRY_HELP, format_table
 from core import settings
 from core.telemetry.cost import (
@@ -65,18 +66,20 @@ def _run_cost(args: argparse.Namespace) -> int:
     if not 1 <= args.threads <= MAX_THREADS:
         raise ValueError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     torch.set_num_threads(args.threads)
-    report = cost_report(
-        args.bundle,
-        registry=args.registry or settings.registry_dir(),
-        telemetry=telemetry_path(),
-        corpus=args.corpus,
-        learners=args.learners,
-        rate=args.rate,
-        latency_target_ms=args.latency_target_ms,
-        samples=args.samples,
-        seed=args.seed,
-        training_slots=_training_slots(args.training_slots),
-    )
+    with progress_bars(args.json) as progress:
+        report = cost_report(
+            args.bundle,
+            registry=args.registry or settings.registry_dir(),
+            telemetry=telemetry_path(),
+            corpus=args.corpus,
+            learners=args.learners,
+            rate=args.rate,
+            latency_target_ms=args.latency_target_ms,
+            samples=args.samples,
+            seed=args.seed,
+            training_slots=_training_slots(args.training_slots),
+            progress=progress,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), allow_nan=False))
         return 0

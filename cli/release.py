@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from cli.progress import progress_bars
 from core import settings
 from core.model.bundle import BundleError, load_bundle
 from core.release.baseline_bundle import load_baseline, save_baseline, train_baseline
@@ -112,7 +113,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         latency_samples=args.latency_samples,
         seed=args.seed,
     )
-    result = evaluate_bundle(args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare)
+    with progress_bars(args.json) as progress:
+        result = evaluate_bundle(
+            args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare, progress=progress
+        )
     for warning in result.report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:  # one object: a key per predictor (the headline figures), and the whole report
@@ -213,7 +217,8 @@ def _print_rubric(rubric: Rubric) -> None:
 
 def _run_check(args: argparse.Namespace) -> int:
     _threads(args.threads)
-    check = check_release(args.bundle, corpus=args.corpus)
+    with progress_bars(args.json) as progress:
+        check = check_release(args.bundle, corpus=args.corpus, progress=progress)
     try:
         where = write_release_record(check, args.out, save_fallback=args.save_fallback)
     except (OSError, BundleError) as e:

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from cli.progress import progress_bars
 from core.release.eval_report import EvalConfig
 from core.release.policy import policy_from_manifest
 from core.release.transformer_predictor import load_predictor
@@ -67,9 +68,10 @@ def _run_tune(args: argparse.Namespace) -> int:
     from cli.release import _threads, format_table
 
     _threads(args.threads)
-    policy, rows, manifest = tune_bundle(
-        args.bundle, corpus=args.corpus, config=EvalConfig(typing_chars=args.typing_chars)
-    )
+    with progress_bars() as progress:
+        policy, rows, manifest = tune_bundle(
+            args.bundle, corpus=args.corpus, config=EvalConfig(typing_chars=args.typing_chars), progress=progress
+        )
     print(format_table(rows, ["threshold", "keystrokes_saved_per_100", "shown_per_100", "acceptance_rate"]))
     print(f"threshold {policy.threshold} recorded in {args.bundle} (version {manifest['version']})")
     return 0

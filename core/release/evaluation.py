@@ -44,6 +44,7 @@ import torch
 
 from core.model.corpus import Corpus, Document
 from core.model.training import document_stream
+from core.progress import Progress, steps, within
 from core.release.comparison import COMPARISON_ROWS, Evaluation, comparison_table
 from core.release.eval_report import (
     DEFAULT_EVAL,
@@ -118,9 +119,11 @@ def evaluate_predictor(
     held_out_info: dict | None = None,
     warnings: Sequence[str] = (),
     tuning: Sequence[dict] = (),
+    progress: Progress | None = None,
 ) -> EvalReport:
     """Every metric of the module docstring for `predictor` on `documents` (the held-out side), the typist
-    shown suggestions at `policy`'s threshold."""
+    shown suggestions at `policy`'s threshold. `progress` (core.progress) hears of each chunk of positions
+    scored and each batch the typist is shown: the two loops that take the time."""
     if not documents:
         raise ValueError("evaluation needs at least one held-out document")
     began = time.perf_counter()
@@ -133,7 +136,7 @@ def evaluate_predictor(
     nll: list[torch.Tensor] = []
     top1: list[torch.Tensor] = []
     top3: list[torch.Tensor] = []
-    for a, b in positions:
+    for a, b in steps(positions, progress, "scoring held-out positions"):
         lp = predictor.log_probs(ids, range(a, b))  # (P, V)
         target = torch.tensor(ids[a:b])  # (P,)
         order = torch.argsort(-lp, dim=-1, stable=True)[:, :3]  # (P, 3) most likely first, lower id on ties
@@ -148,7 +151,7 @@ def evaluate_predictor(
         "top3": torch.cat(top3).numpy(),
     }
     segments = typing_segments(documents, config)
-    trace = typing_trace(predictor, ids, segments, policy)
+    trace = typing_trace(predictor, ids, segments, policy, progress)
     typing = simulate_typing(trace, N, segments, policy.threshold)
     overall = metrics(token, typing, np.ones(N, dtype=bool), document, config)
     slices = tuple(
@@ -193,11 +196,12 @@ def evaluate_bundle(
     config: EvalConfig = DEFAULT_EVAL,
     with_baselines: bool = False,
     measure_latency: bool = True,
+    progress: Progress | None = None,
 ) -> Evaluation:
     """Evaluate the bundle at `path` (any kind) on its held-out documents, at the threshold it records;
     with_baselines also trains the rule and the n-gram on the same training documents (with the bundle's
     tokenizer), tunes each one's threshold on the validation documents the same way, and evaluates them
-    with the same code and positions."""
+    with the same code and positions. `progress` hears each stage, named by the predictor (core.progress)."""
     predictor, manifest = load_predictor(path)
     policy = policy_from_manifest(manifest)
     split = held_out(manifest, corpus)
@@ -211,6 +215,7 @@ def evaluate_bundle(
         version=manifest["version"],
         held_out_info=info,
         warnings=split.warnings + untuned_warning(policy),
+        progress=within(progress, f"evaluating the {predictor.kind}"),
     )
     baselines: list[EvalReport] = []
     if with_baselines:
@@ -218,7 +223,9 @@ def evaluate_bundle(
             if train.__name__ == f"train_{predictor.kind}":
                 continue
             baseline = train(split.train, predictor.tokenizer)
-            tuned, grid = tune_policy(baseline, split.val, config, policy)
+            tuned, grid = tune_policy(
+                baseline, split.val, config, policy, progress=within(progress, f"tuning the {baseline.kind}")
+            )
             baselines.append(
                 evaluate_predictor(
                     baseline,
@@ -228,6 +235,7 @@ def evaluate_bundle(
                     measure_latency=measure_latency,
                     held_out_info=info,
                     tuning=grid,
+                    progress=within(progress, f"evaluating the {baseline.kind}"),
                 )
             )
     return Evaluation(report, tuple(baselines), tuple(comparison_table((*baselines, report))))

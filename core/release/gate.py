@@ -61,11 +61,13 @@ import dataclasses
 import datetime
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from core.model.bundle import BundleError, load_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError
 from core.model.training import document_stream
+from core.progress import Progress
 from core.release.baseline_bundle import load_baseline, save_baseline
 from core.release.checks import (
     BASELINE_CHECKS,
@@ -81,6 +83,7 @@ from core.release.eval_report import EvalConfig, EvalReport
 from core.release.evaluation import HeldOut, evaluate_predictor, held_out, untuned_warning
 from core.release.ngram import NGramModel, train_ngram
 from core.release.policy import SuggestionPolicy, policy_from_manifest
+from core.release.predictor import Predictor
 from core.release.rubric import (
     DEFAULT_POLICY,
     EXIT_FAILED,
@@ -102,6 +105,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "EXIT_FAILED",
     "FALLBACK",
+    "GATE_STEPS",
     "RUBRIC",
     "CheckResult",
     "ReleaseCheck",
@@ -119,11 +123,47 @@ __all__ = [
 ]
 
 
+# The gate's steps in the order it runs them, as its `progress` names them (core.progress).
+GATE_STEPS = (
+    "integrity",
+    "causality",
+    "cache logits and greedy",
+    "held-out split",
+    "evaluating the transformer",
+    "the rule: training, tuning, evaluating",
+    "the n-gram: training, tuning, evaluating",
+    "no-peek",
+    "canary",
+    "named fallback",
+)
+
+
 def check_release(
-    bundle_dir: str | os.PathLike, *, corpus: Corpus | str | None = None, policy: ReleasePolicy = DEFAULT_POLICY
+    bundle_dir: str | os.PathLike,
+    *,
+    corpus: Corpus | str | None = None,
+    policy: ReleasePolicy = DEFAULT_POLICY,
+    progress: Progress | None = None,
 ) -> ReleaseCheck:
-    """Run every check of the module docstring on the bundle at `bundle_dir` (never writes anything)."""
-    path = Path(bundle_dir)
+    """Run every check of the module docstring on the bundle at `bundle_dir` (never writes anything).
+    `progress` hears each of GATE_STEPS as it begins, and done == total when the rubric is complete (a bundle
+    that does not load, or without its held-out text, skips the steps that need them)."""
+    total = len(GATE_STEPS)
+
+    def begin(step: str) -> None:
+        if progress is not None:
+            progress(GATE_STEPS.index(step), total, step)
+
+    check = _check_release(Path(bundle_dir), corpus, policy, begin)
+    if progress is not None:
+        progress(total, total, "release check done")
+    return check
+
+
+def _check_release(
+    path: Path, corpus: Corpus | str | None, policy: ReleasePolicy, begin: Callable[[str], None]
+) -> ReleaseCheck:
+    begin("integrity")
     checks: list[CheckResult] = []
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     problems = verify_bundle(path)
@@ -156,8 +196,11 @@ def check_release(
             manifest["unsafe_reason"] or "",
         )
     )
+    begin("causality")
     checks.append(causality_check(model, policy))
+    begin("cache logits and greedy")
     checks.extend(cache_checks(model, policy))
+    begin("held-out split")
     try:
         split = held_out(manifest, corpus)
     except (CorpusError, OSError) as e:
@@ -175,6 +218,7 @@ def check_release(
     )
     predictor = TransformerPredictor(model, bundle.tokenizer)
     ev, info, untuned = policy.evaluation, split.describe(), untuned_warning(served)
+    begin("evaluating the transformer")
     reports = {
         "transformer": evaluate_predictor(
             predictor,
@@ -187,17 +231,19 @@ def check_release(
             warnings=split.warnings + untuned,
         )
     }
-    ngram = train_ngram(split.train, bundle.tokenizer, order=policy.ngram_order)
     tuned: dict[str, SuggestionPolicy] = {}
-    for baseline in (train_rule(split.train, bundle.tokenizer), ngram):
-        tuned[baseline.kind], grid = tune_policy(baseline, split.val, ev, served)
-        reports[baseline.kind] = evaluate_predictor(
-            baseline, split.val, ev, policy=tuned[baseline.kind], measure_latency=False, held_out_info=info, tuning=grid
-        )
+    begin("the rule: training, tuning, evaluating")
+    tuned["rule"], reports["rule"] = _tuned_report(train_rule(split.train, bundle.tokenizer), split, ev, served)
+    begin("the n-gram: training, tuning, evaluating")
+    ngram = train_ngram(split.train, bundle.tokenizer, order=policy.ngram_order)
+    tuned["ngram"], reports["ngram"] = _tuned_report(ngram, split, ev, served)
+    begin("no-peek")
     checks.append(peek_check(model, document_stream(split.val, bundle.tokenizer).tolist(), policy))
+    begin("canary")
     checks.append(canary_check(predictor, split.val, policy))
     overall = {kind: r.overall for kind, r in reports.items() if kind != "transformer"}
     checks.extend(versus_baselines(reports["transformer"].overall, overall, policy, note="".join(untuned)))
+    begin("named fallback")
     fallback_check, fallback = _fallback_check(ngram, tuned["ngram"], split)
     checks.append(fallback_check)
     rubric = Rubric(str(path), bundle.version, created, tuple(checks), fallback, _summary(split, reports, ev, served))
@@ -214,6 +260,17 @@ _DATA_CHECKS = (
     "named fallback",
 )
 _LATER_CHECKS = ("marked safe", "causality", "cache logits", "cache greedy") + _DATA_CHECKS
+
+
+def _tuned_report(
+    baseline: Predictor, split: HeldOut, ev: EvalConfig, served: SuggestionPolicy
+) -> tuple[SuggestionPolicy, EvalReport]:
+    """A baseline's threshold tuned on the validation documents, and its evaluation at that threshold."""
+    tuned, grid = tune_policy(baseline, split.val, ev, served)
+    report = evaluate_predictor(
+        baseline, split.val, ev, policy=tuned, measure_latency=False, held_out_info=split.describe(), tuning=grid
+    )
+    return tuned, report
 
 
 def _summary(split: HeldOut, reports: dict[str, EvalReport], ev: EvalConfig, served: SuggestionPolicy) -> dict:

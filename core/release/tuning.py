@@ -23,6 +23,7 @@ from core.files import write_json_atomic
 from core.model.bundle import MANIFEST, BundleError, manifest_version
 from core.model.corpus import Corpus, Document
 from core.model.training import document_stream
+from core.progress import Progress, steps
 from core.release.eval_report import DEFAULT_EVAL, EvalConfig
 from core.release.held_out import held_out
 from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
@@ -34,11 +35,14 @@ THRESHOLDS: tuple[float, ...] = (MIN_THRESHOLD,) + tuple(round(0.05 * k, 2) for 
 
 
 def tune_threshold(
-    trace: dict[int, tuple[TraceCut, ...]], n_positions: int, segments: Sequence[Segment]
+    trace: dict[int, tuple[TraceCut, ...]],
+    n_positions: int,
+    segments: Sequence[Segment],
+    progress: Progress | None = None,
 ) -> tuple[float, list[dict]]:
     """The grid threshold with the most keystrokes saved per 100 characters, and every threshold's figures."""
     rows: list[dict] = []
-    for threshold in THRESHOLDS:
+    for threshold in steps(THRESHOLDS, progress, "trying each threshold of the grid"):
         typing = simulate_typing(trace, n_positions, segments, threshold)
         covered, saved, offered = (int(typing[k].sum()) for k in ("covered", "saved", "offered"))
         accepted = int(typing["accepted"].sum())
@@ -59,15 +63,18 @@ def tune_policy(
     documents: Sequence[Document],
     config: EvalConfig = DEFAULT_EVAL,
     policy: SuggestionPolicy = DEFAULT_POLICY,
+    *,
+    progress: Progress | None = None,
 ) -> tuple[SuggestionPolicy, list[dict]]:
-    """`policy` with the threshold tuned on `documents` (the validation side), and the grid's figures."""
+    """`policy` with the threshold tuned on `documents` (the validation side), and the grid's figures; `progress`
+    hears the typist's batches, then the grid (core.progress)."""
     if not documents:
         raise ValueError("tuning the threshold needs at least one validation document")
     config = dataclasses.replace(config, seed=config.seed + 1)  # other stretches than the evaluation types
     ids = document_stream(documents, predictor.tokenizer).tolist()
     segments = typing_segments(documents, config)
-    trace = typing_trace(predictor, ids, segments, policy)
-    threshold, rows = tune_threshold(trace, len(ids), segments)
+    trace = typing_trace(predictor, ids, segments, policy, progress)
+    threshold, rows = tune_threshold(trace, len(ids), segments, progress)
     return policy.with_threshold(threshold), rows
 
 
@@ -89,10 +96,14 @@ def record_policy(path: str | os.PathLike, policy: SuggestionPolicy) -> dict:
 
 
 def tune_bundle(
-    path: str | os.PathLike, *, corpus: Corpus | str | None = None, config: EvalConfig = DEFAULT_EVAL
+    path: str | os.PathLike,
+    *,
+    corpus: Corpus | str | None = None,
+    config: EvalConfig = DEFAULT_EVAL,
+    progress: Progress | None = None,
 ) -> tuple[SuggestionPolicy, list[dict], dict]:
     """(the tuned policy, the grid's figures, the new manifest) for the bundle at `path`."""
     predictor, manifest = load_predictor(path)
     split = held_out(manifest, corpus)
-    policy, rows = tune_policy(predictor, split.val, config, policy_from_manifest(manifest))
+    policy, rows = tune_policy(predictor, split.val, config, policy_from_manifest(manifest), progress=progress)
     return policy, rows, record_policy(path, policy)

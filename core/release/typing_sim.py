@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.model.corpus import Document
+from core.progress import Progress, steps
 from core.release.eval_report import EvalConfig
 from core.release.policy import SuggestionPolicy, propose_all
 from core.release.predictor import Predictor
@@ -80,12 +81,17 @@ def typing_shares(lengths: Sequence[int], total: int) -> list[int]:
 
 
 def typing_trace(
-    predictor: Predictor, ids: Sequence[int], segments: Sequence[Segment], policy: SuggestionPolicy
+    predictor: Predictor,
+    ids: Sequence[int],
+    segments: Sequence[Segment],
+    policy: SuggestionPolicy,
+    progress: Progress | None = None,
 ) -> dict[int, tuple[TraceCut, ...]]:
-    """position -> the cuts the policy would choose from there (every position of every segment)."""
+    """position -> the cuts the policy would choose from there (every position of every segment); `progress`
+    hears of each batch (core.progress)."""
     positions = [i for seg in segments for i in range(seg.start, seg.stop)]
     trace: dict[int, tuple[TraceCut, ...]] = {}
-    for c0 in range(0, len(positions), BATCH):
+    for c0 in steps(range(0, len(positions), BATCH), progress, "suggesting as the user types"):
         batch = positions[c0 : c0 + BATCH]
         proposals = propose_all(predictor, [ids[max(0, i - MAX_CONTEXT) : i] for i in batch], policy)
         for i, proposal in zip(batch, proposals):

@@ -47,6 +47,7 @@ from core.model.bundle import BundleError, load_bundle
 from core.model.corpus import Corpus, Document, split_documents
 from core.model.gpt import ModelConfig
 from core.model.tokenizer import CharTokenizer
+from core.progress import Progress, steps
 from core.release.autocomplete import serve_suggestion
 from core.release.held_out import held_out
 from core.release.policy import policy_from_manifest
@@ -276,8 +277,11 @@ def _training(manifest: dict, config: ModelConfig, parameters: int) -> Training:
 # ---- serving ------------------------------------------------------------------------------------
 
 
-def measure_serving(predictor, manifest: dict, documents: Sequence[Document], samples: int, seed: int) -> Serving:
-    """Time `samples` suggestions after seeded prefixes of the documents (weighted by length), after a warm-up."""
+def measure_serving(
+    predictor, manifest: dict, documents: Sequence[Document], samples: int, seed: int, progress: Progress | None = None
+) -> Serving:
+    """Time `samples` suggestions after seeded prefixes of the documents (weighted by length), after a warm-up;
+    `progress` hears of each one (core.progress)."""
     docs = [d for d in documents if d.text]
     if not docs:
         raise ValueError("the held-out documents are empty: there is no text to time suggestions on")
@@ -292,7 +296,7 @@ def measure_serving(predictor, manifest: dict, documents: Sequence[Document], sa
     clock, clock_name = (time.thread_time, "thread_time") if threads == 1 else (time.process_time, "process_time")
     serve_suggestion(predictor, prompts[0], policy, template=template)  # warm-up: first-call allocations
     wall_ms, cpu = [], 0.0
-    for text in prompts:
+    for text in steps(prompts, progress, "timing suggestions"):
         w0, c0 = time.perf_counter(), clock()
         serve_suggestion(predictor, text, policy, template=template)
         cpu += clock() - c0
@@ -327,10 +331,12 @@ def cost_report(
     cores: int | None = None,
     training_slots: int = 1,
     training_per_hour: float = TRAINING_PER_HOUR,
+    progress: Progress | None = None,
 ) -> CostReport:
     """The cost of the transformer bundle at `bundle_dir` (module docstring). `rate` None measures it from
     `telemetry` (else DEFAULT_RATE); `corpus` None reads the source the manifest names; `cores` None is this
-    machine's. Every input is bounded first: a bad one raises ValueError naming it and its range."""
+    machine's; `progress` hears the timed suggestions. Every input is bounded first: a bad one raises ValueError
+    naming it and its range."""
     learners = _integer("learners", learners, 1, MAX_LEARNERS)
     if rate is not None:
         rate = _number("rate", rate, 0.0, MAX_RATE)
@@ -361,7 +367,7 @@ def cost_report(
     preprocessing = _preprocessing(split.corpus, load_seconds, split.val_fraction, split.seed)
     training = _training(bundle.manifest, bundle.config, bundle.model.num_parameters())
     predictor = TransformerPredictor(bundle.model, bundle.tokenizer)
-    serving = measure_serving(predictor, bundle.manifest, split.val, samples, seed)
+    serving = measure_serving(predictor, bundle.manifest, split.val, samples, seed, progress)
     source, why = "given", "given by the caller"
     if rate is None:
         rate, why = measured_request_rate(telemetry)
