@@ -55,6 +55,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from cli.version import lab_version
+
 EXIT_USAGE = 2
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 TTY_REFRESH = 0.1  # seconds between rewrites of the progress line on a terminal
@@ -370,6 +372,7 @@ COMMANDS: list[Callable] = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m core", description="Attention Lab: train and use a from-scratch transformer.")
+    parser.add_argument("--version", action="version", version=f"attention-lab {lab_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for register in COMMANDS:
         register(subparsers)

@@ -12,6 +12,9 @@ This package never imports streamlit; only its command line (cli.main, cli.relea
 docs/ARCHITECTURE.md lists every module and its concept.
 """
 
+# The lab's version, equal to pyproject.toml's (tests/kernel/test_version.py); `python -m core --version` prints it.
+__version__ = "0.3.0"
+
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from core.model.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError, load_corpus
@@ -22,6 +25,7 @@ from core.model.tokenizer import CharTokenizer
 from core.model.training import TrainConfig, train
 
 __all__ = [
+    "__version__",
     "AttentionResult",
     "causal_mask",
     "padding_mask",
