@@ -6,7 +6,7 @@ fallback, and says why), the shipped default bundle, and the bundles this browse
 (other sessions' runs are never listed). A bundle is loaded through core.model.bundle.load_bundle, which
 verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
 verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
-can suggest).
+can suggest). The training queue is not in this process: `job_queue()` reads and writes it in the runs folder.
 
 The selected model's exact version is in the URL (`?model=<version>`), so a shared link (or a reload)
 shows the same model: opening a link selects that version when this server has it (a listed option, an
@@ -28,6 +28,7 @@ import torch
 from core import settings
 from core.model.bundle import Bundle, BundleError, is_version, load_bundle
 from core.model.jobs import JobQueue
+from core.model.run_events import progress_from_json, result_from_json
 from core.model.run_record import find as find_run
 from core.release.baseline_bundle import BaselineBundle
 from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
@@ -53,6 +54,7 @@ def _setting(read: Callable[[], int], default: int) -> int:
 
 
 MAX_RUNNING = _setting(settings.max_training_runs, 1)
+RUN_ENTRY = "cli.run_job"  # the module a training run's own process runs (`python -m cli.run_job RUN_DIR SLOTS`)
 _SESSION_BUNDLES = "lab_session_bundles"
 PIN = "model"  # the query parameter holding the selected model's version
 _PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until the learner picks a model
@@ -69,10 +71,15 @@ def session_id() -> str:
     return st.session_state.setdefault("lab_session_id", uuid.uuid4().hex)
 
 
-@st.cache_resource
 def job_queue() -> JobQueue:
-    """One queue per server: at most MAX_RUNNING trainings at once, the rest wait their turn."""
-    return JobQueue(max_running=MAX_RUNNING)
+    """This worker's handle on the server's training queue, which lives in the runs folder: at most MAX_RUNNING
+    runs at once across every worker, each in a process of its own (core.model.jobs), the rest wait their turn."""
+    return _job_queue(str(RUNS_DIR), MAX_RUNNING)
+
+
+@st.cache_resource
+def _job_queue(runs_dir: str, max_running: int) -> JobQueue:
+    return JobQueue(runs_dir, max_running, entry=RUN_ENTRY, read_event=progress_from_json, read_result=result_from_json)
 
 
 def _identity(path: Path) -> tuple:

@@ -5,13 +5,11 @@ import streamlit as st
 from core.lessons.overfit import NEAR_ZERO, overfit_on_corpus
 from core.model import run_record, runs
 from core.model.bundle import BundleError
-from core.model.corpus import MAX_BYTES, STDLIB_MODULES, STDLIB_SOURCE, CorpusError
+from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.tokenizer import SPECIAL_TOKENS
-from core.release.eval_report import EvalConfig
 from core.release.registry import list_versions
-from core.release.tuning import tune_bundle
 from ui import models, params, training_view
 from ui.text import escape_markdown
 
@@ -20,7 +18,6 @@ UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"
 KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keeping the run (shown after the rerun)
-TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained here (the CLI types 20,000)
 
 
 @st.cache_resource(show_spinner="Reading the standard-library corpus...")
@@ -61,44 +58,15 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
-def tune_after_training(path, corpus) -> None:
-    """Choose the new bundle's suggestion threshold on its validation documents (core.release.tuning), with a
-    smaller typing budget than the CLI's so the run ends soon after its last step. A failure leaves the bundle
-    untuned (the Autocomplete page then says so and names `python -m core tune`)."""
-    try:
-        tune_bundle(path, corpus=corpus, config=EvalConfig(typing_chars=TUNE_TYPING_CHARS))
-    except (BundleError, CorpusError, ValueError):
-        pass
-
-
-def after_save_for(owner_token: str, preset_name: str, corpus, corpus_label: str):
-    """The job's after_save: tune the bundle, then keep the run (core.model.run_record) with its owner and, for
-    an upload, its text. Runs in the job's thread: no Streamlit calls. A record that cannot be written leaves the
-    bundle usable in this session only (register() says so)."""
-    text = None if corpus.source == STDLIB_SOURCE else corpus.text  # the stdlib is read back from this Python
-
-    def after_save(path, corpus) -> None:
-        tune_after_training(path, corpus)
-        try:
-            run_record.keep_run(
-                path, preset=preset_name, corpus_label=corpus_label, owner_token=owner_token, corpus_text=text
-            )
-        except (BundleError, OSError, ValueError):
-            pass
-
-    return after_save
-
-
 def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
-    server cannot write) is shown, not raised. The run writes into runs/<job id>/bundle, never over anything,
-    and its record beside the bundle."""
+    server cannot write) is shown, not raised. The run trains in a process of its own (cli.run_job), writes into
+    runs/<job id>/bundle, never over anything, tunes its threshold and keeps its record beside the bundle."""
     try:
-        run_dir = runs.JobDir(models.RUNS_DIR, bundle=run_record.BUNDLE)
-        after_save = after_save_for(models.session_id(), preset_name, corpus, corpus_label)
-        work = runs.work_for_corpus(corpus, preset_name, train_config, run_dir, after_save=after_save)
+        runs.check_runs_dir(models.RUNS_DIR)
+        payload, files = runs.job_request(corpus, preset_name, train_config, corpus_label=corpus_label)
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
-        job_id = models.job_queue().submit(models.session_id(), work, name=name)
+        job_id = models.job_queue().submit(models.session_id(), payload, name=name, files=files)
     except (JobError, CorpusError) as err:
         st.warning(escape_markdown(err))
         return False
@@ -108,7 +76,6 @@ def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
             "directory (LAB_RUNS_DIR)."
         )
         return False
-    run_dir.name(job_id)
     st.session_state[JOB_KEY] = job_id
     st.session_state.setdefault(RUNS_KEY, {})[job_id] = dict(
         corpus=corpus_label,
@@ -171,7 +138,7 @@ def show_run(job_id: str, polling: bool) -> None:
     try:
         view = models.job_queue().view(job_id)
     except JobError:
-        st.info("That run is no longer on this server (it was restarted). Start a new one above.")
+        st.info("That run is no longer on this server (its runs folder was cleared). Start a new one above.")
         return
     if polling and view.state in FINISHED:
         st.rerun()  # a full run: registers the bundle, refreshes the sidebar and stops the polling
@@ -355,7 +322,7 @@ job_id = st.session_state.get(JOB_KEY)
 if job_id is None:
     st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
 else:
-    view = queue.view(job_id) if job_id in {j.id for j in queue.jobs_of(models.session_id())} else None
+    view = next((j for j in queue.jobs_of(models.session_id()) if j.id == job_id), None)
     if view is not None and view.state in FINISHED:
         register(view, st.session_state.get(RUNS_KEY, {}).get(job_id, {}))
     polling = view is not None and view.state not in FINISHED

@@ -1,52 +1,89 @@
-"""Background jobs with a server-wide limit: how a classroom shares one CPU for training.
+"""Training runs in processes of their own, limited server-wide through files in the runs folder.
 
-A `JobQueue` runs at most `max_running` jobs at once; the others wait in arrival order and can be
-told their place. Each owner (a browser session) has at most one unfinished job. A job is a plain
-function `work(report, should_stop)`: it reports progress through `report(event)` and polls
-`should_stop()`; it never touches the UI. Pages poll `JobQueue.view(job_id)`, which returns a frozen
-copy, so the worker thread and the page never share mutable state.
+A Streamlit worker must not train in its own interpreter (a run slows every rerun that worker serves), and
+several workers serve one class behind a proxy, so the queue lives where all of them see it: the runs folder
+(LAB_RUNS_DIR, core.settings.runs_dir).
+
+The files (named and written in core.model.run_process): slots, the line, and per run its job, log and stop.
+
+Who does what:
+- `JobQueue.submit` (in a worker) writes job.json, joins the line and starts a launcher thread. A waiting run costs
+  that thread, not a process: an interpreter with torch holds about 150 MB of its own memory, and thirty learners
+  pressing Start at once would cost 4 GB.
+- The launcher of the run at the head of the line starts its process once a slot is free, `python -m <entry>
+  RUN_DIR SLOTS` in a session of its own (a worker that dies or restarts never takes a started run with it), and
+  leaves the line only when the process says "started": the next run never sees a slot that is already promised.
+  A run still waiting when its worker dies leaves the line (nobody holds its .lock) and is shown as never started:
+  its learner's session went with the worker.
+- `serve` (core.model.run_process, in the run's process, called by the entry) takes a slot and runs
+  `work(report, should_stop)`: it reports through `report(event)`, polls `should_stop()`, never touches a page.
+- Any worker reads a run back (`view`, `jobs_of`, `active_job`): job.json once, the log incrementally (only what was
+  appended since its last read, only complete lines, at most MAX_LOG_BYTES), through the queue's codec, which turns
+  the JSON back into the objects a page shows (core.model.run_events for training runs).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-QUEUED, RUNNING, DONE, STOPPED, FAILED = "queued", "running", "done", "stopped", "failed"
-FINISHED = (DONE, STOPPED, FAILED)
+from filelock import FileLock
 
-Work = Callable[[Callable[[Any], None], Callable[[], bool]], Any]
+from core.files import write_json_atomic
+from core.model.run_process import (
+    ALIVE,
+    DONE,
+    FAILED,
+    JOB,
+    LINE,
+    LOG,
+    MAX_JOB_BYTES,
+    OWNER,
+    POLL_SECONDS,
+    PROCESS_LOG,
+    SLOTS,
+    STOP,
+    STOPPED,
+    append_line,
+    held,
+    read_json,
+    same,
+)
+from core.model.run_process import read_job as read_job  # re-exported: the entries and the tests
+from core.model.run_process import serve as serve
+from core.model.run_record import owner_hash
+
+QUEUED, RUNNING = "queued", "running"
+FINISHED = (DONE, STOPPED, FAILED)
+ROOT = Path(__file__).resolve().parents[2]  # where `python -m <entry>` finds the lab's packages
+MAX_LOG_BYTES = 64 * 2**20  # a default run's log is about 10 MB (a snapshot is 128 x 128 weights)
+MAX_JOBS = 10_000  # run folders looked at in one scan (as core.model.run_record)
+MAX_NAME_CHARS = 500
+_ID = re.compile(r"[0-9a-f]{12}")
+_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+log = logging.getLogger(__name__)
 
 
 class JobError(ValueError):
-    """A request the queue refuses (for example a second run for the same session)."""
-
-
-@dataclass
-class _Job:
-    id: str
-    owner: str
-    name: str
-    work: Work | None
-    state: str = QUEUED
-    events: list[Any] = field(default_factory=list)
-    result: Any = None
-    error: str | None = None
-    created: float = field(default_factory=time.time)
-    started: float | None = None
-    finished: float | None = None
-    stop: threading.Event = field(default_factory=threading.Event)
+    """A request the queue refuses (a second run for the same session, a run this server does not have)."""
 
 
 @dataclass(frozen=True)
 class JobView:
     id: str
-    owner: str
+    owner: str  # the sha256 of the owner's token, as job.json stores it
     name: str
     state: str
     place: int  # 0 = running or finished; n = n-th in the waiting line
@@ -57,108 +94,307 @@ class JobView:
     started: float | None
     finished: float | None
 
-    @property
-    def finished_ok(self) -> bool:
-        return self.state == DONE
+
+@dataclass
+class _Log:
+    """What this worker has parsed of one run's log so far."""
+
+    offset: int = 0
+    started: float | None = None
+    pid: int | None = None
+    events: list[Any] = field(default_factory=list)
+    end: dict | None = None
+
+
+@dataclass(frozen=True)
+class _Job:
+    owner: str
+    name: str
+    created: float
+    key: str
+
+
+def _same_result(data: Any, run_dir: Path) -> Any:
+    return data
 
 
 class JobQueue:
-    def __init__(self, max_running: int = 1):
-        if max_running < 1:
-            raise ValueError(f"max_running must be >= 1, got {max_running}")
-        self.max_running = max_running
-        self._jobs: dict[str, _Job] = {}
-        self._waiting: list[str] = []
-        self._running = 0
-        self._cond = threading.Condition()
+    """One worker's handle on the runs folder's queue. Two JobQueues on one folder (two workers, or two objects
+    in a test) see the same runs, the same line and the same slots."""
 
-    def submit(self, owner: str, work: Work, *, name: str = "job") -> str:
-        """Queue `work` for `owner`; refuses while that owner has an unfinished job."""
-        with self._cond:
-            active = self.active_job(owner)
-            if active is not None:
-                raise JobError(f"this session already has a run ({active}); stop it or wait for it to finish first")
-            job = _Job(id=uuid.uuid4().hex[:12], owner=owner, name=name, work=work)
-            self._jobs[job.id] = job
-            self._waiting.append(job.id)
-        threading.Thread(target=self._run, args=(job,), name=f"job-{job.id}", daemon=True).start()
-        return job.id
+    def __init__(
+        self,
+        runs_dir: str | os.PathLike,
+        max_running: int = 1,
+        *,
+        entry: str = "cli.run_job",
+        read_event: Callable[[Any], Any] = same,
+        read_result: Callable[[Any, Path], Any] = _same_result,
+    ):
+        if not isinstance(max_running, int) or max_running < 1:
+            raise ValueError(f"max_running must be an integer >= 1, got {max_running!r}")
+        self.runs_dir, self.max_running, self.entry = Path(runs_dir), max_running, entry
+        self._read_event, self._read_result = read_event, read_result
+        self._jobs: dict[str, _Job] = {}  # job.json never changes once written: read once
+        self._logs: dict[str, _Log] = {}
+        self._lock = threading.Lock()  # guards the two caches: a Streamlit worker serves sessions on threads
 
-    def _run(self, job: _Job) -> None:
-        with self._cond:
-            while not (self._waiting[0] == job.id and self._running < self.max_running) and not job.stop.is_set():
-                self._cond.wait()
-            self._waiting.remove(job.id)
-            if job.stop.is_set():  # stopped while waiting: never started
-                job.state, job.finished, job.work = STOPPED, time.time(), None
-                self._cond.notify_all()
-                return
-            self._running += 1
-            job.state, job.started = RUNNING, time.time()
-            work = job.work  # set at submit; cleared only once the job has finished
+    # ---- asking -----------------------------------------------------------------------------------
+
+    def submit(
+        self, owner: str, payload: Mapping[str, Any], *, name: str = "job", files: Mapping[str, bytes] | None = None
+    ) -> str:
+        """Queue a run of `payload` for `owner` (a session's token; only its hash is written) with `files` beside
+        job.json; refuses while that owner has an unfinished run anywhere on the server."""
+        who = owner_hash(owner)
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS:
+            raise ValueError(f"a run's name must be 1 to {MAX_NAME_CHARS} characters")
+        bad = [f for f in files or {} if _FILE.fullmatch(f) is None or f in (JOB, LOG, ALIVE, STOP, PROCESS_LOG)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a file name a run may carry")
         try:
-            if work is None:
-                raise RuntimeError(f"job {job.id} has no work to run")
-            result = work(lambda event: self._report(job, event), job.stop.is_set)
-            outcome, error = (STOPPED if job.stop.is_set() else DONE), None
-        except Exception as err:  # the worker reports failures as data; the page shows the message
-            result, outcome = None, FAILED
-            error = f"{type(err).__name__}: {err}"
-            logging.getLogger(__name__).exception("job %s (%s) failed", job.id, job.name)
-        with self._cond:
-            job.result, job.error, job.state, job.finished = result, error, outcome, time.time()
-            job.work = None  # the closure may hold a whole corpus: release it with the run
-            self._running -= 1
-            self._cond.notify_all()
-
-    def _report(self, job: _Job, event: Any) -> None:
-        with self._cond:
-            job.events.append(event)
+            (self.runs_dir / LINE).mkdir(parents=True, exist_ok=True)
+            (self.runs_dir / SLOTS).mkdir(exist_ok=True)
+            with FileLock(self.runs_dir / LINE / ".submit.lock"):  # check and queue as one step, across workers
+                active = self.active_job(owner)
+                if active is not None:
+                    raise JobError(f"this session already has a run ({active}); stop it or wait for it to finish first")
+                job_id = uuid.uuid4().hex[:12]
+                run_dir = self.runs_dir / job_id
+                run_dir.mkdir()
+                for fname, data in (files or {}).items():
+                    (run_dir / fname).write_bytes(data)
+                queued = time.time_ns()
+                key = f"{queued:020d}-{job_id}"
+                place = FileLock(self.runs_dir / LINE / f"{key}.lock", thread_local=False)
+                place.acquire(timeout=0)  # held before the entry exists: nobody ever sees it without a holder
+                job = {"format": 1, "id": job_id, "owner": who, "name": name, "queued_at": queued / 1e9, "key": key}
+                write_json_atomic(run_dir / JOB, {**job, "payload": dict(payload)})
+                write_json_atomic(self.runs_dir / LINE / f"{key}.json", {"id": job_id})
+        except OSError as err:
+            raise JobError(
+                f"the runs folder {str(self.runs_dir)!r} cannot be written ({err.strerror or err})"
+            ) from None
+        threading.Thread(target=self._launch, args=(job_id, key, place), name=f"job-{job_id}", daemon=True).start()
+        return job_id
 
     def stop(self, job_id: str) -> None:
-        """Ask a job to stop: a waiting job never starts, a running one sees should_stop() turn True."""
-        with self._cond:
-            self._jobs[job_id].stop.set()
-            self._cond.notify_all()
+        """Ask a run to stop: a waiting run never starts, a running one sees should_stop() turn True at its
+        next step. Written into the run's folder, so it works from any worker."""
+        run_dir = self._run_dir(job_id)
+        try:
+            (run_dir / STOP).touch()
+        except OSError as err:
+            raise JobError(f"the stop request for run {job_id} could not be written ({err.strerror})") from None
 
-    def view(self, job_id: str) -> JobView:
-        with self._cond:
-            job = self._jobs.get(job_id)
-            if job is None:
-                raise JobError(f"no run with id {job_id!r} on this server")
-            place = self._waiting.index(job.id) + 1 if job.id in self._waiting else 0
-            return JobView(
-                job.id,
-                job.owner,
-                job.name,
-                job.state,
-                place,
-                tuple(job.events),
-                job.result,
-                job.error,
-                job.created,
-                job.started,
-                job.finished,
+    # ---- the launcher (a thread of the worker that queued the run) --------------------------------
+
+    def _launch(self, job_id: str, key: str, place: FileLock) -> None:
+        run_dir = self.runs_dir / job_id
+        process = None
+        try:
+            while process is None:
+                if (run_dir / STOP).exists():
+                    append_line(run_dir / LOG, {"kind": "end", "state": STOPPED, "time": time.time()})
+                    return
+                if self._ahead(key) == 0 and self._free_slot():
+                    process = self._start(run_dir)
+                else:
+                    time.sleep(POLL_SECONDS)
+            while process.poll() is None and self._parsed(job_id).started is None:
+                time.sleep(POLL_SECONDS)  # leave the line only once the process holds its slot (or has ended)
+        except Exception:  # a launcher's failure is the run's, shown on its page; the worker goes on
+            log.exception("the launcher of run %s failed", job_id)
+            append_line(run_dir / LOG, {"kind": "end", "state": FAILED, "error": "the run could not be started"})
+        finally:
+            place.release()  # then the entry goes; a reader between the two finds it dead and clears it too
+            _leave(self.runs_dir / LINE, key)
+        if process is None:
+            return
+        code = process.wait()  # reap it; the run's own log says how it ended
+        if self._parsed(job_id).end is None:
+            why = _last_line(run_dir / PROCESS_LOG) or f"exit status {code}"
+            append_line(run_dir / LOG, {"kind": "end", "state": FAILED, "error": f"the run's process ended: {why}"})
+
+    def _start(self, run_dir: Path) -> subprocess.Popen:
+        """The run's process: its own session (a worker's death or restart does not reach it), stderr to a file."""
+        with open(run_dir / PROCESS_LOG, "ab") as err:
+            return subprocess.Popen(
+                [sys.executable, "-m", self.entry, str(run_dir), str(self.max_running)],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
             )
 
+    def _ahead(self, key: str) -> int:
+        """Waiting runs ahead of `key` whose worker still holds their place (a run that has started is leaving the
+        line); dead entries are cleared away."""
+        line = self.runs_dir / LINE
+        try:
+            keys = sorted(p.name[:-5] for p in line.iterdir() if p.name.endswith(".json"))
+        except OSError:
+            return 0
+        ahead = 0
+        for other in keys:
+            if other >= key:
+                break
+            if held(line / f"{other}.lock"):
+                ahead += self._parsed(other.rpartition("-")[2]).started is None  # started: about to leave
+            else:
+                _leave(line, other)  # its worker died while it waited
+        return ahead
+
+    def _free_slot(self) -> bool:
+        return any(not held(self.runs_dir / SLOTS / f"slot-{k}.lock") for k in range(self.max_running))
+
+    # ---- reading a run back -----------------------------------------------------------------------
+
+    def view(self, job_id: str) -> JobView:
+        job = self._job(job_id)
+        if job is None:
+            raise JobError(f"no run with id {job_id!r} on this server")
+        parsed = self._parsed(job_id)
+        run_dir = self.runs_dir / job_id
+        result, error, finished, place = None, None, None, 0
+        if parsed.end is not None:
+            end = parsed.end
+            state = str(end["state"]) if end.get("state") in FINISHED else FAILED
+            error = end.get("error") if isinstance(end.get("error"), str) else None
+            finished = _number(end.get("time"))
+            if state != FAILED and end.get("result") is not None:
+                try:
+                    result = self._read_result(end["result"], run_dir)
+                except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
+                    state, error = FAILED, f"its result could not be read back ({err})"
+        elif parsed.started is not None:
+            state = RUNNING if held(run_dir / ALIVE) else FAILED
+            if state == FAILED:
+                error = "its process stopped without finishing (killed, or out of memory); nothing was saved"
+        elif (self.runs_dir / LINE / f"{job.key}.json").exists() and held(self.runs_dir / LINE / f"{job.key}.lock"):
+            state, place = QUEUED, self._ahead(job.key) + 1
+        else:
+            state, error = FAILED, "the server process that queued it stopped before it started; start it again"
+        return JobView(
+            job_id,
+            job.owner,
+            job.name,
+            state,
+            place,
+            tuple(parsed.events),
+            result,
+            error,
+            job.created,
+            parsed.started,
+            finished,
+        )
+
     def active_job(self, owner: str) -> str | None:
-        """The owner's unfinished job, if any."""
-        with self._cond:
-            for job in self._jobs.values():
-                if job.owner == owner and job.state not in FINISHED:
-                    return job.id
-        return None
+        """The owner's unfinished run on the server, if any."""
+        return next((v.id for v in self.jobs_of(owner) if v.state not in FINISHED), None)
 
     def jobs_of(self, owner: str) -> list[JobView]:
-        """All of one owner's jobs, oldest first. Other owners' jobs are never listed."""
-        with self._cond:
-            ids = [j.id for j in self._jobs.values() if j.owner == owner]
-        return [self.view(i) for i in ids]
+        """All of one owner's runs, oldest first. Other owners' runs are never listed."""
+        who = owner_hash(owner)
+        try:
+            ids = [p.name for _, p in zip(range(MAX_JOBS), self.runs_dir.iterdir()) if _ID.fullmatch(p.name)]
+        except OSError:
+            return []
+        mine = [(job.created, i) for i in ids if (job := self._job(i)) is not None and job.owner == who]
+        return [self.view(i) for _, i in sorted(mine)]
 
     def wait(self, job_id: str, timeout: float) -> JobView:
-        """Block until the job finishes or `timeout` seconds pass (for tests and the CLI)."""
-        deadline = time.time() + timeout
-        with self._cond:
-            while self._jobs[job_id].state not in FINISHED and time.time() < deadline:
-                self._cond.wait(timeout=max(0.0, min(0.5, deadline - time.time())))
-        return self.view(job_id)
+        """Poll until the run finishes or `timeout` seconds pass (for tests and the CLI)."""
+        deadline = time.monotonic() + timeout
+        view = self.view(job_id)
+        while view.state not in FINISHED and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            view = self.view(job_id)
+        return view
+
+    def _run_dir(self, job_id: str) -> Path:
+        if not isinstance(job_id, str) or _ID.fullmatch(job_id) is None or self._job(job_id) is None:
+            raise JobError(f"no run with id {str(job_id)[:40]!r} on this server")
+        return self.runs_dir / job_id
+
+    def _job(self, job_id: str) -> _Job | None:
+        """job.json of a run folder, checked field by field; None for anything that is not a run."""
+        with self._lock:
+            if job_id in self._jobs:
+                return self._jobs[job_id]
+        raw = read_json(self.runs_dir / job_id / JOB, MAX_JOB_BYTES) if _ID.fullmatch(job_id) else None
+        if not isinstance(raw, dict) or raw.get("id") != job_id:
+            return None
+        owner, name, created, key = raw.get("owner"), raw.get("name"), _number(raw.get("queued_at")), raw.get("key")
+        if not (isinstance(owner, str) and OWNER.fullmatch(owner) and isinstance(name, str) and created is not None):
+            return None
+        if not (isinstance(key, str) and re.fullmatch(r"[0-9]{20}-" + job_id, key)):
+            return None
+        job = _Job(owner, name[:MAX_NAME_CHARS], created, key)
+        with self._lock:
+            self._jobs[job_id] = job
+        return job
+
+    def _parsed(self, job_id: str) -> _Log:
+        """The run's log as parsed so far, after reading what was appended since the last call."""
+        with self._lock:
+            parsed = self._logs.setdefault(job_id, _Log())
+            if parsed.end is not None:
+                return parsed
+            path = self.runs_dir / job_id / LOG
+            try:
+                with open(path, "rb") as f:
+                    f.seek(parsed.offset)
+                    data = f.read(max(0, MAX_LOG_BYTES - parsed.offset))
+            except OSError:
+                return parsed
+            complete = data[: data.rfind(b"\n") + 1]  # a line still being written is read next time
+            parsed.offset += len(complete)
+            for line in complete.splitlines():
+                self._take(parsed, line)
+            return parsed
+
+    def _take(self, parsed: _Log, line: bytes) -> None:
+        try:
+            entry = json.loads(line)
+            kind = entry.get("kind")
+            if kind == "started":
+                parsed.started, parsed.pid = _number(entry.get("time")) or 0.0, entry.get("pid")
+            elif kind == "event":
+                parsed.events.append(self._read_event(entry["data"]))
+            elif kind == "end" and parsed.end is None:
+                parsed.end = entry
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError, RecursionError):
+            log.warning("a damaged line in a run's log was skipped")
+
+    def pid(self, job_id: str) -> int | None:
+        """The run process's id once it has started (for the operator and the tests)."""
+        pid = self._parsed(job_id).pid
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+# ---- files -------------------------------------------------------------------------------------------
+
+
+def _leave(line: Path, key: str) -> None:
+    for suffix in (".json", ".lock"):
+        (line / f"{key}{suffix}").unlink(missing_ok=True)
+
+
+def _last_line(path: Path, limit: int = 4096) -> str:
+    """The last non-empty line of a (bounded) text file, at most 300 characters."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            tail = f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [x.strip() for x in tail.splitlines() if x.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)

@@ -7,17 +7,25 @@ weights (T, S) over a fixed probe text, as plain lists, drawn from the real mode
 for every text the model reads: a probe longer than the context keeps its LAST context_length tokens.
 `RunResult` is what the job returns once the bundle is saved.
 
+A run trains in a process of its own (core.model.jobs), so these objects cross to the page as JSON lines in the
+run's folder: `progress_to_json` / `result_to_json` in the run, `progress_from_json` / `result_from_json` in
+whichever worker serves the page. The folder is data others could write, so reading checks every field's type
+(ValueError otherwise), bounds the snapshot, and confines the bundle's path to the run's folder.
+
 Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from core.agreement import Agreement
 from core.model.gpt import GPT
 from core.model.leak import CausalityProbe
 from core.model.prompt import encode_for_model
@@ -111,3 +119,124 @@ def attention_snapshot(
     with torch.no_grad():
         weights = model(idx, return_weights=True).weights[layer][0, head]  # (T, S)
     return Snapshot(step, layer, head, list(enc.pieces), weights.tolist(), model.config.causal)
+
+
+# ---- across processes: JSON out in the run, checked objects back in the page ----------------------------
+
+MAX_SNAPSHOT_T = 1024  # far above any preset's context; bounds what a page draws from a file
+_DTYPES = ("float64", "float32", "float16", "bfloat16")  # Agreement.rule looks the name up on torch
+
+
+def progress_to_json(event: Progress) -> dict:
+    return dataclasses.asdict(event)
+
+
+def result_to_json(result: RunResult, run_dir: Path) -> dict:
+    """The result with the bundle's path relative to the run's folder (the reader confines it there)."""
+    data = dataclasses.asdict(result)
+    data["bundle_path"] = Path(result.bundle_path).relative_to(run_dir).as_posix()
+    return data
+
+
+def progress_from_json(data: Any) -> Progress:
+    if data["kind"] not in ("step", "eval", "done"):
+        raise ValueError(f"unknown event kind {str(data['kind'])[:20]!r}")
+    eta = data["eta_seconds"]
+    return Progress(
+        data["kind"],
+        _int(data["step"]),
+        _int(data["max_iters"]),
+        _float(data["loss"]),
+        _float(data["val_loss"]),
+        _float(data["lr"]),
+        _float(data["tokens_per_second"]),
+        _float(data["elapsed"]),
+        None if eta is None else _float(eta),
+        None if data["snapshot"] is None else _snapshot(data["snapshot"]),
+        _probe(data["probe"]),
+    )
+
+
+def result_from_json(data: Any, run_dir: Path) -> RunResult:
+    bundle = run_dir / _str(data["bundle_path"])
+    root = run_dir.resolve()
+    if not bundle.resolve().is_relative_to(root) or bundle.resolve() == root:
+        raise ValueError("the result's bundle is not inside its run folder")
+    metrics = dict(data["metrics"])
+    for key in ("train_loss", "val_loss", "tokens_per_second", "seconds"):
+        metrics[key] = _float(metrics[key])
+    metrics["iters"], metrics["stop_reason"] = _int(metrics["iters"]), _str(metrics["stop_reason"])
+    unsafe = data["unsafe_reason"]
+    return RunResult(
+        bundle,
+        metrics,
+        _bool(data["stopped"]),
+        None if data["leak"] is None else _record(data["leak"]),
+        _bool(data["safe"]),
+        None if unsafe is None else _str(unsafe),
+        tuple(_record(r) for r in data["history"]),
+        _str(data["preset_name"]),
+        _str(data["corpus_source"]),
+        _str(data["corpus_fingerprint"]),
+        _bool(data["causal"]),
+        _int(data["max_iters"]),
+        _int(data["num_parameters"]),
+    )
+
+
+def _snapshot(data: Any) -> Snapshot:
+    tokens, weights = [_str(t) for t in data["tokens"]], data["weights"]
+    T = len(tokens)
+    if not 0 < T <= MAX_SNAPSHOT_T or len(weights) != T or any(len(row) != T for row in weights):
+        raise ValueError(f"a snapshot must be (T, T) weights over T <= {MAX_SNAPSHOT_T} tokens")
+    rows = [[_float(w) for w in row] for row in weights]  # (T, S)
+    return Snapshot(_int(data["step"]), _int(data["layer"]), _int(data["head"]), tokens, rows, _bool(data["causal"]))
+
+
+def _record(data: Any) -> EvalRecord:
+    losses = _float(data["train_loss"]), _float(data["val_loss"])
+    return EvalRecord(_int(data["step"]), *losses, _float(data["lr"]), _float(data["elapsed"]), _probe(data["probe"]))
+
+
+def _probe(data: Any) -> CausalityProbe | None:
+    if data is None:
+        return None
+    a = data["agreement"]
+    if a["dtype"] not in _DTYPES:
+        raise ValueError(f"unknown dtype {str(a['dtype'])[:20]!r}")
+    agreement = Agreement(
+        _float(a["max_abs_diff"]), _float(a["allowed"]), a["dtype"], _int(a["terms"]), _float(a["scale"])
+    )
+    leak = data["first_leak"]
+    return CausalityProbe(
+        agreement,
+        _float(data["max_change_after"]),
+        tuple(_int(p) for p in data["positions"]),
+        _int(data["sequences"]),
+        _int(data["length"]),
+        None if leak is None else (_int(leak[0]), _int(leak[1])),
+    )
+
+
+def _float(x: Any) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"expected a number, got {type(x).__name__}")
+    return float(x)
+
+
+def _int(x: Any) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(f"expected an integer, got {type(x).__name__}")
+    return x
+
+
+def _bool(x: Any) -> bool:
+    if not isinstance(x, bool):
+        raise ValueError(f"expected true or false, got {type(x).__name__}")
+    return x
+
+
+def _str(x: Any) -> str:
+    if not isinstance(x, str):
+        raise ValueError(f"expected a string, got {type(x).__name__}")
+    return x

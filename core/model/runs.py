@@ -1,8 +1,9 @@
-"""One training run as a background job: corpus in, progress and attention snapshots out, a bundle saved.
+"""One training run as a job: corpus in, progress and attention snapshots out, a bundle saved.
 
-The app's Training page (and any other front end) builds a `RunSpec` (core.model.run_spec) and hands
-`functools.partial(run_training, spec)` to `core.model.jobs.JobQueue.submit`; `training_work(...)` does both
-steps from plain arguments. The work function:
+The app's Training page checks a run and turns it into a job on disk with `job_request` (the settings as JSON, an
+upload's text as a file), which `core.model.jobs.JobQueue.submit` queues; the run's own process (cli.run_job)
+rebuilds the `RunSpec` (core.model.run_spec) with `spec_from_job` and runs `run_training`. `training_work(...)`
+and `work_for_corpus(...)` give the same work from plain arguments, in this process (the tests, the CLI). The work:
 
 1. trains through `core.model.training.train`, forwarding a compact `Progress` event per optimizer step (at
    most one every `STEP_REPORT_SECONDS`, so a long run does not pile up thousands of events), every
@@ -26,21 +27,22 @@ Shapes use the legend of `core/__init__.py`: T query positions, S key positions 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.model.bundle import MANIFEST, check_out_dir, save_bundle
-from core.model.corpus import Corpus
+from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, Corpus, CorpusError, corpus_from_text
 from core.model.distributed import Ranks
 from core.model.leak import first_failed_probe
 from core.model.run_events import Progress, RunResult, attention_snapshot
 from core.model.run_events import Snapshot as Snapshot  # re-exported: importers of runs.Snapshot
+from core.model.run_record import BUNDLE, CORPUS_COPY
 from core.model.run_spec import APP_COMMAND as APP_COMMAND  # re-exported with the next two: the pages, the tests
 from core.model.run_spec import APP_PRESETS as APP_PRESETS
 from core.model.run_spec import (
@@ -215,58 +217,77 @@ def work_for_corpus(
     snapshot_text: str | None = None,
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
-    after_save: Callable[[Path, Corpus], None] | None = None,
 ) -> Callable[[Callable, Callable], RunResult]:
     """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise) and that
-    the run can save where it is told (BundleError otherwise: a JobDir's parent must be writable, a path
-    new or empty). `snapshot_text` defaults to `default_probe`. `after_save(path, corpus)` runs in the job
-    once the bundle is saved (the app tunes the suggestion threshold there: core.release.tuning)."""
+    the run can save where it is told (BundleError otherwise: a path new or empty). `snapshot_text` defaults
+    to `default_probe`."""
     check_fits(corpus, preset_name, train_config)
-    if isinstance(out_dir, JobDir):
-        out_dir.check()
-    elif not callable(out_dir):
+    if not callable(out_dir):
         check_out_dir(out_dir)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
     spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
-    if after_save is None:
-        return functools.partial(run_training, spec)
-
-    def work(report: Callable[[Progress], None], should_stop: Callable[[], bool]) -> RunResult:
-        result = run_training(spec, report, should_stop)
-        after_save(result.bundle_path, corpus)
-        return result
-
-    return work
+    return functools.partial(run_training, spec)
 
 
-class JobDir:
-    """A run directory named after the job id, which JobQueue.submit returns only after the job exists:
-    pass the instance as `out_dir`, then call `name(job_id)`; the run waits (up to `timeout`) for the name.
-    A run directory that already exists with anything in it is refused, never replaced (check_out_dir).
-    With `bundle` (a folder name) the bundle goes into <parent>/<job id>/<bundle>, leaving the run directory
-    room for files beside the bundle (core.model.run_record); `name` returns the run directory either way."""
+# ---- a page's run as a job on disk -----------------------------------------------------------------
 
-    def __init__(self, parent: Path, timeout: float = 60.0, *, bundle: str | None = None):
-        if bundle is not None and (not bundle or bundle in (".", "..") or "/" in bundle or "\\" in bundle):
-            raise ValueError(f"bundle must be a plain folder name, got {bundle!r}")
-        self.parent, self.timeout, self.bundle = Path(parent), timeout, bundle
-        self._name: str | None = None
-        self._named = threading.Event()
 
-    def check(self) -> None:
-        """BundleError unless a new run directory can be created under `parent` (before the job is queued)."""
-        check_out_dir(self.parent / f".unnamed-{uuid.uuid4().hex}")  # a name no run has: checks the parent
+def job_request(
+    corpus: Corpus,
+    preset_name: str,
+    train_config: TrainConfig,
+    *,
+    corpus_label: str,
+    snapshot_text: str | None = None,
+    snapshot_layer: int = 0,
+    snapshot_head: int = 0,
+) -> tuple[dict, dict[str, bytes]]:
+    """(payload, files) for core.model.jobs.JobQueue.submit: the run's settings as JSON, and an upload's text as
+    CORPUS_COPY (the standard library is read again from this Python). Checked now, before the run waits in line:
+    the text fits the preset (CorpusError), the probe, layer and head exist (ValueError)."""
+    check_fits(corpus, preset_name, train_config)
+    text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
+    RunSpec(corpus, preset_name, train_config, Path(BUNDLE), text, snapshot_layer, snapshot_head)  # checks them
+    payload = {
+        "corpus": {"source": corpus.source, "fingerprint": corpus.fingerprint, "label": corpus_label},
+        "preset": preset_name,
+        "train_config": dataclasses.asdict(train_config),
+        "snapshot": {"text": text, "layer": snapshot_layer, "head": snapshot_head},
+    }
+    if corpus.source == STDLIB_SOURCE:
+        return payload, {}
+    # corpus_from_text drops one leading BOM: one added here gives back the exact text, whatever it starts with
+    return payload, {CORPUS_COPY: "\ufeff".encode() + corpus.text.encode("utf-8")}
 
-    def name(self, job_id: str) -> Path:
-        self._name = job_id
-        self._named.set()
-        return self.parent / job_id
 
-    def __call__(self) -> Path:
-        if not self._named.wait(self.timeout) or self._name is None:
-            raise RuntimeError("the run directory was never named (JobDir.name was not called after submit)")
-        run_dir = self.parent / self._name
-        return run_dir if self.bundle is None else run_dir / self.bundle
+def spec_from_job(run_dir: Path, payload: dict) -> tuple[RunSpec, str]:
+    """The RunSpec of a queued run, rebuilt in its process from `job_request`'s payload and files, with the bundle
+    going to <run_dir>/bundle; and the corpus's label. CorpusError or ValueError when the text read back is not
+    the one queued (its fingerprint) or a setting is not one job_request writes."""
+    run_dir = Path(run_dir)
+    queued = payload["corpus"]
+    source, label = str(queued["source"]), str(queued["label"])
+    if source == STDLIB_SOURCE:
+        corpus = load_run_corpus(STDLIB_SOURCE)
+    elif source.startswith("upload:"):
+        with open(run_dir / CORPUS_COPY, "rb") as f:
+            data = f.read(MAX_BYTES + 4)  # the limit and the BOM job_request adds; more is refused below
+        if len(data) > MAX_BYTES + 3:
+            raise CorpusError(f"the queued training text is larger than the limit of {MAX_BYTES:,} bytes")
+        corpus = corpus_from_text(source.removeprefix("upload:"), data)
+    else:
+        raise ValueError(f"a page's run trains on the standard library or an upload, not {source[:60]!r}")
+    if corpus.fingerprint != queued["fingerprint"]:
+        raise CorpusError("the training text read back is not the one that was queued; start the run again")
+    cfg = TrainConfig(**payload["train_config"])
+    snap = payload["snapshot"]
+    spec = RunSpec(corpus, str(payload["preset"]), cfg, run_dir / BUNDLE, snap["text"], snap["layer"], snap["head"])
+    return spec, label
+
+
+def check_runs_dir(runs_dir: Path) -> None:
+    """BundleError unless a new run folder can be created under `runs_dir` (before a run is queued)."""
+    check_out_dir(Path(runs_dir) / f".unnamed-{uuid.uuid4().hex}")  # a name no run has: checks the parent
 
 
 # ---- display helpers (plain text, used by the page and the tests) --------------------------------

@@ -1,104 +1,155 @@
-"""The job queue: a server-wide limit, places in line, one run per session, stop, failures as data."""
+"""The training queue on disk: a server-wide limit across workers (two JobQueues on one runs folder stand for two
+Streamlit workers), places in line, one run per session, a stop that acts within a step, failures as data, a
+killed run's slot freed by the OS, and a log read back whole lines only."""
 
+import json
+import os
+import signal
 import threading
+from pathlib import Path
 
 import pytest
 
-from core.model.jobs import DONE, FAILED, QUEUED, RUNNING, STOPPED, JobError, JobQueue
+from core.model import jobs
+from core.model.jobs import DONE, FAILED, FINISHED, QUEUED, RUNNING, STOPPED, JobError, JobQueue
 
-
-def gated_work(gate: threading.Event, steps: int = 3):
-    """A job that reports `steps` events, then waits for `gate` (or a stop) before finishing."""
-
-    def work(report, should_stop):
-        for i in range(steps):
-            report({"step": i})
-        while not gate.wait(0.01):
-            if should_stop():
-                return "stopped early"
-        return "finished"
-
-    return work
+FIXTURE = "tests.model.job_fixture"  # a stand-in run process: steps, gates opened by files, should_stop
 
 
 def wait_for(predicate, timeout=120.0):  # polls: a long limit costs nothing when the condition comes early
     done = threading.Event()
-    for _ in range(int(timeout / 0.01)):
+    for _ in range(int(timeout / 0.02)):
         if predicate():
             return
-        done.wait(0.01)
+        done.wait(0.02)
     raise AssertionError("condition not reached in time")
 
 
-def test_limit_of_one_runs_jobs_in_arrival_order_with_places():
-    q = JobQueue(max_running=1)
-    gates = [threading.Event() for _ in range(3)]
-    ids = [q.submit(f"session-{i}", gated_work(g), name=f"run {i}") for i, g in enumerate(gates)]
-    wait_for(lambda: q.view(ids[0]).state == RUNNING)
-    assert [q.view(i).state for i in ids] == [RUNNING, QUEUED, QUEUED]
-    assert [q.view(i).place for i in ids] == [0, 1, 2]
-    gates[0].set()
-    wait_for(lambda: q.view(ids[1]).state == RUNNING)
-    assert q.view(ids[0]).state == DONE and q.view(ids[0]).result == "finished"
-    assert q.view(ids[2]).place == 1
-    gates[1].set()
-    gates[2].set()
-    assert q.wait(ids[2], 120).state == DONE
+def workers(tmp_path, n=2, max_running=1):
+    """`n` independent queues on one runs folder: what `n` Streamlit worker processes each hold."""
+    return [JobQueue(tmp_path / "runs", max_running, entry=FIXTURE) for _ in range(n)]
 
 
-def test_events_reach_the_view_in_order():
-    q = JobQueue()
-    gate = threading.Event()
-    gate.set()
-    job = q.submit("s", gated_work(gate, steps=5))
-    view = q.wait(job, 120)
-    assert [e["step"] for e in view.events] == [0, 1, 2, 3, 4]
+def open_gate(queue, job_id, name):
+    (queue.runs_dir / job_id / name).touch()
 
 
-def test_one_unfinished_run_per_session_and_sessions_see_only_their_own():
-    q = JobQueue(max_running=2)
-    gate = threading.Event()
-    a = q.submit("alice", gated_work(gate))
+def test_two_workers_with_a_limit_of_one_never_run_two_at_once_and_the_second_waits_first_in_line(tmp_path):
+    first, second = workers(tmp_path)
+    a = first.submit("alice", {"steps": 2, "hold_end": True}, name="a")
+    b = second.submit("bob", {"steps": 2}, name="b")
+    wait_for(lambda: second.view(a).state == RUNNING)
+    for q in (first, second):  # both workers read the same line from the runs folder
+        assert (q.view(a).state, q.view(a).place) == (RUNNING, 0)
+        assert (q.view(b).state, q.view(b).place) == (QUEUED, 1)
+    c = first.submit("carol", {"steps": 1}, name="c")
+    assert second.view(c).place == 2  # arrival order across workers
+    open_gate(first, a, "finish")
+    views = [second.wait(j, 120) for j in (a, b, c)]
+    assert [v.state for v in views] == [DONE, DONE, DONE]
+    # Never two at once: each run started after the one before it had ended (times from the runs' own logs).
+    assert views[0].finished <= views[1].started and views[1].finished <= views[2].started
+    assert views[1].result == {"last_step": 1, "stopped": False}
+
+
+def test_a_second_worker_sees_the_first_workers_run_and_its_events_in_order(tmp_path):
+    first, second = workers(tmp_path)
+    job = first.submit("alice", {"steps": 5, "hold_end": True})
+    wait_for(lambda: len(second.view(job).events) == 5)
+    view = second.view(job)
+    assert view.state == RUNNING and [e["step"] for e in view.events] == [0, 1, 2, 3, 4]
+    assert view.owner != "alice" and "alice" not in (tmp_path / "runs" / job / "job.json").read_text()  # hashed
+    open_gate(second, job, "finish")
+    assert first.wait(job, 120).state == DONE
+
+
+def test_one_unfinished_run_per_session_on_every_worker_and_sessions_see_only_their_own(tmp_path):
+    first, second = workers(tmp_path, max_running=2)
+    a = first.submit("alice", {"steps": 1, "hold_end": True})
     with pytest.raises(JobError, match="already has a run"):
-        q.submit("alice", gated_work(gate))
-    b = q.submit("bob", gated_work(gate))
-    assert [v.id for v in q.jobs_of("alice")] == [a]
-    assert [v.id for v in q.jobs_of("bob")] == [b]
-    gate.set()
-    q.wait(a, 120)
-    q.wait(b, 120)
-    assert q.active_job("alice") is None
-    q.submit("alice", gated_work(gate))  # a finished run frees the session's slot
+        second.submit("alice", {"steps": 1})  # the learner's next page served by another worker
+    b = second.submit("bob", {"steps": 1})
+    assert [v.id for v in second.jobs_of("alice")] == [a]
+    assert [v.id for v in first.jobs_of("bob")] == [b]
+    open_gate(first, a, "finish")
+    assert first.wait(a, 120).state == DONE and first.wait(b, 120).state == DONE
+    assert second.active_job("alice") is None
+    first.wait(second.submit("alice", {"steps": 1}), 120)  # a finished run frees the session's place
 
 
-def test_stop_a_running_job_and_a_waiting_one():
-    q = JobQueue(max_running=1)
-    running = q.submit("a", gated_work(threading.Event()))
-    waiting = q.submit("b", gated_work(threading.Event()))
-    wait_for(lambda: q.view(running).state == RUNNING)
-    q.stop(waiting)
-    assert q.wait(waiting, 120).state == STOPPED and q.view(waiting).started is None
-    q.stop(running)
-    view = q.wait(running, 120)
-    assert view.state == STOPPED and view.result == "stopped early"
+def test_a_stop_acts_at_the_next_step_and_a_waiting_run_never_starts(tmp_path):
+    first, second = workers(tmp_path)
+    running = first.submit("a", {"steps": None, "hold_at": 3})  # runs until stopped; holds after step 3
+    waiting = second.submit("b", {"steps": 1})
+    wait_for(lambda: len(first.view(running).events) == 4)
+    second.stop(waiting)  # from the other worker
+    assert first.wait(waiting, 120).state == STOPPED and first.view(waiting).started is None
+    second.stop(running)  # requested while the run holds after step 3 ...
+    open_gate(first, running, "go")  # ... then it goes on: the stop must act at the next step's check
+    view = first.wait(running, 120)
+    assert view.state == STOPPED and view.result == {"last_step": 3, "stopped": True}
+    assert [e["step"] for e in view.events] == [0, 1, 2, 3]  # zero steps after the request
 
 
-def test_a_failing_job_reports_its_message_and_frees_the_slot():
-    q = JobQueue(max_running=1)
-
-    def broken(report, should_stop):
-        raise ValueError("corpus too small for the context length")
-
-    bad = q.submit("a", broken)
-    view = q.wait(bad, 120)
-    assert view.state == FAILED and "corpus too small" in view.error
-    gate = threading.Event()
-    gate.set()
-    assert q.wait(q.submit("b", gated_work(gate)), 120).state == DONE
+def test_a_failing_run_reports_its_message_and_frees_the_slot(tmp_path):
+    first, second = workers(tmp_path)
+    bad = first.submit("a", {"steps": 1, "fail": "corpus too small for the context length"})
+    view = second.wait(bad, 120)
+    assert view.state == FAILED and "corpus too small" in view.error and view.result is None
+    assert second.wait(second.submit("b", {"steps": 1}), 120).state == DONE
 
 
-def test_bad_limit_and_unknown_job():
+def test_a_run_killed_with_sigkill_frees_its_slot_and_is_shown_failed(tmp_path):
+    first, second = workers(tmp_path)
+    victim = first.submit("a", {"steps": 1, "hold_end": True})
+    after = second.submit("b", {"steps": 1})
+    wait_for(lambda: first.pid(victim) is not None and second.view(after).place == 1)
+    os.kill(first.pid(victim), signal.SIGKILL)
+    assert second.wait(after, 120).state == DONE  # the OS let go of the killed run's slot
+    view = second.wait(victim, 120)
+    assert view.state == FAILED and view.state in FINISHED and view.result is None
+    assert "process" in view.error
+
+
+def test_bad_limit_unknown_run_and_a_file_name_that_is_not_plain(tmp_path):
     with pytest.raises(ValueError):
-        JobQueue(max_running=0)
-    with pytest.raises(JobError, match="no run"):
-        JobQueue().view("nope")
+        JobQueue(tmp_path, max_running=0)
+    q = JobQueue(tmp_path / "runs")
+    for unknown in ("nope", "0123456789ab", "../../etc"):
+        with pytest.raises(JobError, match="no run"):
+            q.view(unknown)
+        with pytest.raises(JobError, match="no run"):
+            q.stop(unknown)
+    with pytest.raises(ValueError, match="not a file name"):
+        q.submit("a", {}, files={"../escape.txt": b"x"})
+    (tmp_path / "blocked").write_text("a file where the runs folder should be")
+    with pytest.raises(JobError, match="cannot be written"):
+        JobQueue(tmp_path / "blocked").submit("a", {})
+
+
+def test_the_log_is_read_whole_lines_only_and_a_damaged_line_is_skipped(tmp_path):
+    """A reader polling while the run appends: a line without its newline yet is left for the next read."""
+    runs = tmp_path / "runs"
+    run_dir = runs / "0123456789ab"
+    run_dir.mkdir(parents=True)
+    job = {"id": run_dir.name, "owner": "0" * 64, "name": "n", "queued_at": 1.0, "key": f"{1:020d}-{run_dir.name}"}
+    (run_dir / jobs.JOB).write_text(json.dumps({**job, "payload": {}}))
+    log = run_dir / jobs.LOG
+    log.write_text('{"kind":"event","data":1}\n{"kind":"event","da')
+    q = JobQueue(runs)
+    assert q.view(run_dir.name).events == (1,)
+    with open(log, "a") as f:
+        f.write('ta":2}\nnot json\n{"kind":"event","data":3}\n')
+    assert q.view(run_dir.name).events == (1, 2, 3)
+    with open(log, "a") as f:
+        f.write('{"kind":"end","state":"done","result":7,"time":2.0}\n')
+    view = q.view(run_dir.name)
+    assert (view.state, view.result, view.finished) == (DONE, 7, 2.0)
+
+
+def test_a_run_folder_that_is_not_a_job_is_not_listed(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "0123456789ab").mkdir(parents=True)
+    (runs / "0123456789ab" / jobs.JOB).write_text('{"id": "0123456789ab", "owner": "x"}')
+    assert JobQueue(runs).jobs_of("anyone") == []
+    assert Path(runs / "0123456789ab").is_dir()

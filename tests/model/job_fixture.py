@@ -1,0 +1,41 @@
+"""A stand-in for a training run's process (`python -m tests.model.job_fixture RUN_DIR SLOTS`, started by
+core.model.jobs like cli.run_job): it reports numbered steps, polls should_stop() before each, and holds where
+the test says until the test writes a file into the run folder: "go" after step `hold_at`, "finish" at the end."""
+
+import sys
+import time
+from pathlib import Path
+
+from core.model.run_process import Work, read_job, serve
+
+
+def hold(path: Path, should_stop=lambda: False) -> None:
+    while not path.exists() and not should_stop():  # the test opens the gate by writing the file
+        time.sleep(0.01)
+
+
+def work_for(run_dir: Path) -> Work:
+    _, payload = read_job(run_dir)
+    steps, hold_at = payload.get("steps", 3), payload.get("hold_at")
+
+    def work(report, should_stop):
+        step = 0
+        while steps is None or step < steps:
+            if should_stop():
+                return {"last_step": step - 1, "stopped": True}
+            report({"step": step})
+            if step == hold_at:
+                hold(run_dir / "go")  # not polling the stop here: the stop must act at the next step's check
+            step += 1
+        if payload.get("fail"):
+            raise ValueError(payload["fail"])
+        if payload.get("hold_end"):
+            hold(run_dir / "finish", should_stop)
+        return {"last_step": step - 1, "stopped": should_stop()}
+
+    return work
+
+
+if __name__ == "__main__":
+    run_dir, slots = Path(sys.argv[1]), int(sys.argv[2])
+    serve(run_dir, slots, work_for(run_dir))
