@@ -19,11 +19,12 @@ import torch
 import core.model.gpt
 from core.attention import causal_mask
 from core.files import install_dir
-from core.model import leak, runs
+from core.model import leak, run_record, runs
 from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.corpus import CorpusError
 from core.model.gpt import GPT, PRESETS, preset
 from core.model.jobs import STOPPED, JobQueue
+from core.model.run_events import progress_from_json, result_from_json
 from core.model.tokenizer import CharTokenizer
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60))  # ~2 kB
@@ -98,31 +99,41 @@ def test_the_last_snapshot_is_the_saved_models_own_attention(causal_run):
     torch.testing.assert_close(torch.tensor(last.weights), expected, atol=1e-6, rtol=0)
 
 
-def test_a_run_stopped_in_the_queue_saves_what_it_learned_in_the_job_directory(tmp_path):
-    q = JobQueue()
-    run_dir = runs.JobDir(tmp_path)
-    first_step = threading.Event()
-
-    def report_then_stop(report, should_stop):  # the page's work, with a hook to see the first step
-        def tap(event):
-            report(event)
-            if event.kind == "step":
-                first_step.set()
-
-        return runs.work_for_corpus(
-            runs.load_run_corpus("toy.py", TEXT), "tiny", quick(max_iters=5000, max_seconds=120), run_dir
-        )(tap, should_stop)
-
-    job = q.submit("me", report_then_stop, name="long run")
-    run_dir.name(job)
-    assert first_step.wait(120)
-    q.stop(job)
-    view = q.wait(job, 120)
-    assert view.state == STOPPED and view.result.stopped
-    assert view.result.bundle_path == tmp_path / job
-    assert 1 <= view.result.metrics["iters"] < 5000 and view.result.metrics["stop_reason"] == "stopped"
-    assert load_bundle(view.result.bundle_path).manifest["training"]["metrics"]["stop_reason"] == "stopped"
+def test_a_page_run_in_its_own_process_is_seen_by_another_worker_and_stopped_keeps_what_it_learned(tmp_path):
+    """The Training page's path end to end: job_request, the run's process (cli.run_job), a second JobQueue (another
+    worker) reading its events and result back through the codec, and a stop written into the run's folder."""
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    queues = [JobQueue(tmp_path, 1, read_event=progress_from_json, read_result=result_from_json) for _ in range(2)]
+    payload, files = runs.job_request(corpus, "tiny", quick(max_iters=5000, max_seconds=120), corpus_label="toy.py")
+    job = queues[0].submit("me", payload, name="long run", files=files)
+    wait_for(lambda: any(e.kind == "eval" for e in queues[1].view(job).events))
+    queues[1].stop(job)
+    view = queues[1].wait(job, 120)
+    assert view.state == STOPPED and view.result.stopped and view.result.metrics["stop_reason"] == "stopped"
+    assert view.result.bundle_path == tmp_path / job / "bundle"
+    assert 1 <= view.result.metrics["iters"] < 5000
+    bundle = load_bundle(view.result.bundle_path)
+    assert bundle.manifest["training"]["metrics"]["stop_reason"] == "stopped"
     assert view.events[-1].kind == "done"
+    evals = [e for e in view.events if e.kind == "eval"]
+    assert [e.step for e in evals] == [r.step for r in view.result.history]
+    assert [e.val_loss for e in evals] == [r.val_loss for r in view.result.history]  # JSON keeps every float
+    # The last snapshot is the saved model's own attention, read back in this process.
+    ids = torch.tensor([bundle.tokenizer.encode(payload["snapshot"]["text"])])  # (1, T)
+    with torch.no_grad():
+        expected = bundle.model(ids, return_weights=True).weights[0][0, 0]  # (T, S)
+    torch.testing.assert_close(torch.tensor(evals[-1].snapshot.weights), expected, atol=1e-6, rtol=0)
+    [record] = run_record.read_records(tmp_path)  # kept by the run's process, with the owner's token hashed
+    assert record.owner == run_record.owner_hash("me") and record.bundle_path == view.result.bundle_path
+
+
+def wait_for(predicate, timeout=120.0):
+    done = threading.Event()
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        done.wait(0.05)
+    raise AssertionError("condition not reached in time")
 
 
 def test_without_the_causal_mask_the_bundle_is_unsafe_and_attention_reads_ahead(leaky_run):
@@ -364,18 +375,26 @@ def test_a_directory_that_appears_while_saving_is_not_replaced_and_the_new_bundl
 
 
 def test_a_run_directory_that_already_exists_is_never_replaced(tmp_path):
-    run_dir = runs.JobDir(tmp_path / "runs")
     (tmp_path / "runs" / "job1").mkdir(parents=True)
     (tmp_path / "runs" / "job1" / "manifest.json").write_text("{}")  # somebody's run, same name
-    work = runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), run_dir)
-    run_dir.name("job1")
-    events = []
     with pytest.raises(BundleError, match="already holds a bundle"):
-        work(events.append, lambda: False)
-    assert events == [] and (tmp_path / "runs" / "job1" / "manifest.json").read_text() == "{}"
+        runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), tmp_path / "runs" / "job1")
+    assert (tmp_path / "runs" / "job1" / "manifest.json").read_text() == "{}"
     (tmp_path / "blocked").write_text("a file where the runs directory should be")
     with pytest.raises(BundleError, match="is a file"):  # refused before the job is queued
-        runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), runs.JobDir(tmp_path / "blocked"))
+        runs.check_runs_dir(tmp_path / "blocked")
+
+
+def test_a_queued_text_that_changed_on_disk_is_refused_by_the_run(tmp_path):
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    payload, files = runs.job_request(corpus, "tiny", quick(), corpus_label="toy.py")
+    (tmp_path / "corpus.txt").write_bytes(files["corpus.txt"])
+    spec, label = runs.spec_from_job(tmp_path, payload)
+    assert spec.corpus.fingerprint == corpus.fingerprint and label == "toy.py"
+    assert spec.out_dir == tmp_path / "bundle" and spec.train_config == quick()
+    (tmp_path / "corpus.txt").write_bytes(files["corpus.txt"] + b"\nedited")
+    with pytest.raises(CorpusError, match="not the one that was queued"):
+        runs.spec_from_job(tmp_path, payload)
 
 
 def test_a_snapshot_of_a_text_longer_than_the_context_reads_its_last_tokens():

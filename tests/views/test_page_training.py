@@ -3,6 +3,7 @@ sessions see only their own runs and wait their turn; bad uploads are explained;
 by the causality probe at its first evaluation, with the probe's figure and the symptom as evidence."""
 
 import functools
+import os
 import random
 import re
 
@@ -87,6 +88,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     job_id = at.session_state["train_job_id"]
     text = poll(at, lambda t: "Finished all 10 steps" in t)
     result = models.job_queue().view(job_id).result
+    assert models.job_queue().pid(job_id) not in (None, os.getpid())  # trained in a process of its own
     [(label, path)] = at.session_state["lab_session_bundles"]
     assert path == str(models.RUNS_DIR / job_id / "bundle") == str(result.bundle_path)
     # The run is kept: its record names this session's token (hashed) and its text gives the same split back.
