@@ -13,13 +13,14 @@
                                     `out` is moved aside first and removed after.
 
     DAMAGED_SQLITE                  what SQLite says of a file that is not (or no longer) a database
+    damaged_sqlite(e)               whether an error (sqlite3's, or SQLAlchemy's wrapping one) says so
     set_aside_sqlite(path)          move a damaged database and its -wal and -shm to `<name>.damaged-<UTC time>`
                                     (nothing is deleted); returns the new path
     prepare_sqlite(path, create, *, what, timeout_s, error)
                                     a database's first use: its folder made, `create` run behind a lock file
                                     beside it, a damaged file set aside and `create` run again on a fresh one;
-                                    returns the notice saying so. The class and telemetry databases
-                                    (core.classroom.store, core.telemetry.store) use it.
+                                    returns the notice saying so. core.database uses it for the class and
+                                    telemetry databases when they are SQLite files.
 
 Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
 `current` pointer (core.release.registry) and the release rubric (core.release.gate) all use these.
@@ -106,6 +107,13 @@ def install_dir(staged: Path, out: Path, *, overwrite: bool = False, error: type
 DAMAGED_SQLITE = ("file is not a database", "malformed", "corrupt", "no such table", "no such column")
 
 
+def damaged_sqlite(e: BaseException) -> bool:
+    """Whether `e` says the file is not (or no longer) a database: a sqlite3.DatabaseError, or SQLAlchemy's error
+    wrapping one (its `orig`), whose message has one of DAMAGED_SQLITE."""
+    said = getattr(e, "orig", None) or e
+    return isinstance(said, sqlite3.DatabaseError) and any(sign in str(said) for sign in DAMAGED_SQLITE)
+
+
 def set_aside_sqlite(path: Path) -> Path:
     """Move the database at `path` and its -wal and -shm files to `<name>.damaged-<UTC time>`; return that path."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -134,13 +142,16 @@ def prepare_sqlite(
         with FileLock(str(path) + ".lock", timeout=timeout_s):
             try:
                 create()
-            except sqlite3.DatabaseError as e:
-                if not any(sign in str(e) for sign in DAMAGED_SQLITE):
-                    raise error(f"the {what} {str(path)!r} cannot be used: {e}") from None
+            except Exception as e:
+                said = getattr(e, "orig", None) or e  # SQLAlchemy wraps the driver's error
+                if not isinstance(said, sqlite3.Error):
+                    raise
+                if not damaged_sqlite(e):
+                    raise error(f"the {what} {str(path)!r} cannot be used: {said}") from None
                 aside = set_aside_sqlite(path)
                 create()
                 return (
-                    f"The {what} {path.name} could not be read ({e}); it was kept as {aside.name} and a fresh one "
+                    f"The {what} {path.name} could not be read ({said}); it was kept as {aside.name} and a fresh one "
                     "was started."
                 )
     except Timeout:

@@ -1,5 +1,5 @@
 """Shared test settings: hypothesis without deadlines (a shared 2-core CI machine), fresh Streamlit caches,
-one trained tiny bundle for the model pages."""
+one trained tiny bundle for the model pages, and the store tests' databases (tests/db.py)."""
 
 import os
 import tempfile
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from db import engine, postgres_server  # noqa: F401 - fixtures: the store tests on SQLite and PostgreSQL
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent

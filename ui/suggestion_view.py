@@ -33,7 +33,7 @@ from core.release.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, pol
 from core.release.predictor import Predictor
 from core.telemetry import completions
 from core.telemetry.record import next_char_class, outcome, served_suggestion
-from core.telemetry.store import TelemetryStore, telemetry_path
+from core.telemetry.store import TelemetryStore, telemetry_location
 from ui import models, warmup
 from ui.text import escape_markdown
 
@@ -78,8 +78,8 @@ def _store(path: str) -> TelemetryStore:
 
 
 def telemetry_store() -> TelemetryStore:
-    """The server's telemetry store (LAB_TELEMETRY_DB, else ./telemetry.db), one per path."""
-    return _store(str(telemetry_path()))
+    """The server's telemetry store (LAB_DATABASE_URL, else LAB_TELEMETRY_DB, else ./telemetry.db), one per place."""
+    return _store(telemetry_location())
 
 
 def _served_and_recorded(

@@ -16,7 +16,7 @@ from core.classroom.store import (
     StoreError,
     check_class_code,
     check_learner,
-    class_db_path,
+    class_db_location,
     new_attempt,
 )
 from ui import charts, projector, teacher
@@ -34,7 +34,7 @@ def class_store(path: str) -> ClassStore:
 
 
 def store() -> ClassStore:
-    return class_store(str(class_db_path()))
+    return class_store(class_db_location())
 
 
 def start() -> None:

@@ -1,18 +1,19 @@
-"""Class results: every checkpoint answer, kept in an embedded SQLite database.
+"""Class results: every checkpoint answer, kept in an embedded SQLite database or on a PostgreSQL server.
 
-Where: the environment variable LAB_CLASS_DB, else ./class.db under the working directory; created on first
-use, with its parent folder. What: one row per answered question (learner, class code, attempt, question,
-answer, correct, time in UTC). The schema's version is SQLite's `PRAGMA user_version` (SCHEMA_VERSION); a
-database written by a newer lab is refused with a message, never altered.
+Where: LAB_DATABASE_URL when it is set (a PostgreSQL server, shared by every worker and machine of a class, see
+core.database), else the SQLite file at LAB_CLASS_DB, else ./class.db under the working directory; created on first
+use, with its parent folder. What: one row per answered question (learner, class code, attempt, question, answer,
+correct, time in UTC), in the table ANSWERS. The schema's version is kept by core.database (SCHEMA_VERSION =
+len(MIGRATIONS)); a database written by a newer lab is refused with a message, never altered.
 
-Concurrency: a class of 30 submits at once. The database runs in WAL mode (readers never block the writer)
-and every write opens its own connection, writes in one transaction and closes it; a writer waits up to
-BUSY_TIMEOUT_MS for another's lock instead of failing, so no answer is lost.
+Concurrency: a class of 30 submits at once. SQLite runs in WAL mode (readers never block the writer) and a write
+waits up to BUSY_TIMEOUT_MS for another's lock instead of failing; on either engine each submission is one short
+transaction on a pooled connection, so no answer is lost.
 
-Damage: a file that is not a SQLite database, or one whose tables are unreadable, is moved aside to
-`<name>.damaged-<UTC time>` (nothing is deleted) and a fresh database takes its place; `ClassStore.notice`
-then says what happened, for the page to show. Every text from a form is bounded and checked first
-(`check_learner`, `check_class_code`).
+Damage (SQLite): a file that is not a SQLite database, or one whose tables are unreadable, is moved aside to
+`<name>.damaged-<UTC time>` (nothing is deleted) and a fresh database takes its place; `ClassStore.notice` then
+says what happened, for the page to show. Every text from a form is bounded and checked first (`check_learner`,
+`check_class_code`).
 """
 
 from __future__ import annotations
@@ -20,37 +21,46 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.files import prepare_sqlite
+from sqlalchemy import CheckConstraint, Column, Connection, Index, Integer, MetaData, Table, Text, func, select
 
-SCHEMA_VERSION = 1
+from core.database import Database, location
+
 DEFAULT_PATH = "class.db"
 ENV = "LAB_CLASS_DB"
+COMPONENT = "class"  # its row in core.database's version table
 BUSY_TIMEOUT_MS = 10_000  # how long a write waits for another writer's lock; 30 writes take well under a second
 MAX_LEARNER = 64  # characters of a learner's name
 MAX_ANSWER = 200  # characters of an answer as typed
 CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # a code the teacher writes on the board
 QUESTION_ID = re.compile(r"[a-z0-9_.-]{1,64}")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
-    id INTEGER PRIMARY KEY,
-    learner TEXT NOT NULL,
-    class_code TEXT NOT NULL,
-    attempt TEXT NOT NULL,
-    question TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    correct INTEGER NOT NULL CHECK (correct IN (0, 1)),
-    at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS answers_by_class ON answers (class_code, learner, attempt);
-"""
+METADATA = MetaData()
+ANSWERS = Table(
+    "answers",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("learner", Text, nullable=False),
+    Column("class_code", Text, nullable=False),
+    Column("attempt", Text, nullable=False),
+    Column("question", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("correct", Integer, CheckConstraint("correct IN (0, 1)"), nullable=False),
+    Column("at", Text, nullable=False),
+    Index("answers_by_class", "class_code", "learner", "attempt"),
+)
+
+
+def _create(conn: Connection) -> None:
+    METADATA.create_all(conn)
+
+
+MIGRATIONS = (_create,)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class StoreError(Exception):
@@ -88,8 +98,13 @@ def check_class_code(code: object) -> str:
 
 
 def class_db_path() -> Path:
-    """Where the class database lives: LAB_CLASS_DB, else ./class.db."""
+    """Where the SQLite class database lives: LAB_CLASS_DB, else ./class.db."""
     return Path(os.environ.get(ENV) or DEFAULT_PATH)
+
+
+def class_db_location() -> str:
+    """Where the class results live: LAB_DATABASE_URL when set, else the SQLite path (class_db_path)."""
+    return location(ENV, DEFAULT_PATH)
 
 
 def new_attempt() -> str:
@@ -101,43 +116,25 @@ def _now() -> str:
 
 
 class ClassStore:
-    """The class database at `path` (default: LAB_CLASS_DB, else ./class.db)."""
+    """The class database at `path`: a SQLite file, or a postgresql:// URL (default: LAB_DATABASE_URL, else
+    LAB_CLASS_DB, else ./class.db). `path` is the SQLite file, None on a database server; `where` names either."""
 
     def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path) if path is not None else class_db_path()
+        self._db = Database(
+            path, path_env=ENV, default=DEFAULT_PATH, what="class database", timeout_ms=BUSY_TIMEOUT_MS,
+            error=StoreError,
+        )  # fmt: skip
+        self.path = self._db.path
+        self.where = self._db.name
         self.notice: str | None = None  # set when a damaged database was moved aside
         self._ready = False
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """One connection for one read or one write, closed afterwards; the schema checked on first use."""
+    def _transaction(self, *, write: bool = False):
+        """One read or one write in one transaction; the schema checked on first use."""
         if not self._ready:
-            self._prepare()
-        with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            yield conn
-
-    def _prepare(self) -> None:
-        notice = prepare_sqlite(
-            self.path, self._create, what="class database", timeout_s=BUSY_TIMEOUT_MS / 1000, error=StoreError
-        )
-        self.notice = notice or self.notice
-        self._ready = True
-
-    def _create(self) -> None:
-        with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the class database {str(self.path)!r} was written by a newer lab (schema {version}, this lab "
-                    f"reads {SCHEMA_VERSION}); point LAB_CLASS_DB at another file or update the lab"
-                )
-            with conn:
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("SELECT count(*) FROM answers").fetchone()  # a damaged table fails here, not later
+            self.notice = self._db.prepare(COMPONENT, MIGRATIONS, _probe) or self.notice
+            self._ready = True
+        return self._db.transaction(write=write)
 
     def record(
         self, learner: str, class_code: str, attempt: str, graded: Sequence[tuple[str, str, bool]]
@@ -152,24 +149,30 @@ class ClassStore:
             if not QUESTION_ID.fullmatch(question):
                 raise ValueError(f"not a question id: {question!r}")
             rows.append(Answer(learner, class_code, attempt, question, str(answer)[:MAX_ANSWER], bool(correct), at))
-        with self._connect() as conn, conn:
-            conn.executemany(
-                "INSERT INTO answers (learner, class_code, attempt, question, answer, correct, at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(a.learner, a.class_code, a.attempt, a.question, a.answer, int(a.correct), a.at) for a in rows],
-            )
+        if rows:
+            with self._transaction(write=True) as conn:
+                conn.execute(
+                    ANSWERS.insert(),
+                    [{**{k: getattr(a, k) for k in _FIELDS}, "correct": int(a.correct)} for a in rows],
+                )
         return rows
 
     def answers(self, class_code: str | None = None) -> list[Answer]:
         """Every answer kept, or one class's, oldest first."""
-        query = "SELECT learner, class_code, attempt, question, answer, correct, at FROM answers"
-        params: tuple = ()
+        query = select(*[ANSWERS.c[k] for k in _FIELDS]).order_by(ANSWERS.c.id)
         if class_code is not None:
-            query, params = query + " WHERE class_code = ?", (check_class_code(class_code),)
-        with self._connect() as conn:
-            found = conn.execute(query + " ORDER BY id", params).fetchall()
+            query = query.where(ANSWERS.c.class_code == check_class_code(class_code))
+        with self._transaction() as conn:
+            found = conn.execute(query).all()
         return [Answer(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in found]
 
     def class_codes(self) -> list[str]:
-        with self._connect() as conn:
-            return [r[0] for r in conn.execute("SELECT DISTINCT class_code FROM answers ORDER BY class_code")]
+        with self._transaction() as conn:
+            return list(conn.execute(select(ANSWERS.c.class_code).distinct().order_by(ANSWERS.c.class_code)).scalars())
+
+
+_FIELDS = ("learner", "class_code", "attempt", "question", "answer", "correct", "at")  # Answer's, in order
+
+
+def _probe(conn: Connection) -> None:
+    conn.execute(select(func.count()).select_from(ANSWERS)).scalar()  # a damaged table fails here, not later

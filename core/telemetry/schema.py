@@ -1,8 +1,9 @@
 """What one telemetry event is: the Event a surface measures, the `events` table, its migrations, and the row.
 
 Event                     one served request (core.telemetry.record fills it in)
-MIGRATIONS                MIGRATIONS[i] brings schema i to i + 1 (core.telemetry.store applies them); the
-                          current schema is len(MIGRATIONS), so schema 2 is one more entry
+EVENTS, META              the tables (sqlalchemy Table objects, one definition for SQLite and PostgreSQL)
+MIGRATIONS                MIGRATIONS[i] brings schema i to i + 1 (core.database applies them); the current
+                          schema is len(MIGRATIONS), so schema 2 is one more entry
 COLUMNS                   the columns of `events`, in order (what TelemetryStore.rows returns)
 event_row(event, hash_text, store_text)  the row's values, checked and bounded: text columns cut to their
                           limits, NaN and infinity stored as NULL, the text replaced by its salted hash unless
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+
+from sqlalchemy import CheckConstraint, Column, Connection, Float, Index, Integer, MetaData, Table, Text
 
 SURFACES = ("page", "cli", "synthetic")
 KINDS = ("suggestion", "completion")
@@ -23,43 +27,52 @@ MAX_TEXT_CHARS = 2000  # of the learner's text, when text storage is on
 MAX_ERROR_CHARS = 200
 MAX_LABEL_CHARS = 200  # slice names, documents
 
-_V1 = (
-    """CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
-        at TEXT NOT NULL,
-        surface TEXT NOT NULL CHECK (surface IN ('page', 'cli', 'synthetic')),
-        kind TEXT NOT NULL CHECK (kind IN ('suggestion', 'completion')),
-        version TEXT NOT NULL,
-        predictor TEXT,
-        policy_version INTEGER,
-        session TEXT,
-        prompt_chars INTEGER NOT NULL,
-        unseen_chars INTEGER NOT NULL,
-        truncated INTEGER NOT NULL CHECK (truncated IN (0, 1)),
-        prompt_hash TEXT NOT NULL,
-        text TEXT,
-        top1_prob REAL,
-        entropy_nats REAL,
-        suggestion_chars INTEGER,
-        shown INTEGER CHECK (shown IS NULL OR shown IN (0, 1)),
-        latency_ms REAL NOT NULL,
-        error TEXT,
-        outcome TEXT CHECK (outcome IS NULL OR outcome IN ('accepted', 'typed_other')),
-        char_class TEXT,
-        column_bucket TEXT,
-        indent TEXT,
-        document TEXT
-    )""",
-    "CREATE INDEX events_by_version ON events (version, at)",
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+METADATA = MetaData()
+EVENTS = Table(
+    "events",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("at", Text, nullable=False),
+    Column("surface", Text, CheckConstraint("surface IN ('page', 'cli', 'synthetic')"), nullable=False),
+    Column("kind", Text, CheckConstraint("kind IN ('suggestion', 'completion')"), nullable=False),
+    Column("version", Text, nullable=False),
+    Column("predictor", Text),
+    Column("policy_version", Integer),
+    Column("session", Text),
+    Column("prompt_chars", Integer, nullable=False),
+    Column("unseen_chars", Integer, nullable=False),
+    Column("truncated", Integer, CheckConstraint("truncated IN (0, 1)"), nullable=False),
+    Column("prompt_hash", Text, nullable=False),
+    Column("text", Text),
+    Column("top1_prob", Float),  # FLOAT: 8 bytes on both engines (PostgreSQL's REAL would be 4)
+    Column("entropy_nats", Float),
+    Column("suggestion_chars", Integer),
+    Column("shown", Integer, CheckConstraint("shown IS NULL OR shown IN (0, 1)")),
+    Column("latency_ms", Float, nullable=False),
+    Column("error", Text),
+    Column("outcome", Text, CheckConstraint("outcome IS NULL OR outcome IN ('accepted', 'typed_other')")),
+    Column("char_class", Text),
+    Column("column_bucket", Text),
+    Column("indent", Text),
+    Column("document", Text),
+    Index("events_by_version", "version", "at"),
 )
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)  # MIGRATIONS[i]: schema i -> i + 1; the version is its length
+META = Table(  # the database's own values: its salt
+    "meta", METADATA, Column("key", Text, primary_key=True), Column("value", Text, nullable=False)
+)
 
-COLUMNS = (
-    "id at surface kind version predictor policy_version session prompt_chars unseen_chars truncated prompt_hash "
-    "text top1_prob entropy_nats suggestion_chars shown latency_ms error outcome char_class column_bucket indent "
-    "document"
-).split()
+
+def _create(conn: Connection) -> None:
+    """Schema 0 -> 1: the tables as defined above, and this database's salt (core.telemetry.store)."""
+    METADATA.create_all(conn)
+    conn.execute(META.insert().values(key="salt", value=secrets.token_hex(16)))
+
+
+# MIGRATIONS[i]: schema i -> i + 1 inside one transaction (core.database.Database.migrate); the version is its length.
+# A later schema changes the Table above and adds a step written for the tables as they were.
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_create,)
+
+COLUMNS = [c.name for c in EVENTS.columns]  # in table order
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""The telemetry database: every suggestion and completion served, by exact model version (SQLite, WAL).
+"""The telemetry database: every suggestion and completion served, by exact model version (SQLite or PostgreSQL).
 
-Where: the environment variable LAB_TELEMETRY_DB, else ./telemetry.db under the working directory
-(`telemetry_path`); created on first write, with its parent folder. What: one row per served request in the
+Where: LAB_DATABASE_URL when it is set (a PostgreSQL server, shared with the class results, see core.database),
+else the SQLite file at LAB_TELEMETRY_DB, else ./telemetry.db under the working directory (`telemetry_path`);
+created on first write, with its parent folder. What: one row per served request in the
 table `events` (core.telemetry.schema): when (UTC), where ('page', 'cli' or 'synthetic'), what ('suggestion' or
 'completion'), the bundle version (its hash) and the suggestion policy's version, input quality (prompt length,
 characters outside the vocabulary, cut to the context), the prediction (top-1 probability and entropy of the
@@ -20,35 +21,38 @@ disk, a lock held past WRITE_TIMEOUT_MS, a damaged or read-only file, a database
 LAB_TELEMETRY_MAX_BYTES) returns None and is counted; `health()` reports the counts and the last reason, for the
 page to show. Reads (`rows`, `count`) raise StoreError with a message instead, for the Monitoring page.
 
-Schema: SQLite's `PRAGMA user_version` is the schema version; core.telemetry.schema.MIGRATIONS[i] brings version
-i to i + 1, applied here each in one transaction, so schema 2 is one more entry. A database written by a newer
-lab is refused, never altered. A file that is not a database is moved aside to `<name>.damaged-<UTC time>` and a
-fresh one started (`notice`).
-The pattern is core.classroom.store's (WAL, a busy timeout, the first use through core.files.prepare_sqlite, one
-short transaction per write), but a write reuses an idle connection of the store (see `_connect`): opening one per
-write cost 25 times the write. Thread-safe: a connection serves one thread at a time.
+Schema: core.telemetry.schema's tables, one definition for both engines; core.telemetry.schema.MIGRATIONS[i]
+brings version i to i + 1, applied by core.database in one transaction, so schema 2 is one more entry. A database
+written by a newer lab is refused, never altered. A SQLite file that is not a database is moved aside to
+`<name>.damaged-<UTC time>` and a fresh one started (`notice`).
+Writes are cheap: each is one short transaction on a connection of the Engine's pool (opening a SQLite connection
+per write cost 25 times the write, most of it the checkpoint SQLite runs when the last connection closes;
+bench/bench_telemetry.py). Thread-safe: a pooled connection serves one thread at a time.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import secrets
-import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from core.files import DAMAGED_SQLITE, prepare_sqlite
+from sqlalchemy import Connection, func, select, update
+
+from core.database import Database, location
+from core.files import DAMAGED_SQLITE, damaged_sqlite
 from core.telemetry import schema
 from core.telemetry.schema import (
     COLUMNS,
+    EVENTS,
     KINDS,
     MAX_ERROR_CHARS,
     MAX_TEXT_CHARS,
+    META,
     OUTCOMES,
     SURFACES,
     Event,
@@ -76,11 +80,13 @@ STORE_TEXT_ENV = "LAB_TELEMETRY_STORE_TEXT"  # "1": keep the learner's text too 
 MAX_BYTES_ENV = "LAB_TELEMETRY_MAX_BYTES"
 DEFAULT_MAX_BYTES = 200 * 2**20  # ~1M events; past it writes are skipped and reported
 MAX_BYTES_LIMIT = 2**40
-WRITE_TIMEOUT_MS = 1000  # a write waits this long for another writer's lock, then gives up (and is counted)
-READ_TIMEOUT_MS = 10_000
-MAX_IDLE = 4  # write connections kept open for reuse
-WAL_LIMIT = 4 * 2**20  # bytes the write-ahead log is cut back to after a checkpoint
+COMPONENT = "telemetry"  # its row in core.database's version table
+WRITE_TIMEOUT_MS = 1000  # a write waits this long for another writer's lock (or a server), then gives up (counted)
+SIZE_EVERY_S = 10.0  # on a server, the size (LAB_TELEMETRY_MAX_BYTES) is measured at most this often
 MAX_READ = 200_000  # events a reader loads at most (the most recent)
+
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -104,8 +110,13 @@ class Health:
 
 
 def telemetry_path() -> Path:
-    """The database file this process records to: LAB_TELEMETRY_DB, else ./telemetry.db."""
+    """The SQLite file this process records to without LAB_DATABASE_URL: LAB_TELEMETRY_DB, else ./telemetry.db."""
     return Path(os.environ.get(ENV) or DEFAULT_PATH)
+
+
+def telemetry_location() -> str:
+    """Where this process records: LAB_DATABASE_URL when set, else the SQLite path (telemetry_path)."""
+    return location(ENV, DEFAULT_PATH)
 
 
 def store_text_enabled() -> bool:
@@ -127,20 +138,25 @@ def max_bytes_setting() -> tuple[int, str | None]:
 
 
 class TelemetryStore:
-    """The telemetry database at `path` (default: LAB_TELEMETRY_DB, else ./telemetry.db). Safe to share
-    between threads: every write opens its own connection."""
+    """The telemetry database at `path`: a SQLite file, or a postgresql:// URL (default: LAB_DATABASE_URL, else
+    LAB_TELEMETRY_DB, else ./telemetry.db). `path` is the SQLite file, None on a database server. Safe to share
+    between threads: every write takes its own pooled connection."""
 
     def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path) if path is not None else telemetry_path()
+        self._db = Database(
+            path, path_env=ENV, default=DEFAULT_PATH, what="telemetry database", timeout_ms=WRITE_TIMEOUT_MS,
+            error=StoreError, fast_writes=True,
+        )  # fmt: skip
+        self.path = self._db.path
         self.store_text = store_text_enabled()
         self.max_bytes, setting_problem = max_bytes_setting()
         self.notice: str | None = None
         self._ready = False
-        self._idle: list[sqlite3.Connection] = []  # write connections not in use (see _connect)
         self._salt: bytes | None = None
         self._lock = threading.Lock()
         self._counts = {"recorded": 0, "failed": 0, "skipped": 0}
         self._last_error: str | None = setting_problem
+        self._size: tuple[float, int] | None = None  # (when measured, bytes) on a server
 
     # ---- writing: never raises ----------------------------------------------------------------------
 
@@ -151,32 +167,26 @@ class TelemetryStore:
                 self._note("skipped", f"the database reached {MAX_BYTES_ENV}={self.max_bytes} bytes; writes skipped")
                 return None
             row = event_row(event, self.hash_text, self.store_text)
-            with self._connect(WRITE_TIMEOUT_MS, pooled=True) as conn:
-                conn.execute("BEGIN IMMEDIATE")
-                cursor = conn.execute(
-                    f"INSERT INTO events ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
-                )
-                conn.execute("COMMIT")
+            with self._transaction(write=True) as conn:
+                event_id = conn.execute(EVENTS.insert(), row).inserted_primary_key[0]
             self._note("recorded")
-            return int(cursor.lastrowid or 0) or None
+            return int(event_id or 0) or None
         except Exception as e:  # noqa: BLE001 - telemetry never breaks serving: counted and reported instead
             self.report_failure(e)
             return None
 
     def set_outcome(self, event_id: int, outcome: str, char_class: str | None = None) -> bool:
-        """Mature an event's outcome (only once: a matured outcome is never changed); the slice char_class of
+        """Store an event's outcome (only once: a matured outcome is never changed); the slice char_class of
         the character typed next may be given with it. False only when the write failed (counted)."""
         try:
             if outcome not in OUTCOMES:
                 raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
-            with self._connect(WRITE_TIMEOUT_MS, pooled=True) as conn:
-                conn.execute("BEGIN IMMEDIATE")
+            with self._transaction(write=True) as conn:
                 conn.execute(
-                    "UPDATE events SET outcome = ?, char_class = COALESCE(char_class, ?) "
-                    "WHERE id = ? AND outcome IS NULL",
-                    (outcome, label(char_class), int(event_id)),
+                    update(EVENTS)
+                    .where(EVENTS.c.id == int(event_id), EVENTS.c.outcome.is_(None))
+                    .values(outcome=outcome, char_class=func.coalesce(EVENTS.c.char_class, label(char_class)))
                 )
-                conn.execute("COMMIT")
             return True
         except Exception as e:  # noqa: BLE001 - as record()
             self.report_failure(e)
@@ -186,7 +196,7 @@ class TelemetryStore:
         with self._lock:
             counts, last = dict(self._counts), self._last_error
         return Health(
-            str(self.path), **counts, last_error=last, notice=self.notice, max_bytes=self.max_bytes,
+            self._db.name, **counts, last_error=last, notice=self.notice, max_bytes=self.max_bytes,
             store_text=self.store_text,
         )  # fmt: skip
 
@@ -195,124 +205,71 @@ class TelemetryStore:
     def rows(self, limit: int = MAX_READ) -> list[dict]:
         """The most recent `limit` events (at most MAX_READ), oldest first, one dict per event (COLUMNS)."""
         limit = max(0, min(int(limit), MAX_READ))
-        found = self._read(f"SELECT {', '.join(COLUMNS)} FROM events ORDER BY id DESC LIMIT ?", (limit,))
+        query = select(*[EVENTS.c[c] for c in COLUMNS]).order_by(EVENTS.c.id.desc()).limit(limit)
+        found: list[tuple] = self._read(lambda conn: [tuple(r) for r in conn.execute(query)], [])
         return [dict(zip(COLUMNS, r)) for r in reversed(found)]
 
     def stamp(self) -> tuple[int, int, int]:
-        """What changes whenever an event is recorded or an outcome matures: (the file's inode, the last id, the
-        outcomes known). Rows are only inserted, and an outcome is only ever set once (set_outcome), so two equal
-        stamps of one file mean the same rows; a damaged file set aside starts a new file. (0, 0, 0) before the
-        first write."""
-        found = self._read("SELECT coalesce(max(id), 0), count(outcome) FROM events")
-        if not found:
-            return (0, 0, 0)
-        try:
-            inode = os.stat(self.path).st_ino
-        except OSError:
-            inode = 0
-        return (inode, int(found[0][0]), int(found[0][1]))
+        """What changes whenever an event is recorded or an outcome matures: (what identifies the tables, the last
+        id, the outcomes known); the first is the SQLite file's inode (a damaged file set aside starts a new file),
+        on a server the events table's oid. Rows are only inserted, and an outcome is only ever set once
+        (set_outcome), so two equal stamps mean the same rows. (0, 0, 0) while nothing is recorded."""
+
+        def read(conn: Connection) -> tuple[int, int, int]:
+            last, known = conn.execute(
+                select(func.coalesce(func.max(EVENTS.c.id), 0), func.count(EVENTS.c.outcome))
+            ).one()
+            if not last:
+                return (0, 0, 0)
+            return (self._db.identity(conn, EVENTS.name), int(last), int(known))
+
+        return self._read(read, (0, 0, 0))
 
     def count(self) -> int:
-        found = self._read("SELECT count(*) FROM events")
-        return found[0][0] if found else 0
+        return self._read(lambda conn: int(conn.execute(select(func.count()).select_from(EVENTS)).scalar() or 0), 0)
 
-    def _read(self, query: str, params: tuple = ()) -> list[tuple]:
-        if not self.path.exists():
-            return []  # nothing recorded yet: reading never creates the file
+    def _read(self, query: Callable[[Connection], T], nothing: T) -> T:
+        """query(connection) in one read transaction; `nothing` when no SQLite file exists yet (reading never
+        creates it). StoreError with a message when the database cannot be read."""
+        if self.path is not None and not self.path.exists():
+            return nothing
         try:
-            with self._connect(READ_TIMEOUT_MS) as conn:
-                return conn.execute(query, params).fetchall()
-        except (sqlite3.Error, OSError, StoreError) as e:
+            with self._transaction() as conn:
+                return query(conn)
+        except StoreError:
             self._ready = False  # a damaged file is set aside on the next use
-            why = str(e) if isinstance(e, StoreError) else f"the telemetry database cannot be read: {e}"
-            raise StoreError(why) from None
+            raise
 
-    # ---- the file --------------------------------------------------------------------------------------
+    # ---- the database ----------------------------------------------------------------------------------
 
     def _full(self) -> bool:
-        size = 0
-        for suffix in ("", "-wal"):
-            try:
-                size += os.stat(str(self.path) + suffix).st_size
-            except OSError:
-                pass
-        return size >= self.max_bytes if self.max_bytes > 0 else True
+        if self.max_bytes <= 0:
+            return True
+        if self.path is not None:
+            return self._db.size([]) >= self.max_bytes
+        now = time.monotonic()
+        if self._size is None or now - self._size[0] > SIZE_EVERY_S:  # a query per write would double its cost
+            if not self._ready:
+                self._prepare()
+            self._size = (now, self._db.size([EVENTS.name, META.name]))
+        return self._size[1] >= self.max_bytes
 
-    @contextmanager
-    def _connect(self, timeout_ms: int, *, pooled: bool = False) -> Iterator[sqlite3.Connection]:
-        """An autocommit connection (the caller opens its transaction), the schema checked on first use.
-
-        Writes (`pooled`) reuse an idle connection of this store when there is one: opening and closing one per
-        write cost about 2.5 ms here, most of it the checkpoint SQLite runs when the last connection closes,
-        against about 0.1 ms for the write itself (bench/bench_telemetry.py). Each write is still its own short
-        transaction, and a connection serves one thread at a time."""
+    def _transaction(self, *, write: bool = False):
         if not self._ready:
             self._prepare()
-        conn = None
-        if pooled:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, no fsync per event
-            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
-        try:
-            yield conn
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            conn.close()
-            raise
-        if pooled:
-            with self._lock:
-                if len(self._idle) < MAX_IDLE and self._ready:
-                    self._idle.append(conn)
-                    return
-        conn.close()
+        return self._db.transaction(write=write)
 
     def close(self) -> None:
-        """Close the idle write connections (a store that is dropped closes them as it is collected)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Close the pooled connections (a store that is dropped closes them as it is collected)."""
+        self._db.dispose()
 
     def _prepare(self) -> None:
-        self.close()  # connections to a file that may since have been set aside
-        notice = prepare_sqlite(
-            self.path, self._migrate, what="telemetry database", timeout_s=READ_TIMEOUT_MS / 1000, error=StoreError
-        )
-        self.notice = notice or self.notice
+        self.notice = self._db.prepare(COMPONENT, schema.MIGRATIONS, self._load_salt) or self.notice
         self._ready = True
 
-    def _migrate(self) -> None:
-        """Bring the file to schema len(MIGRATIONS), one transaction per step; refuse a newer one."""
-        target = len(schema.MIGRATIONS)
-        with closing(sqlite3.connect(self.path, timeout=READ_TIMEOUT_MS / 1000, isolation_level=None)) as conn:
-            conn.execute(f"PRAGMA busy_timeout = {READ_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > target:
-                raise StoreError(
-                    f"the telemetry database {str(self.path)!r} was written by a newer lab (schema {version}, this "
-                    f"lab reads {target}); point {ENV} at another file or update the lab"
-                )
-            for step in range(version, target):
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in schema.MIGRATIONS[step]:
-                        conn.execute(statement)
-                    if step == 0:
-                        conn.execute("INSERT INTO meta (key, value) VALUES ('salt', ?)", (secrets.token_hex(16),))
-                    conn.execute(f"PRAGMA user_version = {step + 1}")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-            conn.execute("SELECT count(*) FROM events").fetchone()  # a damaged table fails here, not later
-            self._salt = bytes.fromhex(conn.execute("SELECT value FROM meta WHERE key = 'salt'").fetchone()[0])
+    def _load_salt(self, conn: Connection) -> None:
+        conn.execute(select(func.count()).select_from(EVENTS)).scalar()  # a damaged table fails here, not later
+        self._salt = bytes.fromhex(conn.execute(select(META.c.value).where(META.c.key == "salt")).scalar_one())
 
     def hash_text(self, text: str) -> str:
         """sha256(salt + text) in hex: the salt is this database's (see the module docstring)."""
@@ -331,6 +288,6 @@ class TelemetryStore:
 
     def report_failure(self, e: BaseException) -> None:
         """Count a telemetry failure (of a write, or of making its event) and keep its reason for health()."""
-        if isinstance(e, sqlite3.DatabaseError) and any(sign in str(e) for sign in DAMAGED_SQLITE):
+        if self.path is not None and (damaged_sqlite(e) or any(s in str(e) for s in DAMAGED_SQLITE)):
             self._ready = False  # set aside on the next write
         self._note("failed", f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS])

@@ -1,0 +1,352 @@
+"""Where a store keeps its rows and how it opens them: an SQLite file (the default, no server) or a PostgreSQL
+server (LAB_DATABASE_URL), behind one SQLAlchemy Engine each, with one schema version and one migration path.
+
+    URL_ENV                         LAB_DATABASE_URL: postgresql://user:password@host:5432/lab; when set, the class
+                                    results and the telemetry both live in that database (each in its own tables)
+    location(path_env, default)     where a store lives: the URL when LAB_DATABASE_URL is set, else its SQLite path
+    Database(where, *, what, timeout_ms, error)
+                                    one store's database: `where` a path (SQLite) or a URL (PostgreSQL)
+        .path / .name               the SQLite file (None on a server) / where it is, as a message names it (the
+                                    path, or the URL without its password)
+        .transaction(write=...)     a Connection inside one transaction; failures raise error(message)
+        .prepare(component, steps, after)
+                                    the first use: the schema brought to len(steps) (see `migrate`); on SQLite through
+                                    core.files.prepare_sqlite (a damaged file set aside); the notice saying so
+        .size()                     bytes the store takes (the SQLite file and its WAL; on a server its tables)
+        .identity()                 changes when the store's tables are made anew (the file's inode; a table's oid)
+
+The engine rule, written once here for both stores:
+- SQLite: WAL (readers never block the writer), a busy timeout (a writer waits for another's lock instead of
+  failing), foreign keys on, synchronous NORMAL where the store asks (`fast_writes`), the journal cut back after a
+  checkpoint. SQLAlchemy emits BEGIN itself (SQLAlchemy's documented recipe for pysqlite): a write transaction is
+  BEGIN IMMEDIATE, so it takes the write lock first and waits for it under the busy timeout, instead of reading and
+  then failing at once to upgrade. Connections come from the Engine's pool, one thread at a time each.
+- PostgreSQL: psycopg 3 (`postgresql://` is read as `postgresql+psycopg://`), pool_pre_ping (a server restarted
+  between two writes costs a reconnect, not an error), a connect timeout and a lock timeout. A server that cannot
+  be reached raises error(...) naming the host and the database, never the password, and is not tried again for
+  RETRY_S seconds: a page or a served suggestion then fails at once instead of waiting on every rerun.
+
+Schema versions live in the table `lab_schema` (component, version), on both engines, so the class and telemetry
+stores can share one PostgreSQL database. A SQLite file written before that table existed kept its version in
+`PRAGMA user_version`: it is adopted at that version, its rows untouched. On SQLite the version is also written
+to user_version, so an older lab that reads only user_version refuses a newer file too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, func, select, text, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from core.files import prepare_sqlite
+
+URL_ENV = "LAB_DATABASE_URL"
+MAX_URL_CHARS = 1024  # bounds what is read from the environment; a real URL is far shorter
+RETRY_S = 5.0  # an unreachable server is not tried again for this long
+WAL_LIMIT = 4 * 2**20  # bytes the write-ahead log is cut back to after a checkpoint
+_WRITE = "lab_write"  # the execution option that makes a SQLite transaction BEGIN IMMEDIATE
+_MIGRATION_LOCK = 0x1AB5C4E3  # a PostgreSQL advisory lock: one migration at a time per database
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_POSTGRES = ("postgresql", "postgres", "postgresql+psycopg")
+
+Step = Callable[[Connection], None]  # one migration: schema i -> i + 1, inside the migration's transaction
+
+VERSIONS = Table(
+    "lab_schema",
+    MetaData(),
+    Column("component", String(32), primary_key=True),  # "class", "telemetry"
+    Column("version", Integer, nullable=False),
+)
+
+
+def location(path_env: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """Where a store lives: LAB_DATABASE_URL when set, else the SQLite path in `path_env`, else `default`."""
+    env = os.environ if environ is None else environ
+    return env.get(URL_ENV, "").strip() or env.get(path_env) or default
+
+
+def _where(where: str | os.PathLike | None, path_env: str, default: str) -> str | Path:
+    """A URL (a str with a scheme) or a path; None means the environment's choice (`location`)."""
+    if where is None:
+        where = location(path_env, default)
+    if isinstance(where, str) and _SCHEME.match(where.strip()):
+        return where.strip()
+    return Path(where)
+
+
+def parse_url(raw: str, error: Callable[[str], Exception]) -> URL:
+    """A PostgreSQL URL for psycopg 3; error(message) for anything else. The message never repeats the value: it
+    may hold a password."""
+    if len(raw) > MAX_URL_CHARS:
+        raise error(f"{URL_ENV} is {len(raw)} characters long, more than {MAX_URL_CHARS}; set a shorter URL")
+    try:
+        url = make_url(raw)
+    except (sa_exc.ArgumentError, ValueError):
+        raise error(f"{URL_ENV} is not a database URL; set one like postgresql://user@host:5432/lab") from None
+    if url.drivername not in _POSTGRES:
+        raise error(
+            f"{URL_ENV} names the database kind {url.drivername[:40]!r}; only postgresql://user@host:5432/lab is "
+            "supported (unset it to keep SQLite files)"
+        )
+    return url.set(drivername="postgresql+psycopg")
+
+
+def server_name(url: URL) -> str:
+    """The host, port and database of `url`, as an error message names them (never the password)."""
+    return f"{url.host or 'the local socket'}:{url.port or 5432}, database {url.database or url.username or '?'}"
+
+
+class Database:
+    """One store's database: an SQLite file or a PostgreSQL URL (see the module docstring). Never raises when
+    made: an unusable URL is reported by the first use, as any other failure of the store is."""
+
+    def __init__(
+        self,
+        where: str | os.PathLike | None,
+        *,
+        path_env: str,
+        default: str,
+        what: str,
+        timeout_ms: int,
+        error: Callable[[str], Exception],
+        fast_writes: bool = False,
+    ):
+        self.what, self.timeout_ms, self.error, self.fast_writes = what, timeout_ms, error, fast_writes
+        found = _where(where, path_env, default)
+        self.path: Path | None = found if isinstance(found, Path) else None
+        self.url: URL | None = None
+        self._problem: str | None = None
+        if isinstance(found, str):
+            try:
+                self.url = parse_url(found, error)
+            except Exception as e:  # noqa: BLE001 - raised again at the first use
+                self._problem = str(e)
+        self.name = (
+            str(self.path) if self.path is not None
+            else self.url.set(query={}).render_as_string(hide_password=True) if self.url is not None
+            else URL_ENV
+        )  # fmt: skip
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self._down: tuple[float, str] | None = None  # (until when, why) after a server could not be reached
+
+    # ---- the engine -----------------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        if self._problem is not None:
+            raise self.error(self._problem)
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._sqlite_engine() if self.path is not None else self._server_engine()
+            return self._engine
+
+    def _sqlite_engine(self) -> Engine:
+        assert self.path is not None
+        engine = create_engine(
+            URL.create("sqlite", database=str(self.path)),
+            connect_args={"timeout": self.timeout_ms / 1000, "check_same_thread": False},
+        )
+        pragmas = (
+            f"PRAGMA busy_timeout = {self.timeout_ms}",
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA foreign_keys = ON",
+            f"PRAGMA synchronous = {'NORMAL' if self.fast_writes else 'FULL'}",  # NORMAL: no fsync per write in WAL
+            f"PRAGMA journal_size_limit = {WAL_LIMIT}",
+        )
+
+        @event.listens_for(engine, "connect")
+        def _connected(dbapi_connection, _record) -> None:
+            dbapi_connection.isolation_level = None  # the driver's own BEGIN off: SQLAlchemy's "begin" below
+            cursor = dbapi_connection.cursor()
+            for pragma in pragmas:
+                cursor.execute(pragma)
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+        return engine
+
+    def _server_engine(self) -> Engine:
+        assert self.url is not None
+        return create_engine(
+            self.url,
+            pool_pre_ping=True,
+            pool_timeout=max(1.0, self.timeout_ms / 1000),
+            connect_args={
+                "connect_timeout": max(2, math.ceil(self.timeout_ms / 1000)),  # libpq's least is 2 s
+                "options": f"-c lock_timeout={self.timeout_ms}",
+                "application_name": "attention-lab",
+            },
+        )
+
+    def dispose(self) -> None:
+        """Close the pooled connections (before a damaged file is set aside, or when the store is closed)."""
+        with self._lock:
+            if self._engine is not None:
+                self._engine.dispose()
+
+    # ---- using it -------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, *, write: bool = False) -> Iterator[Connection]:
+        """A Connection in one transaction, committed when the block ends, rolled back if it raises; a failure of
+        the database raises error(message) saying what to do."""
+        try:
+            with self._begin(write) as conn:
+                yield conn
+        except sa_exc.DBAPIError as e:
+            raise self.failure(e) from None
+
+    @contextmanager
+    def _begin(self, write: bool) -> Iterator[Connection]:
+        engine = self.engine
+        if self._down is not None and time.monotonic() < self._down[0]:
+            raise self.error(self._down[1])
+        try:
+            conn = engine.connect()
+        except sa_exc.DBAPIError as e:
+            if self.url is not None:
+                why = self._unreachable(e)
+                self._down = (time.monotonic() + RETRY_S, why)
+                raise self.error(why) from None
+            raise
+        self._down = None
+        with conn:
+            if write:
+                conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    def _reason(self, e: BaseException) -> str:
+        """The driver's own words, first line, without the password (psycopg does not echo it, but be sure)."""
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()
+        said = reason[0] if reason else type(e).__name__
+        password = self.url.password if self.url is not None else None
+        return said.replace(password, "***") if password else said
+
+    def _unreachable(self, e: BaseException) -> str:
+        assert self.url is not None
+        return (
+            f"cannot connect to the {self.what} server at {server_name(self.url)} ({self._reason(e)}); check "
+            f"{URL_ENV} and that the server is running"
+        )
+
+    def failure(self, e: BaseException) -> Exception:
+        """error(message) for a failure of the database, naming where it is."""
+        if self.url is not None and isinstance(e, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+            return self.error(self._unreachable(e) if e.connection_invalidated else self._server_said(e))
+        if self.url is not None:
+            return self.error(self._server_said(e))
+        return self.error(f"the {self.what} {self.name!r} cannot be used: {self._reason(e)}")
+
+    def _server_said(self, e: BaseException) -> str:
+        assert self.url is not None
+        return f"the {self.what} at {server_name(self.url)} cannot be used: {self._reason(e)}"
+
+    # ---- the schema -----------------------------------------------------------------------------------------
+
+    def prepare(self, component: str, steps: Sequence[Step], after: Step) -> str | None:
+        """The first use: the schema brought to len(steps) (migrate), then `after` in the same transaction (a
+        read that fails on a damaged table). On SQLite through prepare_sqlite: returns its notice when a damaged
+        file was set aside."""
+        if self.path is not None:
+
+            def create() -> None:
+                self.dispose()  # pooled connections may hold a file that is about to be set aside
+                self.migrate(component, steps, after)
+
+            return prepare_sqlite(
+                self.path, create, what=self.what, timeout_s=max(10.0, self.timeout_ms / 1000), error=self.error
+            )
+        try:
+            self.migrate(component, steps, after)
+        except sa_exc.DBAPIError as e:
+            raise self.failure(e) from None
+        return None
+
+    def migrate(self, component: str, steps: Sequence[Step], after: Step) -> None:
+        """Bring `component`'s tables to schema len(steps) in one transaction, or refuse a newer one untouched.
+
+        steps[i] brings schema i to i + 1. A fresh database (version 0) runs steps[0] alone, which makes the
+        tables as the store defines them now (its sqlalchemy Table objects), and is stamped len(steps); a
+        database at version 0 < n < len(steps) runs steps[n:], each written for the tables as they were."""
+        target = len(steps)
+        with self._begin(write=True) as conn:
+            if self.url is not None:
+                conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))  # workers starting together
+            version, stored = self._version(conn, component)
+            if version > target:
+                raise self.error(
+                    f"the {self.what} {self.name!r} was written by a newer lab (schema {version}, this lab reads "
+                    f"{target}); point it at another database or update the lab"
+                )
+            if version < target or not stored:  # not stored: a SQLite file from before lab_schema is adopted
+                try:
+                    for step in steps[:1] if version == 0 else steps[version:]:
+                        step(conn)
+                except sa_exc.DBAPIError as e:  # a step's own failure: not a damaged file, so never set aside
+                    raise self.error(
+                        f"the {self.what} {self.name!r} could not be brought from schema {version} to {target} "
+                        f"({self._reason(e)}); it was left at schema {version}"
+                    ) from None
+                VERSIONS.create(conn, checkfirst=True)
+                values = {"component": component, "version": target}
+                if stored:
+                    conn.execute(update(VERSIONS).where(VERSIONS.c.component == component).values(values))
+                else:
+                    conn.execute(VERSIONS.insert().values(values))
+                if self.path is not None:
+                    conn.exec_driver_sql(f"PRAGMA user_version = {int(target)}")  # for labs older than lab_schema
+            after(conn)
+
+    def _version(self, conn: Connection, component: str) -> tuple[int, bool]:
+        """(the schema version, whether lab_schema has its row). A SQLite file from before lab_schema is at its
+        user_version."""
+        if conn.dialect.has_table(conn, VERSIONS.name):
+            found = conn.execute(select(VERSIONS.c.version).where(VERSIONS.c.component == component)).scalar()
+            return (0, False) if found is None else (int(found), True)
+        if self.path is not None:
+            return int(conn.exec_driver_sql("PRAGMA user_version").scalar() or 0), False
+        return 0, False
+
+    # ---- what a store reports -------------------------------------------------------------------------------
+
+    def size(self, tables: Sequence[str]) -> int:
+        """Bytes the store takes: its SQLite file and WAL, or on a server its tables with their indexes."""
+        if self.path is not None:
+            size = 0
+            for suffix in ("", "-wal"):
+                try:
+                    size += os.stat(str(self.path) + suffix).st_size
+                except OSError:
+                    pass
+            return size
+        with self.transaction() as conn:
+            total = sum(
+                int(conn.execute(text("SELECT coalesce(pg_total_relation_size(to_regclass(:t)), 0)"), {"t": t})
+                    .scalar() or 0)
+                for t in tables
+            )  # fmt: skip
+        return total
+
+    def identity(self, conn: Connection, table: str) -> int:
+        """What changes when the store's tables are made anew: the SQLite file's inode (a damaged file set aside
+        starts a new one), on a server the table's oid."""
+        if self.path is not None:
+            try:
+                return os.stat(self.path).st_ino
+            except OSError:
+                return 0
+        return int(conn.execute(text("SELECT coalesce(to_regclass(:t)::oid::bigint, 0)"), {"t": table}).scalar() or 0)
