@@ -7,7 +7,8 @@ shape http(s)://host[:port]/ (a host of letters, digits, dots and dashes), rende
 drawn offline by segno (PNG bytes from segno's own writer), never by an outside service.
 
 The code is large enough to scan from the back of a room when projected: QR_PX wide, PROJECTOR_QR_PX in
-projector mode (ui.projector), with the four-module quiet zone scanners need and error correction level M.
+projector mode (ui.projector), below the address rather than beside it, with the four-module quiet zone scanners
+need and error correction level M.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def show() -> None:
         return
     png, width = qr_png(url, PROJECTOR_QR_PX if projector.on() else QR_PX)
     with st.container(border=True, key="join_block"):
-        address_col, code_col = st.columns([3, 2], vertical_alignment="center")
+        if projector.on():  # one column: the address on one line, the code below it at its full projected size
+            address_col = code_col = st.container()
+        else:
+            address_col, code_col = st.columns([3, 2], vertical_alignment="center")
         with address_col:
             st.markdown("**Join this class:** type this address in your browser, or scan the code.")
             st.title(escape_markdown(url), anchor=False)  # escaped: large type, never a link or markup

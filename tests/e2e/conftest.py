@@ -297,6 +297,71 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
+def _free_run(n: int) -> int:
+    """A port P such that P .. P+n-1 are free on 127.0.0.1 (a class server's proxy, then its workers)."""
+    for _ in range(50):
+        base = _free_port()
+        if base + n <= 65535 and all(_bindable(base + i) for i in range(1, n)):
+            return base
+    pytest.fail("no run of free ports found", pytrace=False)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`python -m core serve --class --workers 2` on 127.0.0.1 (HAProxy in front of two Streamlit workers), its
+    warm-up off; `url` is the proxy's. Ready once the proxy and both workers answer; SIGTERM (then SIGKILL of what is
+    left, each child's own process group included) on teardown."""
+    import psutil
+
+    log_dir = tmp_path_factory.mktemp("class-server")
+    port = _free_run(3)
+    url, log_path = f"http://127.0.0.1:{port}", log_dir / "serve.log"
+    env = dict(
+        os.environ,
+        LAB_RUN_DIR=str(log_dir / "run"),
+        LAB_RUNS_DIR=str(log_dir / "runs"),
+        LAB_REGISTRY_DIR=str(log_dir / "registry"),
+        LAB_CLASS_DB=str(log_dir / "class.db"),
+        LAB_TELEMETRY_DB=str(log_dir / "telemetry.db"),
+        LAB_WARMUP="0",  # two workers warming every page would take both cores from the browser
+        LAB_TEACHER_PASSCODE=TEACHER_PASSCODE,
+    )
+    env.pop("LAB_JOIN_URL", None)  # the server chooses it: the proxy's address
+    command = [sys.executable, "-m", "core", "serve", "--class", "--workers", "2", "--port", str(port)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [*command, "--address", "127.0.0.1"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+        )  # fmt: skip
+    server = Server(url=url, log_path=log_path)
+    children: list = []
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S * 2
+        for target in (url, f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"):
+            while not _healthy(target):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the class server did not answer on {target}:\n{server.log_tail()}", pytrace=False)
+                time.sleep(0.25)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        yield server
+    finally:
+        _kill_group(proc)  # SIGTERM: serve stops every child's group itself
+        for child in children:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except OSError:  # stopped already, as it should be
+                pass
+
+
 @dataclass(frozen=True)
 class FirstVisit:
     """What the first visitor of a fresh server saw when they came in through a link to a lesson."""
