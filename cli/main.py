@@ -130,16 +130,19 @@ def register_train(subparsers) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from core.model.bundle import check_out_dir
+    from core.model.bundle import MANIFEST, check_out_dir, read_manifest
     from core.model.corpus import load_corpus
     from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
+    from core.model.gpt import PRESETS
     from core.model.leak import first_failed_probe
     from core.model.runs import train_and_save, train_config_for
+    from core.model.train_config import check_train_size
 
     ranks = from_env()  # a single process unless torchrun started this one; a half-set environment is refused
     timeout = timeout_seconds() if ranks.distributed else None  # a bad LAB_DIST_TIMEOUT_S: refused before any wait
     if args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
+    check_train_size(args.seed, args.batch_size, PRESETS[args.preset].context_length, flags=True)  # generate's words
     check_batch_size(args.batch_size, ranks, name="--batch-size")  # on every rank, before any rank waits
     if ranks.is_main:  # before anything is trained: a bad --out costs a second (torchrun then stops the others)
         check_out_dir(args.out, overwrite=args.overwrite)
@@ -186,7 +189,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
         policy, _, _ = tune_bundle(path, corpus=corpus)
         print(f"suggestion threshold {policy.threshold} tuned on the validation documents", file=sys.stderr)
-    manifest = json.loads((path / "manifest.json").read_text(encoding="ascii"))
+    manifest = read_manifest(path / MANIFEST)  # the one bounded JSON reader (core.jsonfile)
     version = manifest["version"]
     leaked = first_failed_probe(result.history)
     if leaked is not None:

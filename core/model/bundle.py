@@ -45,7 +45,7 @@ from safetensors.torch import save_file
 
 from core.files import install_dir, staged_dir, write_json
 
-# entry_problems, file_sha256, read_manifest_text, the MAX_ bounds: re-exported for core.release and the tests
+# entry_problems, file_sha256, read_manifest, the MAX_ bounds: re-exported for core.release and the tests
 from core.model.bundle_checks import (
     MANIFEST,
     WEIGHTS,
@@ -56,7 +56,7 @@ from core.model.bundle_checks import (
     expected_tensors,
     file_sha256,
     parse_model_fields,
-    read_manifest_text,
+    read_manifest,
     read_tensors,
 )
 from core.model.bundle_checks import MAX_ABS_WEIGHT as MAX_ABS_WEIGHT
@@ -306,10 +306,7 @@ def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
         return problems, None
     if not manifest_path.is_file():
         return [f"{MANIFEST} is missing"], None
-    try:
-        manifest = json.loads(read_manifest_text(manifest_path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return [f"{MANIFEST} is not valid JSON ({e})"], None
+    manifest = read_manifest(manifest_path)  # too deep, NaN or not JSON: a BundleError naming file and field
     problems = check_fields(manifest)
     if problems:
         return problems, None

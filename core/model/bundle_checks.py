@@ -2,10 +2,12 @@
 
 `core.model.bundle.load_bundle` runs these in stages and stops at the first stage with problems; each
 function returns problems as one-line strings naming the file, field or tensor (never raises on a
-hostile bundle, except `read_manifest_text`, which raises BundleError past its bound):
+hostile bundle, except `read_manifest_text` and `read_manifest`, which raise BundleError):
 
     entry_problems(path)            no symbolic link, at most MAX_BUNDLE_ENTRIES entries listed
     read_manifest_text(path)        manifest.json, refused past MAX_MANIFEST_BYTES before it is read
+    read_manifest(path)             its value through the one bounded JSON reader (core.jsonfile): too deep,
+                                    NaN / Infinity (the field named) or not JSON is a BundleError
     check_fields(manifest)          every field present with its JSON type (bool apart from int)
     check_files(path, files)        every listed file present with its sha256, no unlisted file
     parse_model_fields(manifest)    a valid ModelConfig (core.model.gpt's bounds), tokenizer, SampleConfig
@@ -28,6 +30,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from core.jsonfile import JsonFileError, read_json
 from core.model.gpt import ModelConfig
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import CharTokenizer
@@ -35,6 +38,7 @@ from core.model.tokenizer import CharTokenizer
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
 MAX_MANIFEST_BYTES = 4 << 20  # the shipped manifest is ~3 kB; a 65536-character vocabulary is under 1 MB of JSON
+MANIFEST_FIX = "the bundle was damaged or edited by hand; save or copy it again"
 MAX_BUNDLE_ENTRIES = 64  # a bundle holds 2 files; the directory is listed at most this far
 # Largest |weight| a bundle may hold. The shipped models/default reaches 1.59 (measured with
 # safetensors over every tensor); a trained model here stays below 10. 1e4 leaves room for any honest
@@ -123,6 +127,18 @@ def read_manifest_text(path: Path) -> str:
     if size > MAX_MANIFEST_BYTES:
         raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
     return path.read_text(encoding="utf-8")
+
+
+def read_manifest(path: Path) -> Any:
+    """manifest.json's value, read by core.jsonfile.read_json; BundleError naming the file, and the field that
+    holds a NaN or Infinity, for anything it refuses (json.loads alone raised RecursionError on deep nesting)."""
+    size = path.stat().st_size
+    if size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
+    try:
+        return read_json(path.read_bytes(), MANIFEST, max_bytes=MAX_MANIFEST_BYTES, fix=MANIFEST_FIX)
+    except JsonFileError as e:
+        raise BundleError(str(e)) from None
 
 
 def check_fields(manifest: Any) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import math
 import os
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from core.files import write_json_atomic
+from core.jsonfile import read_json
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest_text
 from core.model.corpus import MAX_BYTES, Corpus, CorpusError, corpus_from_text
 
@@ -112,7 +112,7 @@ def write_record(
         raise ValueError(f"a run's label must be 1 to {MAX_LABEL_CHARS} characters")
     if corpus_text is not None and not isinstance(corpus_text, str):
         raise ValueError(f"corpus_text must be a string or None, got {type(corpus_text).__name__}")
-    manifest = json.loads(read_manifest_text(bundle / MANIFEST))
+    manifest = read_json(read_manifest_text(bundle / MANIFEST), MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("version") != version:
         raise ValueError(f"the bundle at {str(bundle)!r} is not version {version}")
     corpus = manifest["corpus"] if isinstance(manifest.get("corpus"), dict) else {}
@@ -149,7 +149,7 @@ def keep_run(
     """The record of the run whose bundle was just saved (and tuned) at `bundle_path`, in its parent run
     directory: version, steps and mask read from the bundle's manifest, the label `run_label` gives."""
     bundle = Path(bundle_path)
-    manifest = json.loads(read_manifest_text(bundle / MANIFEST))
+    manifest = read_json(read_manifest_text(bundle / MANIFEST), MANIFEST)
     try:
         iters, causal = manifest["training"]["metrics"]["iters"], manifest["architecture"]["causal"]
         version = manifest["version"]
@@ -304,7 +304,7 @@ def _read(run_dir: Path) -> tuple[RunRecord | None, dict[str, Any] | None]:
         if run_dir.is_symlink() or not run_dir.is_dir():
             return None, None
         data = _read_bounded(run_dir / RECORD, MAX_RECORD_BYTES)
-        raw = json.loads(data.decode("utf-8")) if data is not None else None
+        raw = read_json(data, RECORD, max_bytes=MAX_RECORD_BYTES) if data is not None else None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None, None
     record = _parse(run_dir, raw)

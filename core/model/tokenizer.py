@@ -22,6 +22,7 @@ import hashlib
 import json
 import operator
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 FORMAT = "attention-lab/char-tokenizer"
 FORMAT_VERSION = 1
+MAX_CHARS = 0x110000  # Unicode's code points: a longer list must repeat one
+MAX_SHOWN_DUPLICATES = 20  # duplicates named in the error
 
 # Glyphs that make whitespace visible in token tables (the piece itself stays the real character).
 # Glyphs that common fonts carry (DejaVu, Liberation, Noto): U+2420 "␠" is missing from most of them and
@@ -42,17 +45,31 @@ class CharTokenizer:
     """Maps text to ids and back, one character per token. Immutable once built."""
 
     def __init__(self, chars: Sequence[str]):
+        # Every check is linear and the sizes come first: a manifest can list 900,000 entries, and counting each
+        # entry's duplicates with list.count took minutes before anything was refused.
         chars = list(chars)
-        for c in chars:
-            if not isinstance(c, str) or len(c) != 1:
-                raise ValueError(f"every vocabulary entry must be a single character, got {c!r}")
-        if len(set(chars)) != len(chars):
-            duplicates = sorted({c for c in chars if chars.count(c) > 1})
-            raise ValueError(f"vocabulary characters must be unique, got duplicates {duplicates!r}")
-        if chars != sorted(chars):
-            raise ValueError("vocabulary characters must be sorted by code point")
         if not chars:
             raise ValueError("the vocabulary needs at least one character besides the special tokens")
+        if len(chars) > MAX_CHARS:
+            raise ValueError(
+                f"the vocabulary lists {len(chars):,} characters; Unicode has {MAX_CHARS:,} code points, so it "
+                "cannot list each once"
+            )
+        for c in chars:
+            if not isinstance(c, str) or len(c) != 1:
+                raise ValueError(f"every vocabulary entry must be a single character, got {c!r}"[:200])
+        counts = Counter(chars)
+        if len(counts) != len(chars):
+            duplicates = sorted(c for c, n in counts.items() if n > 1)
+            shown = "".join(duplicates[:MAX_SHOWN_DUPLICATES])
+            more = (
+                f" and {len(duplicates) - MAX_SHOWN_DUPLICATES:,} more"
+                if len(duplicates) > MAX_SHOWN_DUPLICATES
+                else ""
+            )
+            raise ValueError(f"vocabulary characters must be unique, got duplicates {list(shown)!r}{more}")
+        if any(a > b for a, b in zip(chars, chars[1:])):
+            raise ValueError("vocabulary characters must be sorted by code point")
         self._chars: tuple[str, ...] = tuple(chars)
         self._pieces: tuple[str, ...] = SPECIAL_TOKENS + self._chars
         self._char_to_id: dict[str, int] = {c: i + len(SPECIAL_TOKENS) for i, c in enumerate(chars)}

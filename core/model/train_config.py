@@ -6,6 +6,9 @@
                           min_lr, following the time budget too when max_seconds is set
     train_config_for      the TrainConfig the CLI and the app build from a step budget: about ten
                           evaluations, warmup over the first tenth, the leak stop on
+    check_train_size      a seed torch can take and a batch that fits in memory, checked before anything
+                          is allocated (`train --seed 2**70` overflowed in torch, `--batch-size 100000000`
+                          asked for 26 GB)
 
 `core.model.training.train` runs a TrainConfig; a bundle stores `asdict(config)`.
 """
@@ -14,6 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from core.model.sampling import check_seed
+
+# B x T of one training step: what autograd keeps grows with it (about 20 C-wide vectors per token and layer, and
+# the T x T attention maps through core.attention). At 8,192 tokens one step of the largest preset (T = 256)
+# peaked at 1.0 GB resident (1.8 GB through core.attention), so the rule is batch_size <= MAX_BATCH_TOKENS //
+# context_length: tiny 256, baby 128, default 64, large 32.
+MAX_BATCH_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,22 @@ def train_config_for(
         fast_attention=fast_attention,
         leak_stop=leak_stop,
     )
+
+
+def check_train_size(seed: int, batch_size: int, context_length: int, *, flags: bool = False) -> None:
+    """Refuse a seed outside 0 .. 2**63 - 1 and a batch above MAX_BATCH_TOKENS // context_length with a ValueError in
+    the words core.model.sampling.check_seed gives `generate`; `flags` names them as the command line does
+    (--seed, --batch-size). A batch below 1 is left to TrainConfig, which says so."""
+    try:
+        check_seed(seed)
+    except ValueError as e:
+        raise ValueError(f"{'--' if flags else ''}{e}") from None
+    limit = MAX_BATCH_TOKENS // context_length
+    if isinstance(batch_size, int) and batch_size > limit:
+        raise ValueError(
+            f"{'--batch-size' if flags else 'batch_size'} must be an integer from 1 to {limit} at context length "
+            f"{context_length} (batch x context <= MAX_BATCH_TOKENS = {MAX_BATCH_TOKENS:,}), got {batch_size}"
+        )
 
 
 def _is_number(x: object) -> bool:

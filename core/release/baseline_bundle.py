@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.files import install_dir, staged_dir
+from core.jsonfile import read_json_file
 from core.model.bundle import (
     FORMAT_VERSION,
     MANIFEST,
@@ -30,7 +31,7 @@ from core.model.bundle import (
     file_sha256,
     load_bundle,
     manifest_version,
-    read_manifest_text,
+    read_manifest,
     verify_bundle,
     write_manifest,
 )
@@ -43,6 +44,8 @@ from core.release.predictor import is_word_char
 from core.release.rule import MAX_WORD_CHARS, RuleModel, train_rule
 
 COUNTS = "counts.json"
+# A 5-gram table of the stdlib corpus is tens of MB of JSON; 256 MiB bounds what a loader reads at all.
+MAX_COUNTS_BYTES = 256 << 20
 KINDS = ("ngram", "rule")
 Baseline = NGramModel | RuleModel
 
@@ -199,8 +202,10 @@ def read_kind(path: str | os.PathLike) -> str:
     if not Path(path).is_dir():
         raise BundleError(f"{str(path)!r} is not a directory (missing bundle)")  # as load_bundle says it
     try:
-        kind = json.loads(read_manifest_text(Path(path) / MANIFEST)).get("kind")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        kind = read_manifest(Path(path) / MANIFEST).get("kind")
+    except BundleError as e:  # too large, too deep, NaN or not JSON (core.jsonfile): it names file and field
+        raise BundleError(f"{str(path)!r}: {e}") from None
+    except (OSError, AttributeError) as e:
         raise BundleError(f"{str(path)!r} has no readable {MANIFEST} ({type(e).__name__}: {e})") from None
     if not isinstance(kind, str):
         raise BundleError(f"{str(path)!r}: {MANIFEST} has no 'kind'")
@@ -253,10 +258,7 @@ def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | Non
             return problems, None
     if not (path / MANIFEST).is_file():
         return [f"{MANIFEST} is missing" if path.is_dir() else f"{str(path)!r} is not a directory"], None
-    try:
-        manifest = json.loads(read_manifest_text(path / MANIFEST))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return [f"{MANIFEST} is not valid JSON ({e})"], None
+    manifest = read_manifest(path / MANIFEST)  # a BundleError naming file and field (core.jsonfile)
     if not isinstance(manifest, dict):
         return [f"{MANIFEST} must hold a JSON object"], None
     problems = [
@@ -289,7 +291,7 @@ def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | Non
         tokenizer = CharTokenizer.from_dict({k: v for k, v in manifest["tokenizer"].items() if k != "content_hash"})
         if tokenizer.content_hash != manifest["tokenizer"].get("content_hash"):
             return [f"{MANIFEST}: tokenizer.content_hash does not match its vocabulary"], None
-        counts = json.loads((path / COUNTS).read_text(encoding="ascii"))
+        counts = read_json_file(path / COUNTS, COUNTS, max_bytes=MAX_COUNTS_BYTES)
         arch = manifest["architecture"]
         predictor = _predictor_from_counts(manifest["kind"], tokenizer, counts, arch)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:

@@ -2,7 +2,8 @@
 
 append_log(reg, event, version, reason, **extra)   time, event, version, reason (and actor, why ... when given),
                                                     opened in append mode and fsync'ed
-read_log(registry)                                  every entry, oldest first
+read_log(registry)                                  every entry, oldest first (a line the bounded JSON reader,
+                                                    core.jsonfile, refuses is skipped)
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.jsonfile import JsonFileError, read_json
+
 LOG = "log.jsonl"
+MAX_LINE_BYTES = 1 << 20  # one entry: a few hundred bytes (a refusal lists its failed checks)
 
 
 def now() -> str:
@@ -32,14 +36,18 @@ def append_log(reg: Path, event: str, version: str | None, reason: str, **extra:
 
 
 def read_log(registry: str | os.PathLike) -> list[dict]:
-    """Every log entry, oldest first (a line that does not parse is skipped)."""
+    """Every log entry, oldest first. A line that is not a JSON object the bounded reader accepts (torn by a
+    crash, nested half a million deep, holding NaN) is skipped: the log is a record to read, never a reason
+    for a page or `release status` to fail."""
     path = Path(registry) / LOG
     if not path.is_file():
         return []
     entries: list[dict] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
+            entry = read_json(line, f"{LOG} line {number}", max_bytes=MAX_LINE_BYTES)
+        except JsonFileError:
             continue
+        if isinstance(entry, dict):
+            entries.append(entry)
     return entries

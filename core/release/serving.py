@@ -18,13 +18,13 @@ The layout of a registry and how it changes: core.release.registry.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from core.jsonfile import read_json_file
 from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
 from core.release.baseline_bundle import BaselineBundle, load_baseline
 from core.release.predictor import Predictor
@@ -38,6 +38,7 @@ FALLBACK = "ngram"
 RECORD = "record.json"
 MAX_RECORD_BYTES = 1 << 20  # `current` and a stored rubric.json: a few kB (a pointer grows ~20 bytes a promotion)
 NAME_RULE = f"{VERSION_LENGTH} lowercase hex digits, as `release status` lists them"
+RECORD_FIX = "the registry file was damaged or edited by hand; promote or roll back again to rewrite it"
 
 Loaded = TypeVar("Loaded")
 
@@ -125,7 +126,7 @@ def list_versions(registry: str | os.PathLike, *, verify: bool = False) -> list[
     infos: list[VersionInfo] = []
     for vdir in vdirs:
         try:
-            promoted = json.loads(read_small(vdir / RECORD)).get("promoted")
+            promoted = read_small(vdir / RECORD, f"{VERSIONS}/{vdir.name}/{RECORD}").get("promoted")
         except (OSError, ValueError, AttributeError):
             promoted = None
         ok, problem = True, ""
@@ -158,10 +159,11 @@ def checked_dir(reg: Path, version: str, part: str) -> Path:
     if (vdir / RUBRIC).is_symlink() or (vdir / part).is_symlink():
         raise BundleError(f"{VERSIONS}/{version} holds a symbolic link ({RUBRIC} or {part}/); it is not served")
     try:
-        rubric = json.loads(read_small(vdir / RUBRIC))
+        rubric = read_small(vdir / RUBRIC, where)
     except (OSError, ValueError) as e:
         raise BundleError(
-            f"{where} is missing or unreadable ({type(e).__name__}); only a version the gate passed is served"
+            f"{where} is missing or unreadable ({type(e).__name__}{_detail(e)}); only a version the gate passed "
+            "is served"
         ) from None
     checks = rubric.get("checks") if isinstance(rubric, dict) else None
     if not (
@@ -201,7 +203,7 @@ def pointer(reg: Path) -> tuple[dict | None, str]:
     try:
         if not (path.exists() or path.is_symlink()):
             return None, ""
-        data = json.loads(read_small(path))
+        data = read_small(path, CURRENT)
     except (OSError, ValueError) as e:
         return None, f"the current pointer is unreadable ({type(e).__name__}: {short(e, 80)})"
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
@@ -212,12 +214,17 @@ def pointer(reg: Path) -> tuple[dict | None, str]:
     return data, ""
 
 
-def read_small(path: Path) -> str:
-    """A registry record read whole, refused above MAX_RECORD_BYTES (ValueError)."""
-    size = path.stat().st_size
-    if size > MAX_RECORD_BYTES:
-        raise ValueError(f"{path.name} is {size:,} bytes, more than MAX_RECORD_BYTES={MAX_RECORD_BYTES:,}")
-    return path.read_text(encoding="utf-8")
+def read_small(path: Path, label: str) -> Any:
+    """A registry record (`current`, a rubric.json or record.json) through the one bounded JSON reader
+    (core.jsonfile): refused above MAX_RECORD_BYTES, nested too deeply, holding NaN or not JSON, with a
+    JsonFileError (a ValueError) naming `label`. Every caller treats it as an unreadable record."""
+    return read_json_file(path, label, max_bytes=MAX_RECORD_BYTES, fix=RECORD_FIX)
+
+
+def _detail(e: Exception) -> str:
+    """What a JsonFileError found (its problem, short), for a reason that has room for one clause."""
+    problem = getattr(e, "problem", None)
+    return f": {short(problem, 100)}" if isinstance(problem, str) else ""
 
 
 def quote(value: object, limit: int = 40) -> str:

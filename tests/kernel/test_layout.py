@@ -1,7 +1,7 @@
 """The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward, no module too long.
 
     kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py,
-             core/progress.py
+             core/progress.py, core/jsonfile.py
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
     release  core/release/    may import the kernel and the model wing (never the lessons)
@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-KERNEL = {"core.attention", "core.handcheck", "core.agreement", "core.files", "core.settings", "core.progress"}
+KERNEL = {
+    "core.attention",
+    "core.handcheck",
+    "core.agreement",
+    "core.files",
+    "core.settings",
+    "core.progress",
+    "core.jsonfile",
+}
 ALLOWED = {
     "kernel": {"kernel"},
     "model": {"kernel", "model"},
