@@ -1,7 +1,7 @@
 """The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward, no module too long.
 
     kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py,
-             core/progress.py, core/jsonfile.py
+             core/progress.py, core/jsonfile.py, core/database.py
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
     release  core/release/    may import the kernel and the model wing (never the lessons)
@@ -29,6 +29,7 @@ KERNEL = {
     "core.settings",
     "core.progress",
     "core.jsonfile",
+    "core.database",
 }
 ALLOWED = {
     "kernel": {"kernel"},
