@@ -115,8 +115,10 @@ def haproxy_config(settings: ProxySettings) -> str:
         "    balance leastconn  # a new browser goes to the worker with the fewest open connections (websockets)",
         f"    cookie {COOKIE} insert indirect nocache httponly" + (" secure" if tls else ""),
         f"    option httpchk GET {HEALTH_PATH}",
-        "    option redispatch  # a browser pinned to a dead worker is sent to a live one",
-        "    retries 3",
+        # A browser pinned to a dead worker is sent to a live one at once: redispatch on every retry (1), not only on
+        # the last, which would first wait for the dead one for about a second per retry.
+        "    option redispatch 1",
+        "    retries 2",
         # A worker killed with idle keep-alive connections open: a request sent on one gets no answer at all; it is
         # sent again (on a new connection, to a live worker) instead of failing with 502.
         "    retry-on conn-failure empty-response",

@@ -312,8 +312,11 @@ def serve_class(args: argparse.Namespace) -> int:
         for w in workers:
             _start(w, env, logs)
         proxy = spawn(["haproxy", "-db", "-f", str(config)], logs / "haproxy.log")
-        print(f"Attention Lab is serving a class: {len(workers)} workers behind HAProxy on {settings.address}:"
-              f"{settings.port}. Learners type:", flush=True)  # fmt: skip
+        n = f"{len(workers)} worker" + "s" * (len(workers) > 1)
+        print(
+            f"Attention Lab is serving a class: {n} behind HAProxy on {settings.address}:{settings.port}.", flush=True
+        )
+        print("Learners type:", flush=True)
         for url in urls:
             print(f"    {url}", flush=True)
         print(f"The Start page shows {join} and its QR code. Logs: {logs}. Ctrl-C stops the class server.", flush=True)

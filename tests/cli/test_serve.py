@@ -76,7 +76,7 @@ def test_the_generated_configuration_passes_haproxy_check_with_cookie_affinity(t
         f"server w{i} 127.0.0.1:{port} check cookie w{i}" for i, port in ((1, 9001), (2, 9002), (3, 9003))
     ]
     assert not any(re.match(r"balance\s+source", line) for line in lines)  # a school's NAT: one address for all
-    for wanted in ("option httpchk GET /_stcore/health", "option redispatch", "timeout tunnel 1h"):
+    for wanted in ("option httpchk GET /_stcore/health", "option redispatch 1", "timeout tunnel 1h"):
         assert wanted in lines
     binds = [line for line in lines if line.startswith("bind ")]
     assert binds == ([f'bind 0.0.0.0:8443 ssl crt "{pem}"', "bind 0.0.0.0:8080"] if tls else ["bind 0.0.0.0:8501"])
@@ -213,6 +213,12 @@ def get(port: int, path: str = "/_stcore/health", worker: str | None = None):
         return None, None
 
 
+def answered_by(port: int, worker: str | None = None) -> str | None:
+    """The worker that answered a GET through the proxy (X-Lab-Worker), None when nothing answered."""
+    headers = get(port, worker=worker)[1]
+    return None if headers is None else headers.get(WORKER_HEADER)
+
+
 def wait_for(condition, timeout: float, what: str, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -285,9 +291,8 @@ def test_a_class_of_two_workers_keeps_affinity_survives_a_dead_worker_and_stops_
     try:
         for p in (port, w1, w2):
             wait_for(lambda p=p: get(p)[0] == 200, START_TIMEOUT_S, f"nothing healthy answered on port {p}", log)
-        wait_for(
-            lambda: get(port, worker="w2")[1][WORKER_HEADER] == "w2", 30, "the proxy never sent w2's cookie to w2", log
-        )
+        for name in ("w1", "w2"):  # HAProxy's own health checks have seen the worker up
+            wait_for(lambda name=name: answered_by(port, name) == name, 30, f"{name} never in use", log)
         assert f"http://127.0.0.1:{port}/" in log.read_text()  # the address learners type
 
         for _ in range(2):  # a new browser is given a worker and a cookie naming it
@@ -296,7 +301,7 @@ def test_a_class_of_two_workers_keeps_affinity_survives_a_dead_worker_and_stops_
             cookie = re.search(rf"\b{COOKIE}=(w[12]);", " ".join(headers.get_all("Set-Cookie", [])))
             assert cookie is not None and cookie.group(1) == headers[WORKER_HEADER], dict(headers)
         for worker in ("w1", "w2", "w2", "w1"):  # a browser holding a cookie is answered by that worker
-            assert get(port, worker=worker)[1][WORKER_HEADER] == worker
+            assert answered_by(port, worker) == worker
 
         children = descendants(proc)
         worker1 = [c for c in children if f"--server.port {w1}" in " ".join(c.cmdline())]
@@ -308,12 +313,30 @@ def test_a_class_of_two_workers_keeps_affinity_survives_a_dead_worker_and_stops_
             assert status == 200 and headers[WORKER_HEADER] == "w2"
         wait_for(lambda: get(w1)[0] == 200, START_TIMEOUT_S, "worker 1 was not started again on its port", log)
         assert re.search(r"worker w1 \(port \d+\) exited with status -9; starting it again", log.read_text())
-        wait_for(lambda: get(port, worker="w1")[1][WORKER_HEADER] == "w1", 30, "the proxy never took w1 back", log)
+        wait_for(lambda: answered_by(port, "w1") == "w1", 30, "the proxy never took w1 back", log)
 
         children = descendants(proc)  # the restarted worker included
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert [get(p) for p in (port, w1, w2)] == [(None, None)] * 3
+        assert not [c.cmdline() for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        stop_everything(proc, children)
+
+
+def test_when_haproxy_dies_the_class_server_says_so_and_stops_its_workers(tmp_path):
+    port = free_ports(2)
+    proc, log = start_serve(["--class", "--workers", "1", "--port", str(port), "--address", "127.0.0.1"], tmp_path)
+    children: list[psutil.Process] = []
+    try:
+        wait_for(lambda: get(port + 1)[0] == 200, START_TIMEOUT_S, "the worker did not answer", log)
+        children = descendants(proc)
+        proxy = [c for c in children if c.name() == "haproxy"]
+        assert len(proxy) == 1, [c.cmdline() for c in children]
+        os.killpg(proxy[0].pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+        assert re.search(r"error: HAProxy stopped \(exit status -9\), so the class server stops", log.read_text())
+        assert [get(p) for p in (port, port + 1)] == [(None, None)] * 2
         assert not [c.cmdline() for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     finally:
         stop_everything(proc, children)
