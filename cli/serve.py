@@ -330,7 +330,7 @@ def _start(w: Worker, env: Mapping[str, str], logs: Path) -> None:
     command = _streamlit(w.port, "127.0.0.1") + [
         "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    w.proc = spawn(command, logs / f"worker-{w.name}.log", {**env, "LAB_WORKER": w.name})
+    w.proc = spawn(command, logs / f"worker-{w.name}.log", env)
     w.ready, w.restart_at = False, None
 
 
