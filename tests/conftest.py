@@ -3,6 +3,7 @@ one trained tiny bundle for the model pages, and the store tests' databases (tes
 
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,18 @@ os.environ.setdefault("LAB_WARMUP", "0")
 # Every suggestion served in a test is recorded (core.telemetry), into the test run's own database, not ./telemetry.db.
 os.environ.setdefault("LAB_TELEMETRY_DB", str(Path(tempfile.mkdtemp(prefix="lab-telemetry-")) / "telemetry.db"))
 
+# Wrong teacher passcodes are counted per server in a file (ui.teacher, LAB_TEACHER_ATTEMPTS): each test gets its own
+# (below), so one test's wrong passcodes never delay or lock out the next, and none lands beside ./class.db.
+TEACHER_ATTEMPTS_DIR = Path(tempfile.mkdtemp(prefix="lab-teacher-attempts-"))
+
 settings.register_profile("lab", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "lab"))
+
+
+@pytest.fixture(autouse=True)
+def own_teacher_attempts(monkeypatch):
+    """A record of wrong teacher passcodes of this test's own (see TEACHER_ATTEMPTS_DIR)."""
+    monkeypatch.setenv("LAB_TEACHER_ATTEMPTS", str(TEACHER_ATTEMPTS_DIR / f"{uuid.uuid4().hex}.json"))
 
 
 @pytest.fixture

@@ -5,17 +5,36 @@ whoever knows the passcode. The operator sets it in the environment variable LAB
 Streamlit secrets, `.streamlit/secrets.toml`); with none set, the actions are read-only. The passcode is
 compared in constant time, never echoed, never put in the URL, and never kept: the input is cleared as
 soon as it is checked, and the session keeps only the boolean "teacher unlocked".
+
+Guessing is slowed down per browser session and per server (a script once tried 8 passcodes a second).
+Counted over the last WINDOW_S, in a session (wrong passcodes in a row) and on the server (everyone's): the
+first FREE_TRIES are answered at once (a teacher's typos); after each further one the next attempt waits
+1, 2, 4 ... s (at most MAX_DELAY_S); SESSION_LIMIT in a session, or SERVER_LIMIT on the server, lock out for
+LOCKOUT_S (that session, or everyone), a right passcode included. An attempt refused for that is not compared
+at all, and the page says only "Too many wrong passcodes: try again in N s", never whether a guess was close.
+The server's failures are the times in a small JSON file (LAB_TEACHER_ATTEMPTS, default
+`teacher_attempts.json` beside the class database), changed under a file lock, so every worker process of
+one machine counts them together; it holds at most SERVER_LIMIT times. Every wrong passcode is logged (never
+the guess). The clock is the module's `clock` (wall time: the workers share it), which tests replace.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import math
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from filelock import FileLock, Timeout
 
+from core.classroom.store import class_db_path
+from core.files import write_json_atomic
+from core.jsonfile import JsonFileError, read_json_file
 from ui.text import escape_markdown
 
 ENV_VAR = "LAB_TEACHER_PASSCODE"
@@ -25,9 +44,24 @@ MAX_PASSCODE_CHARS = 128
 # The longest reason a teacher can give for a promotion or a rollback (it goes into the registry's log).
 MAX_REASON_CHARS = 300
 
+ATTEMPTS_ENV = "LAB_TEACHER_ATTEMPTS"
+ATTEMPTS_FILE = "teacher_attempts.json"
+FREE_TRIES = 3  # wrong passcodes in a row a session types with no wait: a teacher's typos
+MAX_DELAY_S = 60  # the longest wait between two attempts short of a lockout
+SESSION_LIMIT = 5  # wrong passcodes in a row that lock a session out
+SERVER_LIMIT = 10  # wrong passcodes on the server within WINDOW_S that lock everyone out
+WINDOW_S = 600.0
+LOCKOUT_S = 300.0
+LOCK_TIMEOUT_S = 10.0  # how long a worker waits for another to finish writing the record
+MAX_ATTEMPTS_BYTES = 4096  # the record holds SERVER_LIMIT times: a few hundred bytes
+
+clock: Callable[[], float] = time.time
+log = logging.getLogger(__name__)
+
 UNLOCKED_KEY = "teacher_unlocked"  # bool: the only trace the passcode leaves in a session
 _INPUT_KEY = "teacher_passcode_input"  # the password field; emptied by the check before the page runs
 _NOTE_KEY = "teacher_note"  # the last attempt's outcome, in words (never the passcode)
+_FAILURES_KEY = "teacher_failures"  # the times of this session's wrong passcodes in a row (never the guesses)
 _CONFIRM_KEY = "teacher_confirmation"  # the confirmation a page has open (kept, so the dialog survives its reruns)
 
 HOW_TO_ENABLE = (
@@ -85,25 +119,59 @@ def unlocked() -> bool:
 
 
 def _try_unlock() -> None:
-    """The Unlock button's callback: check the typed passcode, keep only the outcome, empty the field."""
+    """The Unlock button's callback: refuse while a wait or lockout runs (without comparing), else check the typed
+    passcode; keep only the outcome, empty the field."""
     typed = st.session_state.get(_INPUT_KEY) or ""
     st.session_state[_INPUT_KEY] = ""  # the passcode leaves the session before the page runs
-    configured = configured_passcode()
+    st.session_state[UNLOCKED_KEY] = False
     if not typed:
         st.session_state[_NOTE_KEY] = "Type the teacher passcode first."
-    elif len(typed) > MAX_PASSCODE_CHARS:
+        return
+    now = float(clock())
+    record = AttemptsRecord(attempts_path())
+    try:
+        wait = wait_seconds(_session_failures(now), record.recent(now), now)
+    except AttemptsUnavailable as e:
+        st.session_state[_NOTE_KEY] = f"The passcode cannot be checked now: {e}. The actions stay locked."
+        return
+    if wait > 0:
+        log.info("teacher passcode attempt refused unchecked: %.0f s of waiting left", wait)
+        st.session_state[_NOTE_KEY] = too_many(wait)
+        return
+    if len(typed) > MAX_PASSCODE_CHARS:
         st.session_state[_NOTE_KEY] = (
             f"Refused: a passcode has at most {MAX_PASSCODE_CHARS} characters. The actions stay locked."
         )
-    elif passcode_matches(typed, configured):
+    elif passcode_matches(typed, configured_passcode()):
         st.session_state[UNLOCKED_KEY] = True
         st.session_state.pop(_NOTE_KEY, None)
-        return
+        st.session_state.pop(_FAILURES_KEY, None)
     else:
         st.session_state[_NOTE_KEY] = (
             "Refused: that is not the teacher passcode. The actions stay locked; ask whoever runs the server for it."
         )
-    st.session_state[UNLOCKED_KEY] = False
+        session = [*_session_failures(now), now][-SESSION_LIMIT:]
+        st.session_state[_FAILURES_KEY] = session
+        try:
+            server = record.add(now)
+        except AttemptsUnavailable as e:
+            server = []
+            log.error("teacher passcode: a wrong attempt could not be recorded for the server: %s", e)
+        wait = wait_seconds(session, server, now)
+        log.warning(
+            "wrong teacher passcode: %d in a row in this session, %d on this server in the last %d min%s",
+            len(session),
+            len(server),
+            int(WINDOW_S // 60),
+            f"; the next attempt waits {wait:.0f} s" if wait else "",
+        )
+        if wait > 0:
+            st.session_state[_NOTE_KEY] += " " + too_many(wait)
+
+
+def too_many(wait: float) -> str:
+    """What a refused or delayed attempt is told: how long, never whether a guess was close."""
+    return f"Too many wrong passcodes: try again in {math.ceil(wait)} s."
 
 
 def _lock() -> None:
@@ -154,6 +222,86 @@ def gate(what: str, why: str = "change what the whole class is served") -> bool:
     if note:
         st.error(note)
     return False
+
+
+# ---- slowing down guesses -------------------------------------------------------------------------
+
+
+class AttemptsUnavailable(Exception):
+    """The server's record of wrong passcodes cannot be read or written: no passcode is checked then."""
+
+
+def attempts_path(environ: Mapping[str, str] | None = None) -> Path:
+    """LAB_TEACHER_ATTEMPTS, else teacher_attempts.json in the class database's folder (LAB_CLASS_DB)."""
+    raw = (os.environ if environ is None else environ).get(ATTEMPTS_ENV, "").strip()
+    return Path(raw) if raw else class_db_path().parent / ATTEMPTS_FILE
+
+
+def wait_seconds(session: Sequence[float], server: Sequence[float], now: float) -> float:
+    """Seconds before the next passcode may be compared (0: now), from the times of this session's wrong passcodes
+    in a row and of the server's recent ones (see the module docstring for the rule)."""
+
+    def until(times: Sequence[float], limit: int) -> float:
+        recent = sorted(t for t in times if _recent(t, now))
+        if len(recent) >= limit:
+            return recent[-1] + LOCKOUT_S
+        if len(recent) > FREE_TRIES:
+            return recent[-1] + min(MAX_DELAY_S, 2.0 ** (len(recent) - FREE_TRIES - 1))
+        return 0.0
+
+    return max(0.0, until(session, SESSION_LIMIT) - now, until(server, SERVER_LIMIT) - now)
+
+
+def _session_failures(now: float) -> list[float]:
+    times = st.session_state.get(_FAILURES_KEY)
+    return [t for t in times if isinstance(t, float) and _recent(t, now)] if isinstance(times, list) else []
+
+
+def _recent(t: float, now: float) -> bool:
+    """Within WINDOW_S of `now`. A time slightly ahead counts too: another worker may have read the clock a moment
+    later and written first."""
+    return now - WINDOW_S < t < now + WINDOW_S
+
+
+class AttemptsRecord:
+    """The server's recent wrong passcodes (their times, at most SERVER_LIMIT within WINDOW_S), in a JSON file that
+    every worker process of the machine reads and, under a file lock beside it, rewrites atomically."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def recent(self, now: float) -> list[float]:
+        """The recorded times within WINDOW_S of `now`, oldest first. A damaged record counts as empty (it is
+        rewritten by the next failure) and is logged; a record that cannot be read at all raises."""
+        try:
+            data = read_json_file(self.path, str(self.path), max_bytes=MAX_ATTEMPTS_BYTES)
+        except FileNotFoundError:
+            return []
+        except JsonFileError as e:
+            log.warning("teacher passcode: the attempts record is damaged and counts as empty: %s", e)
+            return []
+        except OSError as e:
+            raise AttemptsUnavailable(
+                f"{self.path} cannot be read ({type(e).__name__}); check {ATTEMPTS_ENV}"
+            ) from None
+        times = data.get("failures") if isinstance(data, dict) else None
+        if not isinstance(times, list):
+            return []
+        kept = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
+        return sorted(t for t in kept if _recent(t, now))[-SERVER_LIMIT:]
+
+    def add(self, now: float) -> list[float]:
+        """Record one wrong passcode at `now`; the recent times afterwards."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
+                times = sorted([*self.recent(now), now])[-SERVER_LIMIT:]
+                write_json_atomic(self.path, {"failures": times})
+        except (OSError, Timeout) as e:
+            raise AttemptsUnavailable(
+                f"{self.path} cannot be written ({type(e).__name__}); check {ATTEMPTS_ENV}"
+            ) from None
+        return times
 
 
 # ---- confirmations -------------------------------------------------------------------------------
