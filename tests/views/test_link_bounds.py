@@ -1,0 +1,45 @@
+"""A link carrying 20,000 characters in each of 8 widget keys (issue 24) renders: ui.params bounds every value it
+reads from the URL before the page uses it. A text is cut to MAX_TEXT_CHARS with a caption saying so, and a number
+or option that long is unusable without being parsed, with the usual note and the default."""
+
+import pytest
+from apptest import fresh_visit, unescaped
+
+import ui.params
+from ui.params import MAX_LINK_VALUE_CHARS, MAX_TEXT_CHARS
+
+HUGE = "x" * 20_000
+PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"  # views/autocomplete.py
+KEYS = ["ac_prompt", "ac_temperature", "ac_top_k", "ac_top_p", "ac_k", "ac_length", "ac_seed", "ac_cache"]
+
+
+@pytest.fixture(autouse=True)
+def _clean(fresh_streamlit_caches):
+    yield
+
+
+def test_twenty_thousand_characters_in_eight_keys_render_bounded(monkeypatch):
+    parsed = []
+    real = ui.params._number_in
+
+    def counting(kind, lo, hi):
+        usable = real(kind, lo, hi)
+        return lambda raw: parsed.append(len(raw)) or usable(raw)
+
+    monkeypatch.setattr(ui.params, "_number_in", counting)
+    at = fresh_visit("autocomplete", dict.fromkeys(KEYS, HUGE))
+    assert at.text_area(key="ac_prompt").value == HUGE[:MAX_TEXT_CHARS]  # what the page suggests after
+    captions = [unescaped(c.value) for c in at.caption]
+    said = f"The link set '{PROMPT_LABEL}' to a text of 20,000 characters; only its first 10,000 are used."
+    assert said in captions, captions
+    notes = [c for c in captions if "which is not usable" in c]
+    assert len(notes) == len(KEYS) - 1, notes  # every other key: the note, and the default shown
+    assert at.slider(key="ac_temperature").value == 1.0 and at.toggle(key="ac_cache").value is True
+    assert all(n <= MAX_LINK_VALUE_CHARS for n in parsed)  # nothing that long was ever handed to float() or int()
+
+
+def test_a_text_within_the_bound_is_used_whole_and_without_a_note():
+    text = "def f(x):\n    return x\n" * 100
+    at = fresh_visit("autocomplete", {"ac_prompt": text})
+    assert at.text_area(key="ac_prompt").value == text
+    assert not [c for c in at.caption if "characters; only its first" in c.value]
