@@ -1,8 +1,11 @@
 """How a file or a directory is written so that a reader never sees half of it: written once, here.
 
     write_json(path, data)          JSON (ASCII, indented, no NaN), flushed and fsync'ed
-    write_json_atomic(path, data)   the same into a temporary sibling, then os.replace: readers see the
-                                    old file or the new one, never a torn one
+    write_bytes_atomic(path, data)  bytes into a temporary sibling (fsync'ed), then os.replace: readers see
+                                    the old file or the new one, never a torn one
+    write_json_atomic(path, data)   write_json's text, written the same way
+    read_regular_file(path, limit)  a regular file's bytes (never a symlink or a FIFO, on POSIX and Windows), or
+                                    None when it is not one or holds more than `limit` bytes
     staged_dir(out)                 a temporary sibling directory to build `out` in; removed if the
                                     block raises
     install_dir(staged, out, *, overwrite, error)
@@ -34,6 +37,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,13 +57,43 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """write_json into a temporary sibling, then os.replace onto `path` (readable by everyone: 0644)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    """`data` as write_json writes it, atomically: readers see the old file or the new one, never half of it."""
+    text = json.dumps(data, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    write_bytes_atomic(Path(path), text.encode("ascii"))
+
+
+def read_regular_file(path: Path, limit: int) -> bytes | None:
+    """The bytes of a regular file (not a symlink, not a FIFO) of at most `limit` bytes, else None.
+
+    On POSIX open itself refuses a symlink (O_NOFOLLOW) and never waits for a FIFO's writer (O_NONBLOCK). Windows
+    has neither flag (nor FIFOs), so the refusal does not rest on them: lstat before opening refuses anything but a
+    regular file, and fstat after it checks the file opened is the one lstat saw (device, inode), so a file swapped
+    for a link in between is refused too (without O_NOFOLLOW its target is opened for that moment, never read)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        write_json(tmp, data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        seen = os.lstat(path)
+        if not stat.S_ISREG(seen.st_mode):
+            return None
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        opened = os.fstat(f.fileno())
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
+            return None
+        data = f.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """`data` into a temporary sibling (fsynced), then os.replace onto `path` (readable by everyone: 0644)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -25,13 +25,12 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.files import write_json_atomic
+from core.files import read_regular_file, write_bytes_atomic, write_json_atomic
 from core.jsonfile import read_json
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest_text
 from core.model.corpus import MAX_BYTES, Corpus, CorpusError, corpus_from_text
@@ -123,7 +122,7 @@ def write_record(
         data = (("\ufeff" if corpus_text.startswith("\ufeff") else "") + corpus_text).encode("utf-8")
         if len(data) > MAX_BYTES:
             raise ValueError(f"the training text is {len(data):,} bytes, more than the limit of {MAX_BYTES:,}")
-        _write_bytes_atomic(run_dir / CORPUS_COPY, data)
+        write_bytes_atomic(run_dir / CORPUS_COPY, data)
         copied = {"name": _corpus_name(source), "source": source, "fingerprint": fingerprint, "file": CORPUS_COPY}
     created = time.time()
     size = _dir_bytes(run_dir)
@@ -227,7 +226,7 @@ def corpus_of(record: RunRecord) -> Corpus | None:
             return None
         if kept.get("file") != CORPUS_COPY:
             return None
-        data = _read_bounded(record.run_dir / CORPUS_COPY, MAX_BYTES)
+        data = read_regular_file(record.run_dir / CORPUS_COPY, MAX_BYTES)
         if data is None:
             return None
         corpus = corpus_from_text(name, data, source=source)
@@ -303,7 +302,7 @@ def _read(run_dir: Path) -> tuple[RunRecord | None, dict[str, Any] | None]:
     try:
         if run_dir.is_symlink() or not run_dir.is_dir():
             return None, None
-        data = _read_bounded(run_dir / RECORD, MAX_RECORD_BYTES)
+        data = read_regular_file(run_dir / RECORD, MAX_RECORD_BYTES)
         raw = read_json(data, RECORD, max_bytes=MAX_RECORD_BYTES) if data is not None else None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None, None
@@ -331,43 +330,6 @@ def _parse(run_dir: Path, raw: Any) -> RunRecord | None:
     if _inside(run_dir, run_dir / bundle) is None or not (run_dir / bundle).is_dir():
         return None
     return RunRecord(run_dir, run_dir / bundle, version, label, owner, float(created), size)
-
-
-def _read_bounded(path: Path, limit: int) -> bytes | None:
-    """The bytes of a regular file (not a symlink, not a FIFO) of at most `limit` bytes, else None.
-
-    On POSIX open itself refuses a symlink (O_NOFOLLOW) and never waits for a FIFO's writer (O_NONBLOCK). Windows
-    has neither flag (nor FIFOs), so the refusal does not rest on them: lstat before opening refuses anything but a
-    regular file, and fstat after it checks the file opened is the one lstat saw (device, inode), so a file swapped
-    for a link in between is refused too (without O_NOFOLLOW its target is opened for that moment, never read)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        seen = os.lstat(path)
-        if not stat.S_ISREG(seen.st_mode):
-            return None
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        opened = os.fstat(f.fileno())
-        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
-            return None
-        data = f.read(limit + 1)
-    return data if len(data) <= limit else None
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _dir_bytes(path: Path) -> int:
