@@ -40,6 +40,7 @@ from pathlib import Path
 
 from cli.haproxy import HEALTH_PATH, MAX_WORKERS, ProxySettings, haproxy_config, worker_name
 from cli.main import UsageError
+from core.process import own_group
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSCODE_ENV = "LAB_TEACHER_PASSCODE"  # read by ui.teacher in every worker
@@ -78,13 +79,10 @@ def _run_serve(args: argparse.Namespace) -> int:
 def spawn(command: Sequence[str], log: Path | None, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start `command` in the repository, in a process group of its own, its output appended to `log` (None: this
     terminal's)."""
-    group: dict = {"start_new_session": True}  # Ctrl-C in the terminal reaches only this process
-    if sys.platform == "win32":  # the same on Windows; CTRL_BREAK then stops the group (stop())
-        group = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     with open(log, "ab") if log is not None else contextlib.nullcontext() as out:  # the child keeps its own handle
         return subprocess.Popen(
             list(command), cwd=ROOT, env=None if env is None else dict(env), stdin=subprocess.DEVNULL, stdout=out,
-            stderr=None if out is None else subprocess.STDOUT, **group,
+            stderr=None if out is None else subprocess.STDOUT, **own_group(),
         )  # fmt: skip
 
 

@@ -64,6 +64,7 @@ from core.model.run_process import (
 from core.model.run_process import read_job as read_job  # re-exported: the entries and the tests
 from core.model.run_process import serve as serve
 from core.model.run_record import owner_hash
+from core.process import own_group
 
 QUEUED, RUNNING = "queued", "running"
 FINISHED = (DONE, STOPPED, FAILED)
@@ -225,7 +226,7 @@ class JobQueue:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                start_new_session=True,
+                **own_group(),
             )
 
     def _ahead(self, key: str) -> int:

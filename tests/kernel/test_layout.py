@@ -30,6 +30,7 @@ KERNEL = {
     "core.progress",
     "core.jsonfile",
     "core.database",
+    "core.process",
 }
 ALLOWED = {
     "kernel": {"kernel"},
@@ -42,7 +43,10 @@ ALLOWED = {
     "ui": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
     "views": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
 }
-MAX_LINES = 400
+# A backstop, not a target: a module holds one concept whole (docs/STYLE.md, "split by concept, never by a line
+# count"). At 400 the ten largest modules sat within 40 lines of the cap and splits were made to stay under it
+# (issue 27); past 800 a module is almost surely two concepts.
+MAX_LINES = 800
 
 
 def wing(module: str) -> str | None:
