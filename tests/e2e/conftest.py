@@ -315,15 +315,29 @@ def _bindable(port: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`python -m core serve --class --workers 2` on 127.0.0.1 (HAProxy in front of two Streamlit workers), its
-    warm-up off; `url` is the proxy's. Ready once the proxy and both workers answer; SIGTERM (then SIGKILL of what is
-    left, each child's own process group included) on teardown."""
+@dataclass
+class ClassServer(Server):
+    """A running `python -m core serve --class`: `url` is the proxy's, workers on `port + 1 ..`."""
+
+    proc: subprocess.Popen | None = None
+    port: int = 0
+    workers: int = 0
+    env: dict | None = None  # the environment serve (and so every worker) was given
+
+    def worker_port(self, name: str) -> int:
+        """The port of worker `name` ("w1", "w2", ...: the LABWORKER cookie's value, cli.haproxy.worker_name)."""
+        return self.port + int(name.lstrip("w"))
+
+
+@contextmanager
+def serve_class(log_dir: Path, workers: int = 2, **extra_env: str) -> Iterator[ClassServer]:
+    """`python -m core serve --class --workers N` on 127.0.0.1 (HAProxy in front of N Streamlit workers), its warm-up
+    off, its folders and databases under `log_dir` (`extra_env` may add or override settings, e.g. LAB_DATABASE_URL).
+    Ready once the proxy and every worker answer; SIGTERM (then SIGKILL of what is left, each child's own process
+    group included, a restarted worker too) on exit."""
     import psutil
 
-    log_dir = tmp_path_factory.mktemp("class-server")
-    port = _free_run(3)
+    port = _free_run(workers + 1)
     url, log_path = f"http://127.0.0.1:{port}", log_dir / "serve.log"
     env = dict(
         os.environ,
@@ -336,17 +350,19 @@ def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         LAB_TEACHER_PASSCODE=TEACHER_PASSCODE,
     )
     env.pop("LAB_JOIN_URL", None)  # the server chooses it: the proxy's address
-    command = [sys.executable, "-m", "core", "serve", "--class", "--workers", "2", "--port", str(port)]
+    env.pop("LAB_DATABASE_URL", None)  # a developer's database server is never a test's
+    env.update(extra_env)
+    command = [sys.executable, "-m", "core", "serve", "--class", "--workers", str(workers), "--port", str(port)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [*command, "--address", "127.0.0.1"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env,
         )  # fmt: skip
-    server = Server(url=url, log_path=log_path)
+    server = ClassServer(url=url, log_path=log_path, proc=proc, port=port, workers=workers, env=env)
     children: list = []
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S * 2
-        for target in (url, f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"):
+        for target in [url, *(f"http://127.0.0.1:{port + 1 + i}" for i in range(workers))]:
             while not _healthy(target):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"the class server did not answer on {target}:\n{server.log_tail()}", pytrace=False)
@@ -354,12 +370,24 @@ def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         children = psutil.Process(proc.pid).children(recursive=True)
         yield server
     finally:
+        try:  # a worker restarted during the test is a child the list above does not hold
+            children += psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            pass
         _kill_group(proc)  # SIGTERM: serve stops every child's group itself
         for child in children:
             try:
                 os.killpg(child.pid, signal.SIGKILL)
             except OSError:  # stopped already, as it should be
                 pass
+
+
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`python -m core serve --class --workers 2` on 127.0.0.1 (HAProxy in front of two Streamlit workers), its
+    warm-up off; `url` is the proxy's (serve_class)."""
+    with serve_class(tmp_path_factory.mktemp("class-server")) as server:
+        yield server
 
 
 @dataclass(frozen=True)
