@@ -25,7 +25,7 @@ from core.telemetry.cost import (
     DEFAULT_SAMPLES,
     cost_report,
 )
-from core.telemetry.store import telemetry_path
+from core.telemetry.store import telemetry_location
 
 MAX_THREADS = 64
 
@@ -70,7 +70,7 @@ def _run_cost(args: argparse.Namespace) -> int:
         report = cost_report(
             args.bundle,
             registry=args.registry or settings.registry_dir(),
-            telemetry=telemetry_path(),
+            telemetry=telemetry_location(),
             corpus=args.corpus,
             learners=args.learners,
             rate=args.rate,

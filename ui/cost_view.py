@@ -20,7 +20,7 @@ import streamlit as st
 from core.model.bundle import BundleError
 from core.model.corpus import CorpusError
 from core.telemetry.cost import CostReport, cost_report
-from core.telemetry.store import telemetry_path
+from core.telemetry.store import telemetry_location
 from ui import charts, companion, models, projector
 from ui.text import escape_markdown
 
@@ -53,7 +53,7 @@ def section(bundle, corpus, registry) -> None:
         "turn when every worker is busy. The latency a learner feels is the wait plus the service time."
     )
     key = (bundle.version, str(bundle.path), corpus.fingerprint if corpus is not None else None)
-    where = (str(registry), str(telemetry_path()))
+    where = (str(registry), str(telemetry_location()))
     shown = st.session_state.setdefault(SHOWN_KEY, set())
     if st.button(
         "Measure the cost",

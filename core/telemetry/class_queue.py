@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import select
 
 from core.telemetry.queueing import mgc_mean_wait, simulate
 
@@ -132,9 +133,13 @@ def _seconds(at: object) -> float | None:
     return None
 
 
-def measured_request_rate(db: Path) -> tuple[float | None, str]:
+def measured_request_rate(db: Path | str) -> tuple[float | None, str]:
     """(suggestions per learner per second while typing, how it was found); None when the database is absent,
-    unreadable or holds fewer than MIN_GAPS usable gaps of page traffic."""
+    unreadable or holds fewer than MIN_GAPS usable gaps of page traffic. `db` is the SQLite file, or the
+    PostgreSQL URL of LAB_DATABASE_URL (read with one SELECT; its tables are never created or migrated here)."""
+    if isinstance(db, str) and "://" in db:
+        return _rate_from(*_server_rows(db))
+    db = Path(db)
     if not db.is_file():
         return None, f"no telemetry database at {str(db)!r} yet"
     try:
@@ -149,6 +154,34 @@ def measured_request_rate(db: Path) -> tuple[float | None, str]:
             con.close()
     except sqlite3.Error as e:
         return None, f"the telemetry database {str(db)!r} cannot be read ({' '.join(str(e).split())})"
+    return _rate_from(rows, "")
+
+
+def _server_rows(url: str) -> tuple[list, str]:
+    """The same rows from a PostgreSQL server, or ([], why not)."""
+    from core.database import Database
+    from core.telemetry.schema import EVENTS
+
+    db = Database(url, path_env="", default="", what="telemetry database", timeout_ms=2000, error=RuntimeError)
+    c = EVENTS.c
+    query = (
+        select(c.session, c.at)
+        .where(c.kind == "suggestion", c.surface == "page", c.session.is_not(None))
+        .order_by(c.session, c.at)
+        .limit(MAX_EVENTS)
+    )
+    try:
+        with db.transaction() as conn:
+            return [tuple(r) for r in conn.execute(query)], ""
+    except Exception as e:  # noqa: BLE001 - any failure of the server is reported as why there is no rate
+        return [], f"the telemetry database {db.name!r} cannot be read ({' '.join(str(e).split())[:200]})"
+    finally:
+        db.dispose()
+
+
+def _rate_from(rows: list, problem: str) -> tuple[float | None, str]:
+    if problem:
+        return None, problem
     gaps: list[float] = []
     sessions: set[object] = set()
     last: dict[object, float] = {}

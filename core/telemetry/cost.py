@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sqlalchemy.engine import make_url
 
 from core.model.batches import document_stream
 from core.model.bundle import BundleError, load_bundle
@@ -205,8 +206,20 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
-def telemetry_bytes(db: Path) -> int:
-    """The database file plus its -wal and -shm siblings (0 for each that does not exist)."""
+def telemetry_bytes(db: Path | str) -> int:
+    """The database file plus its -wal and -shm siblings (0 for each that does not exist); on a PostgreSQL server
+    (a LAB_DATABASE_URL) its telemetry tables with their indexes, 0 when it cannot be read."""
+    if isinstance(db, str) and "://" in db:
+        from core.database import Database
+        from core.telemetry.schema import EVENTS, META
+
+        server = Database(db, path_env="", default="", what="telemetry database", timeout_ms=2000, error=RuntimeError)
+        try:
+            return server.size([EVENTS.name, META.name])
+        except Exception:  # noqa: BLE001 - a storage figure of 0 with the note below, never a failed report
+            return 0
+        finally:
+            server.dispose()
     return sum(tree_bytes(Path(f"{db}{suffix}")) for suffix in ("", "-wal", "-shm"))
 
 
@@ -346,7 +359,10 @@ def cost_report(
     cores = _integer("cores", (os.cpu_count() or 1) if cores is None else cores, 1, MAX_SERVERS)
     training_slots = _integer("training_slots", training_slots, 0, MAX_TRAINING_SLOTS)
     training_per_hour = _number("training_per_hour", training_per_hour, 0.0, MAX_TRAINING_PER_HOUR, open_low=False)
-    registry, telemetry = Path(registry), Path(telemetry)
+    registry = Path(registry)
+    server = isinstance(telemetry, str) and "://" in telemetry  # LAB_DATABASE_URL: never shown with its password
+    telemetry = str(telemetry) if server else Path(telemetry)
+    shown = make_url(str(telemetry)).render_as_string(hide_password=True) if server else str(telemetry)
     bundle = load_bundle(bundle_dir)
     notes: list[str] = []
     if isinstance(corpus, Corpus):
@@ -358,12 +374,12 @@ def cost_report(
         load_seconds = time.perf_counter() - began
     notes += split.warnings
     storage = Storage(
-        tree_bytes(Path(bundle_dir)), tree_bytes(registry), telemetry_bytes(telemetry), str(registry), str(telemetry)
+        tree_bytes(Path(bundle_dir)), tree_bytes(registry), telemetry_bytes(telemetry), str(registry), shown
     )
     if storage.registry_bytes == 0:
         notes.append(f"nothing is stored in a registry at {str(registry)!r}: 0 bytes")
     if storage.telemetry_bytes == 0:
-        notes.append(f"no telemetry database at {str(telemetry)!r}: 0 bytes")
+        notes.append(f"no telemetry database at {shown!r}: 0 bytes")
     preprocessing = _preprocessing(split.corpus, load_seconds, split.val_fraction, split.seed)
     training = _training(bundle.manifest, bundle.config, bundle.model.num_parameters())
     predictor = TransformerPredictor(bundle.model, bundle.tokenizer)

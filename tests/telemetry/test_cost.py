@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -262,3 +263,39 @@ def test_a_bundle_without_its_text_or_a_missing_bundle_is_one_line(setup, tmp_pa
     assert main(["cost", "--bundle", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err
+
+
+def test_the_request_rate_and_the_storage_are_read_from_either_engine(engine):
+    """LAB_DATABASE_URL's server gives the cost report the same rate as an SQLite file holding the same rows, and
+    its telemetry tables' size; its password is never shown."""
+    from core.telemetry.cost import telemetry_bytes
+    from core.telemetry.store import Event, TelemetryStore
+
+    where = engine.db("telemetry.db")
+    store = TelemetryStore(where)  # one CLI event makes the tables; the rate counts only page sessions
+    one = dict(surface="cli", kind="suggestion", version="v", text="x", prompt_chars=1, unseen_chars=0)
+    assert store.record(Event(**one, truncated=False, latency_ms=1.0)) is not None
+    store.close()
+    gaps = np.random.default_rng(1).exponential(1.5, MIN_GAPS + 20).round(3).tolist()
+    t, rows = datetime(2026, 1, 5, 9, 0, tzinfo=UTC), []
+    for gap in [0.0, *gaps]:
+        t += timedelta(seconds=gap)
+        rows.append(f"('{t.isoformat(timespec='microseconds')}', 'page', 'suggestion', 'v', 's1', 1, 0, 0, 'h', 1.0)")
+    columns = "at, surface, kind, version, session, prompt_chars, unseen_chars, truncated, prompt_hash, latency_ms"
+    insert = f"INSERT INTO events ({columns}) VALUES {', '.join(rows)}"
+    if engine.kind == "postgresql":
+        import psycopg
+
+        with psycopg.connect(where) as conn:  # committed when the block ends
+            conn.execute(insert)
+    else:
+        with closing(sqlite3.connect(where)) as conn, conn:
+            conn.execute(insert)
+    rate, why = measured_request_rate(where if engine.kind == "postgresql" else Path(where))
+    usable = [g for g in gaps if 0 < g <= MAX_GAP_SECONDS]
+    assert rate == pytest.approx(len(usable) / sum(usable), rel=1e-9), why
+    assert telemetry_bytes(where) > 0
+    if engine.kind == "postgresql":
+        secret = where.replace("postgres@", "postgres:s3cret@")
+        rate, why = measured_request_rate(secret.replace("127.0.0.1:", "127.0.0.1:1"))  # a port nothing answers on
+        assert rate is None and "cannot be read" in why and "s3cret" not in why
