@@ -41,9 +41,9 @@ from pathlib import Path
 from cli.haproxy import HEALTH_PATH, MAX_WORKERS, ProxySettings, haproxy_config, worker_name
 from cli.main import UsageError
 from core.process import own_group
+from core.settings import PASSCODE_ENV, teacher_passcode
 
 ROOT = Path(__file__).resolve().parent.parent
-PASSCODE_ENV = "LAB_TEACHER_PASSCODE"  # read by ui.teacher in every worker
 POLL_S = 0.5  # how often the supervisor looks at its children
 STOP_GRACE_S = 10.0  # a child stopped with SIGTERM (CTRL_BREAK on Windows) gets this long before it is killed
 MAX_RESTARTS_PER_MINUTE = 5
@@ -171,24 +171,17 @@ def serve_laptop(port: int) -> int:
 
 
 def configured_passcode(environ: Mapping[str, str] | None = None, secrets_files: Sequence[Path] | None = None) -> str:
-    """The teacher passcode the workers will find, by ui.teacher.configured_passcode's rule (cli may not import ui):
-    LAB_TEACHER_PASSCODE from the environment, else from Streamlit's secrets files (the project's wins over the
-    user's, as Streamlit merges them); a TOML number counts as its digits; "" when none or only blanks."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(PASSCODE_ENV, "")
-    if value.strip():
-        return value
+    """The teacher passcode the workers will find (core.settings.teacher_passcode, the rule ui.teacher uses too),
+    with Streamlit's secrets files parsed here: the project's wins over the user's, as Streamlit merges them."""
     if secrets_files is None:
         secrets_files = (Path.home() / ".streamlit" / "secrets.toml", ROOT / ".streamlit" / "secrets.toml")
-    found: object = ""
+    secrets: dict = {}
     for path in secrets_files:
         try:
-            found = tomllib.loads(Path(path).read_text(encoding="utf-8")).get(PASSCODE_ENV, found)
+            secrets.update(tomllib.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, ValueError):  # missing or unreadable: no passcode from there (as for Streamlit)
             continue
-    if isinstance(found, int) and not isinstance(found, bool):
-        found = str(found)
-    return found if isinstance(found, str) and found.strip() else ""
+    return teacher_passcode(environ, secrets)
 
 
 def workers_count(given: int | None) -> int:

@@ -4,6 +4,8 @@
     runs_dir()            LAB_RUNS_DIR           page-trained runs             default <repo>/runs
     max_training_runs()   LAB_MAX_TRAINING_RUNS  training runs at once         1..MAX_TRAINING_RUNS, default 1
     torch_threads()       LAB_TORCH_THREADS      torch threads of the server   1..MAX_TORCH_THREADS, default 1
+    teacher_passcode(environ, secrets)
+                          LAB_TEACHER_PASSCODE   from the environment, else Streamlit's secrets; "" = none
 
 A number that is not an integer in its range raises SettingError, whose message names the variable, the value
 given (cut to 40 characters), the range and the default, so the operator knows what to change. The server
@@ -11,7 +13,8 @@ given (cut to 40 characters), the range and the default, so the operator knows w
 
 Settings that belong to one wing are read there, next to what they set: LAB_CLASS_DB (core.classroom.store),
 LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (core.model.run_record), LAB_DIST_TIMEOUT_S
-(core.model.distributed), LAB_TEACHER_PASSCODE (ui.teacher), LAB_WARMUP (ui.warmup).
+(core.model.distributed), LAB_WARMUP (ui.warmup), LAB_JOIN_URL (ui.join), LAB_TLS_CERT and LAB_RUN_DIR
+(cli.serve), LAB_DATABASE_URL (core.database), LAB_TEACHER_ATTEMPTS (ui.teacher).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository: the defaults do not depend on the working directory
 MAX_TRAINING_RUNS = 64  # far above what one machine trains at once; bounds the number read
@@ -71,3 +75,22 @@ def max_training_runs(environ: Mapping[str, str] | None = None) -> int:
 def torch_threads(environ: Mapping[str, str] | None = None) -> int:
     """LAB_TORCH_THREADS: torch threads of the server."""
     return _integer("LAB_TORCH_THREADS", 1, 1, MAX_TORCH_THREADS, environ)
+
+
+PASSCODE_ENV = "LAB_TEACHER_PASSCODE"
+
+
+def teacher_passcode(environ: Mapping[str, str] | None = None, secrets: Mapping[str, Any] | None = None) -> str:
+    """The teacher passcode the operator configured: LAB_TEACHER_PASSCODE from the environment first, then from
+    Streamlit's secrets (`st.secrets` in a worker; the class server parses the same files); "" when neither is set
+    (or only to blanks), meaning teacher actions are off. A TOML number is read as its digits. A secrets mapping that
+    cannot be read (Streamlit raises when the file is missing or bad) gives no passcode."""
+    value: Any = _env(environ).get(PASSCODE_ENV, "")
+    if not value.strip() and secrets is not None:
+        try:
+            value = secrets.get(PASSCODE_ENV, "")
+        except (OSError, ValueError):  # StreamlitSecretNotFoundError (a FileNotFoundError), a bad TOML or file
+            value = ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return value if isinstance(value, str) and value.strip() else ""

@@ -35,9 +35,10 @@ from filelock import FileLock, Timeout
 from core.classroom.store import class_db_path
 from core.files import write_json_atomic
 from core.jsonfile import JsonFileError, read_json_file
+from core.settings import PASSCODE_ENV, teacher_passcode
 from ui.text import escape_markdown
 
-ENV_VAR = "LAB_TEACHER_PASSCODE"
+ENV_VAR = PASSCODE_ENV
 # The longest passcode accepted, typed or configured (the input refuses more; so does the check, since the
 # browser's limit can be bypassed).
 MAX_PASSCODE_CHARS = 128
@@ -78,19 +79,7 @@ def configured_passcode(environ: Mapping[str, str] | None = None, secrets: Mappi
     `environ` and `secrets` default to os.environ and st.secrets. A missing or unreadable secrets file is not an
     error: it only means no passcode comes from there. A TOML number is read as its digits.
     """
-    environ = os.environ if environ is None else environ
-    secrets = st.secrets if secrets is None else secrets
-    value: Any = environ.get(ENV_VAR, "")
-    if not value.strip():
-        try:
-            value = secrets.get(ENV_VAR, "")
-        except (OSError, ValueError):  # StreamlitSecretNotFoundError (a FileNotFoundError), a bad TOML or file
-            value = ""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str) or not value.strip():
-        return ""
-    return value
+    return teacher_passcode(environ, st.secrets if secrets is None else secrets)
 
 
 def passcode_matches(typed: str, configured: str) -> bool:

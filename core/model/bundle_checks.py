@@ -2,10 +2,9 @@
 
 `core.model.bundle.load_bundle` runs these in stages and stops at the first stage with problems; each
 function returns problems as one-line strings naming the file, field or tensor (never raises on a
-hostile bundle, except `read_manifest_text` and `read_manifest`, which raise BundleError):
+hostile bundle, except `read_manifest`, which raises BundleError):
 
     entry_problems(path)            no symbolic link, at most MAX_BUNDLE_ENTRIES entries listed
-    read_manifest_text(path)        manifest.json, refused past MAX_MANIFEST_BYTES before it is read
     read_manifest(path)             its value through the one bounded JSON reader (core.jsonfile): too deep,
                                     NaN / Infinity (the field named) or not JSON is a BundleError
     check_fields(manifest)          every field present with its JSON type (bool apart from int)
@@ -119,14 +118,6 @@ def entry_problems(path: Path) -> list[str]:
         for p in sorted(entries)
         if p.is_symlink()
     ]
-
-
-def read_manifest_text(path: Path) -> str:
-    """manifest.json's text, refused (BundleError) past MAX_MANIFEST_BYTES before it is read."""
-    size = path.stat().st_size
-    if size > MAX_MANIFEST_BYTES:
-        raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
-    return path.read_text(encoding="utf-8")
 
 
 def read_manifest(path: Path) -> Any:

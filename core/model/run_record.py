@@ -32,7 +32,7 @@ from typing import Any
 
 from core.files import read_regular_file, write_bytes_atomic, write_json_atomic
 from core.jsonfile import read_json
-from core.model.bundle_checks import MANIFEST, BundleError, read_manifest_text
+from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, Corpus, CorpusError, corpus_from_text
 
 RECORD = "run.json"
@@ -111,7 +111,7 @@ def write_record(
         raise ValueError(f"a run's label must be 1 to {MAX_LABEL_CHARS} characters")
     if corpus_text is not None and not isinstance(corpus_text, str):
         raise ValueError(f"corpus_text must be a string or None, got {type(corpus_text).__name__}")
-    manifest = read_json(read_manifest_text(bundle / MANIFEST), MANIFEST)
+    manifest = read_manifest(bundle / MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("version") != version:
         raise ValueError(f"the bundle at {str(bundle)!r} is not version {version}")
     corpus = manifest["corpus"] if isinstance(manifest.get("corpus"), dict) else {}
@@ -148,7 +148,7 @@ def keep_run(
     """The record of the run whose bundle was just saved (and tuned) at `bundle_path`, in its parent run
     directory: version, steps and mask read from the bundle's manifest, the label `run_label` gives."""
     bundle = Path(bundle_path)
-    manifest = read_json(read_manifest_text(bundle / MANIFEST), MANIFEST)
+    manifest = read_manifest(bundle / MANIFEST)
     try:
         iters, causal = manifest["training"]["metrics"]["iters"], manifest["architecture"]["causal"]
         version = manifest["version"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import time
 import uuid
@@ -37,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.model.bundle import MANIFEST, check_out_dir, save_bundle
+from core.model.bundle_checks import read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, Corpus, CorpusError, corpus_from_text
 from core.model.distributed import Ranks
 from core.model.leak import first_failed_probe
@@ -113,7 +113,7 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
     )
     if path is None:  # only a rank other than 0 of a distributed run writes nothing; the app runs one process
         raise RuntimeError("train_and_save wrote no bundle")
-    manifest = json.loads((path / MANIFEST).read_text(encoding="ascii"))  # as save_bundle wrote and verified it
+    manifest = read_manifest(path / MANIFEST)  # as save_bundle wrote and verified it, read by the one JSON reader
     return RunResult(
         path,
         dict(result.metrics),
