@@ -247,8 +247,8 @@ with left:
     if source == STDLIB_CHOICE:
         corpus, corpus_label = stdlib_corpus(), "the Python standard library"
         st.caption(
-            f"{len(STDLIB_MODULES)} modules of this Python's standard library, {corpus.num_chars:,} characters: "
-            "the default domain of the autocomplete."
+            f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
+            f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
         )
     else:
         upload = st.file_uploader(
@@ -291,6 +291,24 @@ with right:
         "one at a time, and checks that no earlier prediction moves. A model that fails is marked **unsafe**."
     )
 
+# The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
+# are known (an upload too short for the model's context is said now, not after Start).
+train_config = runs.train_config_for(
+    int(iters),
+    max_seconds=float(seconds),
+    seed=int(seed),
+    causal=not no_mask,
+    num_threads=1,  # one torch thread: the server's other core stays free for the pages of everyone else
+    leak_stop=bool(stop_on_leak),
+)
+unfit = None
+if corpus is not None:
+    try:
+        runs.check_fits(corpus, preset_name, train_config)
+    except CorpusError as err:
+        unfit = str(err)
+        st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")
+
 job_id = st.session_state.get(JOB_KEY)
 queue = models.job_queue()
 active = job_id is not None and queue.active_job(models.session_id()) == job_id
@@ -304,16 +322,7 @@ if stop and active:
 if start:
     if corpus is None:
         st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
-    else:
-        # One torch thread: the server's other core stays free for the pages of everyone else.
-        train_config = runs.train_config_for(
-            int(iters),
-            max_seconds=float(seconds),
-            seed=int(seed),
-            causal=not no_mask,
-            num_threads=1,
-            leak_stop=bool(stop_on_leak),
-        )
+    elif unfit is None:
         if start_run(corpus, corpus_label, preset_name, train_config):
             st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 

@@ -322,12 +322,19 @@ def _check_size(n_bytes: int, label: str) -> None:
 
 def _decode(data: bytes, label: str) -> str:
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorpusError(
             f"{label!r} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
             f"cannot be decoded; save the file as UTF-8 (or use a plain-text file)"
         ) from None
+    nul = text.find("\x00")  # valid UTF-8, but no text file holds a NUL: a binary file (or UTF-16 without a BOM)
+    if nul >= 0:
+        raise CorpusError(
+            f"{label!r} holds a NUL byte at offset {nul}: it looks like a binary file, not text; "
+            f"choose a plain-text file saved as UTF-8"
+        )
+    return text
 
 
 def _normalise(text: str) -> str:

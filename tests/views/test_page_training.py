@@ -154,6 +154,24 @@ def test_a_non_utf8_upload_is_explained_and_nothing_is_lost():
     assert at.number_input(key="train_iters").value == 30
 
 
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"", "is empty"),
+        ("def f():\n    return 1\n".encode("utf-16"), "not UTF-8 text"),
+        (bytes(range(32)) * 64, "NUL byte"),
+        (b"x = 1\n\ny = 2\n", "too small for context length"),  # valid text, shorter than one window of the model
+    ],
+)
+def test_an_unusable_upload_is_explained_when_it_arrives_before_start_is_pressed(data, words):
+    at = page_with_upload(data=data, name="upload.txt", iters=30)
+    assert words in shown(at)  # said on arrival: nothing was pressed
+    assert "train_job_id" not in at.session_state
+    at.button(key="train_start").click().run()
+    assert "train_job_id" not in at.session_state  # and Start queues nothing
+    assert at.number_input(key="train_iters").value == 30
+
+
 def prose(n_words=700, seed=0) -> bytes:
     """An uploaded text that is neither the standard library nor code: seeded random words (~4 kB)."""
     rng = random.Random(seed)
