@@ -193,24 +193,31 @@ async def run(args, warmed: bool) -> tuple[Results, float]:
                     r.errors.append(f"the server's warm-up did not finish within {args.timeout:g} s")
                     break
                 await asyncio.sleep(0.5)
-        started = time.monotonic()
-        jobs = [trainer(url, n, args, r) for n in range(args.trainers)]
-        jobs += [learner(url, n, args, r) for n in range(args.sessions - args.trainers)]
-        sessions = await asyncio.gather(*jobs)
-        elapsed = time.monotonic() - started
-        await asyncio.sleep(max(0.0, 65 - elapsed))  # the runs end within their 60 s budget
-        for n, s in enumerate(sessions[args.trainers :]):
-            if s is None:
-                continue
-            await run_script(s, "training", "", [], args.timeout, f"learner {n}", r)
-            if not any("No run yet in this session" in t for t in s.texts):
-                r.isolation.append(f"learner {n} sees a training run it did not start")
-        for s in sessions:
-            if s is not None:
-                await s.ws.close()
+        elapsed = await drive_class(url, args, r)
         log = Path(server.log_path).read_text(errors="replace")
         r.errors += [f"server log: {line}" for line in log.splitlines() if line.startswith("Traceback")]
     return r, elapsed
+
+
+async def drive_class(url: str, args, r: Results) -> float:
+    """The class arrives at the websocket `url`: trainers and learners at once, then the isolation check; the
+    seconds until every learner's moves were answered. bench/bench_class.py drives a proxy with it."""
+    started = time.monotonic()
+    jobs = [trainer(url, n, args, r) for n in range(args.trainers)]
+    jobs += [learner(url, n, args, r) for n in range(args.sessions - args.trainers)]
+    sessions = await asyncio.gather(*jobs)
+    elapsed = time.monotonic() - started
+    await asyncio.sleep(max(0.0, 65 - elapsed))  # the runs end within their 60 s budget
+    for n, s in enumerate(sessions[args.trainers :]):
+        if s is None:
+            continue
+        await run_script(s, "training", "", [], args.timeout, f"learner {n}", r)
+        if not any("No run yet in this session" in t for t in s.texts):
+            r.isolation.append(f"learner {n} sees a training run it did not start")
+    for s in sessions:
+        if s is not None:
+            await s.ws.close()
+    return elapsed
 
 
 def summary(name: str, xs: list[float]) -> str:
