@@ -348,6 +348,8 @@ def _watch(w: Worker, now: float, env: Mapping[str, str], logs: Path) -> None:
     """One look at one worker: warm it once it answers, schedule its restart when it exits, restart it when due."""
     if w.given_up or w.proc is None:
         return
+    if w.warm is not None and w.warm.poll() is not None:
+        w.warm = None  # the warm-up visit has ended: reap it (no zombie until the class server stops)
     code = w.proc.poll()
     if code is None and not w.ready and _healthy(w.port):
         w.ready = True
