@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--largest", default="", help="sizes to try for the largest class with rerun p95 < 1 s")
     args = parser.parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
-    sizes = [int(s) for s in args.sessions.split(",")]
+    sizes = [int(s) for s in args.sessions.split(",") if s]  # "" with --largest: only the search
     if not all(1 <= w <= 8 for w in counts) or not all(args.trainers < s <= 200 for s in sizes):
         parser.error("workers 1..8; class sizes larger than --trainers and at most 200")
     print(f"Class through HAProxy on {os.cpu_count()} cores; {args.trainers} training, {args.moves} moves each about "
