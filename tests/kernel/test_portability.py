@@ -214,6 +214,9 @@ def like_windows(monkeypatch):
     for name in ABSENT:
         monkeypatch.delattr(os, name, raising=False)
     monkeypatch.setattr(os, "open", recording_open)
+    # shutil.rmtree takes its fd-based walk only where os.open accepts dir_fd, never on Windows; on POSIX since 3.13
+    # that walk opens with os.O_NONBLOCK, removed above. Take the walk Windows takes.
+    monkeypatch.setattr(shutil, "_use_fd_functions", False)
     yield calls, posix_nofollow
 
 
