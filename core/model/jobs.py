@@ -61,8 +61,6 @@ from core.model.run_process import (
     read_json,
     same,
 )
-from core.model.run_process import read_job as read_job  # re-exported: the entries and the tests
-from core.model.run_process import serve as serve
 from core.model.run_record import owner_hash
 from core.process import own_group
 
