@@ -9,8 +9,10 @@ same grading as the checkpoint (`checkpoint.grade`: the option core picks, or a 
 tolerance) says whether it was right, how far off, and why.
 
 A check belongs to the question it answered: when the learner moves a slider the prompt (or the answer)
-changes, the old check no longer applies and the page asks again. Prompts, options and answers may hold
-learner or model text, so all of it is shown escaped.
+changes, the old check no longer applies and the page asks again, with an empty answer field: the choice made for
+the old question is cleared, not left selected for the new one. The field keeps its key (`<id>_answer`, which
+tests and pages name); its value is reset from code, which Streamlit also sends to the browser. Prompts, options
+and answers may hold learner or model text, so all of it is shown escaped.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from core.classroom.checkpoint import MAX_ANSWER_CHARS, Graded, Question, grade,
 from ui.text import escape_markdown
 
 _CHECKED = "_predict_checked_{}"  # session key: (fingerprint, Graded) of the last check of a question id
+_ASKED = "_predict_asked_{}"  # session key: the fingerprint of the question last shown under an id
 
 
 def _fingerprint(q: Question) -> tuple:
@@ -41,9 +44,26 @@ def checked(question: Question) -> Graded | None:
     return stored[1] if stored is not None and stored[0] == _fingerprint(question) else None
 
 
+def answer_key(question: Question) -> str:
+    return f"{question.id}_answer"
+
+
+def _fresh_answer(question: Question) -> None:
+    """Empty the answer field when the question under this id is not the one last shown (a widget moved).
+
+    Set, not deleted: a value set from code reaches the browser, which would otherwise keep showing the old
+    choice for a radio whose options did not change."""
+    shown = _ASKED.format(question.id)
+    fingerprint = _fingerprint(question)
+    if shown in st.session_state and st.session_state[shown] != fingerprint:
+        st.session_state[answer_key(question)] = None if question.is_choice else ""
+    st.session_state[shown] = fingerprint
+
+
 def ask(question: Question, *, hint: str) -> Graded | None:
     """Show `question` with an answer field, `hint` in an expander and a check button; after the check, the
     verdict. Returns the Graded answer once the learner has checked this question, else None."""
+    _fresh_answer(question)
     with st.container(border=True):
         st.markdown(f"**Predict first.** {escape_markdown(question.prompt)}")
         with st.form(f"{question.id}_form", border=False):
@@ -52,13 +72,13 @@ def ask(question: Question, *, hint: str) -> Graded | None:
                     "Your prediction",
                     question.options,
                     index=None,
-                    key=f"{question.id}_answer",
+                    key=answer_key(question),
                     format_func=escape_markdown,
                 )
             else:
                 given = st.text_input(
                     f"Your prediction (a number; within {question.tolerance:g} of the lab's counts as right)",
-                    key=f"{question.id}_answer",
+                    key=answer_key(question),
                     max_chars=MAX_ANSWER_CHARS,
                 )
             with st.expander("Hint"):
