@@ -6,6 +6,7 @@ is written.
     ReleaseCheck             a rubric with the n-gram fallback trained on the bundle's split (and its tuned policy)
     write_release_record     rubric.json (core.files.write_json_atomic) beside the bundle, never into it,
                              and on request the fallback `ngram/` bundle
+    read_rubric              a rubric.json read back (bounded, every field checked): what a check recorded
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.files import write_json_atomic
+from core.jsonfile import read_json_file
 from core.model.corpus import Corpus
 from core.release.baseline_bundle import save_baseline
 from core.release.eval_report import EvalConfig
@@ -144,3 +146,42 @@ def write_release_record(
         )
     write_json_atomic(out / RUBRIC, check.rubric.to_dict())
     return out
+
+
+MAX_RUBRIC_BYTES = 1 << 20  # a rubric is a few kB (the held-out document names are its longest part)
+
+
+def read_rubric(path: str | os.PathLike) -> Rubric:
+    """The Rubric a rubric.json records (written by write_release_record or stored by the registry), read through
+    the one bounded JSON reader. A file that is not a rubric, or holds a field of the wrong type, raises
+    ValueError naming the field; OSError (missing, unreadable) passes through. Its `passed` is recomputed from
+    the checks, never taken from the file."""
+    data = read_json_file(path, max_bytes=MAX_RUBRIC_BYTES)
+
+    def field_of(record: object, name: str, kinds: tuple[type, ...], where: str) -> Any:
+        value = record.get(name) if isinstance(record, dict) else None
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{path}: {where}{name} is {type(value).__name__}, not a rubric's field")
+        return value
+
+    checks = []
+    for i, c in enumerate(field_of(data, "checks", (list,), "")):
+        at = f"checks[{i}]."
+        checks.append(
+            CheckResult(
+                field_of(c, "name", (str,), at),
+                field_of(c, "passed", (bool,), at),
+                field_of(c, "figure", (str,), at),
+                None if c.get("value") is None else float(field_of(c, "value", (int, float), at)),
+                field_of(c, "threshold", (str,), at),
+                field_of(c, "detail", (str,), at),
+            )
+        )
+    return Rubric(
+        field_of(data, "bundle", (str,), ""),
+        None if data.get("version") is None else field_of(data, "version", (str,), ""),
+        field_of(data, "created", (str,), ""),
+        tuple(checks),
+        None if data.get("fallback") is None else field_of(data, "fallback", (dict,), ""),
+        field_of(data, "summary", (dict,), ""),
+    )
