@@ -45,6 +45,13 @@ def figure(at: AppTest, title_start: str) -> dict:
     return found[0]
 
 
+def picture_figures(at: AppTest) -> list[dict]:
+    """The Plotly figures inside the page's picture container (ui.layout.picture), as JSON dicts."""
+    blocks = [c for c in at.main.children.values() if getattr(c.proto, "id", "").endswith("-picture")]
+    assert len(blocks) == 1, f"expected one picture container, found {len(blocks)}"
+    return [json.loads(el.proto.spec) for el in blocks[0].get("plotly_chart")]
+
+
 def table(at: AppTest, column: str):
     """The first dataframe the page rendered that has a column named `column`."""
     return next(d.value for d in at.dataframe if column in d.value.columns)

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from apptest import all_text, decode, figures, open_page, predict, unescaped
+from apptest import all_text, decode, figures, open_page, picture_figures, predict, unescaped
 
 LESSON_SCORES = [1.2, 0.3, -0.4, 1.8]
 
@@ -90,3 +90,24 @@ def test_the_right_prediction_is_what_the_lesson_measures():
     text = unescaped(all_text(at))
     assert "Right. You predicted 'sharper" in text
     assert f"goes from {mean_max(3**-0.5):.3f} to {mean_max(100.0):.3f}" in text
+
+
+def test_the_exercise_heading_and_question_name_the_factor_the_slider_holds():
+    """Issue 25: after the factor slider moves to 15, no heading or prompt still says 10."""
+    at = open_page("temperature")
+    assert [h.value for h in at.main.subheader if "multiply" in h.value] == [
+        "Prediction exercise: drop the √d and multiply Q and K by 10"
+    ]
+    at.slider(key="factor").set_value(15.0).run()
+    assert [h.value for h in at.main.subheader if "multiply" in h.value] == [
+        "Prediction exercise: drop the √d and multiply Q and K by 15"
+    ]
+    text = unescaped(all_text(at))
+    assert "Q and K × 15" in text and "by 10" not in text and "× 10" not in text
+
+
+def test_the_chart_is_the_pictures_and_the_exercise_is_one_tab_away():
+    at = open_page("temperature")
+    [fig] = picture_figures(at)
+    assert fig["layout"]["title"]["text"] == "softmax(scores / 1.00)"
+    assert [t.label for t in at.tabs] == ["Predict: drop the √d and scale Q and K", "How temperature works"]
