@@ -56,8 +56,10 @@ def qr_png(url: str, width_px: int) -> tuple[bytes, int]:
     return out.getvalue(), int(scale * modules)
 
 
-def show() -> None:
-    """The join block, when LAB_JOIN_URL is set: the address in large type (and as code to copy), and its QR code."""
+def show(*, narrow: bool = False) -> None:
+    """The join block, when LAB_JOIN_URL is set: the address in large type (and as code to copy), and its QR code.
+
+    `narrow`: the block sits in a column beside a picture, so the code goes below the address, as projected."""
     try:
         url = join_url()
     except ValueError as e:
@@ -67,7 +69,9 @@ def show() -> None:
         return
     png, width = qr_png(url, PROJECTOR_QR_PX if projector.on() else QR_PX)
     with st.container(border=True, key="join_block"):
-        if projector.on():  # one column: the address on one line, the code below it at its full projected size
+        if (
+            projector.on() or narrow
+        ):  # one column: the address on one line, the code below it at its full projected size
             address_col = code_col = st.container()
         else:
             address_col, code_col = st.columns([3, 2], vertical_alignment="center")

@@ -1,9 +1,11 @@
-"""Start here: what the lab teaches and how to move through it."""
+"""Start here: the lesson's worked example computed on the first screen, and how to move through the lab."""
 
 import streamlit as st
 
+from core.lessons import scores as lessons
 from core.lessons.example_run import EXAMPLE, run_worked_example
-from ui import join
+from ui import charts, join, layout
+from ui.companion import chart, matrix_table
 
 
 @st.cache_data(show_spinner="Running examples/attention_by_hand.py...")
@@ -12,15 +14,50 @@ def worked_example_run():
 
 
 st.title("Attention Lab")
-join.show()  # a class server's address and its QR code (only when LAB_JOIN_URL is set)
-st.markdown(
-    "A visual lab for **scaled dot-product self-attention** and the small decoder-only transformer "
-    "built around it. Every number on these pages is computed by the lab's own code, and every "
-    "chart has a data table so you can check it by hand."
+st.caption(
+    "A visual lab for **scaled dot-product self-attention** and the small transformer built around it. Every "
+    "number is computed by the lab's own code, and every chart has a data table so you can check it by hand."
 )
-st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V")
-st.markdown(
-    """
+
+example = lessons.worked_example()  # the four tokens of examples/attention_by_hand.py, same seed, same draws
+weights = charts.masked(example.result.weights[0].tolist(), example.mask.tolist())  # (T, S), forbidden = None
+labels = [str(i) for i in range(len(weights))]
+picture_col, side_col = st.columns([3, 2])
+with picture_col, layout.picture():
+    chart(
+        charts.heatmap(
+            weights,
+            title="The worked example: weights = softmax(q kᵀ / √3 + M), four tokens, causal mask",
+            x_labels=labels,
+            y_labels=labels,
+            zmin=0,
+            zmax=1,
+            value_format=".4f",
+        ),
+        matrix_table(weights, labels, labels, value_name="weight"),
+        "Worked example weights: "
+        + "; ".join(
+            f"row {t} " + ", ".join("masked" if w is None else f"{w:.4f}" for w in row) for t, row in enumerate(weights)
+        )
+        + ". Row 0 may look at key 0 only, so it gives it all the weight; every row sums to one.",
+        key="home_weights",
+    )
+with side_col:
+    join.show(narrow=True)  # a class server's address and its QR code (only when LAB_JOIN_URL is set)
+    st.latex(  # two lines: one is wider than this column
+        r"\begin{aligned}&\mathrm{Attention}(Q, K, V) \\ "
+        r"&= \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V\end{aligned}"
+    )
+    st.markdown(
+        "**What the room will learn from this picture:** each query (a row) scores every key it may see, "
+        "the causal mask M hides the keys to its right (grey), and softmax turns the allowed scores of a "
+        "row into weights that sum to one. The output row is the weighted sum of the value rows."
+    )
+
+symbols_tab, code_tab, path_tab = layout.more(["The symbols", "The worked example, run", "Suggested path"])
+with symbols_tab:
+    st.markdown(
+        """
 | symbol | meaning | shape |
 |---|---|---|
 | Q, K | queries, keys | [batch, time, head width] (with heads: [B, H, T, D]) |
@@ -31,28 +68,29 @@ st.markdown(
 Attention is a masked, normalised lookup: each query scores every key it may see, softmax turns the
 allowed scores of a row into weights that sum to one, and the output row is the weighted sum of the
 value rows.
-
-**Suggested path:** Score geometry → Masks → Read one row → Temperature. Every page keeps its
-settings in the address bar, so a link reproduces exactly what you show.
 """
-)
-
-st.header("The worked example, run")
-st.markdown(
-    "The lesson's example computes causal attention for four tokens by hand with PyTorch. Read the code, "
-    "predict the first row of `weights` (hint: row 0 may only look at key 0), then run it."
-)
-if st.button("Run the worked example", key="home_run_example"):
-    st.session_state["home_example_shown"] = True
-code_col, out_col = st.columns([3, 2])
-with code_col:
-    st.code(EXAMPLE.read_text(encoding="utf-8"), language=None, wrap_lines=True)  # plain: token colours fail contrast
-with out_col:
-    if st.session_state.get("home_example_shown"):
-        run = worked_example_run()
-        st.markdown("**What it prints**" if run.ok else "**It could not run**")
-        st.code(run.output, language=None, wrap_lines=True)
-        if run.ok:
-            st.caption("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
-    else:
-        st.info("Press **Run the worked example** to see what it prints (the lab runs only this file).")
+    )
+with code_tab:
+    st.markdown(
+        "The picture above is this script's result. Read the code, predict the first row of `weights` "
+        "(hint: row 0 may only look at key 0), then run it."
+    )
+    if st.button("Run the worked example", key="home_run_example"):
+        st.session_state["home_example_shown"] = True
+    code_col, out_col = st.columns([3, 2])
+    with code_col:
+        st.code(EXAMPLE.read_text(encoding="utf-8"), language=None, wrap_lines=True)  # plain: colours fail contrast
+    with out_col:
+        if st.session_state.get("home_example_shown"):
+            run = worked_example_run()
+            st.markdown("**What it prints**" if run.ok else "**It could not run**")
+            st.code(run.output, language=None, wrap_lines=True)
+            if run.ok:
+                st.caption("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
+        else:
+            st.info("Press **Run the worked example** to see what it prints (the lab runs only this file).")
+with path_tab:
+    st.markdown(
+        "**Suggested path:** Score geometry → Masks → Read one row → Temperature. Every page keeps its "
+        "settings in the address bar, so a link reproduces exactly what you show."
+    )
