@@ -5,9 +5,23 @@ from pathlib import Path
 
 from core.model.architecture import architecture
 from core.model.bundle import load_bundle
-from tests.apptest import open_page, table
+from tests.apptest import all_text, decode, open_page, picture_figures, table
 
 SHIPPED = load_bundle(Path(__file__).resolve().parents[2] / "models" / "default")
+
+
+def test_the_page_opens_on_its_texts_ids_with_the_unseen_character_as_a_lesson_not_a_warning():
+    """The default text's é is the lesson's own case: a labelled callout, never a warning box (issue 25)."""
+    at = open_page("anatomy")
+    text = at.text_area(key="anatomy_text").value
+    ids = SHIPPED.tokenizer.encode(text)
+    [fig] = picture_figures(at)
+    assert decode(fig["data"][0]["y"]).astype(int).tolist() == ids
+    assert fig["data"][0]["marker"]["color"][-1] != fig["data"][0]["marker"]["color"][0]  # the é stands out
+    assert ids[-1] == 3 and 3 not in ids[:-1]
+    assert not at.warning and not at.error
+    assert "What goes wrong: a character the model never saw" in all_text(at)
+    assert "é (U+00E9)" in all_text(at)
 
 
 def test_the_vocabulary_and_a_text_with_an_unseen_character():
@@ -20,7 +34,8 @@ def test_the_vocabulary_and_a_text_with_an_unseen_character():
     assert list(ids["id"]) == SHIPPED.tokenizer.encode("é=1")
     assert list(ids["seen in training"]) == ["no: <unk>", "yes", "yes"]
     assert at.code[0].value == SHIPPED.tokenizer.decode(SHIPPED.tokenizer.encode("é=1"))
-    assert any("U+00E9" in w.value for w in at.warning)  # the unseen character is named
+    assert any("U+00E9" in w.value for w in at.warning)  # the reader's own unseen character: a warning
+    assert "What goes wrong" not in all_text(at)
 
 
 def test_the_parts_are_revealed_only_after_a_prediction_and_add_up():
