@@ -7,12 +7,18 @@ The note stays until the learner changes that widget. A link is anyone's text: t
 MAX_QUOTED_CHARS of it, escaped, so a crafted value cannot become markdown (an image from another host).
 
 Every value read from a link is bounded before it is used (a link once carried 20,000 characters in each of 8
-keys): a number's or an option's value longer than MAX_LINK_VALUE_CHARS is unusable without being parsed, and a
-text widget holds at most MAX_TEXT_CHARS (Streamlit cuts a longer link value, and the page says so).
+keys): a number's or an option's value longer than MAX_LINK_VALUE_CHARS is unusable without being parsed.
+
+Texts are not bound by Streamlit (`bind="query-params"` writes the widget's whole value into the address bar: a
+200 KB paste made a 280 KB URL, and the server refuses any request over 16 KB, so the reload failed). A text
+widget holds up to MAX_TEXT_CHARS in the session, and the link carries only its longest prefix that fits
+LINK_TEXT_BYTES once URL-encoded (`link_prefix`); the page says when the link keeps less than the whole text. A
+link whose text is longer than that is used up to the same prefix, and the page says so.
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +34,11 @@ MAX_LINK_VALUES = 8  # repeated values of one key (?k=1&k=2...) looked at
 # A text from a link or typed (a prompt, a sentence): the longest the pages' own tests use is a 10,000-character
 # prompt; the model reads its last context_length tokens anyway.
 MAX_TEXT_CHARS = 10_000
+# A text's share of the link, URL-encoded. The server (uvicorn's h11) refuses a request whose line and headers pass
+# 16 KB, and the page's URL comes back in the Referer header of the requests it makes: a page with two texts
+# (the Inspector's comparison) then stays under 9 KB of URL in all.
+LINK_TEXT_BYTES = 2_000
+_URL_SAFE = frozenset(string.ascii_letters + string.digits + "*-._ ")  # one byte each in a form-encoded query
 
 
 def quoted(text: str, limit: int) -> str:
@@ -143,31 +154,66 @@ def toggle(label: str, key: str, default: bool, **kw) -> bool:
     return st.toggle(label, default, key=key, bind="query-params", on_change=_clear_note, args=(key,), **kw)
 
 
-def _check_link_text(key: str, label: str) -> None:
-    """Note a link text longer than MAX_TEXT_CHARS (the widget's max_chars cuts it) and show the note."""
+def link_prefix(text: str) -> str:
+    """The longest prefix of `text` whose form encoding (as the browser writes a query: a space as `+`, every other
+    byte but letters, digits and `*-._` as `%XX`) takes at most LINK_TEXT_BYTES."""
+    size = 0
+    for i, c in enumerate(text[:LINK_TEXT_BYTES]):  # no character encodes to less than one byte
+        size += 1 if c in _URL_SAFE else 3 * len(c.encode("utf-8", "surrogatepass"))
+        if size > LINK_TEXT_BYTES:
+            return text[:i]
+    return text[:LINK_TEXT_BYTES]
+
+
+def _start_text(key: str, label: str, default: str) -> None:
+    """The widget's first value: the link's text (its prefix that fits a link; a note when it was longer), else
+    `default`. Once the key is in session state (typed, or set by a callback such as an Accept button) it stays."""
+    if key in st.session_state:
+        return
     raw = st.query_params.get_all(key)[-1:]  # Streamlit uses a repeated key's last value
-    if raw and len(raw[0]) > MAX_TEXT_CHARS:
-        st.session_state[_NOTE.format(key)] = len(raw[0])
-    size = st.session_state.get(_NOTE.format(key))
-    if isinstance(size, int):
+    if not raw:
+        st.session_state[key] = default
+        return
+    kept = link_prefix(raw[0])
+    if len(kept) < len(raw[0]):
+        st.session_state[_NOTE.format(key)] = (len(raw[0]), len(kept))
+    st.session_state[key] = kept
+
+
+def _link_text(key: str, label: str, text: str, default: str) -> None:
+    """Write `text`'s link prefix to the URL (nothing for the default), and the notes about the link."""
+    kept = link_prefix(text)
+    if text == default:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get_all(key) != [kept]:
+        st.query_params[key] = kept
+    said = st.session_state.get(_NOTE.format(key))
+    if isinstance(said, tuple):
         st.caption(
-            f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to a text of {size:,} characters; only its first "
-            f"{MAX_TEXT_CHARS:,} are used."
+            f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to a text of {said[0]:,} characters, more than a "
+            f"link carries; only its first {said[1]:,} are used."
+        )
+    elif len(kept) < len(text):
+        st.caption(
+            f"This page's link keeps the first {len(kept):,} of these {len(text):,} characters (a link stays short "
+            "enough to open anywhere); the page itself uses them all."
         )
 
 
-def text_input(label: str, key: str, default: str, **kw) -> str:
-    """One line of text bound to the URL, at most MAX_TEXT_CHARS. Once a callback has set the key in session state
-    (an Accept button), no default is passed: Streamlit warns when a widget gets both."""
-    _check_link_text(key, label)
-    value = None if key in st.session_state else default
+def _text_widget(widget: Callable[..., str | None], label: str, key: str, default: str, kw: dict) -> str:
+    _start_text(key, label, default)
     kw.setdefault("max_chars", MAX_TEXT_CHARS)
-    return st.text_input(label, value, key=key, bind="query-params", on_change=_clear_note, args=(key,), **kw) or ""
+    text = widget(label, key=key, on_change=_clear_note, args=(key,), **kw) or ""
+    _link_text(key, label, text, default)
+    return text
+
+
+def text_input(label: str, key: str, default: str, **kw) -> str:
+    """One line of text, at most MAX_TEXT_CHARS, whose link prefix is in the URL (see the module docstring)."""
+    return _text_widget(st.text_input, label, key, default, kw)
 
 
 def text_area(label: str, key: str, default: str, **kw) -> str:
-    """Multi-line text (code prompts span lines); bound to the URL like the other widgets (see text_input)."""
-    _check_link_text(key, label)
-    value = None if key in st.session_state else default
-    kw.setdefault("max_chars", MAX_TEXT_CHARS)
-    return st.text_area(label, value, key=key, bind="query-params", on_change=_clear_note, args=(key,), **kw) or ""
+    """Multi-line text (code prompts span lines), in the URL like text_input."""
+    return _text_widget(st.text_area, label, key, default, kw)

@@ -1,12 +1,13 @@
 """A link carrying 20,000 characters in each of 8 widget keys (issue 24) renders: ui.params bounds every value it
-reads from the URL before the page uses it. A text is cut to MAX_TEXT_CHARS with a caption saying so, and a number
-or option that long is unusable without being parsed, with the usual note and the default."""
+reads from the URL before the page uses it. A text is cut to the prefix a link carries (ui.params.link_prefix) with a
+caption saying so, and a number or option that long is unusable without being parsed, with the usual note and the
+default."""
 
 import pytest
 from apptest import fresh_visit, unescaped
 
 import ui.params
-from ui.params import MAX_LINK_VALUE_CHARS, MAX_TEXT_CHARS
+from ui.params import LINK_TEXT_BYTES, MAX_LINK_VALUE_CHARS
 
 HUGE = "x" * 20_000
 PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"  # views/autocomplete.py
@@ -28,9 +29,12 @@ def test_twenty_thousand_characters_in_eight_keys_render_bounded(monkeypatch):
 
     monkeypatch.setattr(ui.params, "_number_in", counting)
     at = fresh_visit("autocomplete", dict.fromkeys(KEYS, HUGE))
-    assert at.text_area(key="ac_prompt").value == HUGE[:MAX_TEXT_CHARS]  # what the page suggests after
+    assert at.text_area(key="ac_prompt").value == HUGE[:LINK_TEXT_BYTES]  # what the page suggests after
     captions = [unescaped(c.value) for c in at.caption]
-    said = f"The link set '{PROMPT_LABEL}' to a text of 20,000 characters; only its first 10,000 are used."
+    said = (
+        f"The link set '{PROMPT_LABEL}' to a text of 20,000 characters, more than a link carries; only its first "
+        f"{LINK_TEXT_BYTES:,} are used."
+    )
     assert said in captions, captions
     notes = [c for c in captions if "which is not usable" in c]
     assert len(notes) == len(KEYS) - 1, notes  # every other key: the note, and the default shown
@@ -39,7 +43,7 @@ def test_twenty_thousand_characters_in_eight_keys_render_bounded(monkeypatch):
 
 
 def test_a_text_within_the_bound_is_used_whole_and_without_a_note():
-    text = "def f(x):\n    return x\n" * 100
+    text = "def f(x):\n    return x\n" * 20
     at = fresh_visit("autocomplete", {"ac_prompt": text})
     assert at.text_area(key="ac_prompt").value == text
-    assert not [c for c in at.caption if "characters; only its first" in c.value]
+    assert not [c for c in at.caption if "more than a link carries" in c.value]
