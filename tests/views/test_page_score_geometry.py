@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, decode, figure, figures, open_page, predict, table, unescaped
+from apptest import all_text, decode, figure, figures, open_page, picture_figures, predict, table, unescaped
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
@@ -24,6 +24,8 @@ def test_default_heatmap_shapes_and_variance_table():
     # Defaults: B=2, H=2, T=5, D=16, seed 0; batch element 0, head 0, scaled.
     z = decode(figure(at, "scores")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(z, expected_scores(2, 2, 5, 16, 0, True)[0, 0].numpy(), atol=1e-5)
+    picture = [f["layout"]["title"]["text"] for f in picture_figures(at)]  # the first screen: the matrices
+    assert picture == ["scores = Q Kᵀ × 0.2500 (b=0, h=0)", "weights = softmax(scores) (b=0, h=0)"]
     weights = decode(figure(at, "weights")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(weights.sum(-1), np.ones(5), atol=1e-6)
 
