@@ -186,6 +186,10 @@ class JobQueue:
         except OSError as err:
             raise JobError(f"the stop request for run {job_id} could not be written ({err.strerror})") from None
 
+    def stop_requested(self, job_id: str) -> bool:
+        """Whether someone asked the run to stop (its page says so at once, while the run saves what it learned)."""
+        return (self._run_dir(job_id) / STOP).exists()
+
     # ---- the launcher (a thread of the worker that queued the run) --------------------------------
 
     def _launch(self, job_id: str, key: str, place: FileLock) -> None:
