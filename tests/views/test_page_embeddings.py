@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from apptest import all_text, decode, figure, figures, open_page, predict, unescaped
+from apptest import all_text, decode, figure, figures, open_page, picture_figures, predict, table, unescaped
 from references import reference_qkv
 from streamlit.testing.v1 import AppTest
 
@@ -40,9 +40,9 @@ def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_b
     ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
     T, C, D = len(ids), trained_bundle.config.d_model, trained_bundle.config.head_dim
     # token table
-    table = at.dataframe[0].value
-    assert list(table["token id"]) == ids
-    assert list(table["piece"]) == [trained_bundle.tokenizer.display_piece(i) for i in ids]
+    tokens = table(at, "token id")
+    assert list(tokens["token id"]) == ids
+    assert list(tokens["piece"]) == [trained_bundle.tokenizer.display_piece(i) for i in ids]
     # embedding rows: the rows of the embedding matrix picked by the ids
     z, y, title = heatmap(at, "token embedding rows")
     assert f"{T} × {C}" in title
@@ -54,7 +54,8 @@ def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_b
         z, _, title = heatmap(at, f"{name} (T × D")
         assert f"{T} × {D}" in title
         assert_matrix(z, want.tolist(), atol=1e-5)
-    # scores: q kᵀ / √D below the diagonal, masked (None) above it
+    # scores: q kᵀ / √D below the diagonal, masked (None) above it; the page's picture (issue 25)
+    assert [f["layout"]["title"]["text"] for f in picture_figures(at)] == [heatmap(at, "scores")[2]]
     z, _, _ = heatmap(at, "scores")
     for t in range(T):
         for s in range(T):
@@ -102,12 +103,12 @@ def test_unseen_characters_are_listed_and_long_text_is_cut(trained_bundle_path, 
     text = all_text(at)
     assert "not in the training text and became `<unk>`" in text
     assert "é (U+00E9)" in text and "∑ (U+2211)" in text
-    table = at.dataframe[0].value
-    assert list(table.loc[table["unseen character"], "piece"]) == ["<unk>", "<unk>"]
+    tokens = table(at, "token id")
+    assert list(tokens.loc[tokens["unseen character"], "piece"]) == ["<unk>", "<unk>"]
     long = "a + b " * 10  # 60 characters, context 32
     at.text_input(key="emb_text").set_value(long).run()
     assert "the first 28 were cut and the last 32 are shown" in all_text(at)
-    assert list(at.dataframe[0].value["token id"]) == trained_bundle.tokenizer.encode(long[-32:])
+    assert list(table(at, "token id")["token id"]) == trained_bundle.tokenizer.encode(long[-32:])
 
 
 def shows_the_rows(at) -> bool:
@@ -144,3 +145,16 @@ def test_the_prediction_hides_the_embedding_rows_until_checked_and_counts_them_l
         all_text(at)
     )
     assert shows_the_rows(at), "a wrong prediction reveals the rows too"
+
+
+def test_the_page_points_to_controls_where_they_are():
+    """Issue 25: the text, layer and head are in the page, above the scores; the page never sends the reader to the
+    sidebar for them."""
+    at = open_page("embeddings")
+    assert "sidebar" not in all_text(at).replace("in the Attention section of the sidebar", "")
+    assert [t.label for t in at.tabs] == [
+        "1. Token ids",
+        "2. Embedding rows",
+        "3. Queries, keys, values",
+        "4. How the scores are made",
+    ]
