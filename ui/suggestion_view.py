@@ -5,10 +5,12 @@
                                             when the bundle's policy or the model cannot serve one
     show_offer(s, tokenizer)                the offered text, spaces and line breaks drawn, and quoted
     accept_button(key, text, s)             "Accept suggestion": appends s.text to the text area `key`
-    show_numbers(s)                         whether it clears the threshold ("shown" / "not shown"), its probability,
-                                            the threshold and whether it was tuned, the keystrokes it saves, the
-                                            record `python -m core suggest --json` prints
-    section(predictor, text, manifest, key) all of these, in that order (the page's suggestion column)
+    show_verdict(s)                         whether it clears the threshold ("shown" / "not shown"), and why
+    show_numbers(s)                         its probability, the threshold and whether it was tuned, the keystrokes it
+                                            saves, the record `python -m core suggest --json` prints
+    offer(predictor, text, manifest, key)   serve, show_offer, accept_button, show_verdict: what the page's picture
+                                            holds beside the text box; returns the suggestion for show_numbers
+    section(predictor, text, manifest, key) offer, then show_numbers (a page with room for both in one column)
     record_completion(bundle, text, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
 
 Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
@@ -127,12 +129,21 @@ def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
     return "".join(tokenizer.display_piece(i) for i in tokenizer.encode(s.text))
 
 
-def section(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
-    """The whole suggestion block for the text in the text area `key`: served, shown, with its Accept button."""
+def offer(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
+    """The suggestion for the text in the text area `key`: served, shown, its Accept button and whether an editor
+    offers it. Compact, so it sits on the page's first screen; its numbers are `show_numbers`."""
     s = serve(predictor, text, manifest)
     if s is not None:
         show_offer(s, predictor.tokenizer)
     accept_button(key, text, s)
+    if s is not None:
+        show_verdict(s)
+    return s
+
+
+def section(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
+    """The whole suggestion block for the text in the text area `key`: served, shown, with its Accept button."""
+    s = offer(predictor, text, manifest, key)
     if s is not None:
         show_numbers(s)
     return s
@@ -150,8 +161,8 @@ def show_offer(s: Suggestion, tokenizer: CharTokenizer) -> None:
         )
 
 
-def show_numbers(s: Suggestion) -> None:
-    """Whether an editor offers it and why: the probability against the threshold, the keystrokes it saves."""
+def show_verdict(s: Suggestion) -> None:
+    """Whether an editor offers it and why: the probability against the threshold."""
     if s.text and s.shown:
         st.success(
             f"shown: its probability {s.probability:.4f} clears the threshold {s.threshold:.2f}, so an editor "
@@ -162,6 +173,10 @@ def show_numbers(s: Suggestion) -> None:
             f"not shown: below the threshold ({s.probability:.4f} < {s.threshold:.2f}), so an editor would not "
             "offer it. You may still accept it here, to see where the model would go."
         )
+
+
+def show_numbers(s: Suggestion) -> None:
+    """Its probability, the threshold and how it was set, the keystrokes it saves, and the CLI's record of it."""
     m = st.columns(3)
     m[0].metric("Probability", f"{s.probability:.4f}", help="That the text goes on with exactly this suggestion.")
     m[1].metric("Threshold" + ("" if s.tuned else " (not tuned)"), f"{s.threshold:.2f}")

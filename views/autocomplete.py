@@ -1,6 +1,11 @@
 """Autocomplete: the suggestion the bundle serves (core.release.autocomplete.serve_suggestion, the one policy
 of page, CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
-completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits."""
+completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits.
+
+Picture first (ui.layout): the text box, the suggestion beside it and the next-character chart under it fill the
+first screen. The chart asks first: until the learner has predicted the top probability it draws the model's logits
+for the same characters (the scores the sampler turns into those probabilities), then the probabilities themselves.
+The completion, the cache's timing and the parity check are in tabs."""
 
 import math
 import threading
@@ -14,18 +19,18 @@ from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baseline_bundle import BaselineBundle
 from core.release.transformer_predictor import TransformerPredictor
-from ui import cache_view, charts, params, predict, projector, suggestion_view
+from ui import cache_view, charts, layout, params, predict, projector, suggestion_view
 from ui.companion import chart
-from ui.contents import contents
 from ui.models import require_bundle, selected_served
 from ui.text import escape_markdown
 
-# (header, anchor) of the page's sections: the contents list at the top links to each
-CANDIDATES = ("Next-character candidates", "ac-candidates")
+# (header, anchor) of the page's sections after the picture, each in its own tab
 COMPLETION = ("Sampled completion", "ac-completion")
 CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
 PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
-SECTIONS = [CANDIDATES, COMPLETION, CACHE, PARITY]
+TABS = ["The suggestion's numbers", "Sampled completion", "KV cache: what it saves", "Parity: cached vs uncached",
+        "How it works"]  # fmt: skip
+CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 320  # px before projector.restyle: the chart ends inside the first screen
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
 DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
 PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
@@ -45,6 +50,12 @@ def _completion(_bundle, version: str, ids: tuple, filters: tuple, length: int, 
 def _candidates(_bundle, version: str, ids: tuple, filters: tuple):
     """Every drawable next token, most likely first: the same for every session with this model and prompt."""
     return ac.next_token_candidates(_bundle.model, list(ids), SampleConfig(*filters), None, tokenizer=_bundle.tokenizer)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _logits(_bundle, version: str, ids: tuple) -> list[float]:
+    """The model's next-token logits after `ids` (V floats): what every sampling setting starts from."""
+    return ac.next_token_logits(_bundle.model, list(ids)).tolist()  # (V,)
 
 
 @st.cache_resource
@@ -68,12 +79,17 @@ def header(section: tuple[str, str]) -> None:
 
 
 st.title("Autocomplete")
-st.markdown(
+st.caption(
+    "The small transformer predicts the next character of your text; the **suggestion** is the stretch of its most "
+    "likely continuation that saves the most keystrokes, offered when its probability clears a threshold. "
+    "Everything is computed live by the selected model; how it works is in the last tab."
+)
+INTRO = (
     "The small transformer reads your text one character at a time and predicts the next character. "
     "Chaining its most likely characters gives a completion; the **suggestion** is the part of it, cut where a "
     "word, a run of spaces or a line ends, that saves the most keystrokes, and an editor offers it only when its "
     "probability clears a **threshold**. Press **Accept suggestion** to append it to your text and type with the "
-    "model. Everything below is computed live by the selected model."
+    "model. Everything on this page is computed live by the selected model."
 )
 
 PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"
@@ -82,6 +98,13 @@ SUGGESTION_NOTE = (
     "The suggestion follows the one policy every surface uses (this page, `python -m core suggest` and the "
     "evaluation's simulated typist): the same text gets the same suggestion everywhere."
 )
+BARS_NOTE = (
+    "The bars are the exact distribution the sampler draws the next character from: softmax of the "
+    "model's last logits divided by the temperature, then the top-k and top-p filters, renormalised. "
+    "`<pad>`, `<bos>` and `<unk>` are never drawn and never listed (they are not text: a drawn `<unk>` "
+    "would show as '\ufffd'); `<eos>` can be drawn: it ends the completion."
+)
+chart_height = PROJECTED_CHART_HEIGHT if projector.on() else CHART_HEIGHT
 
 fallback = selected_served()
 if isinstance(fallback, BaselineBundle):
@@ -91,28 +114,31 @@ if isinstance(fallback, BaselineBundle):
         f"Serving the {fallback.kind} baseline `{fallback.version}` (the named fallback): no released "
         "transformer version loads. Its suggestions come from counted character sequences, not attention."
     )
-    left, right = st.columns(2)
-    with left:
-        text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
-    with right:
-        st.subheader("Suggestion")
-        suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
-    candidates = ac.baseline_candidates(fallback.predictor, text)
-    labels = [c.piece for c in candidates]
-    probs = [c.prob for c in candidates]
-    chart(
-        charts.bars(
+    with layout.picture():
+        left, right = st.columns(2)
+        with left:
+            text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
+        with right:
+            st.subheader("Suggestion")
+            suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
+        candidates = ac.baseline_candidates(fallback.predictor, text)
+        labels = [c.piece for c in candidates]
+        probs = [c.prob for c in candidates]
+        fig = charts.bars(
             labels,
             probs,
             title=f"Top {len(labels)} next characters ({fallback.kind} baseline)",
             y_title="probability",
             highlight=0,
-        ),
-        pd.DataFrame({"character (visible)": labels, "probability": [round(p, 4) for p in probs]}),
-        f"The {fallback.kind} baseline's most likely next character is '{escape_markdown(labels[0])}' with "
-        f"probability {probs[0]:.4f}.",
-        key="ac_baseline",
-    )
+        )
+        fig.update_layout(height=chart_height)
+        chart(
+            fig,
+            pd.DataFrame({"character (visible)": labels, "probability": [round(p, 4) for p in probs]}),
+            f"The {fallback.kind} baseline's most likely next character is '{escape_markdown(labels[0])}' with "
+            f"probability {probs[0]:.4f}.",
+            key="ac_baseline",
+        )
     st.stop()
 
 bundle = require_bundle()
@@ -123,9 +149,10 @@ if not bundle.safe:
         f"{escape_markdown(bundle.manifest.get('unsafe_reason') or 'no reason given')}. "
         "Its suggestions are not to be trusted; use them only to study the failure."
     )
-contents(SECTIONS)
 
-left, right = st.columns(2)
+with layout.picture():  # the text box and the suggestion, then the chart with its controls and question beside it
+    left, right = st.columns([3, 2])
+    plot, side = st.columns([3, 2])  # the chart first: projector mode stacks these columns, chart on top
 with left:
     text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
     prompt = ac.prepare_prompt(bundle, text)
@@ -161,31 +188,31 @@ with left:
             key="ac_unknown_table",
         )
 with right:
-    st.subheader("Suggestion")
-    offered = suggestion_view.section(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
-    st.markdown(SUGGESTION_NOTE)
+    offered = suggestion_view.offer(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
 
-st.divider()
-header(CANDIDATES)
-left, right = st.columns([1, 2])
-with left:
-    temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
-    top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
-    top_p = params.slider("Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05)
-    n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
+with side:
+    knobs = st.columns(2)
+    with knobs[0]:
+        temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
+        top_p = params.slider(
+            "Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05
+        )
+    with knobs[1]:
+        top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
+        n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
 
 try:
     sample = SampleConfig(temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1.0 else top_p)
 except ValueError as e:  # a widget value no control could produce (a crafted link): fall back, say why
     sample = SampleConfig()
     temperature, top_k, top_p = sample.temperature, 0, 1.0
-    with left:
+    with side:
         st.warning(
             f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
             "top-k off, top-p off instead."
         )
 
-with left:
+with side:
     if 0 < temperature < MIN_TEMPERATURE:
         st.info(
             f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
@@ -224,24 +251,52 @@ question = Question(
     ),
 )
 hint = (
+    "The bars are the model's logits: the sampler divides them by the temperature and takes softmax, so a character "
+    "whose logit leads by g gets e^(g / temperature) times the probability of the other. "
     "A temperature below 1 sharpens the distribution towards the most likely character (at 0 it gets "
     "probability 1); above 1 flattens it. Top-k and top-p drop the unlikely characters and share their "
     "probability out among the rest, which raises the top one."
 )
 if sample.temperature == 1.0 and sample.top_k is None and sample.top_p is None and offered and offered.text:
     hint += (
-        f" The suggestion above has probability {offered.probability:.4f}: that is its first character's "
+        f" The suggestion has probability {offered.probability:.4f}: that is its first character's "
         "probability times the others', so the most likely next character has at least that much."
     )
-with right:
-    st.markdown(
-        "The bars are the exact distribution the sampler draws the next character from: softmax of the "
-        "model's last logits divided by the temperature, then the top-k and top-p filters, renormalised. "
-        "`<pad>`, `<bos>` and `<unk>` are never drawn and never listed (they are not text: a drawn `<unk>` "
-        "would show as '\ufffd'); `<eos>` can be drawn: it ends the completion."
-    )
+with side:
     graded = predict.ask(question, hint=hint)
-    if graded is not None:  # the bars give the answer away
+with plot:
+    if graded is None:  # the probabilities give the answer away: until then, the logits they are computed from
+        ranked = _candidates(bundle, bundle.version, tuple(prompt.ids), (1.0, None, None))[:n_shown]  # logit order
+        logits = _logits(bundle, bundle.version, tuple(prompt.ids))  # (V,)
+        scores = [logits[c.id] for c in ranked]
+        fig = charts.bars(
+            [c.piece for c in ranked],
+            scores,
+            title=f"The model's logits for its {len(ranked)} likeliest characters (before temperature and softmax)",
+            y_title="logit",
+            x_title="next character",
+            value_format=".3f",
+            highlight=0,
+        )
+        fig.update_layout(height=chart_height)
+        chart(
+            fig,
+            pd.DataFrame(
+                {
+                    "rank": range(1, len(ranked) + 1),
+                    "token id": [c.id for c in ranked],
+                    "character (visible)": [c.piece for c in ranked],
+                    "code point": [ac.code_point(tok, c.id) for c in ranked],
+                    "logit": scores,
+                }
+            ),
+            f"The model's largest logit is {scores[0]:.3f}, for {escape_markdown(ranked[0].piece)} "
+            f"(id {ranked[0].id}); the next: "
+            + ", ".join(f"{escape_markdown(c.piece)} {x:.3f}" for c, x in zip(ranked[1:], scores[1:]))
+            + ". Predict the probability the sampler gives the first: the bars then show the probabilities.",
+            key="ac_logits",
+        )  # model output
+    else:  # the bars give the answer away
         fig = charts.bars(
             [c.piece for c in candidates],
             [c.prob for c in candidates],
@@ -251,6 +306,7 @@ with right:
             highlight=0,
             y_range=(0, 1.1),
         )
+        fig.update_layout(height=chart_height)
         table = pd.DataFrame(
             {
                 "rank": range(1, len(candidates) + 1),
@@ -267,117 +323,126 @@ with right:
             + "."
         )  # model output
         chart(fig, table, summary, key="ac_candidates", table_open=True)
+        st.markdown(BARS_NOTE)
 
-st.divider()
-header(COMPLETION)
-st.markdown(
-    "The model draws one character from the candidates above, appends it, and repeats: with the sampling "
-    "settings above, not the suggestion's greedy choice. The **seed** fixes the random draws, so the "
-    "same settings give the same completion. With the **KV cache** each step feeds only the newest "
-    "character and reuses the stored keys and values; without it, every step re-reads the whole window."
-)
-cols = st.columns(3)
-with cols[0]:
-    length = params.slider("New characters to generate", "ac_length", 1, 300, DEFAULT_LENGTH, 1)
-with cols[1]:
-    seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, DEFAULT_SEED, 1)
-with cols[2]:
-    use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
-
-asked = time.perf_counter()
-shown = _completion(bundle, bundle.version, prompt.ids, filter_values, length, seed, use_cache)
-waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
-suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
-
-ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
-st.markdown(
-    f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
-    f"it stopped at {ended}):"
-)
-if shown.text:
-    st.code(shown.text, language=None)  # model output: plain text
-    if not shown.text.strip():
-        st.caption(f"The completion is only whitespace ({len(shown.text)} characters), made visible:")
-        st.code("".join(tok.display_piece(i) for i in tok.encode(shown.text)), language=None)
-else:
-    st.caption("The completion is empty.")
-st.caption(
-    "Turn the cache off to generate the same completion without it; the parity check at the end of the page "
-    "compares the two paths step by step and flags any step where they would draw different characters."
-)
-
-st.divider()
-header(CACHE)
-st.markdown(
-    "Without a cache, every new character means reading the whole window again: all its characters go "
-    "through every layer, although only the newest one is new. With the **KV cache** the keys and values of "
-    "the earlier characters are kept, so a step feeds one character and attends over the stored ones. "
-    "The first cached step still reads the whole prompt (the *prefill*), like an uncached step."
-)
-st.markdown(
-    "**When the cache does not help.** With a short window (a few characters), a full forward pass of those "
-    "few characters costs about as much as one cached step: the work per step is then mostly fixed costs, "
-    "not arithmetic. Each step is a Python call through every layer, and for a model this small that "
-    "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
-    "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
-    "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
-    f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
-)
-store = _timings()
-measured = store["by_version"].get(bundle.version)
-remeasure = st.button(
-    "Measure again" if measured else "Measure now",
-    key="ac_measure_again",
-    help="Times both ways now, for everyone on this server; other work on the server moves single timings.",
-)
-if remeasure:
-    with store["lock"]:  # one session measures at a time: two timings at once would time each other
-        with st.spinner(
-            f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
-        ):
-            full = ac.measure_cache_latency(model)
-            short = ac.measure_cache_latency(model, prompt_tokens=1)
-        store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
-if measured is None:
-    st.info(
-        "Nobody has timed this model on this server yet. Press **Measure now**: it takes a few seconds, and "
-        "everyone on this server then sees the same figures (a class does not time one model thirty times)."
+numbers_tab, completion_tab, cache_tab, parity_tab, about_tab = layout.more(TABS)
+with numbers_tab:
+    if offered is not None:
+        suggestion_view.show_numbers(offered)
+    st.markdown(SUGGESTION_NOTE)
+with about_tab:
+    st.markdown(INTRO)
+    st.markdown(BARS_NOTE)
+with completion_tab:
+    header(COMPLETION)
+    st.markdown(
+        "The model draws one character from the next-character candidates, appends it, and repeats: with the "
+        "sampling settings beside them, not the suggestion's greedy choice. The **seed** fixes the random draws, so the "
+        "same settings give the same completion. With the **KV cache** each step feeds only the newest "
+        "character and reuses the stored keys and values; without it, every step re-reads the whole window."
     )
-else:
-    full, short, measured_at = measured
-    cache_view.show_timing(full, short, measured_at, arch.context_length)
+    cols = st.columns(3)
+    with cols[0]:
+        length = params.slider("New characters to generate", "ac_length", 1, 300, DEFAULT_LENGTH, 1)
+    with cols[1]:
+        seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, DEFAULT_SEED, 1)
+    with cols[2]:
+        use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
 
-st.divider()
-header(PARITY)
-st.markdown(
-    "The cache must not change what the model computes. Here the cached generation runs, and at every "
-    "step the same window is computed again from scratch without the cache (following the same "
-    "sliding-window policy past the context). Two correct computations that add the same numbers in a "
-    "different order differ by rounding alone, and that rounding depends on the processor. So the verdict "
-    "runs both on a **float64** copy of the model, where rounding is about 1e-15 of the numbers on any "
-    "machine, and allows at most 16 × eps × (the length of the longest sum behind a logit) × (the size of "
-    "the logits): a cache bug is off by whole units, about ten orders of magnitude above that. The float32 "
-    "difference of the model as it is served is drawn beside it with its own float32 allowance, as a figure "
-    "only. A flag marks any step where the two would choose a different character with the same random draw."
-)
-# The check at the page's own settings is the same for everyone, computed once per server and model (cached);
-# at other settings it runs when asked: it computes every step twice, the second time in float64.
-settings = (bundle.version, tuple(prompt.ids), filter_values, int(length), int(seed))
-at_defaults = (text, filter_values, length, seed) == (
-    DEFAULT_PROMPT,
-    (SampleConfig().temperature, SampleConfig().top_k, SampleConfig().top_p),
-    DEFAULT_LENGTH,
-    DEFAULT_SEED,
-)
-asked = st.session_state.setdefault(PARITY_ASKED, set())
-if at_defaults or settings in asked:
-    trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
-    cache_view.show_parity(trace, tok)
-else:
-    st.info(
-        "At the page's own settings this check is shown at once. For these settings it runs when you ask: it "
-        "generates again and computes every step twice, the second time on a float64 copy of the model."
+    asked = time.perf_counter()
+    shown = _completion(bundle, bundle.version, prompt.ids, filter_values, length, seed, use_cache)
+    waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
+    suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
+
+    ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
+    st.markdown(
+        f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
+        f"it stopped at {ended}):"
     )
-    if st.button("Check cached against uncached for these settings", key="ac_parity_run"):
-        asked.add(settings)
-        st.rerun()
+    if shown.text:
+        st.code(shown.text, language=None)  # model output: plain text
+        if not shown.text.strip():
+            st.caption(f"The completion is only whitespace ({len(shown.text)} characters), made visible:")
+            st.code("".join(tok.display_piece(i) for i in tok.encode(shown.text)), language=None)
+    else:
+        st.caption("The completion is empty.")
+    st.caption(
+        "Turn the cache off to generate the same completion without it; the Parity tab "
+        "compares the two paths step by step and flags any step where they would draw different characters."
+    )
+
+with cache_tab:
+    header(CACHE)
+    st.markdown(
+        "Without a cache, every new character means reading the whole window again: all its characters go "
+        "through every layer, although only the newest one is new. With the **KV cache** the keys and values of "
+        "the earlier characters are kept, so a step feeds one character and attends over the stored ones. "
+        "The first cached step still reads the whole prompt (the *prefill*), like an uncached step."
+    )
+    st.markdown(
+        "**When the cache does not help.** With a short window (a few characters), a full forward pass of those "
+        "few characters costs about as much as one cached step: the work per step is then mostly fixed costs, "
+        "not arithmetic. Each step is a Python call through every layer, and for a model this small that "
+        "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
+        "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
+        "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
+        f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
+    )
+    store = _timings()
+    measured = store["by_version"].get(bundle.version)
+    remeasure = st.button(
+        "Measure again" if measured else "Measure now",
+        key="ac_measure_again",
+        help="Times both ways now, for everyone on this server; other work on the server moves single timings.",
+    )
+    if remeasure:
+        with store["lock"]:  # one session measures at a time: two timings at once would time each other
+            with st.spinner(
+                f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
+            ):
+                full = ac.measure_cache_latency(model)
+                short = ac.measure_cache_latency(model, prompt_tokens=1)
+            store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
+    if measured is None:
+        st.info(
+            "Nobody has timed this model on this server yet. Press **Measure now**: it takes a few seconds, and "
+            "everyone on this server then sees the same figures (a class does not time one model thirty times)."
+        )
+    else:
+        full, short, measured_at = measured
+        cache_view.show_timing(full, short, measured_at, arch.context_length)
+
+with parity_tab:
+    header(PARITY)
+    st.markdown(
+        "The cache must not change what the model computes. Here the cached generation runs, and at every "
+        "step the same window is computed again from scratch without the cache (following the same "
+        "sliding-window policy past the context). Two correct computations that add the same numbers in a "
+        "different order differ by rounding alone, and that rounding depends on the processor. So the verdict "
+        "runs both on a **float64** copy of the model, where rounding is about 1e-15 of the numbers on any "
+        "machine, and allows at most 16 × eps × (the length of the longest sum behind a logit) × (the size of "
+        "the logits): a cache bug is off by whole units, about ten orders of magnitude above that. The float32 "
+        "difference of the model as it is served is drawn beside it with its own float32 allowance, as a figure "
+        "only. A flag marks any step where the two would choose a different character with the same random draw."
+    )
+    # The check at the page's own settings is the same for everyone, computed once per server and model (cached);
+    # at other settings it runs when asked: it computes every step twice, the second time in float64.
+    settings = (bundle.version, tuple(prompt.ids), filter_values, int(length), int(seed))
+    at_defaults = (text, filter_values, length, seed) == (
+        DEFAULT_PROMPT,
+        (SampleConfig().temperature, SampleConfig().top_k, SampleConfig().top_p),
+        DEFAULT_LENGTH,
+        DEFAULT_SEED,
+    )
+    asked = st.session_state.setdefault(PARITY_ASKED, set())
+    if at_defaults or settings in asked:
+        trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
+        cache_view.show_parity(trace, tok)
+    else:
+        st.info(
+            "At the page's own settings this check is shown at once. For these settings it runs when you ask: it "
+            "generates again and computes every step twice, the second time on a float64 copy of the model."
+        )
+        if st.button("Check cached against uncached for these settings", key="ac_parity_run"):
+            asked.add(settings)
+            st.rerun()

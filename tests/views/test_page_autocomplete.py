@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 import torch
-from apptest import all_text, contents_links, decode, figures, open_page, predict, table, unescaped
+from apptest import all_text, decode, figures, open_page, predict, table, unescaped
 from bundles import train_tiny_bundle
 from streamlit.testing.v1 import AppTest
 
@@ -150,13 +150,45 @@ def test_the_prediction_hides_the_candidates_until_checked_and_grades_against_th
     assert bars(at)[1] == pytest.approx(want_probs, abs=1e-6), "a wrong prediction reveals the answer too"
 
 
-def test_contents_list_links_every_section_header(bundle_path):
+def test_the_sections_after_the_picture_are_tabs_each_with_its_header(bundle_path):
+    """Picture first: the completion, the cache and the parity check are one click away, each a tab holding its
+    own section (AppTest runs every tab)."""
     at = open_autocomplete(bundle_path)
-    links = contents_links(at)
-    assert [a for _, a in links] == ["ac-candidates", "ac-completion", "ac-cache", "ac-parity"]
+    assert [t.label for t in at.tabs] == [
+        "The suggestion's numbers",
+        "Sampled completion",
+        "KV cache: what it saves",
+        "Parity: cached vs uncached",
+        "How it works",
+    ]
     headers = {h.proto.anchor: unescaped(h.value) for h in at.header}
-    for title, anchor in links:
-        assert headers.get(anchor) == title, (anchor, headers)
+    assert headers == {
+        "ac-completion": "Sampled completion",
+        "ac-cache": "The KV cache: what it saves, and when it does not",
+        "ac-parity": "Parity inspector: cached against uncached logits",
+    }
+    for tab, anchor in zip(at.tabs[1:4], ["ac-completion", "ac-cache", "ac-parity"]):
+        assert [h.proto.anchor for h in tab.header] == [anchor]
+    assert not [m for m in at.markdown if m.value.startswith("**On this page**")]  # tabs replace the contents list
+
+
+def test_before_the_prediction_the_chart_draws_the_models_logits(bundle_path):
+    """The picture on a first visit: the logits of the model's likeliest next characters from its own forward pass
+    (not the probabilities the question asks for), in logit order, whatever the temperature."""
+    bundle = load_bundle(bundle_path)
+    ids = bundle.tokenizer.encode("def main(")
+    with torch.no_grad():
+        logits = bundle.model(torch.tensor([ids])).logits[0, -1].tolist()
+    drawable = [i for i in range(len(logits)) if i not in (PAD_ID, BOS_ID, UNK_ID)]
+    order = sorted(drawable, key=lambda i: (-logits[i], i))[:10]
+    for query in ({}, {"ac_temperature": "0.0"}):
+        at = open_autocomplete(bundle_path, query)
+        assert not shows_candidates(at)
+        fig = figure(at, "logits")
+        assert list(fig["data"][0]["x"]) == [bundle.tokenizer.display_piece(i) for i in order]
+        assert [float(y) for y in decode(fig["data"][0]["y"])] == pytest.approx([logits[i] for i in order], abs=1e-5)
+    reveal(at)
+    assert shows_candidates(at) and not [f for f in figures(at) if "logits" in f["layout"]["title"]["text"]]
 
 
 def test_greedy_completion_is_shown_as_plain_text(bundle_path):
