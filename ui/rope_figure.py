@@ -92,7 +92,7 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
             x=0.0,
             xanchor="left",
         ),
-        height=560,
+        height=480,  # with the controls above it, one screen at 1440x900 and projected (x1.4)
         margin=dict(l=10, r=10, t=50, b=10),
         font=dict(size=14),
         plot_bgcolor="#ffffff",

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest import all_text, contents_links, decode, figure, figures, open_page, predict, unescaped
+from apptest import all_text, decode, figure, figures, open_page, picture_figures, predict, unescaped
 from bundles import TEXT, tiny_model
 from references import closed_form_score, head_inputs, reference_scores
 
@@ -137,12 +137,28 @@ def test_the_prediction_hides_the_offset_curves_until_checked_and_grades_against
     assert decode(mine["y"]).astype(float).tolist() == pytest.approx([now], abs=1e-9)
 
 
-def test_the_page_lists_its_sections_and_each_link_has_a_header():
-    at = open_page("rope")
-    links = contents_links(at)
-    headers = [(h.value, h.proto.anchor) for h in at.header]
-    assert links == headers and len(links) == 5
-    assert [a for _, a in links] == ["rope-pair", "rope-offset", "rope-frequencies", "rope-layouts", "rope-model"]
+def test_the_page_opens_on_the_pair_drawing_and_the_other_sections_are_one_tab_away():
+    """Issue 25: the picture is the pair drawing for the controls' m, n and pair; the rest sits in tabs."""
+    at = open_page("rope", {"rope_m": "7", "rope_n": "3", "rope_pair": "2"})
+    [fig] = picture_figures(at)
+    assert fig["layout"]["title"]["text"] == "pair 2 (features 4, 5): q at m = 7, k at n = 3"
+    q, k = seeded_qk(16)
+    theta = 10000.0 ** (-2 * 2 / 16)
+    [q_after] = [t for t in fig["data"] if t.get("name") == "q after RoPE"]
+    want = (
+        q[4] * math.cos(7 * theta) - q[5] * math.sin(7 * theta),
+        q[4] * math.sin(7 * theta) + q[5] * math.cos(7 * theta),
+    )
+    assert decode(q_after["x"]).astype(float)[-1] == pytest.approx(want[0], abs=1e-12)
+    assert decode(q_after["y"]).astype(float)[-1] == pytest.approx(want[1], abs=1e-12)
+    assert [t.label for t in at.tabs] == [
+        "Predict: move both together",
+        "How RoPE works",
+        "Every pair's speed",
+        "Adjacent pairs or split halves",
+        "A model's head, RoPE on and off",
+    ]
+    assert "On this page" not in all_text(at)
 
 
 def test_frequency_table_is_the_closed_form():
