@@ -54,12 +54,13 @@ def side_summary(name: str, s, n: int, layer: int, head: int) -> str:
 
 
 def section(bundle: Bundle, text: str, enc: EncodedText, layer: int, head: int, grid, side_a, summary_a, mask) -> None:
-    """Section 4 of the inspector. `grid` (L, H, T, T) is side A's attention, `side_a` its layer/head weights with
-    None where masked, `summary_a` its HeadSummary, `mask` (T, T) True where a query may attend."""
+    """The inspector's "Compare side by side" tab. `grid` (L, H, T, T) is side A's attention, `side_a` its
+    layer/head weights with None where masked, `summary_a` its HeadSummary, `mask` (T, T) True where a query may
+    attend."""
     config, T, labels = bundle.config, enc.T, enc.labels()
-    st.header("4. Compare side by side")
+    st.header("Compare side by side")
     st.markdown(
-        f"Layer {layer}, head {head} on two inputs at once: side A is the map above, side B the same layer and head "
+        f"Layer {layer}, head {head} on two inputs at once: side A is the enlarged map, side B the same layer and head "
         "for another text, or for the same text in another model. Both use one colour scale (0 to 1) and the same "
         "axes, so position t of A faces position t of B. When both sides have as many tokens, the map below them "
         "shows where the weights changed."

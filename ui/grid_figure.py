@@ -48,13 +48,20 @@ def _skeleton(L: int, H: int, show_ticks: bool) -> dict:
 
 
 def grid_figure(
-    grids: Sequence[Sequence[Sequence[Sequence[float | None]]]], labels: Sequence[str], *, selected: tuple[int, int]
+    grids: Sequence[Sequence[Sequence[Sequence[float | None]]]],
+    labels: Sequence[str],
+    *,
+    selected: tuple[int, int],
+    height: int | None = None,
 ) -> go.Figure:
     """Small multiples of `grids` (L x H x (T, T), None = masked), titled 'layer l, head h'; the `selected`
-    (layer, head) is marked in bold as the one enlarged below."""
+    (layer, head) is marked in bold as the one enlarged below. `height` caps the figure's height in pixels (the
+    rows share it), so a deep model's grid still fits the page's first screen."""
     L, H, T = len(grids), len(grids[0]), len(labels)
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
     layout = copy.deepcopy(_skeleton(L, H, T <= GRID_TICKS_UP_TO))
+    if height is not None:
+        layout["height"] = min(layout["height"], height)
     layer, h = selected
     layout["annotations"][layer * H + h]["text"] = f"<b>layer {layer}, head {h} (enlarged below)</b>"
     layout["title"] = dict(

@@ -30,7 +30,7 @@ CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
 PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
 TABS = ["The suggestion's numbers", "Sampled completion", "KV cache: what it saves", "Parity: cached vs uncached",
         "How it works"]  # fmt: skip
-CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 320  # px before projector.restyle: the chart ends inside the first screen
+CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 260  # px before projector.restyle: the chart ends inside the first screen
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
 DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
 PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
@@ -80,9 +80,8 @@ def header(section: tuple[str, str]) -> None:
 
 st.title("Autocomplete")
 st.caption(
-    "The small transformer predicts the next character of your text; the **suggestion** is the stretch of its most "
-    "likely continuation that saves the most keystrokes, offered when its probability clears a threshold. "
-    "Everything is computed live by the selected model; how it works is in the last tab."
+    "Your text, the model's **suggestion** for it and its next-character candidates, computed live by the selected "
+    "model (how it works: the last tab)."
 )
 INTRO = (
     "The small transformer reads your text one character at a time and predicts the next character. "
@@ -337,8 +336,8 @@ with completion_tab:
     header(COMPLETION)
     st.markdown(
         "The model draws one character from the next-character candidates, appends it, and repeats: with the "
-        "sampling settings beside them, not the suggestion's greedy choice. The **seed** fixes the random draws, so the "
-        "same settings give the same completion. With the **KV cache** each step feeds only the newest "
+        "sampling settings beside them, not the suggestion's greedy choice. The **seed** fixes the random draws, so "
+        "the same settings give the same completion. With the **KV cache** each step feeds only the newest "
         "character and reuses the stored keys and values; without it, every step re-reads the whole window."
     )
     cols = st.columns(3)

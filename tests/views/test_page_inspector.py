@@ -372,3 +372,48 @@ def test_compare_without_another_model_offers_only_another_text():
     assert at.radio(key="insp_cmp_by").options == ["another text"]
     assert "There is no other transformer model to compare with" in all_text(at)
     assert figure(at, "side B") and figure(at, "B − A")
+
+
+# ---- picture first, readable type -----------------------------------------------------------------------------
+
+MIN_TEXT_PX = 16  # issue 25: every text on the enlarged map at least 16 px, at 1440x900 too
+TICK_PITCH_PX = 22  # the room one tick label needs along its axis (views/inspector.py)
+
+
+def assert_map_text_at_least_16px(fig: dict) -> None:
+    """The enlarged map's fonts: the layout's (titles, hover), both axes' ticks, the cell values, the colour bar."""
+    layout, trace = fig["layout"], fig["data"][0]
+    assert layout["font"]["size"] >= MIN_TEXT_PX
+    for axis in ("xaxis", "yaxis"):
+        assert layout[axis]["tickfont"]["size"] >= MIN_TEXT_PX, axis
+    assert trace["textfont"]["size"] >= MIN_TEXT_PX
+    assert trace["colorbar"]["tickfont"]["size"] >= MIN_TEXT_PX
+
+
+def test_the_enlarged_map_labels_every_token_in_16px_type_while_they_fit(trained_bundle_path, trained_bundle):
+    at = reveal(open_inspector(trained_bundle_path))
+    fig = figure(at, "weights of layer 0, head 0")
+    assert_map_text_at_least_16px(fig)
+    labels = labels_of(trained_bundle.tokenizer, trained_bundle.tokenizer.encode(DEFAULT_TEXT))
+    for axis in ("xaxis", "yaxis"):
+        assert fig["layout"][axis]["tickvals"] == labels  # 27 tokens fit: every one is labelled
+
+
+def test_a_long_text_labels_every_nth_token_rather_than_shrinking_the_type():
+    """The shipped model reads up to 128 characters: the map cannot give each a 16 px label, so it labels every n-th
+    token, evenly, with room for each label; the grid of 4 layers still fits the first screen."""
+    text = ("def add(a, b): return a + b\n" * 5)[:120]
+    at = open_page("inspector", {"insp_text": text})
+    grid = figure(at, "attention weights of every layer")
+    assert grid["layout"]["height"] <= 520
+    at = predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+    fig = figure(at, "weights of layer 0, head 0")
+    assert_map_text_at_least_16px(fig)
+    labels = decode(fig["data"][0]["y"]).tolist()
+    assert len(labels) == 120
+    for axis in ("xaxis", "yaxis"):
+        ticks = fig["layout"][axis]["tickvals"]
+        step = labels.index(ticks[1])
+        assert step > 1 and ticks == labels[::step]
+        assert (fig["layout"]["height"] - 130) / len(ticks) >= TICK_PITCH_PX  # each label has its room
+    assert f"every {step}th token labelled" in fig["layout"]["title"]["text"]
