@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui import export, models, projector, warmup
 
-st.set_page_config(page_title="Attention Lab", layout="wide")
+# Before any widget: projector mode (the toggle, or a first visit's link) starts with the sidebar collapsed.
+st.set_page_config(page_title="Attention Lab", layout="wide", initial_sidebar_state=projector.sidebar_state())
 
 PAGES = {
     "Attention": [

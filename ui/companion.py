@@ -16,10 +16,9 @@ PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "l
 
 
 def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_open: bool = False) -> None:
-    """Render `fig` (restyled for a projector when that mode is on), then `summary` as a caption, then `table` in
-    an expander with a CSV button."""
-    if projector.on():
-        fig = projector.restyle(fig)
+    """Render `fig` (restyled for a projector when that mode is on, no text under 12 px otherwise), then `summary`
+    as a caption, then `table` in an expander with a CSV button."""
+    fig = projector.restyle(fig) if projector.on() else projector.readable(fig)
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG | {"toImageButtonOptions": {"filename": key}}, alt=summary)
     export.collect(fig, summary, table)
     st.caption(summary)

@@ -2,13 +2,18 @@
 
 A sidebar toggle bound to the URL (`?projector=true`), so a teacher's link opens in projector mode. It
 changes only presentation, never a number:
+- `sidebar_state()` (app.py's set_page_config, before any widget) starts the sidebar collapsed while the mode is
+  on, so the page gets the whole projected width; its arrow in the top corner opens it again, toggle included;
 - `style()` scales the page's type (every size in Streamlit's theme is relative to the root font size) and
-  stacks columns that hold charts, so each chart gets the full width;
-- `restyle(fig)` gives a copy of a Plotly figure larger text (cell values at least 18 px, axis ticks 18 px),
-  thicker lines and outlines, and a white background with dark grid lines. Colours stay colour-blind safe:
-  Cividis and purple-orange for matrices, and for categories the Okabe-Ito colours that keep at least 3:1
-  contrast on white (yellow and sky blue are dropped).
-ui.companion.chart applies it to every chart while the toggle is on;
+  stacks a row of columns when two of them hold charts, so each chart gets the full width (a row of controls
+  beside a chart stays a row: the picture and its controls fit one screen);
+- `restyle(fig)` gives a copy of a Plotly figure larger text: every text the figure can draw (cell values, ticks,
+  axis and legend titles, annotations, colour bars, hover labels) at least MIN_PROJECTED_PX, thicker lines and
+  outlines, a white background with dark grid lines, and a height of at most MAX_HEIGHT_PX so a picture and its
+  controls fit a 1080 px screen. Colours stay colour-blind safe: Cividis and purple-orange for matrices, and for
+  categories the Okabe-Ito colours that keep at least 3:1 contrast on white (yellow and sky blue are dropped).
+  ui.companion.chart applies it to every chart while the toggle is on, and `readable(fig)` otherwise (no text
+  under MIN_TEXT_PX);
 - `dataframe(...)` is st.dataframe, except that in projector mode the rows are a static table in the page's large
   type (the interactive grid draws on a canvas in its own small type, whatever the page's font size), with the
   same number formats, scrolling past TABLE_PX. Every table of the lab goes through it.
@@ -25,6 +30,9 @@ import streamlit as st
 from ui import params
 
 KEY = "projector"
+MIN_PROJECTED_PX = 16  # no text on a projected chart is smaller (issue 25)
+MIN_TEXT_PX = 12  # nor on a chart in the normal view
+MAX_HEIGHT_PX = 620  # a projected chart, so that it and the controls above it fit a 1080 px screen
 CELL_TEXT_PX = 18  # heatmap cell values and bar labels
 TICK_PX = 18  # axis tick labels
 FONT_PX = 20  # titles of axes, legends, hover
@@ -33,12 +41,16 @@ LINE_PX = 4
 HIGH_CONTRAST = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")  # Okabe-Ito, ≥ 3:1 on white
 ROOT_PX = 22  # the page's root font size (Streamlit's default is 16)
 TABLE_PX = 520  # a projected table taller than this scrolls
+# A row of columns whose first column and another one hold charts (two charts side by side): stacked when projected.
+_COLUMN = '[data-testid="stColumn"]'
+_CHART_ROW = (
+    f'[data-testid="stHorizontalBlock"]:has(> {_COLUMN}:first-child .stPlotlyChart)'
+    f":has(> {_COLUMN}:not(:first-child) .stPlotlyChart)"
+)
 _CSS = f"""<style>
 html {{ font-size: {ROOT_PX}px; }}
-[data-testid="stHorizontalBlock"]:has(.stPlotlyChart) {{ flex-direction: column; }}
-[data-testid="stHorizontalBlock"]:has(.stPlotlyChart) > [data-testid="stColumn"] {{
-  width: 100% !important; flex: 1 1 100% !important;
-}}
+{_CHART_ROW} {{ flex-direction: column; }}
+{_CHART_ROW} > [data-testid="stColumn"] {{ width: 100% !important; flex: 1 1 100% !important; }}
 [data-testid="stTable"] td, [data-testid="stTable"] th {{ font-size: {CELL_TEXT_PX}px; }}
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li {{ line-height: 1.5; }}
 </style>"""
@@ -61,10 +73,77 @@ def on() -> bool:
     return bool(st.session_state.get(KEY, False))
 
 
+def sidebar_state() -> str:
+    """The sidebar's state for st.set_page_config, which runs before the toggle: collapsed while projecting (the
+    toggle's value, or on a first visit the link's), else Streamlit's "auto". Streamlit applies a change of this
+    value (turning the mode on collapses the sidebar) and otherwise leaves the sidebar where the user put it."""
+    if KEY in st.session_state:
+        projecting = bool(st.session_state[KEY])
+    else:
+        projecting = st.query_params.get(KEY, "").lower() == "true"
+    return "collapsed" if projecting else "auto"
+
+
 def style() -> None:
     """The page's large type, while projector mode is on."""
     if on():
         st.html(_CSS)
+
+
+def _font_floor(font: Any, px: int) -> None:
+    """Raise `font.size` (a number, or one per point) to at least `px`; an unset size is set to `px`."""
+    size = font.size
+    if size is None:
+        font.size = px
+    elif isinstance(size, (int, float)):
+        font.size = max(size, px)
+    else:
+        font.size = [px if v is None else max(v, px) for v in size]
+
+
+def _fonts(fig: go.Figure) -> list[Any]:
+    """Every font of `fig` that sizes text on the chart, beyond the layout's own (which the others inherit)."""
+    layout = fig.layout
+    found = [layout.title.font, layout.legend.font, layout.legend.title.font, layout.hoverlabel.font]
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        found += [axis.tickfont, axis.title.font]
+    for name in layout:
+        if name.startswith("coloraxis"):
+            found += [layout[name].colorbar.tickfont, layout[name].colorbar.title.font]
+    found += [a.font for a in layout.annotations]
+    for trace in fig.data:
+        for part in (trace, getattr(trace, "marker", None)):
+            bar = getattr(part, "colorbar", None)
+            if bar is not None:
+                found += [bar.tickfont, bar.title.font]
+        for name in ("textfont", "insidetextfont", "outsidetextfont"):
+            if name in trace:
+                found.append(trace[name])
+    return found
+
+
+def _floor_text(fig: go.Figure, px: int) -> None:
+    """Make every text of `fig` at least `px`, in place."""
+    _font_floor(fig.layout.font, px)
+    for font in _fonts(fig):
+        _font_floor(font, px)
+    if any(t.type in ("bar", "funnel", "waterfall") for t in fig.data):  # Plotly shrinks bar text to fit the bar
+        fig.update_layout(uniformtext_minsize=px, uniformtext_mode="show")
+
+
+def _too_small(fig: go.Figure, px: int) -> bool:
+    """Whether a size set anywhere in `fig` is under `px` (an unset one inherits Streamlit's theme: 12 px)."""
+    sizes = [f.size for f in [fig.layout.font, *_fonts(fig)]]
+    return any(v is not None and v < px for s in sizes for v in (s if isinstance(s, (list, tuple)) else [s]))
+
+
+def readable(fig: go.Figure) -> go.Figure:
+    """`fig`, or a copy with every text at least MIN_TEXT_PX when a builder set one smaller; `fig` is not changed."""
+    if not _too_small(fig, MIN_TEXT_PX):
+        return fig
+    out = go.Figure(fig)
+    _floor_text(out, MIN_TEXT_PX)
+    return out
 
 
 def restyle(fig: go.Figure) -> go.Figure:
@@ -74,9 +153,11 @@ def restyle(fig: go.Figure) -> go.Figure:
     out.update_layout(
         font=dict(size=FONT_PX, color="#000000"),
         title_font_size=TITLE_PX,
+        legend=dict(font_size=FONT_PX, title_font_size=FONT_PX),
+        hoverlabel_font_size=FONT_PX,
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
-        height=int(height * 1.4) if height else 560,
+        height=min(int(height * 1.4), MAX_HEIGHT_PX) if height else min(560, MAX_HEIGHT_PX),
         margin_t=int((out.layout.margin.t or 50) * 1.3),
     )
     axes = dict(
@@ -94,6 +175,7 @@ def restyle(fig: go.Figure) -> go.Figure:
     for i, trace in enumerate(t for t in out.data if t.type == "scatter"):
         colour = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]
         trace.update(line_width=LINE_PX, line_color=colour, marker_size=10, marker_color=colour)
+    _floor_text(out, MIN_PROJECTED_PX)  # annotations, colour bars, scatter labels: whatever the builder set
     return out
 
 
