@@ -47,7 +47,12 @@ def figure(at: AppTest, title_start: str) -> dict:
 
 def picture_figures(at: AppTest) -> list[dict]:
     """The Plotly figures inside the page's picture container (ui.layout.picture), as JSON dicts."""
-    blocks = [c for c in at.main.children.values() if getattr(c.proto, "id", "").endswith("-picture")]
+    blocks, todo = [], list(at.main.children.values())  # the container may sit in a column
+    while todo:
+        node = todo.pop()
+        if getattr(node.proto, "id", "").endswith("-picture"):
+            blocks.append(node)
+        todo += list(getattr(node, "children", {}).values())
     assert len(blocks) == 1, f"expected one picture container, found {len(blocks)}"
     return [json.loads(el.proto.spec) for el in blocks[0].get("plotly_chart")]
 

@@ -27,6 +27,7 @@ def mask_figure(
     x_title: str = "key s",
     y_title: str = "query t",
     text: Sequence[Sequence[str]] | None = None,
+    height: int | None = None,
 ) -> go.Figure:
     """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
     z = [[1.0 if ok else None for ok in row] for row in rows]
@@ -41,6 +42,7 @@ def mask_figure(
         zmin=0,
         zmax=1,
         show_values=True,
+        height=height,
         trace=dict(text=[list(row) for row in text], showscale=False),
     )
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from apptest import all_text, contents_links, decode, figure, figures, open_page, predict, table, unescaped
+from apptest import all_text, decode, figure, figures, open_page, picture_figures, predict, table, unescaped
 
 NAN_TEXT = "NaN (undefined)"
 
@@ -157,9 +157,24 @@ def test_the_prediction_hides_the_zeroed_rows_until_checked_and_grades_against_m
     assert f"Zeroed after softmax, row sums: {', '.join(f'{x:.4f}' for x in kept)}." in text
 
 
-def test_the_page_lists_its_sections_and_each_link_has_a_header():
+def test_the_page_opens_on_the_causal_mask_and_keeps_the_other_sections_one_click_away():
+    at = open_page("masks", {"mask_text": "a b c"})
+    [picture] = picture_figures(at)
+    assert picture["layout"]["title"]["text"] == "Causal mask for 3 tokens"
+    assert picture["data"][0]["text"] == [["allowed" if s <= t else "forbidden" for s in range(3)] for t in range(3)]
+    assert [t.label for t in at.tabs] == [
+        "A batch of different lengths",
+        "Mask before softmax, or zero after?",
+        "Renormalising, and when it breaks",
+        "A row with no allowed key",
+    ]
+
+
+def test_the_nan_of_renormalising_is_a_lesson_case_not_an_error_box():
+    """Forbidden logit 1000 (the default): every allowed weight underflows, and the page says so in a labelled
+    callout; a projected room reads a red box as a crash."""
     at = open_page("masks")
-    links = contents_links(at)
-    headers = [(h.value, h.proto.anchor) for h in at.header]
-    assert links == headers and len(links) == 5
-    assert [a for _, a in links] == ["masks-causal", "masks-batch", "masks-zeroing", "masks-renormalise", "masks-empty"]
+    assert not at.error and not at.warning
+    text = unescaped(all_text(at))
+    assert f"What goes wrong: renormalising is 0 / 0 = {NAN_TEXT}" in text
+    assert "With a forbidden logit of 1000, the allowed keys keep 0 of the weight" in text
