@@ -1,4 +1,4 @@
-"""The Release page's section 5, "What it costs": core.telemetry.cost's report of the selected bundle.
+"""The Release page's "What it costs" tab: core.telemetry.cost's report of the selected bundle.
 
     section(bundle, corpus, registry)   the explanation, the "Measure the cost" button (it times the model, so it
                                         runs only when pressed), then every figure in a table with its unit and
@@ -6,8 +6,8 @@
 
 The report is cached per bundle version (and corpus, registry, database) with st.cache_data, so pressing the
 button again, or in another session, shows the same measurement at once; it is a snapshot, and the caption
-says when it was taken. Paths, notes and the rate's origin come from files and the environment: every markdown
-value is escaped, the figures are a dataframe.
+says when it was taken. Notes and the rate's origin come from files and the environment: every markdown value is
+escaped, the figures are a dataframe, and the server's paths in them are named, never shown (`named_places`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ def _measured(version: str, path: str, corpus_key: str | None, registry: str, te
 
 
 def section(bundle, corpus, registry) -> None:
-    st.header("5. What it costs")
     st.markdown(
         "What this version costs to keep, to train and to serve, and whether this machine serves a whole class in "
         "time. **Storage** counts the bundle, the registry and the telemetry database. **Training compute** "
@@ -69,7 +68,8 @@ def section(bundle, corpus, registry) -> None:
             except CorpusError as err:  # a ValueError too: the text the held-out prompts come from
                 st.warning(
                     f"The cost could not be measured: {escape_markdown(err)}. On this page, upload the bundle's "
-                    "training text above: suggestions are timed on its held-out documents."
+                    "training text at the top of the page: suggestions are timed on its held-out "
+                    "documents."
                 )
             except (BundleError, OSError, ValueError) as err:
                 st.warning(f"The cost could not be measured: {escape_markdown(err)}")
@@ -80,14 +80,25 @@ def section(bundle, corpus, registry) -> None:
         )
         return
     report, when = _measured(*key, *where, corpus)
-    show(report, when)
+    show(report, when, {where[0]: "the registry folder", where[1]: "the telemetry database"})
 
 
-def show(report: CostReport, when: str) -> None:
+def named_places(text: str, places: dict[str, str]) -> str:
+    """`text` with each server path of `places` (as is, or quoted as a note quotes it) replaced by its name:
+    a learner sees which place a note is about, never where it lives on the server."""
+    for path, name in places.items():
+        text = text.replace(repr(path), name).replace(path, name)
+    return text
+
+
+def show(report: CostReport, when: str, places: dict[str, str] | None = None) -> None:
+    """The report as a table and the queueing curve; `places` ({server path: name}) are named in the notes."""
+    places = places or {}
     q = report.queueing
     st.caption(
         f"Measured at {when} on this shared machine (times change from run to run). Request rate: "
-        f"{q.requests_per_learner_per_second:g} suggestion(s) per learner a second, {escape_markdown(q.rate_note)}."
+        f"{q.requests_per_learner_per_second:g} suggestion(s) per learner a second, "
+        f"{escape_markdown(named_places(q.rate_note, places))}."
     )
     projector.dataframe(pd.DataFrame(report.table()), hide_index=True, key="rel_cost_table")
     curve = pd.DataFrame(
@@ -160,4 +171,4 @@ def show(report: CostReport, when: str) -> None:
     )
     companion.chart(fig, curve, summary, key="rel_cost_curve")
     for note in report.notes:
-        st.caption(f"Note: {escape_markdown(note)}")
+        st.caption(f"Note: {escape_markdown(named_places(note, places))}")

@@ -81,8 +81,7 @@ def show_log(reg: Path) -> None:
             "reason": e.get("reason"),
             "why (teacher)": e.get("why"),
             "by (session)": e.get("actor"),
-            "source": e.get("source"),
-        }
+        }  # not its "source": a path on the server (`python -m core release status` shows it)
         for e in reversed(log)
     ]
     projector.dataframe(

@@ -20,11 +20,14 @@ from ui import models
 from ui.text import escape_markdown
 
 ACTION_KEY = "rel_done_action"  # session state: the outcome of the last promote or rollback
+SERVER_ONLY = ("source",)  # log fields that hold a server path: `python -m core release status` shows them, a page not
 
 
 def written_entry(reg: Path, events: tuple[str, ...], version: str | None) -> dict | None:
-    """The newest log entry of one of `events` for `version`: the one the action just appended."""
-    return next((e for e in reversed(read_log(reg)) if e.get("event") in events and e.get("version") == version), None)
+    """The newest log entry of one of `events` for `version`: the one the action just appended, as the page shows
+    it (without the fields that hold a server path)."""
+    entry = next((e for e in reversed(read_log(reg)) if e.get("event") in events and e.get("version") == version), None)
+    return None if entry is None else {k: v for k, v in entry.items() if k not in SERVER_ONLY}
 
 
 def promote_version(bundle: Bundle, check: ReleaseCheck, reg: Path, why: str) -> None:
@@ -33,9 +36,10 @@ def promote_version(bundle: Bundle, check: ReleaseCheck, reg: Path, why: str) ->
     try:
         result = promote(bundle.path, reg, check=check, actor=models.session_id(), why=why)
     except (RegistryError, BundleError, OSError) as err:
+        said = str(err).replace(repr(str(bundle.path)), f"version {bundle.version}")  # never the server's path
         st.session_state[ACTION_KEY] = {
             "ok": False,
-            "message": f"The promotion could not be done: {err}",
+            "message": f"The promotion could not be done: {said}",
             "entry": None,
         }
         return

@@ -2,22 +2,28 @@
 Release page shows them.
 
 The rubric is core.release.gate's own (one row per check, with the figure it measured and the rule it is
-held to) and a sentence per check saying what it guards against. The gate's figures against the baselines are
-the rubric summary's (core.release.comparison.summary per predictor, with the 95% bootstrap intervals the
-keystrokes check decides on): exactly what `python -m core evaluate --compare` prints for the same config.
-The quick comparison is core.release.evaluation's with the page's small caps: the transformer, the rule and
-the n-gram on the same held-out positions, and top-1 accuracy per slice with its interval (a bootstrap over
-documents). Everything shown comes from a file or a model, so every markdown cell is escaped.
+held to) and a sentence per check saying what it guards against: measured in this session, or, until then,
+the one a check recorded for the same version (`recorded`: beside the bundle, or in the registry). The gate's
+figures against the baselines are the rubric summary's (core.release.comparison.summary per predictor, with
+the 95% bootstrap intervals the keystrokes check decides on): exactly what `python -m core evaluate --compare`
+prints for the same config; `gate_chart` draws them as the Release page's picture. The quick comparison is
+core.release.evaluation's with the page's small caps: the transformer, the rule and the n-gram on the same
+held-out positions, and top-1 accuracy per slice with its interval (a bootstrap over documents). Everything
+shown comes from a file or a model, so every markdown cell is escaped.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
+from core.model.bundle import BundleError
 from core.release.comparison import Evaluation
 from core.release.eval_report import EvalReport, Interval, SliceMetrics
-from core.release.rubric import ReleaseCheck
+from core.release.rubric import RUBRIC, Rubric, read_rubric, side_dir
+from core.release.serving import version_dir
 from ui import charts, projector
 from ui.companion import chart
 from ui.text import escape_markdown
@@ -43,6 +49,7 @@ GUARDS = {
     "keystrokes saved must be above the rule's and the n-gram's, by more than the uncertainty (intervals apart).",
     "named fallback": "Having nothing to serve: an n-gram on the same split must save and load back, ready to serve.",
 }
+PICTURE_PX = 340  # the gate's chart opens the page: short enough to sit on the first screen, projected too
 RUBRIC_COLUMNS = ["check", "result", "figure", "threshold", "guards against", "detail"]
 SLICE_COLUMNS = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
 PREDICTORS = {"rule": "rule", "ngram": "n-gram", "transformer": "transformer"}  # the gate's, in the order shown
@@ -62,9 +69,30 @@ GATE_COLUMNS = (
 )
 
 
-def show_rubric(check: ReleaseCheck, seconds: float) -> None:
-    """The verdict (how many checks pass, which failed with their figures), then every check in a table."""
-    rubric = check.rubric
+def recorded(bundle, registry: Path) -> tuple[Rubric, str] | None:
+    """(the rubric a release check recorded for exactly this version, where it was recorded), or None.
+
+    Looked for beside the bundle (`python -m core release check` writes <bundle>.release/rubric.json) and in the
+    registry (the rubric a promoted version passed); a file that is unreadable, not a rubric or of another version
+    is passed over. The page opens on these figures, so the class sees the gate's comparison before anyone spends
+    minutes running the checks again."""
+    places = [(side_dir(bundle.path) / RUBRIC, "recorded beside the bundle by `python -m core release check`")]
+    try:
+        places.append((version_dir(registry, bundle.version) / RUBRIC, "stored in the registry when it was promoted"))
+    except BundleError:  # not a version name: nothing in the registry
+        pass
+    for path, where in places:
+        try:
+            rubric = read_rubric(path)
+        except (OSError, ValueError):
+            continue
+        if rubric.version == bundle.version:
+            return rubric, where
+    return None
+
+
+def verdict(rubric: Rubric) -> None:
+    """The gate's verdict in one box: how many checks pass, and which failed with their figures."""
     failed = [c for c in rubric.checks if not c.passed]
     summary = f"{len(rubric.checks) - len(failed)} of {len(rubric.checks)} checks pass"
     if failed:
@@ -72,12 +100,19 @@ def show_rubric(check: ReleaseCheck, seconds: float) -> None:
         st.error(f"**Refused.** {escape_markdown(summary)}.")
     else:
         st.success(f"**Passes the release gate.** {escape_markdown(summary)}.")
-    st.caption(
-        f"Checked version {escape_markdown(rubric.version)} at {escape_markdown(rubric.created)} in {seconds:.1f} s."
-    )
+
+
+def show_rubric(rubric: Rubric, said: str) -> None:
+    """Every check in a table (the figure it measured, the rule it is held to, what it guards against), with
+    `said` (when and where the rubric was measured, markdown) above it and the named fallback below."""
+    st.caption(said)
     table = pd.DataFrame([{**row, "guards against": GUARDS.get(row["check"], "")} for row in rubric.table()])
-    # st.table shows every row and wraps every cell (a rubric is read in full); its cells are markdown, so escaped
-    st.table(table[RUBRIC_COLUMNS].set_index("check").map(escape_markdown))
+    failed = sum(not c.passed for c in rubric.checks)
+    with st.expander(
+        f"Every check: its figure, its rule, what it guards against ({failed} failed)", expanded=failed > 0
+    ):
+        # st.table shows every row and wraps every cell (a rubric is read in full); its cells are markdown, so escaped
+        st.table(table[RUBRIC_COLUMNS].set_index("check").map(escape_markdown))
     if rubric.fallback:
         kind, order, version = (escape_markdown(rubric.fallback[k]) for k in ("kind", "order", "version"))
         threshold = rubric.fallback.get("threshold")
@@ -110,35 +145,20 @@ def gate_table(figures: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show_gate_baselines(check: ReleaseCheck) -> None:
-    """The gate's own figures against the baselines: keystrokes saved with their intervals (the chart), the
-    table of every figure beneath it, and the verdict of the keystrokes check in the chart's summary."""
-    rubric = check.rubric
-    st.subheader("The gate's figures against the baselines")
+def gate_chart(rubric: Rubric) -> bool:
+    """The gate's own figures against the baselines as the page's picture: keystrokes saved per 100 characters of
+    the rule, the n-gram and the transformer with their 95% intervals, the keystrokes check's verdict in the
+    summary and every figure in the table beneath. False (nothing drawn) when the rubric holds no such figures."""
     figures = gate_figures(rubric.summary)
     if not figures:
-        st.info("This rubric holds no figures against the baselines (the checks that measure them did not run).")
-        return
-    ev = rubric.summary.get("evaluation", {})
-    st.markdown(
-        "These are the numbers the two **beats baselines** checks decided on, measured by the same evaluation as "
-        "`python -m core evaluate --compare`: every predictor types the same held-out documents with the one "
-        "suggestion policy, the transformer at the threshold its bundle records, each baseline at the threshold "
-        "tuned for it on the validation documents. The keystrokes check passes only when the transformer's 95% "
-        "interval lies wholly above both baselines' (intervals by bootstrap over documents)."
-    )
-    st.caption(
-        f"Caps of the gate's evaluation: {ev.get('max_positions', 0):,} scored positions, "
-        f"{ev.get('typing_chars', 0):,} characters of simulated typing in stretches of "
-        f"{ev.get('segment_chars', 0):,}, seed {ev.get('seed', 0)}."
-    )
+        return False
     names = list(figures)
     keys = [float(f["keystrokes_saved_per_100"]) for f in figures.values()]
     cis = [f.get("keystrokes_saved_ci") for f in figures.values()]  # [low, high] or None
     fig = charts.bars(
         names,
         keys,
-        title="Keystrokes saved per 100 characters, as served (the release gate's figures)",
+        title="Keystrokes saved per 100 characters, as served (the gate's figures)",
         y_title="keystrokes saved per 100 chars",
         x_title="predictor",
         value_format=".2f",
@@ -157,14 +177,37 @@ def show_gate_baselines(check: ReleaseCheck) -> None:
             arrayminus=[0.0 if ci is None else k - ci[0] for ci, k in zip(cis, keys)],
         ),
     )
-    verdict = next((c for c in rubric.checks if c.name == "beats baselines: keystrokes"), None)
-    said = "" if verdict is None else f" ({'pass' if verdict.passed else 'FAIL'}: {verdict.detail})"
+    fig.update_layout(height=PICTURE_PX)
+    check = next((c for c in rubric.checks if c.name == "beats baselines: keystrokes"), None)
+    said = "" if check is None else f" ({'pass' if check.passed else 'FAIL'}: {check.detail})"
     summary = "Keystrokes saved per 100 characters with 95% intervals: " + "; ".join(
         f"{name} {k:.2f} " + ("[no interval]" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]")
         for name, k, ci in zip(names, keys, cis)
     )
-    table = gate_table(figures)
-    chart(fig, table, escape_markdown(summary + said + "."), key="rel_gate_baselines", table_open=True)
+    chart(fig, gate_table(figures), escape_markdown(summary + said + "."), key="rel_gate_baselines")
+    return True
+
+
+def gate_notes(rubric: Rubric) -> None:
+    """How the gate's figures against the baselines were measured (the picture's chart shows them), and the
+    evaluation's warnings."""
+    if not gate_figures(rubric.summary):
+        st.info("This rubric holds no figures against the baselines (the checks that measure them did not run).")
+        return
+    ev = rubric.summary.get("evaluation", {})
+    st.markdown(
+        "**The gate's figures against the baselines** (the chart at the top) are the numbers the two **beats "
+        "baselines** checks decided on, measured by the same evaluation as `python -m core evaluate --compare`: "
+        "every predictor types the same held-out documents with the one suggestion policy, the transformer at the "
+        "threshold its bundle records, each baseline at the threshold tuned for it on the validation documents. The "
+        "keystrokes check passes only when the transformer's 95% interval lies wholly above both baselines' "
+        "(intervals by bootstrap over documents)."
+    )
+    st.caption(
+        f"Caps of the gate's evaluation: {ev.get('max_positions', 0):,} scored positions, "
+        f"{ev.get('typing_chars', 0):,} characters of simulated typing in stretches of "
+        f"{ev.get('segment_chars', 0):,}, seed {ev.get('seed', 0)}."
+    )
     for w in rubric.summary.get("warnings", []):
         st.warning(escape_markdown(w))
 

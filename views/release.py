@@ -7,11 +7,12 @@ import streamlit as st
 
 from core.model import run_record
 from core.model.bundle import BundleError
-from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, CorpusError, corpus_from_text
+from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.release.evaluation import EvalConfig, evaluate_bundle
 from core.release.gate import ReleasePolicy, check_release
-from ui import cost_view, models, registry_view, release_actions, teacher
-from ui.rubric import show_comparison, show_gate_baselines, show_rubric
+from core.release.rubric import Rubric
+from ui import cost_view, layout, models, registry_view, release_actions, teacher
+from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 from ui.text import escape_markdown
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
@@ -73,30 +74,78 @@ def run_checks(bundle, corpus, key: tuple):
     return check
 
 
-def rubric_section(bundle, corpus, key: tuple) -> None:
-    st.header("1. The release checks")
+def shown_rubric(bundle, key: tuple) -> tuple[Rubric, str] | None:
+    """(the rubric the page shows, when and where it was measured): this session's check of `key` when it has run,
+    else the one a check recorded for the same version (ui.rubric.recorded), else None."""
+    cached = st.session_state.get(CHECKS_KEY, {}).get(key)
+    if cached is not None:
+        check, seconds = cached
+        said = (
+            f"Checked version {escape_markdown(check.rubric.version)} in this session at "
+            f"{escape_markdown(check.rubric.created)} in {seconds:.1f} s."
+        )
+        return check.rubric, said
+    found = recorded(bundle, REGISTRY)
+    if found is None:
+        return None
+    rubric, where = found
+    said = (
+        f"The checks of version {escape_markdown(rubric.version)} as {where}, at {escape_markdown(rubric.created)}; "
+        "**Run the release checks** measures them again."
+    )
+    return rubric, said
+
+
+def picture(bundle, corpus, key: tuple) -> None:
+    """The gate's verdict, the button that measures it again, and the comparison it decides on (keystrokes saved by
+    the three predictors, with intervals): the page's picture. The verdict sits in a row above the chart, not in
+    a column beside it, so that it stays on the first screen when projector mode stacks a chart's columns."""
+    with layout.picture():
+        button, said = st.columns([1, 3], vertical_alignment="center")
+        with button:
+            if st.button(
+                "Run the release checks",
+                key="rel_run_checks",
+                type="primary",
+                help="Verifies the bundle, runs the leak detectors and trains the rule and n-gram baselines to compare",
+            ):
+                run_checks(bundle, corpus, key)
+        shown = shown_rubric(bundle, key)
+        with said:
+            if shown is None:
+                st.info(
+                    f"The checks have not run for version {escape_markdown(bundle.version)} in this session yet. "
+                    "Press **Run the release checks** (it retrains both baselines and types the held-out text with "
+                    "each predictor, so it takes a while)."
+                )
+            else:
+                verdict(shown[0])
+        if shown is not None:
+            st.caption(shown[1])
+            if not gate_chart(shown[0]):
+                st.info("This rubric holds no figures against the baselines: the checks that measure them did not run.")
+
+
+def rubric_section(bundle, key: tuple) -> None:
     st.markdown(
         "The gate is a list of checks, each with the figure it measured and the rule it is held to. One failed "
         "check refuses the release. They run on the bundle as it is on disk and write nothing into it. The "
         "policy is the same one `python -m core release promote` applies: this page cannot waive a check."
     )
-    if st.button(
-        "Run the release checks",
-        key="rel_run_checks",
-        type="primary",
-        help="Verifies the bundle, runs the leak detectors and trains the rule and n-gram baselines to compare",
-    ):
-        run_checks(bundle, corpus, key)
-    cached = st.session_state.get(CHECKS_KEY, {}).get(key)
-    if cached is None:
-        st.info(
-            f"The checks have not run for version {escape_markdown(bundle.version)} in this session yet. "
-            "Press **Run the release checks** (it retrains both baselines and types the held-out text with each "
-            "predictor, so it takes a while)."
-        )
+    shown = shown_rubric(bundle, key)
+    if shown is None:
+        st.info("Press **Run the release checks** at the top: the table of every check appears here.")
         return
-    show_rubric(*cached)
-    show_gate_baselines(cached[0])
+    show_rubric(*shown)
+    gate_notes(shown[0])
+
+
+def tradeoff_section() -> None:
+    """The suggestion threshold's trade-off (issue 28 builds it in ui/tradeoff_view.py; the lead wires it in here)."""
+    st.caption(
+        "How the suggestion threshold trades keystrokes saved against suggestions that are wrong: the decision "
+        "curve of the selected version goes here."
+    )
 
 
 @st.dialog("Promote a version for the whole class", width="medium", on_dismiss=teacher.close_confirmation)
@@ -131,14 +180,13 @@ def rollback_dialog(reg: Path, target: str) -> None:
 
 
 def actions_section(bundle, corpus, key, reg: Path) -> None:
-    st.header("2. Promote or roll back")
     st.markdown(
-        "**Promote** runs the checks above (or reuses them when they have run) and, only if every check passes, "
+        "**Promote** runs the release checks (or reuses them when they have run) and, only if every check passes, "
         "installs a read-only copy of the bundle with its rubric and its named fallback as a new version, then "
         "switches `current` to it. A refused bundle is left where it was, and `current` does not move. "
         "**Roll back** switches `current` to the version that was current before it. Each asks you to confirm, "
         "naming the version the class will be served, and for the reason; both append one line to the "
-        "registry's log (with this session's id and the reason), shown below after you confirm."
+        "registry's log (with this session's id and the reason), shown here and in the Registry tab."
     )
     unlocked = teacher.gate("promote and rollback")
     previous = release_actions.previous_version(reg)
@@ -177,10 +225,9 @@ def actions_section(bundle, corpus, key, reg: Path) -> None:
 
 
 def registry_section(reg: Path) -> None:
-    st.header("3. The registry")
     st.markdown(
-        f"The registry lives in `{str(reg).replace('`', '')}`. Each promoted version is an immutable copy of its "
-        "bundle, stored with the rubric it passed and its **named fallback**: an n-gram baseline trained on the "
+        "The registry is a folder on the server (`LAB_REGISTRY_DIR`). Each promoted version is an immutable copy of "
+        "its bundle, stored with the rubric it passed and its **named fallback**: an n-gram baseline trained on the "
         "same training documents. It is *named* because the rubric records exactly which one (kind, order, "
         "version), so the team knows what users get when the transformer cannot be served. `current` points at "
         "the version the app serves."
@@ -196,7 +243,6 @@ def registry_section(reg: Path) -> None:
 
 
 def comparison_section(bundle, corpus, key: tuple) -> None:
-    st.header("4. Quick preview against the baselines, slice by slice")
     st.markdown(
         "Before trusting a model's complexity, compare it with simpler ones on the same held-out positions: a "
         "**rule** (complete the most frequent training word) and an **n-gram** (the named fallback). Averages hide "
@@ -207,7 +253,7 @@ def comparison_section(bundle, corpus, key: tuple) -> None:
     st.caption(
         f"A quick preview, not the gate's figures: at most {COMPARE.max_positions:,} scored positions, "
         f"{COMPARE.typing_chars:,} characters of simulated typing and {COMPARE.latency_samples} latency "
-        f"samples (seed {COMPARE.seed}), so it takes seconds. The release checks (section 1) evaluate with larger "
+        f"samples (seed {COMPARE.seed}), so it takes seconds. The release checks (at the top) evaluate with larger "
         "caps, and their figures, not these, decide. Latency is wall-clock time on this shared machine and changes "
         "from run to run."
     )
@@ -238,22 +284,55 @@ def comparison_section(bundle, corpus, key: tuple) -> None:
 
 # ---- the page ------------------------------------------------------------------------------------
 
-st.title("Release")
-st.markdown(
-    "A team is about to serve autocomplete from a model it trained. Before users see it, the model goes through "
-    "a **release gate**: checks that catch the failures a loss curve hides (a model that reads the future, a cache "
-    "that drifts, a model that is no better than a simple baseline). Models that pass are **promoted** into a "
-    "registry with a **named fallback**; a bad release can be **rolled back**. The checks, the registry and the "
-    "comparison below are for the bundle selected in the sidebar."
-)
-
 REGISTRY = models.REGISTRY_DIR  # LAB_REGISTRY_DIR, default <repo>/registry (ui.models)
+
+
+def source_name(source: object) -> str:
+    """The training text as a learner may see it: the named corpus or the upload's name, never a server path."""
+    text = str(source)
+    return text if text in (STDLIB_SOURCE, PYDOC_SOURCE) or text.startswith("upload:") else Path(text).name
+
+
+def training_text(bundle):
+    """The corpus the held-out checks read: the server's own copy of a run's text, an upload when the bundle's text
+    cannot be read back here, or None (the checks read the text the manifest names)."""
+    kept = kept_corpus(bundle) if needs_text(bundle.manifest) else None
+    if kept is not None:
+        st.caption(
+            f"Held-out text from the run's own record: the training text this server kept beside the bundle "
+            f"({len(kept.documents)} documents, {kept.num_chars:,} characters), split as training split it."
+        )
+        return kept
+    if not needs_text(bundle.manifest):
+        return None
+    st.info(
+        "This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "
+        "held-out checks need the same text: upload it here, or run the checks without it (the checks that "
+        "need the text then report that they did not run)."
+    )
+    upload = st.file_uploader(
+        "The bundle's training text (UTF-8)", key="rel_corpus_upload", max_upload_size=MAX_BYTES // 2**20
+    )
+    if upload is not None:
+        try:
+            return corpus_from_text(upload.name, upload.getvalue())
+        except CorpusError as err:
+            st.warning(f"This file cannot be used: {escape_markdown(err)}")
+    return None
+
+
+st.title("Release")
+st.caption(
+    "Before the team's autocomplete serves a model, it passes a **release gate**: checks that catch what a loss "
+    "curve hides (a model that reads the future, a cache that drifts, a model no better than a simple baseline). "
+    "A model that passes is **promoted** into a registry with a **named fallback**; a bad release is **rolled back**."
+)
 bundle = models.selected_bundle()
 corpus, key = None, None
 if bundle is None:
     st.info(
         "No transformer bundle is selected (or the registry is serving its n-gram fallback). Pick a bundle in "
-        "the sidebar, or train one on the Training page, to check and promote it. The registry is below."
+        "the sidebar, or train one on the Training page, to check and promote it. The registry is in its tab below."
     )
 else:
     if not bundle.safe:
@@ -263,36 +342,31 @@ else:
             "The release gate refuses it: run the checks to see the measured causality failure. Promoting it "
             "is refused, and the current version stays where it is."
         )
-    source = bundle.manifest.get("corpus", {}).get("source")
+    name = st.session_state.get("lab_bundle") or "the selected model"
+    source = source_name(bundle.manifest.get("corpus", {}).get("source"))
     st.caption(
-        f"Bundle version {escape_markdown(bundle.version)}, trained on {escape_markdown(source)}, at "
-        f"{escape_markdown(bundle.path)}."
+        f"Version {escape_markdown(bundle.version)} of {escape_markdown(name)}, trained on {escape_markdown(source)}."
     )
-    kept = kept_corpus(bundle) if needs_text(bundle.manifest) else None
-    if kept is not None:
-        corpus = kept
-        st.caption(
-            f"Held-out text from the run's own record: the training text this server kept beside the bundle "
-            f"({len(kept.documents)} documents, {kept.num_chars:,} characters), split as training split it."
-        )
-    elif needs_text(bundle.manifest):
-        st.info(
-            "This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "
-            "held-out checks need the same text: upload it here, or run the checks without it (the checks that "
-            "need the text then report that they did not run)."
-        )
-        upload = st.file_uploader(
-            "The bundle's training text (UTF-8)", key="rel_corpus_upload", max_upload_size=MAX_BYTES // 2**20
-        )
-        if upload is not None:
-            try:
-                corpus = corpus_from_text(upload.name, upload.getvalue())
-            except CorpusError as err:
-                st.warning(f"This file cannot be used: {escape_markdown(err)}")
+    corpus = training_text(bundle)
     key = (bundle.version, str(bundle.path), corpus.fingerprint if corpus else None)
-    rubric_section(bundle, corpus, key)
-actions_section(bundle, corpus, key, REGISTRY)
-registry_section(REGISTRY)
-if bundle is not None:
-    comparison_section(bundle, corpus, key)
-    cost_view.section(bundle, corpus, REGISTRY)
+    picture(bundle, corpus, key)
+
+# The sections beyond the picture, one click away. "Threshold trade-off" is the place of issue 28's decision curve.
+if bundle is not None and key is not None:
+    checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more(
+        ["Release checks", "Threshold trade-off", "Promote or roll back", "Registry", "Quick preview", "What it costs"]
+    )
+    with checks_tab:
+        rubric_section(bundle, key)
+    with tradeoff_tab:
+        tradeoff_section()
+    with preview_tab:
+        comparison_section(bundle, corpus, key)
+    with cost_tab:
+        cost_view.section(bundle, corpus, REGISTRY)
+else:
+    actions_tab, registry_tab = layout.more(["Promote or roll back", "Registry"])
+with actions_tab:
+    actions_section(bundle, corpus, key, REGISTRY)
+with registry_tab:
+    registry_section(REGISTRY)

@@ -45,7 +45,7 @@ def page_env(tmp_path, monkeypatch, fresh_streamlit_caches):
 
 def test_the_cost_is_measured_on_the_button_and_shown_as_a_table_and_a_chart(file_bundle, page_env):
     at = open_page("release", timeout=120, bundle=("bundle under test", file_bundle))
-    assert [h.value for h in at.header][-1] == "5. What it costs"
+    assert [t.label for t in at.tabs][-1] == "What it costs"
     assert not [d for d in at.dataframe if "figure" in d.value.columns]  # nothing timed before the press
     assert any("Measure the cost" in i.value for i in at.info)
     at.button(key="rel_cost").click().run()
@@ -78,5 +78,5 @@ def test_a_bundle_whose_text_is_gone_gets_a_warning(trained_bundle_path, page_en
     at.button(key="rel_cost").click().run()
     assert not at.exception, [e.value for e in at.exception]
     [warning] = [w.value for w in at.warning if "The cost could not be measured" in w.value]
-    assert "cannot be read back" in warning and "upload the bundle's training text above" in warning
+    assert "cannot be read back" in warning and "upload the bundle's training text at the top of the page" in warning
     assert not [d for d in at.dataframe if "figure" in d.value.columns]
