@@ -14,7 +14,7 @@ from core.release.eval_report import SLICE_FAMILIES
 from core.release.held_out import held_out
 from core.telemetry import monitor, traffic
 from core.telemetry.store import SURFACES, StoreError
-from ui import charts, models, teacher
+from ui import charts, layout, models, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store
 from ui.text import escape_markdown
@@ -22,6 +22,7 @@ from ui.text import escape_markdown
 MAX_SYNTHETIC = 2000  # suggestions one fill serves at most: a minute or two on the shipped model
 FILLED_KEY = "mon_filled"  # session state: what the last fill did, shown after its rerun
 KINDS = {"Suggestions": "suggestion", "Completions": "completion"}
+PICTURE_PX = 360  # the live chart opens the page: on the first screen under the controls, projected too
 
 
 def figure_text(value, fmt: str = ".3f") -> str:
@@ -53,19 +54,62 @@ def _reference(version: str, _source) -> tuple[tuple[float, ...] | None, str | N
     return result.top1, None
 
 
+def requests_over_time(figures: monitor.Figures | None, kind: str) -> None:
+    """The live picture: requests per time bucket and version. With nothing recorded yet it is the same chart,
+    empty, saying what fills it: the class watches it fill as suggestions are served."""
+    width = figures.width if figures is not None and figures.events else "minute"
+    timeline = figures.over_time if figures is not None and figures.events else []
+    buckets = sorted({h.bucket for h in timeline if h.bucket is not None})  # over time: every row has its bucket
+    per = {(h.version, h.bucket): h for h in timeline}
+    fig = charts.grouped_bars(
+        buckets,
+        {v: [per[(v, b)].requests if (v, b) in per else 0 for b in buckets] for v in versions},
+        title=f"Requests per {width} (UTC)",
+        y_title="requests",
+        fmt="d",
+    )
+    fig.update_layout(height=PICTURE_PX)
+    if not buckets:
+        fig.add_annotation(
+            text=f"No {kind} requests recorded yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False
+        )
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+    table = pd.DataFrame(
+        [
+            {
+                "version": h.version,
+                f"{width} (UTC)": h.bucket,
+                "requests": h.requests,
+                "errors": h.errors,
+                "latency p50 ms": h.latency_p50_ms,
+                "latency p95 ms": h.latency_p95_ms,
+            }
+            for h in timeline
+        ],
+        columns=["version", f"{width} (UTC)", "requests", "errors", "latency p50 ms", "latency p95 ms"],
+    )
+    summary = (
+        f"Requests in {len(buckets)} {width}(s) from {buckets[0]} to {buckets[-1]} UTC."
+        if buckets
+        else f"No {kind} requests recorded yet for these settings."
+    )
+    chart(fig, table, summary, key="mon_over_time")
+
+
 st.title("Monitoring")
-st.markdown(
-    "Every suggestion the Autocomplete page and `python -m core suggest` serve is recorded in the telemetry "
-    "database with the **exact model version** that served it, so the versions can be compared side by side: how "
-    "the service held up, what it was asked, what it predicted, and what the learners then typed. Only lengths "
-    "and salted hashes of the text are kept, never the text itself (unless whoever runs the server turned that on)."
+st.caption(
+    "Every suggestion the Autocomplete page and `python -m core suggest` serve is recorded with the **exact model "
+    "version** that served it, so versions compare side by side: how the service held up, what it was asked, what "
+    "it predicted, what the learners then typed. Only lengths and salted hashes of the text are kept, never the text "
+    "itself (unless whoever runs the server turned that on)."
 )
 store = telemetry_store()
 left, right = st.columns(2)
 kind = KINDS[left.radio("Requests", list(KINDS), key="mon_kind", horizontal=True)]
 surfaces = right.multiselect(
     "Where they were served", list(SURFACES), default=list(SURFACES), key="mon_surfaces",
-    help="page: the Autocomplete page; cli: python -m core; synthetic: replayed held-out text (below)",
+    help="page: the Autocomplete page; cli: python -m core; synthetic: replayed held-out text (a tab below)",
 )  # fmt: skip
 figures = None
 try:
@@ -81,11 +125,12 @@ if not health.ok:
         f"{health.skipped} were skipped since it started; the last reason: {escape_markdown(health.last_error)}."
     )
 versions = [] if figures is None else figures.versions
+with layout.picture():
+    requests_over_time(figures, kind)
 if figures is not None and figures.events == 0:
     st.info(
-        f"Nothing recorded yet for these settings in `{escape_markdown(health.path)}`. Suggestions served on the "
-        "Autocomplete page or by `python -m core suggest` fill it, as does **Fill with synthetic traffic** at the "
-        "bottom of this page (teachers)."
+        "Nothing recorded yet for these settings in the telemetry database. Suggestions served on the Autocomplete "
+        "page or by `python -m core suggest` fill it, as does **Fill with synthetic traffic** (teachers, in its tab)."
     )
 elif figures is not None:
     st.caption(
@@ -93,270 +138,250 @@ elif figures is not None:
         f"(the most recent {monitor.MAX_READ:,} at most)."
     )
 
-    st.header("Health")
-    table = pd.DataFrame(
-        [
-            {
-                "version": h.version,
-                "requests": h.requests,
-                "errors": h.errors,
-                "error rate": h.error_rate,
-                "latency p50 ms": h.latency_p50_ms,
-                "latency p95 ms": h.latency_p95_ms,
-            }
-            for h in figures.health
-        ]
-    )
-    chart(
-        charts.grouped_bars(
-            ["p50", "p95"],
-            {r["version"]: [r["latency p50 ms"], r["latency p95 ms"]] for _, r in table.iterrows()},
-            title="Latency per request (nearest-rank percentiles)",
-            y_title="milliseconds",
-            fmt=".1f",
-        ),
-        table,
-        "; ".join(
-            f"version {escape_markdown(r['version'])}: {r['requests']} requests, {r['errors']} errors, latency p50 "
-            f"{r['latency p50 ms']:.1f} ms, p95 {r['latency p95 ms']:.1f} ms"
-            for _, r in table.iterrows()
-        )
-        + ".",
-        key="mon_health",
-        table_open=True,
-    )
-    width, timeline = figures.width, figures.over_time
-    buckets = sorted({h.bucket for h in timeline})
-    per = {(h.version, h.bucket): h for h in timeline}
-    chart(
-        charts.grouped_bars(
-            buckets,
-            {v: [per[(v, b)].requests if (v, b) in per else 0 for b in buckets] for v in versions},
-            title=f"Requests per {width} (UTC)",
-            y_title="requests",
-            fmt="d",
-        ),
-        pd.DataFrame(
+SECTIONS = ["Health", "Input quality", "Prediction distributions", "Outcomes", "Slices", "Drift"]
+FILL = "Fill with synthetic traffic"
+labels = [*(SECTIONS if figures is not None and figures.events else []), FILL]
+tabs = dict(zip(labels, layout.more(labels)))
+if figures is not None and figures.events:
+    with tabs["Health"]:
+        table = pd.DataFrame(
             [
                 {
                     "version": h.version,
-                    f"{width} (UTC)": h.bucket,
                     "requests": h.requests,
                     "errors": h.errors,
+                    "error rate": h.error_rate,
                     "latency p50 ms": h.latency_p50_ms,
                     "latency p95 ms": h.latency_p95_ms,
                 }
-                for h in timeline
+                for h in figures.health
             ]
-        ),  # fmt: skip
-        f"Requests in {len(buckets)} {width}(s) from {buckets[0]} to {buckets[-1]} UTC.",
-        key="mon_over_time",
-    )
-
-    st.header("Input quality")
-    quality = figures.input_quality
-    chart(
-        charts.grouped_bars(
-            ["with unseen characters", "cut to the context"],
-            {q.version: [q.share_unseen, q.share_truncated] for q in quality},
-            title="Share of prompts the model could not read whole",
-            y_title="share of requests",
-        ),
-        pd.DataFrame(
-            [
-                {
-                    "version": q.version,
-                    "requests": q.requests,
-                    "mean prompt chars": q.mean_prompt_chars,
-                    "share with unseen chars": q.share_unseen,
-                    "share truncated": q.share_truncated,
-                }
-                for q in quality
-            ]
-        ),  # fmt: skip
-        "; ".join(
-            f"version {escape_markdown(q.version)}: mean prompt {q.mean_prompt_chars:.1f} characters, "
-            f"{q.share_unseen:.1%} with characters outside the vocabulary, {q.share_truncated:.1%} cut to the context"
-            for q in quality
         )
-        + ".",
-        key="mon_quality",
-    )
-
-    st.header("Prediction distributions")
-    predictions = figures.predictions
-    chart(
-        charts.grouped_bars(
-            monitor.BIN_LABELS,
-            {p.version: list(monitor.shares(p.histogram)) for p in predictions},
-            title="Top-1 probability of the next character",
-            y_title="share of requests",
-            x_title="top-1 probability",
-            fmt=".2f",
-        ),
-        pd.DataFrame(
-            [
-                {"version": p.version, "top-1 bin": label, "requests": count, "share": share}
-                for p in predictions
-                for label, count, share in zip(monitor.BIN_LABELS, p.histogram, monitor.shares(p.histogram))
-            ]
-        ),
-        "; ".join(
-            f"version {escape_markdown(p.version)}: mean top-1 {figure_text(p.mean_top1)}, mean entropy "
-            f"{figure_text(p.mean_entropy_nats)} nats, shown (clearing the threshold) {figure_text(p.shown_rate)}"
-            for p in predictions
-        )
-        + ".",
-        key="mon_predictions",
-    )
-
-    st.header("Outcomes")
-    st.markdown(
-        "A shown suggestion's outcome matures when the next text decides it: **accepted** when the text goes on "
-        "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured."
-    )
-    results = figures.outcomes
-    chart(
-        charts.grouped_bars(
-            ["acceptance rate"],
-            {o.version: [o.acceptance_rate] for o in results},
-            title="Acceptance rate of shown suggestions",
-            y_title="accepted / matured",
-        ),
-        pd.DataFrame(
-            [
-                {
-                    "version": o.version,
-                    "shown": o.shown,
-                    "matured": o.matured,
-                    "accepted": o.accepted,
-                    "typed other": o.typed_other,
-                    "acceptance rate": o.acceptance_rate,
-                }
-                for o in results
-            ]
-        ),  # fmt: skip
-        "; ".join(
-            f"version {escape_markdown(o.version)}: {o.accepted} of {o.matured} matured shown suggestions accepted "
-            f"(acceptance rate {figure_text(o.acceptance_rate)})"
-            for o in results
-        )
-        + ".",
-        key="mon_outcomes",
-        table_open=True,
-    )
-
-    st.header("Slices")
-    family = st.selectbox("Slice family (as in the evaluation)", SLICE_FAMILIES, key="mon_family")
-    found = figures.slices[family]
-    names = list(dict.fromkeys(s.name for s in found))
-    cell = {(s.version, s.name): s for s in found}
-    chart(
-        charts.grouped_bars(
-            names,
-            {v: [cell[(v, n)].acceptance_rate if (v, n) in cell else None for n in names] for v in versions},
-            title=f"Acceptance rate by {family}",
-            y_title="accepted / matured",
-            x_title=family,
-        ),
-        pd.DataFrame(
-            [
-                {
-                    "version": s.version,
-                    "slice": f"{s.family}={s.name}",
-                    "requests": s.requests,
-                    "shown": s.shown,
-                    "matured": s.matured,
-                    "accepted": s.accepted,
-                    "acceptance rate": s.acceptance_rate,
-                    "mean top-1": s.mean_top1,
-                }
-                for s in found
-            ]
-        ),  # fmt: skip
-        f"Acceptance rate of shown suggestions in {len(names)} {escape_markdown(family)} slice(s) per version; the "
-        "table lists the requests and outcomes behind each.",
-        key="mon_slices",
-        table_open=True,
-    )
-
-    st.header("Drift")
-    st.markdown(
-        "The selected model's live top-1 probabilities against its **release-time reference**: its held-out "
-        f"documents replayed through the same serving path ({monitor.REFERENCE_EVENTS} suggestions, seed "
-        f"{monitor.REFERENCE_SEED}). **The rule:** {monitor.DRIFT_RULE}"
-    )
-    source = models.selected_served()
-    if source is None:
-        st.info("No model is selected, so there is no version to compare: pick one in the sidebar.")
-    else:
-        live = figures.top1.get(source.version, [])
-        if not live:
-            st.info(
-                f"The selected version `{escape_markdown(source.version)}` has no live {kind} events in these "
-                "settings yet: the drift figure appears once it has."
+        chart(
+            charts.grouped_bars(
+                ["p50", "p95"],
+                {r["version"]: [r["latency p50 ms"], r["latency p95 ms"]] for _, r in table.iterrows()},
+                title="Latency per request (nearest-rank percentiles)",
+                y_title="milliseconds",
+                fmt=".1f",
+            ),
+            table,
+            "; ".join(
+                f"version {escape_markdown(r['version'])}: {r['requests']} requests, {r['errors']} errors, latency p50 "
+                f"{r['latency p50 ms']:.1f} ms, p95 {r['latency p95 ms']:.1f} ms"
+                for _, r in table.iterrows()
             )
-        else:
-            reference, problem = _reference(source.version, source)
-            found_drift = monitor.drift(live, reference)
-            chart(
-                charts.grouped_bars(
-                    monitor.BIN_LABELS,
-                    {"live": found_drift.live_shares, "release-time reference": found_drift.reference_shares},
-                    title=f"Top-1 probability: live against release time ({charts.plain(source.version)})",
-                    y_title="share of requests",
-                    x_title="top-1 probability",
-                    fmt=".2f",
-                ),
-                pd.DataFrame(
+            + ".",
+            key="mon_health",
+            table_open=True,
+        )
+    with tabs["Input quality"]:
+        quality = figures.input_quality
+        chart(
+            charts.grouped_bars(
+                ["with unseen characters", "cut to the context"],
+                {q.version: [q.share_unseen, q.share_truncated] for q in quality},
+                title="Share of prompts the model could not read whole",
+                y_title="share of requests",
+            ),
+            pd.DataFrame(
+                [
                     {
-                        "top-1 bin": monitor.BIN_LABELS,
-                        "live share": found_drift.live_shares,
-                        "reference share": found_drift.reference_shares,
+                        "version": q.version,
+                        "requests": q.requests,
+                        "mean prompt chars": q.mean_prompt_chars,
+                        "share with unseen chars": q.share_unseen,
+                        "share truncated": q.share_truncated,
                     }
-                ),  # fmt: skip
-                f"PSI {figure_text(found_drift.psi)} over {found_drift.live} live and {found_drift.reference} "
-                "release-time suggestions.",
-                key="mon_drift",
+                    for q in quality
+                ]
+            ),  # fmt: skip
+            "; ".join(
+                f"version {escape_markdown(q.version)}: mean prompt {q.mean_prompt_chars:.1f} characters, "
+                f"{q.share_unseen:.1%} with characters outside the vocabulary, "
+                f"{q.share_truncated:.1%} cut to the context"
+                for q in quality
             )
-            show = {"warning": st.warning, "stable": st.success}.get(found_drift.verdict, st.info)
-            show(escape_markdown(found_drift.message))
-            if problem:
-                st.caption(f"Why there is no reference: {escape_markdown(problem)}")
+            + ".",
+            key="mon_quality",
+        )
 
-if figures is not None:
-    st.header("Fill with synthetic traffic")
-    st.markdown(
-        "Replays held-out text of the model selected in the sidebar (the served version, or any bundle listed "
-        "there) as typing: seeded users are served a suggestion at every position, accept it exactly when the "
-        "text goes on with it, and every suggestion is recorded (surface *synthetic*) with its true outcome."
-    )
-    done = st.session_state.pop(FILLED_KEY, None)
-    if done:
-        st.success(escape_markdown(done))
-    if teacher.gate("synthetic fills", why="write into the database every figure on this page comes from"):
-        cols = st.columns(3)
-        count = cols[0].number_input("Suggestions", 1, MAX_SYNTHETIC, 200, 50, key="mon_fill_count")
-        seed = cols[1].number_input("Seed", 0, 2**31 - 1, 1, 1, key="mon_fill_seed")
-        sessions = cols[2].number_input("Simulated users", 1, 20, 3, 1, key="mon_fill_sessions")
-        if st.button("Fill with synthetic traffic", key="mon_fill", type="primary"):
-            source = models.selected_served()
-            if source is None:
-                st.warning("No model is selected: pick one in the sidebar first.")
+    with tabs["Prediction distributions"]:
+        predictions = figures.predictions
+        chart(
+            charts.grouped_bars(
+                monitor.BIN_LABELS,
+                {p.version: list(monitor.shares(p.histogram)) for p in predictions},
+                title="Top-1 probability of the next character",
+                y_title="share of requests",
+                x_title="top-1 probability",
+                fmt=".2f",
+            ),
+            pd.DataFrame(
+                [
+                    {"version": p.version, "top-1 bin": label, "requests": count, "share": share}
+                    for p in predictions
+                    for label, count, share in zip(monitor.BIN_LABELS, p.histogram, monitor.shares(p.histogram))
+                ]
+            ),
+            "; ".join(
+                f"version {escape_markdown(p.version)}: mean top-1 {figure_text(p.mean_top1)}, mean entropy "
+                f"{figure_text(p.mean_entropy_nats)} nats, shown (clearing the threshold) {figure_text(p.shown_rate)}"
+                for p in predictions
+            )
+            + ".",
+            key="mon_predictions",
+        )
+
+    with tabs["Outcomes"]:
+        st.markdown(
+            "A shown suggestion's outcome matures when the next text decides it: **accepted** when the text goes on "
+            "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured."
+        )
+        results = figures.outcomes
+        chart(
+            charts.grouped_bars(
+                ["acceptance rate"],
+                {o.version: [o.acceptance_rate] for o in results},
+                title="Acceptance rate of shown suggestions",
+                y_title="accepted / matured",
+            ),
+            pd.DataFrame(
+                [
+                    {
+                        "version": o.version,
+                        "shown": o.shown,
+                        "matured": o.matured,
+                        "accepted": o.accepted,
+                        "typed other": o.typed_other,
+                        "acceptance rate": o.acceptance_rate,
+                    }
+                    for o in results
+                ]
+            ),  # fmt: skip
+            "; ".join(
+                f"version {escape_markdown(o.version)}: {o.accepted} of {o.matured} matured shown suggestions accepted "
+                f"(acceptance rate {figure_text(o.acceptance_rate)})"
+                for o in results
+            )
+            + ".",
+            key="mon_outcomes",
+            table_open=True,
+        )
+
+    with tabs["Slices"]:
+        family = st.selectbox("Slice family (as in the evaluation)", SLICE_FAMILIES, key="mon_family")
+        found = figures.slices[family]
+        names = list(dict.fromkeys(s.name for s in found))
+        cell = {(s.version, s.name): s for s in found}
+        chart(
+            charts.grouped_bars(
+                names,
+                {v: [cell[(v, n)].acceptance_rate if (v, n) in cell else None for n in names] for v in versions},
+                title=f"Acceptance rate by {family}",
+                y_title="accepted / matured",
+                x_title=family,
+            ),
+            pd.DataFrame(
+                [
+                    {
+                        "version": s.version,
+                        "slice": f"{s.family}={s.name}",
+                        "requests": s.requests,
+                        "shown": s.shown,
+                        "matured": s.matured,
+                        "accepted": s.accepted,
+                        "acceptance rate": s.acceptance_rate,
+                        "mean top-1": s.mean_top1,
+                    }
+                    for s in found
+                ]
+            ),  # fmt: skip
+            f"Acceptance rate of shown suggestions in {len(names)} {escape_markdown(family)} slice(s) per version; the "
+            "table lists the requests and outcomes behind each.",
+            key="mon_slices",
+            table_open=True,
+        )
+
+    with tabs["Drift"]:
+        st.markdown(
+            "The selected model's live top-1 probabilities against its **release-time reference**: its held-out "
+            f"documents replayed through the same serving path ({monitor.REFERENCE_EVENTS} suggestions, seed "
+            f"{monitor.REFERENCE_SEED}). **The rule:** {monitor.DRIFT_RULE}"
+        )
+        source = models.selected_served()
+        if source is None:
+            st.info("No model is selected, so there is no version to compare: pick one in the sidebar.")
+        else:
+            live = figures.top1.get(source.version, [])
+            if not live:
+                st.info(
+                    f"The selected version `{escape_markdown(source.version)}` has no live {kind} events in these "
+                    "settings yet: the drift figure appears once it has."
+                )
             else:
-                try:
-                    documents = held_out(source.manifest).val
-                    with st.spinner(f"Serving {int(count)} synthetic suggestions..."):
-                        result = traffic.replay(
-                            source, documents, seed=int(seed), sessions=int(sessions), store=store,
-                            max_events=int(count),
-                        )  # fmt: skip
-                except (CorpusError, ValueError, OSError) as e:
-                    st.warning(f"No synthetic traffic: {escape_markdown(e)}")
+                reference, problem = _reference(source.version, source)
+                found_drift = monitor.drift(live, reference)
+                chart(
+                    charts.grouped_bars(
+                        monitor.BIN_LABELS,
+                        {"live": found_drift.live_shares, "release-time reference": found_drift.reference_shares},
+                        title=f"Top-1 probability: live against release time ({charts.plain(source.version)})",
+                        y_title="share of requests",
+                        x_title="top-1 probability",
+                        fmt=".2f",
+                    ),
+                    pd.DataFrame(
+                        {
+                            "top-1 bin": monitor.BIN_LABELS,
+                            "live share": found_drift.live_shares,
+                            "reference share": found_drift.reference_shares,
+                        }
+                    ),  # fmt: skip
+                    f"PSI {figure_text(found_drift.psi)} over {found_drift.live} live and {found_drift.reference} "
+                    "release-time suggestions.",
+                    key="mon_drift",
+                )
+                show = {"warning": st.warning, "stable": st.success}.get(found_drift.verdict, st.info)
+                show(escape_markdown(found_drift.message))
+                if problem:
+                    st.caption(f"Why there is no reference: {escape_markdown(problem)}")
+
+with tabs[FILL]:
+    if figures is None:
+        st.caption("Synthetic traffic needs a telemetry database that can be read.")
+    else:
+        st.markdown(
+            "Replays held-out text of the model selected in the sidebar (the served version, or any bundle listed "
+            "there) as typing: seeded users are served a suggestion at every position, accept it exactly when the "
+            "text goes on with it, and every suggestion is recorded (surface *synthetic*) with its true outcome."
+        )
+        done = st.session_state.pop(FILLED_KEY, None)
+        if done:
+            st.success(escape_markdown(done))
+        if teacher.gate("synthetic fills", why="write into the database every figure on this page comes from"):
+            cols = st.columns(3)
+            count = cols[0].number_input("Suggestions", 1, MAX_SYNTHETIC, 200, 50, key="mon_fill_count")
+            seed = cols[1].number_input("Seed", 0, 2**31 - 1, 1, 1, key="mon_fill_seed")
+            sessions = cols[2].number_input("Simulated users", 1, 20, 3, 1, key="mon_fill_sessions")
+            if st.button("Fill with synthetic traffic", key="mon_fill", type="primary"):
+                source = models.selected_served()
+                if source is None:
+                    st.warning("No model is selected: pick one in the sidebar first.")
                 else:
-                    st.session_state[FILLED_KEY] = (
-                        f"Served {result.events} synthetic suggestions with version {result.version} "
-                        f"({result.recorded} recorded, {result.shown} shown, {result.accepted} accepted, "
-                        f"{result.errors} errors)."
-                    )
-                    st.rerun()
+                    try:
+                        documents = held_out(source.manifest).val
+                        with st.spinner(f"Serving {int(count)} synthetic suggestions..."):
+                            result = traffic.replay(
+                                source, documents, seed=int(seed), sessions=int(sessions), store=store,
+                                max_events=int(count),
+                            )  # fmt: skip
+                    except (CorpusError, ValueError, OSError) as e:
+                        st.warning(f"No synthetic traffic: {escape_markdown(e)}")
+                    else:
+                        st.session_state[FILLED_KEY] = (
+                            f"Served {result.events} synthetic suggestions with version {result.version} "
+                            f"({result.recorded} recorded, {result.shown} shown, {result.accepted} accepted, "
+                            f"{result.errors} errors)."
+                        )
+                        st.rerun()
