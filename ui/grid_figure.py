@@ -55,17 +55,34 @@ def grid_figure(
     height: int | None = None,
 ) -> go.Figure:
     """Small multiples of `grids` (L x H x (T, T), None = masked), titled 'layer l, head h'; the `selected`
-    (layer, head) is marked in bold as the one enlarged below. `height` caps the figure's height in pixels (the
-    rows share it), so a deep model's grid still fits the page's first screen."""
+    (layer, head), the one enlarged below, is outlined and titled in bold. `height` caps the figure's height in
+    pixels (the rows share it), so a deep model's grid still fits the page's first screen."""
     L, H, T = len(grids), len(grids[0]), len(labels)
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
     layout = copy.deepcopy(_skeleton(L, H, T <= GRID_TICKS_UP_TO))
     if height is not None:
         layout["height"] = min(layout["height"], height)
     layer, h = selected
-    layout["annotations"][layer * H + h]["text"] = f"<b>layer {layer}, head {h} (enlarged below)</b>"
+    # The enlarged head: its title in bold and its map outlined (a longer title would run into its neighbours').
+    n = layer * H + h + 1
+    layout["annotations"][n - 1]["text"] = f"<b>layer {layer}, head {h}</b>"
+    axes = ("x", "y") if n == 1 else (f"x{n}", f"y{n}")
+    layout["shapes"] = [
+        dict(
+            type="rect",
+            xref=f"{axes[0]} domain",
+            yref=f"{axes[1]} domain",
+            x0=-0.03,
+            x1=1.03,
+            y0=-0.03,
+            y1=1.03,
+            line=dict(color=charts.OKABE_ITO[1], width=3),
+        )
+    ]
     layout["title"] = dict(
-        text=f"attention weights of every layer (rows) and head (columns), T = {T}", x=0.0, xanchor="left"
+        text=f"attention weights of every layer (rows) and head (columns), T = {T}; outlined: enlarged below",
+        x=0.0,
+        xanchor="left",
     )
     x, y = list(labels), list(labels)
     cells = [[charts.cells(grids[i][j]) for j in range(H)] for i in range(L)]

@@ -70,12 +70,8 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_
     L, H = model.config.n_layer, model.config.n_head
     fig = figure(at, "attention weights of every layer")
     titles = [a["text"] for a in fig["layout"]["annotations"]]
-    assert titles == [
-        "<b>layer 0, head 0 (enlarged below)</b>",
-        "layer 0, head 1",
-        "layer 1, head 0",
-        "layer 1, head 1",
-    ]
+    assert titles == ["<b>layer 0, head 0</b>", "layer 0, head 1", "layer 1, head 0", "layer 1, head 1"]
+    assert [(s["xref"], s["yref"]) for s in fig["layout"]["shapes"]] == [("x domain", "y domain")]  # outlined
     assert len(fig["data"]) == L * H
     for i, trace in enumerate(fig["data"]):
         layer, head = divmod(i, H)
@@ -99,8 +95,9 @@ def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle
     assert after != before
     assert_causal_weights(after, reference_weights(model, ids, 1, 1).tolist())
     assert "query %{y}<br>key %{x}<br>weight" in enlarged["hovertemplate"]
-    grid_titles = [a["text"] for a in figure(at, "attention weights of every layer")["layout"]["annotations"]]
-    assert grid_titles[3] == "<b>layer 1, head 1 (enlarged below)</b>"
+    grid = figure(at, "attention weights of every layer")["layout"]
+    assert [a["text"] for a in grid["annotations"]][3] == "<b>layer 1, head 1</b>"
+    assert [(s["xref"], s["yref"]) for s in grid["shapes"]] == [("x4 domain", "y4 domain")]  # the 4th map, outlined
 
 
 def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bundle_path, trained_bundle):
