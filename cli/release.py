@@ -23,6 +23,7 @@ from core.release.gate import check_release
 from core.release.ngram import DEFAULT_ORDER
 from core.release.registry import promote, rollback, status
 from core.release.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
+from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost
 
 REGISTRY_HELP = "registry directory (default: LAB_REGISTRY_DIR, else the repository's registry/, as the app's)"
 
@@ -56,6 +57,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--typing-chars", type=int, default=EvalConfig.typing_chars)
     p.add_argument("--latency-samples", type=int, default=EvalConfig.latency_samples)
     p.add_argument("--seed", type=int, default=0, help="seed of the position and segment samples")
+    add_attention_cost(p, "measure the net figure at this price (default: the price the bundle records)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
     p.set_defaults(handler=_run_evaluate)
 
@@ -98,6 +100,22 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_status)
 
 
+def add_attention_cost(p: argparse.ArgumentParser, what: str) -> None:
+    """--attention-cost C: keystrokes a suggestion shown and not taken costs (core.release.utility)."""
+    p.add_argument(
+        "--attention-cost",
+        type=float,
+        default=None,
+        metavar="C",
+        help=f"keystrokes a suggestion shown and not taken costs the typist; {what}; "
+        f"the lab's default price is {DEFAULT_ATTENTION_COST:g}",
+    )
+
+
+def attention_cost_arg(value: float | None) -> float | None:
+    return None if value is None else check_attention_cost(value)  # ValueError: one `error:` line, exit 2
+
+
 def _threads(n: int | None) -> None:
     if n is not None:
         if n < 1:
@@ -115,7 +133,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     )
     with progress_bars(args.json) as progress:
         result = evaluate_bundle(
-            args.bundle, corpus=args.corpus, config=config, with_baselines=args.compare, progress=progress
+            args.bundle,
+            corpus=args.corpus,
+            config=config,
+            with_baselines=args.compare,
+            attention_cost=attention_cost_arg(args.attention_cost),
+            progress=progress,
         )
     for warning in result.report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -135,10 +158,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             ("bits per character", o.bits_per_char, None),
             ("top-1 accuracy", o.top1, o.top1_ci),
             ("top-3 accuracy", o.top3, o.top3_ci),
-            ("keystrokes saved per 100 chars", o.keystrokes_saved_per_100, o.keystrokes_saved_ci),
+            ("net keystrokes saved per 100 chars", o.net_keystrokes_saved_per_100, o.net_keystrokes_saved_ci),
+            ("gross keystrokes saved per 100 chars", o.keystrokes_saved_per_100, o.keystrokes_saved_ci),
             ("acceptance rate of shown suggestions", o.acceptance_rate, o.acceptance_ci),
             ("suggestions shown per 100 chars", o.shown_per_100, None),
             ("suggestion threshold", r.policy["threshold"], None),
+            ("attention cost (keystrokes per suggestion not taken)", r.policy["attention_cost"], None),
         )
     ]
     print(format_table(rows))
@@ -156,6 +181,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                 "shown_per_100",
                 "offered",
                 "acceptance_rate",
+                "net_keystrokes_saved_per_100",
                 "keystrokes_saved_per_100",
             ],
         )

@@ -1,7 +1,9 @@
 """`python -m core suggest` and `python -m core tune`: the one suggestion policy from the command line.
 
     suggest --bundle DIR --prompt TEXT [--json]   the suggestion, its probability, and whether it would be shown
-    tune --bundle DIR [--corpus C]                choose the threshold on the validation documents and record it
+    tune --bundle DIR [--corpus C] [--attention-cost C]   choose the threshold on the validation documents (the
+                                                  most net keystrokes saved at that price) and record both;
+                                                  prints the trade-off table, the chosen threshold marked
 
 The library is core.release.policy (what is offered) and core.release.tuning (the threshold); this module
 only parses arguments and prints. Every suggestion is recorded in the telemetry database (core.telemetry, surface
@@ -15,6 +17,7 @@ import json
 import sys
 
 from cli.progress import progress_bars
+from cli.release import _threads, add_attention_cost, attention_cost_arg, format_table
 from core.release.eval_report import EvalConfig
 from core.release.policy import policy_from_manifest
 from core.release.transformer_predictor import load_predictor
@@ -34,6 +37,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bundle", required=True, help="bundle directory to tune (its manifest is rewritten)")
     p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own corpus)")
     p.add_argument("--typing-chars", type=int, default=EvalConfig.typing_chars)
+    add_attention_cost(p, "tune at this price and record it (default: the price the bundle records)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
     p.set_defaults(handler=_run_tune)
 
@@ -65,13 +69,29 @@ def _run_suggest(args: argparse.Namespace) -> int:
 
 
 def _run_tune(args: argparse.Namespace) -> int:
-    from cli.release import _threads, format_table
-
     _threads(args.threads)
+    cost = attention_cost_arg(args.attention_cost)
     with progress_bars() as progress:
         policy, rows, manifest = tune_bundle(
-            args.bundle, corpus=args.corpus, config=EvalConfig(typing_chars=args.typing_chars), progress=progress
+            args.bundle,
+            corpus=args.corpus,
+            config=EvalConfig(typing_chars=args.typing_chars),
+            attention_cost=cost,
+            progress=progress,
         )
-    print(format_table(rows, ["threshold", "keystrokes_saved_per_100", "shown_per_100", "acceptance_rate"]))
-    print(f"threshold {policy.threshold} recorded in {args.bundle} (version {manifest['version']})")
+    print(tradeoff_table(rows))
+    print(
+        f"threshold {policy.threshold} (the most net keystrokes saved at an attention cost of "
+        f"{policy.attention_cost:g} keystrokes per suggestion shown and not taken) recorded in {args.bundle} "
+        f"(version {manifest['version']})"
+    )
     return 0
+
+
+def tradeoff_table(rows: list[dict]) -> str:
+    """The trade-off against the threshold: net and gross keystrokes saved and suggestions shown per 100
+    characters, the acceptance rate; the chosen row marked with '<-'."""
+    columns = ["threshold", "net_keystrokes_saved_per_100", "keystrokes_saved_per_100", "acceptance_rate"]
+    return format_table(
+        [{**r, "chosen": "<-" if r["chosen"] else ""} for r in rows], columns + ["shown_per_100", "chosen"]
+    )

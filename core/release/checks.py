@@ -5,7 +5,7 @@
     peek_check        the windowed loss against a no-peek loss no model can beat by seeing its target
     canary_check      the loss on shuffled held-out text against the entropy of its characters
     versus_baselines  the loss floor against the n-gram, and the two "beats baselines" checks: a pure function
-                      of the evaluation's MetricSets (the served policy's keystrokes saved, with the intervals)
+                      of the evaluation's MetricSets (the served policy's net keystrokes saved, with the intervals)
 
 Each returns core.release.rubric.CheckResult with its measured figure; core.release.gate's docstring states
 the rules. Shapes use the legend of `core/__init__.py`: B batch, T positions, L context length, V vocabulary.
@@ -210,15 +210,15 @@ class _Figures:
     name: str
     loss: float
     loss_ci: Interval | None
-    keys: float  # keystrokes saved per 100 characters
+    keys: float  # net keystrokes saved per 100 characters (core.release.utility: gross less the attention cost)
     keys_ci: Interval | None
     documents: int
 
 
 def _figures(name: str, m: MetricSet) -> _Figures | None:
-    if m.loss is None or m.keystrokes_saved_per_100 is None:
+    if m.loss is None or m.net_keystrokes_saved_per_100 is None:
         return None
-    return _Figures(name, m.loss, m.loss_ci, m.keystrokes_saved_per_100, m.keystrokes_saved_ci, m.documents)
+    return _Figures(name, m.loss, m.loss_ci, m.net_keystrokes_saved_per_100, m.net_keystrokes_saved_ci, m.documents)
 
 
 def _with_ci(value: float, ci: Interval | None, digits: int) -> str:
@@ -233,9 +233,11 @@ def versus_baselines(
 
       plausible: vs n-gram         loss >= ngram_floor_ratio x the n-gram's loss (a leak, not skill, beats that)
       beats baselines: loss        loss below every baseline's (the better baseline's)
-      beats baselines: keystrokes  the lower end of the transformer's 95% interval of keystrokes saved per 100
-                                   characters above the upper end of EVERY baseline's interval (intervals that do
-                                   not overlap); a missing interval (fewer than MIN_DOCUMENTS documents) fails
+      beats baselines: keystrokes  the lower end of the transformer's 95% interval of NET keystrokes saved per 100
+                                   characters (core.release.utility: less the attention cost of every suggestion
+                                   shown and not taken) above the upper end of EVERY baseline's interval
+                                   (intervals that do not overlap); a missing interval (fewer than MIN_DOCUMENTS
+                                   documents) fails
 
     With policy.require_beats_baseline False the two "beats" checks pass whatever they measure (their rule says
     so). `note` (say, that the threshold was never tuned) ends the keystrokes check's detail."""
@@ -291,9 +293,9 @@ def _keystrokes(me: _Figures, others: list[_Figures], policy: ReleasePolicy, not
     figure = (
         f"{_with_ci(me.keys, me.keys_ci, 2)} vs "
         + ", ".join(f"{f.name} {_with_ci(f.keys, f.keys_ci, 2)}" for f in others)
-        + " per 100 chars"
+        + " net per 100 chars"
     )
-    rule = "95% intervals of keystrokes saved apart: the transformer's lower end above every baseline's upper end"
+    rule = "95% intervals of net keystrokes saved apart: the transformer's lower end above every baseline's upper end"
     tail = f"; {note}" if note else ""
     missing = [f for f in (me, *others) if f.keys_ci is None]
     if me.keys_ci is None or missing:

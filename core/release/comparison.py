@@ -18,16 +18,23 @@ COMPARISON_ROWS = (
     ("bits_per_char", "bits per character", "lower"),
     ("top1", "top-1 accuracy", "higher"),
     ("top3", "top-3 accuracy", "higher"),
-    ("keystrokes_saved_per_100", "keystrokes saved per 100 chars", "higher"),
+    ("net_keystrokes_saved_per_100", "net keystrokes saved per 100 chars", "higher"),
+    ("keystrokes_saved_per_100", "gross keystrokes saved per 100 chars", "higher"),
     ("acceptance_rate", "acceptance rate", "higher"),
     ("shown_per_100", "suggestions shown per 100 chars", ""),
     ("threshold", "suggestion threshold", ""),
+    ("attention_cost", "attention cost (keystrokes per suggestion not taken)", ""),
     ("worst_top1", "worst slice by top-1 (accuracy)", "higher"),
     ("latency.p50_ms", "latency p50 ms per suggestion", "lower"),
     ("latency.p95_ms", "latency p95 ms per suggestion", "lower"),
 )
 # the figures with an interval: the comparison shows "value [low, high]" for them (MetricSet field of the interval)
-INTERVALS = {"loss": "loss_ci", "keystrokes_saved_per_100": "keystrokes_saved_ci", "acceptance_rate": "acceptance_ci"}
+INTERVALS = {
+    "loss": "loss_ci",
+    "net_keystrokes_saved_per_100": "net_keystrokes_saved_ci",
+    "keystrokes_saved_per_100": "keystrokes_saved_ci",
+    "acceptance_rate": "acceptance_ci",
+}
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,8 @@ def comparison_table(reports: Sequence[EvalReport]) -> list[dict]:
 
 def _figure(report: EvalReport, key: str) -> float | None:
     m = report.overall
-    if key == "threshold":
-        return report.policy.get("threshold")
+    if key in ("threshold", "attention_cost"):
+        return report.policy.get(key)
     if key == "worst_top1":
         return next((w.value for w in report.worst if w.metric == "top1"), None)
     if key.startswith("latency."):
@@ -78,8 +85,11 @@ def _figure(report: EvalReport, key: str) -> float | None:
 def summary(report: EvalReport) -> dict:
     """The headline figures of one predictor, as `evaluate --compare --json` prints them."""
     m = report.overall
-    ci = m.keystrokes_saved_ci
+    ci, net_ci = m.keystrokes_saved_ci, m.net_keystrokes_saved_ci
     return {
+        "net_keystrokes_saved_per_100": m.net_keystrokes_saved_per_100,
+        "net_keystrokes_saved_ci": None if net_ci is None else [net_ci.low, net_ci.high],
+        "attention_cost": report.policy.get("attention_cost"),
         "keystrokes_saved_per_100": m.keystrokes_saved_per_100,
         "keystrokes_saved_ci": None if ci is None else [ci.low, ci.high],
         "acceptance_rate": m.acceptance_rate,

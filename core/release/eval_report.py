@@ -65,10 +65,14 @@ class MetricSet:
     accepted: int
     acceptance_rate: float | None  # accepted / shown
     acceptance_ci: Interval | None
-    keystrokes_saved_per_100: float | None
+    keystrokes_saved_per_100: float | None  # gross: every accepted suggestion's k - 1, nothing charged
     keystrokes_saved_ci: Interval | None
     shown_per_100: float | None  # suggestions shown per 100 characters covered
     documents: int  # documents with scored or typed positions in this set
+    # the decision utility (core.release.utility): gross less the attention cost of each suggestion not taken, at
+    # the policy's attention_cost (EvalReport.policy records it); what thresholds are tuned on and the gate decides on
+    net_keystrokes_saved_per_100: float | None = None
+    net_keystrokes_saved_ci: Interval | None = None
 
 
 @dataclass(frozen=True)

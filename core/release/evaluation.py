@@ -16,8 +16,10 @@ Metrics (all on stream positions t >= 1, the token at t predicted from the token
   reaches the predictor's threshold (the transformer's: the one its bundle records; a baseline's: tuned
   here on the validation documents by core.release.tuning, as the transformer's was when it was trained).
   The user accepts exactly when the text goes on with it, one keystroke (Tab) instead of its k characters.
-  Keystrokes saved per 100 characters = 100 * sum(k - 1 over accepted) / characters covered; acceptance
-  rate = accepted / shown; suggestions shown per 100 characters (a wrong suggestion costs attention).
+  Keystrokes saved per 100 characters (gross) = 100 * sum(k - 1 over accepted) / characters covered; net
+  keystrokes saved per 100 characters = the same less the policy's attention_cost for every suggestion shown
+  and not taken (core.release.utility: the figure thresholds are tuned on and the gate decides on); acceptance
+  rate = accepted / shown; suggestions shown per 100 characters.
 * intervals: every one by bootstrap over documents (core.release.bootstrap), since neighbouring characters
   of a document are far from independent.
 * slices: char_class of the target (letter, digit, whitespace, punctuation, end of document), column
@@ -152,7 +154,7 @@ def evaluate_predictor(
     }
     segments = typing_segments(documents, config)
     trace = typing_trace(predictor, ids, segments, policy, progress)
-    typing = simulate_typing(trace, N, segments, policy.threshold)
+    typing = simulate_typing(trace, N, segments, policy.threshold, policy.attention_cost)
     overall = metrics(token, typing, np.ones(N, dtype=bool), document, config)
     slices = tuple(
         SliceMetrics(family, name, metrics(token, typing, labels[family] == name, document, config))
@@ -196,14 +198,25 @@ def evaluate_bundle(
     config: EvalConfig = DEFAULT_EVAL,
     with_baselines: bool = False,
     measure_latency: bool = True,
+    attention_cost: float | None = None,
     progress: Progress | None = None,
 ) -> Evaluation:
     """Evaluate the bundle at `path` (any kind) on its held-out documents, at the threshold it records;
     with_baselines also trains the rule and the n-gram on the same training documents (with the bundle's
     tokenizer), tunes each one's threshold on the validation documents the same way, and evaluates them
-    with the same code and positions. `progress` hears each stage, named by the predictor (core.progress)."""
+    with the same code and positions. The net figure is taken at `attention_cost` (default: the price the
+    bundle records; another price keeps the bundle's threshold, says so, and tunes the baselines at it).
+    `progress` hears each stage, named by the predictor (core.progress)."""
     predictor, manifest = load_predictor(path)
     policy = policy_from_manifest(manifest)
+    priced: tuple[str, ...] = ()
+    if attention_cost is not None and attention_cost != policy.attention_cost:
+        priced = (
+            f"the bundle's threshold {policy.threshold} was chosen at an attention cost of {policy.attention_cost}; "
+            f"measured here at {attention_cost}: run `python -m core tune --attention-cost {attention_cost}` to "
+            "choose one for this price",
+        )
+        policy = policy.with_attention_cost(attention_cost)
     split = held_out(manifest, corpus)
     info = split.describe()
     report = evaluate_predictor(
@@ -214,7 +227,7 @@ def evaluate_bundle(
         measure_latency=measure_latency,
         version=manifest["version"],
         held_out_info=info,
-        warnings=split.warnings + untuned_warning(policy),
+        warnings=split.warnings + untuned_warning(policy) + priced,
         progress=within(progress, f"evaluating the {predictor.kind}"),
     )
     baselines: list[EvalReport] = []

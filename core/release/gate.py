@@ -33,15 +33,16 @@
   plausible: vs n-gram  held-out loss >= 0.25 x the n-gram's: a character model of this size does
                    not get four times better than a 5-gram; a leaking one does.
   beats baselines: loss   lower held-out loss than the better of the rule and the n-gram
-  beats baselines: keystrokes   keystrokes saved per 100 characters as served (core.release.policy, the
-                   one suggestion policy): the lower end of the transformer's 95% interval (bootstrap over
-                   documents) above the upper end of the rule's AND the n-gram's. The transformer is shown
-                   suggestions at the threshold its manifest records (an untuned bundle at the default,
+  beats baselines: keystrokes   net keystrokes saved per 100 characters as served (core.release.policy, the
+                   one suggestion policy; core.release.utility: gross less the attention cost the bundle records
+                   for every suggestion shown and not taken): the lower end of the transformer's 95% interval
+                   (bootstrap over documents) above the upper end of the rule's AND the n-gram's. The transformer
+                   is shown suggestions at the threshold its manifest records (an untuned bundle at the default,
                    and the rubric says so); each baseline, trained on the same training documents, at the
-                   threshold tuned for it on the validation documents (core.release.tuning). The figures are
-                   core.release.evaluation's own (evaluate_predictor), so `python -m core evaluate
-                   --compare` prints the same numbers for the same EvalConfig; the rubric's summary keeps
-                   each predictor's core.release.comparison.summary.
+                   threshold tuned for it at the same price on the validation documents (core.release.tuning).
+                   The figures are core.release.evaluation's own (evaluate_predictor), so `python -m core
+                   evaluate --compare` prints the same numbers for the same EvalConfig; the rubric's summary
+                   keeps each predictor's core.release.comparison.summary.
   named fallback   the n-gram baseline trained on the same split saves and loads back as a bundle
 
 Any failure fails the rubric. The policy and the records are core.release.rubric; the model checks
@@ -242,7 +243,9 @@ def _check_release(
     begin("canary")
     checks.append(canary_check(predictor, split.val, policy))
     overall = {kind: r.overall for kind, r in reports.items() if kind != "transformer"}
-    checks.extend(versus_baselines(reports["transformer"].overall, overall, policy, note="".join(untuned)))
+    price = f"attention cost {served.attention_cost:g} keystrokes per suggestion shown and not taken (the bundle's)"
+    note = "; ".join((price, *untuned))
+    checks.extend(versus_baselines(reports["transformer"].overall, overall, policy, note=note))
     begin("named fallback")
     fallback_check, fallback = _fallback_check(ngram, tuned["ngram"], split)
     checks.append(fallback_check)

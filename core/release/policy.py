@@ -24,8 +24,10 @@ newline and the next line's indentation. Accepting a suggestion costs one keystr
 characters saves k - 1 keystrokes when the text goes on with it, and a cut shorter than min_chars is never
 offered.
 
-The threshold is chosen on the validation documents to maximise keystrokes saved (core.release.tuning) and
-recorded in the bundle's manifest under generation["suggestion"] (`policy_from_manifest`). Probabilities are
+The threshold is chosen on the validation documents to maximise the net keystrokes saved at the policy's
+`attention_cost` (core.release.utility: every suggestion shown and not taken costs that many keystrokes;
+core.release.tuning) and recorded, with that price, in the bundle's manifest under generation["suggestion"]
+(`policy_from_manifest`; a record without a price reads the default, DEFAULT_ATTENTION_COST). Probabilities are
 float64 products of float64 softmax rows. Shapes: V vocabulary size.
 """
 
@@ -37,6 +39,7 @@ from dataclasses import dataclass, replace
 from core.model.sampling import start_ids
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
 from core.release.predictor import Predictor, is_word_char
+from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost
 
 POLICY_VERSION = 1
 MAX_CHARS = 24  # longest suggestion: a long identifier, or a short idiom such as "):\n        return "
@@ -53,6 +56,9 @@ class SuggestionPolicy:
     min_chars: int = MIN_CHARS
     tuned: bool = False  # the threshold was chosen on validation documents (core.release.tuning)
     version: int = POLICY_VERSION
+    attention_cost: float = (
+        DEFAULT_ATTENTION_COST  # keystrokes per suggestion shown and not taken (core.release.utility)
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.threshold, (int, float)) or isinstance(self.threshold, bool):
@@ -71,9 +77,14 @@ class SuggestionPolicy:
             )
         if not isinstance(self.tuned, bool):
             raise ValueError(f"tuned must be true or false, got {self.tuned!r}")
+        object.__setattr__(self, "attention_cost", check_attention_cost(self.attention_cost))
 
     def with_threshold(self, threshold: float) -> SuggestionPolicy:
         return replace(self, threshold=float(threshold), tuned=True)
+
+    def with_attention_cost(self, cost: float) -> SuggestionPolicy:
+        """The same policy judged at another price of attention (the threshold is kept: tune to move it)."""
+        return replace(self, attention_cost=cost)
 
     def to_dict(self) -> dict:
         return {
@@ -82,6 +93,7 @@ class SuggestionPolicy:
             "max_chars": self.max_chars,
             "min_chars": self.min_chars,
             "tuned": self.tuned,
+            "attention_cost": self.attention_cost,
         }
 
 
@@ -98,9 +110,12 @@ def policy_from_manifest(manifest: dict) -> SuggestionPolicy:
     record = (generation or {}).get("suggestion")
     if record is None:
         return DEFAULT_POLICY
-    if not isinstance(record, dict) or set(record) - {"version", "threshold", "max_chars", "min_chars", "tuned"}:
+    if not isinstance(record, dict) or set(record) - {
+        "version", "threshold", "max_chars", "min_chars", "tuned", "attention_cost"
+    }:  # fmt: skip
         raise ValueError(
-            "generation.suggestion must be an object with version, threshold, max_chars, min_chars, tuned; "
+            "generation.suggestion must be an object with version, threshold, max_chars, min_chars, tuned and "
+            "optionally attention_cost; "
             f"got {record!r}"
         )
     try:

@@ -108,9 +108,9 @@ def metrics(token: dict, typing: dict, mask: np.ndarray, document: np.ndarray, c
 
     ones = per_doc(np.ones(n), scored_docs)
     typed_docs = document[mask]
-    t = {k: typing[k][mask] for k in ("offered", "accepted", "saved", "covered")}
+    t = {k: typing[k][mask] for k in ("offered", "accepted", "saved", "covered", "net")}
     offered, accepted = int(t["offered"].sum()), int(t["accepted"].sum())
-    covered, saved = int(t["covered"].sum()), int(t["saved"].sum())
+    covered, saved, net = int(t["covered"].sum()), int(t["saved"].sum()), float(t["net"].sum())
     doc = {k: per_doc(v, typed_docs) for k, v in t.items()}
     loss = float(nll.mean()) if n else None
     return MetricSet(
@@ -130,6 +130,8 @@ def metrics(token: dict, typing: dict, mask: np.ndarray, document: np.ndarray, c
         keystrokes_saved_per_100=100.0 * saved / covered if covered else None,
         keystrokes_saved_ci=interval(doc["saved"], doc["covered"], 100.0),
         shown_per_100=100.0 * offered / covered if covered else None,
+        net_keystrokes_saved_per_100=100.0 * net / covered if covered else None,
+        net_keystrokes_saved_ci=interval(doc["net"], doc["covered"], 100.0),
         documents=int(((ones > 0) | (doc["covered"] > 0)).sum()),
     )
 

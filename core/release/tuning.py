@@ -1,15 +1,25 @@
-"""Choosing the suggestion threshold: the one that saves the most keystrokes on the validation documents.
+"""Choosing the suggestion threshold: the one that saves the most keystrokes, net of the attention the
+suggestions cost, on the validation documents.
 
     THRESHOLDS                                the grid: MIN_THRESHOLD, 0.10, ..., 0.95
-    tune_threshold(trace, n, segments)        (best threshold, one row per threshold of the grid)
+    tune_threshold(trace, n, segments, attention_cost=c)  (best threshold, one row per threshold of the grid:
+                                              net and gross keystrokes saved and suggestions shown per 100
+                                              characters, acceptance rate; the trade-off a team reads)
     tune_policy(predictor, documents, ...)    the policy with the tuned threshold, for a bundle to record
-    tune_bundle(path, corpus=None)            tune a bundle's threshold on its validation documents and record it
-                                              in its manifest (generation["suggestion"]); a new version
+    tradeoff(path, corpus=None, attention_cost=None)  tune_policy on a bundle's validation documents, recording
+                                              nothing (the Release page's trade-off curve)
+    tune_bundle(path, corpus=None, attention_cost=None)  tune a bundle's threshold on its validation documents
+                                              and record it, with the price it was tuned at, in its manifest
+                                              (generation["suggestion"]); a new version
+
+The figure maximised is core.release.utility's net keystrokes saved per 100 characters at the policy's
+attention_cost (the bundle's recorded price, or the default): a suggestion shown and not taken costs that many
+keystrokes, so a higher price moves the threshold up and shows fewer, likelier suggestions.
 
 Every predictor is tuned the same way on the same documents (the transformer when it is trained, each
 baseline when it is compared), so a comparison is fair. The tuning typist types other seeded stretches of the
 validation documents than the evaluation's (seed + 1), from the same trace code. Ties go to the higher
-threshold: of two thresholds that save the same, the one that shows fewer suggestions costs less attention.
+threshold: of two thresholds that save the same, the one that shows fewer suggestions.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy,
 from core.release.predictor import Predictor
 from core.release.transformer_predictor import load_predictor
 from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
+from core.release.utility import DEFAULT_ATTENTION_COST, per_100
 
 THRESHOLDS: tuple[float, ...] = (MIN_THRESHOLD,) + tuple(round(0.05 * k, 2) for k in range(2, 20))
 
@@ -39,22 +50,29 @@ def tune_threshold(
     n_positions: int,
     segments: Sequence[Segment],
     progress: Progress | None = None,
+    *,
+    attention_cost: float = DEFAULT_ATTENTION_COST,
 ) -> tuple[float, list[dict]]:
-    """The grid threshold with the most keystrokes saved per 100 characters, and every threshold's figures."""
+    """The grid threshold with the most net keystrokes saved per 100 characters at `attention_cost`, and every
+    threshold's figures (the chosen one's row has chosen=True)."""
     rows: list[dict] = []
     for threshold in steps(THRESHOLDS, progress, "trying each threshold of the grid"):
-        typing = simulate_typing(trace, n_positions, segments, threshold)
+        typing = simulate_typing(trace, n_positions, segments, threshold, attention_cost)
         covered, saved, offered = (int(typing[k].sum()) for k in ("covered", "saved", "offered"))
         accepted = int(typing["accepted"].sum())
         rows.append(
             {
                 "threshold": threshold,
-                "keystrokes_saved_per_100": 100.0 * saved / covered if covered else 0.0,
-                "shown_per_100": 100.0 * offered / covered if covered else 0.0,
+                "net_keystrokes_saved_per_100": per_100(float(typing["net"].sum()), covered) or 0.0,
+                "keystrokes_saved_per_100": per_100(saved, covered) or 0.0,
+                "shown_per_100": per_100(offered, covered) or 0.0,
                 "acceptance_rate": accepted / offered if offered else None,
+                "attention_cost": attention_cost,
+                "chosen": False,
             }
         )
-    best = max(rows, key=lambda r: (r["keystrokes_saved_per_100"], r["threshold"]))
+    best = max(rows, key=lambda r: (r["net_keystrokes_saved_per_100"], r["threshold"]))
+    best["chosen"] = True
     return float(best["threshold"]), rows
 
 
@@ -66,15 +84,15 @@ def tune_policy(
     *,
     progress: Progress | None = None,
 ) -> tuple[SuggestionPolicy, list[dict]]:
-    """`policy` with the threshold tuned on `documents` (the validation side), and the grid's figures; `progress`
-    hears the typist's batches, then the grid (core.progress)."""
+    """`policy` with the threshold tuned on `documents` (the validation side) at `policy.attention_cost`, and the
+    grid's figures; `progress` hears the typist's batches, then the grid (core.progress)."""
     if not documents:
         raise ValueError("tuning the threshold needs at least one validation document")
     config = dataclasses.replace(config, seed=config.seed + 1)  # other stretches than the evaluation types
     ids = document_stream(documents, predictor.tokenizer).tolist()
     segments = typing_segments(documents, config)
     trace = typing_trace(predictor, ids, segments, policy, progress)
-    threshold, rows = tune_threshold(trace, len(ids), segments, progress)
+    threshold, rows = tune_threshold(trace, len(ids), segments, progress, attention_cost=policy.attention_cost)
     return policy.with_threshold(threshold), rows
 
 
@@ -95,15 +113,33 @@ def record_policy(path: str | os.PathLike, policy: SuggestionPolicy) -> dict:
     return manifest
 
 
+def tradeoff(
+    path: str | os.PathLike,
+    *,
+    corpus: Corpus | str | None = None,
+    config: EvalConfig = DEFAULT_EVAL,
+    attention_cost: float | None = None,
+    progress: Progress | None = None,
+) -> tuple[SuggestionPolicy, list[dict]]:
+    """(the policy tuned at `attention_cost`, default the bundle's recorded price, and the grid's figures) for the
+    bundle at `path`, on its validation documents; nothing is written."""
+    predictor, manifest = load_predictor(path)
+    split = held_out(manifest, corpus)
+    policy = policy_from_manifest(manifest)
+    if attention_cost is not None:
+        policy = policy.with_attention_cost(attention_cost)
+    return tune_policy(predictor, split.val, config, policy, progress=progress)
+
+
 def tune_bundle(
     path: str | os.PathLike,
     *,
     corpus: Corpus | str | None = None,
     config: EvalConfig = DEFAULT_EVAL,
+    attention_cost: float | None = None,
     progress: Progress | None = None,
 ) -> tuple[SuggestionPolicy, list[dict], dict]:
-    """(the tuned policy, the grid's figures, the new manifest) for the bundle at `path`."""
-    predictor, manifest = load_predictor(path)
-    split = held_out(manifest, corpus)
-    policy, rows = tune_policy(predictor, split.val, config, policy_from_manifest(manifest), progress=progress)
+    """(the tuned policy, the grid's figures, the new manifest) for the bundle at `path`, tuned at `attention_cost`
+    (default: the price the bundle records, else DEFAULT_ATTENTION_COST), which the manifest then records."""
+    policy, rows = tradeoff(path, corpus=corpus, config=config, attention_cost=attention_cost, progress=progress)
     return policy, rows, record_policy(path, policy)

@@ -5,14 +5,17 @@
                                                   (typing_shares), in seeded segments of segment_chars
     typing_trace(predictor, ids, segments, policy) the proposal (core.release.policy) at every position of the
                                                   segments, reduced to its cuts: (length, probability, matches)
-    simulate_typing(trace, ids, segments, threshold)  per position: offered, accepted, keystrokes saved,
-                                                  characters covered, with the suggestions a threshold shows
+    simulate_typing(trace, ids, segments, threshold, attention_cost)  per position: offered, accepted,
+                                                  keystrokes saved (gross), net of the attention cost, characters
+                                                  covered, with the suggestions a threshold shows
     sample_blocks(ranges, size, cap, seed)        whole seeded blocks of positions, at most about `cap` of them
 
 The trace is computed once and replayed for every threshold, so tuning a threshold (core.release.tuning)
 costs one pass of the predictor. The typist: at each position the policy's choice is shown when its
 probability reaches the threshold; the user accepts exactly when the text goes on with it (one Tab instead of
-its k characters, saving k - 1) and goes on after it; otherwise types one character. Shapes: N stream positions.
+its k characters, saving k - 1) and goes on after it; otherwise types one character, and a suggestion it was
+shown and did not take costs it `attention_cost` keystrokes (core.release.utility, the one definition of the net
+figure). Shapes: N stream positions.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from core.progress import Progress, steps
 from core.release.eval_report import EvalConfig
 from core.release.policy import SuggestionPolicy, propose_all
 from core.release.predictor import Predictor
+from core.release.utility import DEFAULT_ATTENTION_COST, net_saved
 
 MAX_CONTEXT = 1024  # tokens of context handed to a predictor: more than any model here looks at
 BATCH = 64  # positions proposed in one batch (core.release.policy.propose_all)
@@ -111,9 +115,14 @@ def choose_cut(cuts: Sequence[TraceCut], threshold: float) -> TraceCut | None:
 
 
 def simulate_typing(
-    trace: dict[int, tuple[TraceCut, ...]], n_positions: int, segments: Sequence[Segment], threshold: float
+    trace: dict[int, tuple[TraceCut, ...]],
+    n_positions: int,
+    segments: Sequence[Segment],
+    threshold: float,
+    attention_cost: float = DEFAULT_ATTENTION_COST,
 ) -> dict[str, np.ndarray]:
-    """Per stream position (N = n_positions): offered / accepted (0 or 1), saved keystrokes, covered characters."""
+    """Per stream position (N = n_positions): offered / accepted (0 or 1), saved keystrokes (gross), covered
+    characters, and "net" (float): saved less attention_cost where a suggestion was offered and not accepted."""
     out = {k: np.zeros(n_positions, dtype=np.int64) for k in ("offered", "accepted", "saved", "covered")}
     for seg in segments:
         i = seg.start
@@ -129,6 +138,7 @@ def simulate_typing(
                     continue
             out["covered"][i] += 1
             i += 1
+    out["net"] = net_saved(out["saved"], out["offered"], out["accepted"], attention_cost).astype(np.float64)  # (N,)
     return out
 
 

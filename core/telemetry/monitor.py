@@ -7,12 +7,15 @@
     input_quality(rows)           per version: mean prompt length, share with unseen characters, share truncated
     predictions(rows)             per version: the top-1 probability histogram over BINS, mean top-1 and entropy,
                                   the share shown (clearing the threshold)
-    outcomes(rows)                per version: shown, matured, accepted; acceptance rate = accepted / matured
-                                  among the shown suggestions whose outcome has matured
+    outcomes(rows, attention_cost)  per version: shown, matured, accepted; acceptance rate = accepted / matured
+                                  among the shown suggestions whose outcome has matured; and the decision
+                                  utility the evaluation reports, live (core.release.utility): keystrokes saved
+                                  by the accepted ones (each suggestion's characters - 1), net of attention_cost
+                                  for every one typed over, per matured suggestion
     slices(rows, family)          the same figures per slice of the evaluation (core.release.slices), per version
     drift(live_top1, reference_top1)  the population stability index of the live top-1 distribution against
                                   the release-time reference, and the verdict of DRIFT_RULE
-    figures(rows)                 every figure above from one read (Figures), which the page caches on the store's
+    figures(rows, attention_cost) every figure above from one read (Figures), which the page caches on the store's
                                   stamp() so a rerun with nothing new recorded computes none of them again
 
 Percentiles are nearest-rank: the p-th percentile of n sorted values v_1 <= ... <= v_n is v_k with
@@ -38,6 +41,7 @@ from operator import itemgetter
 import numpy as np
 
 from core.release.slices import slice_names
+from core.release.utility import DEFAULT_ATTENTION_COST, net_saved
 from core.telemetry.store import MAX_READ, TelemetryStore
 
 BINS = tuple(round(0.1 * i, 1) for i in range(11))  # top-1 probability bins [0, 0.1), ..., [0.9, 1.0]
@@ -96,6 +100,13 @@ class OutcomeRow:
     accepted: int
     typed_other: int
     acceptance_rate: float | None  # accepted / matured
+    # the decision utility (core.release.utility), live: what the accepted suggestions saved, less the price of
+    # each one typed over. Per matured suggestion, since live traffic does not count the characters typed by hand
+    # (the evaluation's per-100-characters figure needs them); 0 < net_per_shown is a suggestion worth its look.
+    saved: int = 0  # keystrokes: suggestion_chars - 1 of each accepted one
+    net_saved: float = 0.0
+    net_per_shown: float | None = None  # net_saved / matured
+    attention_cost: float = DEFAULT_ATTENTION_COST
 
 
 @dataclass(frozen=True)
@@ -264,11 +275,29 @@ def _outcome_counts(group: Sequence[dict]) -> tuple[int, int, int, int]:
     return shown, accepted + other, accepted, other
 
 
-def outcomes(rows: Sequence[dict]) -> list[OutcomeRow]:
+def outcomes(rows: Sequence[dict], attention_cost: float = DEFAULT_ATTENTION_COST) -> list[OutcomeRow]:
+    """Per version: the outcomes of its shown suggestions, and their net keystrokes saved at `attention_cost`."""
     out = []
     for v, g in _by_version(rows).items():
         shown, matured, accepted, other = _outcome_counts(g)
-        out.append(OutcomeRow(v, shown, matured, accepted, other, _rate(accepted, matured)))
+        saved = sum(
+            max(0, (r["suggestion_chars"] or 0) - 1) for r in g if r["shown"] == 1 and r["outcome"] == "accepted"
+        )
+        net = float(net_saved(saved, matured, accepted, attention_cost))
+        out.append(
+            OutcomeRow(
+                v,
+                shown,
+                matured,
+                accepted,
+                other,
+                _rate(accepted, matured),
+                saved,
+                net,
+                net / matured if matured else None,
+                attention_cost,
+            )  # fmt: skip
+        )
     return out
 
 
@@ -365,12 +394,14 @@ class Figures:
     top1: dict[str, list[float]]  # per version, the live top-1 probabilities drift() compares
 
 
-def figures(rows: Sequence[dict]) -> Figures:
+def figures(rows: Sequence[dict], attention_cost: float = DEFAULT_ATTENTION_COST) -> Figures:
+    """Every figure from one read; the live net keystrokes saved at `attention_cost` (the served bundle's price,
+    SuggestionPolicy.attention_cost; default the lab's)."""
     width = bucket_width(rows)
     top1 = {v: [r["top1_prob"] for r in g if r["top1_prob"] is not None] for v, g in _by_version(rows).items()}
     return Figures(
         len(rows), list(top1), health(rows), width, over_time(rows, width), input_quality(rows), predictions(rows),
-        outcomes(rows), {family: slices(rows, family) for family in FAMILY_COLUMNS}, top1,
+        outcomes(rows, attention_cost), {family: slices(rows, family) for family in FAMILY_COLUMNS}, top1,
     )  # fmt: skip
 
 

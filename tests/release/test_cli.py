@@ -422,8 +422,32 @@ def test_tune_records_a_grid_threshold_and_a_new_version(trained, tmp_path, caps
     policy = policy_from_manifest(manifest)
     assert policy.tuned and policy.threshold in THRESHOLDS
     assert manifest["version"] != before and manifest["version"] == load_bundle(copy).version
-    assert printed[-1] == f"threshold {policy.threshold} recorded in {copy} (version {manifest['version']})"
+    assert printed[-1] == (
+        f"threshold {policy.threshold} (the most net keystrokes saved at an attention cost of 1 keystrokes per "
+        f"suggestion shown and not taken) recorded in {copy} (version {manifest['version']})"
+    )
     assert sum(line.strip().startswith(f"{t}") for t in THRESHOLDS for line in printed[:-1]) >= len(THRESHOLDS)
+    # the trade-off table: net, gross, acceptance, shown; exactly the chosen row marked
+    assert printed[0].split()[:5] == [
+        "threshold", "net_keystrokes_saved_per_100", "keystrokes_saved_per_100", "acceptance_rate", "shown_per_100"
+    ]  # fmt: skip
+    marked = [line for line in printed[2:-1] if line.rstrip().endswith("<-")]
+    assert len(marked) == 1 and marked[0].split()[0] == f"{policy.threshold:.4f}"
+
+
+def test_tune_records_the_attention_cost_given_and_refuses_a_bad_one(trained, tmp_path, capsys):
+    _, out, _ = trained
+    copy = tmp_path / "b"
+    untuned_copy(out, copy)
+    argv = ["tune", "--bundle", str(copy), "--typing-chars", "400"]
+    assert main([*argv, "--attention-cost", "2.5"]) == 0
+    assert "at an attention cost of 2.5 keystrokes" in capsys.readouterr().out
+    assert json.loads((copy / MANIFEST).read_text())["generation"]["suggestion"]["attention_cost"] == 2.5
+    before = (copy / MANIFEST).read_text()
+    assert main([*argv, "--attention-cost", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: attention_cost must lie in 0..100")
+    assert (copy / MANIFEST).read_text() == before  # nothing recorded
 
 
 @pytest.fixture(scope="module")
@@ -460,6 +484,25 @@ def test_evaluate_compare_json_prints_one_object_with_a_summary_per_predictor(th
         rate = summary["acceptance_rate"]
         assert rate == overall["acceptance_rate"] and (rate is None or 0 <= rate <= 1)
         assert summary["threshold"] == report["policy"]["threshold"] and summary["threshold"] in THRESHOLDS
+        # the decision utility: the net figure with its interval, at the price used, the same for all three
+        assert summary["attention_cost"] == report["policy"]["attention_cost"] == 1.0
+        net, net_ci = summary["net_keystrokes_saved_per_100"], summary["net_keystrokes_saved_ci"]
+        assert net == overall["net_keystrokes_saved_per_100"] and net <= summary["keystrokes_saved_per_100"]
+        assert net_ci == [overall["net_keystrokes_saved_ci"]["low"], overall["net_keystrokes_saved_ci"]["high"]]
+        wrong = overall["offered"] - overall["accepted"]
+        assert net == pytest.approx(summary["keystrokes_saved_per_100"] - 100 * wrong / overall["typed_chars"])
+
+
+def test_evaluate_at_another_attention_cost_says_so_and_tunes_the_baselines_at_it(three_val_docs, capsys):
+    capsys.readouterr()
+    argv = ["evaluate", "--bundle", str(three_val_docs), "--compare", "--json", "--max-positions", "64"]
+    assert main([*argv, "--typing-chars", "300", "--latency-samples", "0", "--attention-cost", "4"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert {out[k]["attention_cost"] for k in ("transformer", "ngram", "rule")} == {4.0}
+    assert "chosen at an attention cost of 1.0; measured here at 4.0" in captured.err
+    assert main([*argv, "--attention-cost", "nan"]) == 2
+    assert capsys.readouterr().err.startswith("error: attention_cost must be a number")
 
 
 def test_bad_bundles_are_one_line_errors_for_suggest_tune_and_evaluate(trained, tmp_path, capsys):

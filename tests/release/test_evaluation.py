@@ -231,10 +231,18 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
         "acceptance_ci",
         "keystrokes_saved_per_100",
         "keystrokes_saved_ci",
+        "net_keystrokes_saved_per_100",
+        "net_keystrokes_saved_ci",
         "shown_per_100",
         "documents",
     ):
         assert key in out["overall"], key
+    # the net figure is the gross less the price of each suggestion shown and not taken (core.release.utility)
+    o, cost = out["overall"], out["policy"]["attention_cost"]
+    assert cost == 1.0
+    wrong = o["offered"] - o["accepted"]
+    gross_saved = o["keystrokes_saved_per_100"] * o["typed_chars"] / 100
+    assert o["net_keystrokes_saved_per_100"] == pytest.approx(100 * (gross_saved - cost * wrong) / o["typed_chars"])
     assert {"char_class", "column", "indent", "document"} == {s["family"] for s in out["slices"]}
     assert set(out["latency"]) == {"p50_ms", "p95_ms", "mean_ms", "samples"} and out["latency"]["samples"] == 2
     assert out["latency"]["p50_ms"] <= out["latency"]["p95_ms"]
@@ -248,13 +256,17 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
     for b in out["baselines"]:  # each baseline tuned on the validation documents, the grid kept with it
         assert b["policy"]["tuned"] is True and b["policy"]["threshold"] in THRESHOLDS
         assert [r["threshold"] for r in b["tuning"]] == list(THRESHOLDS)
-        best = max(r["keystrokes_saved_per_100"] for r in b["tuning"])
+        best = max(r["net_keystrokes_saved_per_100"] for r in b["tuning"])  # tuned on the net figure
         assert b["policy"]["threshold"] == max(
-            r["threshold"] for r in b["tuning"] if r["keystrokes_saved_per_100"] == best
+            r["threshold"] for r in b["tuning"] if r["net_keystrokes_saved_per_100"] == best
         )
+        assert b["policy"]["attention_cost"] == cost  # at the bundle's price
         summary = everything[b["predictor"]]
-        assert summary["threshold"] == b["policy"]["threshold"]
+        assert summary["threshold"] == b["policy"]["threshold"] and summary["attention_cost"] == cost
         assert summary["keystrokes_saved_per_100"] == b["overall"]["keystrokes_saved_per_100"]
+        assert summary["net_keystrokes_saved_per_100"] == b["overall"]["net_keystrokes_saved_per_100"]
+        net_ci = b["overall"]["net_keystrokes_saved_ci"]
+        assert summary["net_keystrokes_saved_ci"] == (None if net_ci is None else [net_ci["low"], net_ci["high"]])
     loss_row = next(r for r in out["comparison"] if r["metric"].startswith("held-out loss"))
     assert {"rule", "ngram", "transformer"} <= set(loss_row)
     assert loss_row["transformer"] == pytest.approx(out["overall"]["loss"])

@@ -24,6 +24,7 @@ from core.release.policy import (
     suggestion,
 )
 from core.release.transformer_predictor import TransformerPredictor
+from core.release.utility import DEFAULT_ATTENTION_COST
 
 TOK = CharTokenizer.from_text("x = return self\n(): abcdefy")
 V = TOK.vocab_size
@@ -322,6 +323,10 @@ def test_propose_all_on_a_float32_gpt_agrees_within_float32_rounding():
         (dict(version=True), "version True is not 1"),
         (dict(version="1"), "version '1' is not 1"),
         (dict(tuned=1), "tuned must be true or false"),
+        (dict(attention_cost=-0.5), "attention_cost must lie in 0..100"),
+        (dict(attention_cost=float("nan")), "attention_cost must be a number"),
+        (dict(attention_cost="1"), "attention_cost must be a number"),
+        (dict(attention_cost=True), "attention_cost must be a number"),
     ],
 )
 def test_bad_policies_are_refused_naming_the_field(kwargs, words):
@@ -333,7 +338,10 @@ def test_policy_from_manifest_reads_the_record_and_defaults_when_there_is_none()
     record = {"version": 1, "threshold": 0.35, "max_chars": 20, "min_chars": 3, "tuned": True}
     policy = policy_from_manifest({"generation": {"temperature": 1.0, "suggestion": record}})
     assert (policy.threshold, policy.max_chars, policy.min_chars, policy.tuned) == (0.35, 20, 3, True)
-    assert policy.to_dict() == record
+    # a record from before the price of attention reads the default price, and writes it from then on
+    assert policy.to_dict() == {**record, "attention_cost": DEFAULT_ATTENTION_COST}
+    priced = policy_from_manifest({"generation": {"suggestion": {**record, "attention_cost": 2}}})
+    assert priced.attention_cost == 2.0 and priced.to_dict()["attention_cost"] == 2.0
     for manifest in ({}, {"generation": {}}, {"generation": None}, {"generation": {"suggestion": None}}):
         assert policy_from_manifest(manifest) == DEFAULT_POLICY
     assert (DEFAULT_POLICY.threshold, DEFAULT_POLICY.tuned) == (0.5, False)
@@ -350,6 +358,7 @@ def test_policy_from_manifest_reads_the_record_and_defaults_when_there_is_none()
         ({"threshold": 0.5, "version": 2}, "generation.suggestion: suggestion policy version 2 is not 1"),
         ({"threshold": 0.5, "tuned": "yes"}, "generation.suggestion: tuned must be true or false"),
         ({"threshold": 0.5, "max_chars": False}, "generation.suggestion: max_chars must be an integer"),
+        ({"threshold": 0.5, "attention_cost": 1e9}, "generation.suggestion: attention_cost must lie in 0..100"),
         ({"threshold": 0.5, "cutoff": 0.2}, "generation.suggestion must be an object with version, threshold"),
         (0.5, "generation.suggestion must be an object"),
         (["threshold", 0.5], "generation.suggestion must be an object"),

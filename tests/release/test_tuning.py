@@ -1,5 +1,6 @@
-"""core.release.tuning: the grid threshold that saves the most keystrokes (worked out by hand, ties to the higher
-threshold), and recording a policy in a bundle's manifest (a new version that still loads; a bad edit refused)."""
+"""core.release.tuning: the grid threshold that saves the most keystrokes net of the attention cost (worked out by
+hand at several prices, ties to the higher threshold), and recording a policy in a bundle's manifest (a new version
+that still loads; a bad edit refused)."""
 
 import json
 import shutil
@@ -42,7 +43,8 @@ def test_tune_threshold_picks_the_most_keystrokes_saved_ties_to_the_higher():
     #   t <= 0.30: 4 (at 4 the wrong 4-character cut wins, 0.3 x 3 > 0.4 x 1)
     #   0.35, 0.40: 5 (at 4 only the right 2-character cut clears)          <- best; the tie goes to 0.40
     #   0.45 .. 0.60: 4; 0.65, 0.70: 3; 0.75 .. 0.85: 1; 0.90, 0.95: 0
-    best, rows = tune_threshold(TRACE, 12, SEGMENTS)
+    # At a price of 0 the net figure is the gross one.
+    best, rows = tune_threshold(TRACE, 12, SEGMENTS, attention_cost=0.0)
     assert best == 0.4
     saved = {r["threshold"]: round(r["keystrokes_saved_per_100"] * 9 / 100) for r in rows}
     want = {t: 4 for t in THRESHOLDS if t <= 0.3} | {0.35: 5, 0.4: 5}
@@ -52,6 +54,46 @@ def test_tune_threshold_picks_the_most_keystrokes_saved_ties_to_the_higher():
     assert row["keystrokes_saved_per_100"] == pytest.approx(100 * 5 / 9, rel=1e-12)
     assert row["shown_per_100"] == pytest.approx(100 * 3 / 9, rel=1e-12) and row["acceptance_rate"] == 1.0
     assert next(r for r in rows if r["threshold"] == 0.95)["acceptance_rate"] is None  # nothing shown
+
+
+# Typing [1, 10): low-probability cuts at 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is
+# likely and right (2 saved).
+PRICED = {
+    1: (TraceCut(2, 0.1, False),),
+    2: (TraceCut(2, 0.1, False),),
+    3: (TraceCut(4, 0.1, True),),
+    4: (),
+    5: (),
+    6: (),
+    7: (TraceCut(3, 0.5, True),),
+    8: (),
+    9: (),
+}
+
+
+@pytest.mark.parametrize(
+    "cost, best",
+    [
+        (0.0, 0.1),  # 5 saved at 0.05 and 0.10 (two wrong suggestions shown), 2 at 0.15 .. 0.50, 0 above
+        (1.0, 0.1),  # net 5 - 2 = 3 beats 2
+        (1.5, 0.5),  # net 5 - 3 = 2 ties 2: the higher threshold, fewer suggestions
+        (2.0, 0.5),  # net 5 - 4 = 1 loses to 2
+    ],
+)
+def test_the_price_of_attention_moves_the_tuned_threshold(cost, best):
+    chosen, rows = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=cost)
+    assert chosen == best
+    by_threshold = {r["threshold"]: r for r in rows}
+    # net = gross - cost x (shown - accepted), per 100 of the 9 characters covered, worked out by hand
+    assert by_threshold[0.1]["net_keystrokes_saved_per_100"] == pytest.approx(100 * (5 - 2 * cost) / 9, rel=1e-12)
+    assert by_threshold[0.1]["keystrokes_saved_per_100"] == pytest.approx(100 * 5 / 9, rel=1e-12)
+    assert by_threshold[0.5]["net_keystrokes_saved_per_100"] == pytest.approx(100 * 2 / 9, rel=1e-12)
+    assert by_threshold[0.55]["net_keystrokes_saved_per_100"] == 0.0
+    # and the same identity from the row's own shown and acceptance figures
+    for r in rows:
+        wrong = r["shown_per_100"] * (1 - (r["acceptance_rate"] or 0.0))
+        assert r["net_keystrokes_saved_per_100"] == pytest.approx(r["keystrokes_saved_per_100"] - cost * wrong)
+    assert [r["threshold"] for r in rows if r["chosen"]] == [best] and all(r["attention_cost"] == cost for r in rows)
 
 
 def test_with_nothing_to_gain_the_highest_threshold_wins():
@@ -65,8 +107,16 @@ def test_tune_policy_on_a_stub_by_hand():
     # t <= .125: 1 accepted (Tab, 1 saved), at 3 "ab" and "ab " tie (.25 x 1 = .125 x 2): the shorter, accepted,
     #            then 5, 6, 7 shown and wrong: 2 saved, 5 shown.
     # .125 < t <= .25: the same 2 saved, 4 shown (not 5). t > .25: nothing. Most saved: 2, at .05 .. .25 -> .25.
-    policy, rows = tune_policy(Bigram(), [Document("d", "ab ab ac")], EvalConfig(), DEFAULT_POLICY)
-    assert policy == SuggestionPolicy(threshold=0.25, tuned=True)
+    # Net at a price c: 2 - 3c at t <= .125, 2 - 2c at .125 < t <= .25, 0 above: at c = 0.5, .25 still (net 1);
+    # at the default c = 1, .25 nets 0, a tie with showing nothing: the highest threshold, 0.95.
+    free = SuggestionPolicy(attention_cost=0.0)
+    policy, rows = tune_policy(Bigram(), [Document("d", "ab ab ac")], EvalConfig(), free)
+    assert policy == SuggestionPolicy(threshold=0.25, tuned=True, attention_cost=0.0)
+    half, _ = tune_policy(Bigram(), [Document("d", "ab ab ac")], EvalConfig(), free.with_attention_cost(0.5))
+    assert half.threshold == 0.25
+    default, priced = tune_policy(Bigram(), [Document("d", "ab ab ac")], EvalConfig(), DEFAULT_POLICY)
+    assert default == SuggestionPolicy(threshold=0.95, tuned=True)
+    assert {r["threshold"]: r["net_keystrokes_saved_per_100"] for r in priced}[0.1] == pytest.approx(-100 / 7)
     by_threshold = {r["threshold"]: r for r in rows}
     assert by_threshold[0.1]["keystrokes_saved_per_100"] == pytest.approx(200 / 7, rel=1e-12)
     assert by_threshold[0.1]["shown_per_100"] == pytest.approx(500 / 7, rel=1e-12)
@@ -99,6 +149,7 @@ def test_record_policy_writes_the_policy_and_a_new_version_that_loads(bundle):
         "max_chars": 24,
         "min_chars": 2,
         "tuned": True,
+        "attention_cost": 1.0,
     }
     assert {k: v for k, v in on_disk["generation"].items() if k != "suggestion"} == before["generation"]
     assert on_disk["version"] != before["version"] and on_disk["version"] == manifest_version(on_disk)
@@ -139,8 +190,21 @@ def test_tune_bundle_records_a_grid_threshold(bundle, tmp_path):
     policy, rows, manifest = tune_bundle(copy, corpus=CORPUS, config=EvalConfig(typing_chars=200, segment_chars=50))
     assert policy.tuned and policy.threshold in THRESHOLDS
     assert [r["threshold"] for r in rows] == list(THRESHOLDS)
-    best = max(r["keystrokes_saved_per_100"] for r in rows)
-    assert policy.threshold == max(r["threshold"] for r in rows if r["keystrokes_saved_per_100"] == best)
+    best = max(r["net_keystrokes_saved_per_100"] for r in rows)
+    assert policy.threshold == max(r["threshold"] for r in rows if r["net_keystrokes_saved_per_100"] == best)
+    assert policy.attention_cost == 1.0  # the default price, recorded
+
+
+def test_tune_bundle_records_the_price_it_was_tuned_at(bundle, tmp_path):
+    copy = shutil.copytree(bundle, tmp_path / "copy")
+    quick = EvalConfig(typing_chars=200, segment_chars=50)
+    policy, rows, manifest = tune_bundle(copy, corpus=CORPUS, config=quick, attention_cost=3.0)
+    assert manifest["generation"]["suggestion"]["attention_cost"] == 3.0 and policy.attention_cost == 3.0
+    assert all(r["attention_cost"] == 3.0 for r in rows)
+    again, _, _ = tune_bundle(copy, corpus=CORPUS, config=quick)  # no price given: the recorded one
+    assert again.attention_cost == 3.0
+    with pytest.raises(ValueError, match="attention_cost must lie in 0..100"):
+        tune_bundle(copy, corpus=CORPUS, config=quick, attention_cost=-1.0)
     assert (
         policy_from_manifest(load_predictor(copy)[1]) == policy
         and manifest["version"] != json.loads((bundle / MANIFEST).read_text())["version"]

@@ -41,7 +41,20 @@ def test_typing_at_threshold_one_half_counted_by_hand():
     assert positions(out["accepted"]) == [1, 8]
     assert out["saved"].tolist() == [0, 2, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]
     assert out["covered"].tolist() == [0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1]  # 6, 7 are not typed
-    assert all(v.dtype == np.int64 for v in out.values())
+    assert all(out[k].dtype == np.int64 for k in ("offered", "accepted", "saved", "covered"))
+    # the default price, one keystroke: 5 was shown and not taken, so it costs one keystroke there
+    assert out["net"].tolist() == [0, 2, 0, 0, 0, -1, 0, 0, 2, 0, 0, 0]
+
+
+@pytest.mark.parametrize("cost", [0.0, 0.5, 2.5])
+def test_the_typist_pays_the_attention_cost_for_each_suggestion_shown_and_not_taken(cost):
+    """At 0.3 four suggestions are shown (1, 4, 5, 8) and two taken (1, 8: 2 keystrokes each): the wrong cuts at 4
+    and 5 cost `cost` each, wherever they were shown; what the typist types and is shown does not change."""
+    out = simulate_typing(TRACE, 12, SEGMENTS, 0.3, cost)
+    assert out["net"][4] == out["net"][5] == -cost
+    assert float(out["net"].sum()) == 4 - 2 * cost
+    free = simulate_typing(TRACE, 12, SEGMENTS, 0.3, 0.0)
+    assert all(np.array_equal(out[k], free[k]) for k in ("offered", "accepted", "saved", "covered"))
 
 
 @pytest.mark.parametrize(

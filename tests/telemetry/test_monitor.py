@@ -116,6 +116,23 @@ def test_every_figure_per_version_is_the_databases_own_count(database):
         assert list(p.histogram) == expected and p.shown == shown
 
 
+@pytest.mark.parametrize("cost", [0.0, 1.0, 2.5])
+def test_the_live_net_keystrokes_saved_are_the_databases_own_count(database, cost):
+    """core.release.utility's figure, live: the accepted suggestions' characters - 1, less the price of each shown
+    suggestion typed over, per matured one; counted here by SQL."""
+    rows = monitor.load(database)
+    for o in monitor.figures(rows, attention_cost=cost).outcomes:
+        [(saved, other, matured)] = sql(
+            database,
+            "SELECT coalesce(sum(CASE WHEN outcome = 'accepted' THEN suggestion_chars - 1 ELSE 0 END), 0), "
+            "coalesce(sum(outcome = 'typed_other'), 0), count(outcome) FROM events WHERE version = ? AND shown = 1",
+            (o.version,),
+        )
+        assert (o.saved, o.attention_cost) == (saved, cost) and saved > 0
+        assert o.net_saved == pytest.approx(saved - cost * other, rel=1e-12)
+        assert o.net_per_shown == pytest.approx((saved - cost * other) / matured, rel=1e-12)
+
+
 def test_slice_figures_are_the_databases_own_count(database):
     rows = monitor.load(database)
     found = monitor.slices(rows, "char_class")

@@ -1,0 +1,70 @@
+"""ui.tradeoff_view: the Release page's trade-off curve draws core.release.tuning's own figures, marks the
+threshold the tuning chose, and says the same in its summary and table."""
+
+import math
+
+import pytest
+
+from core.release.tuning import THRESHOLDS, tune_threshold
+from core.release.typing_sim import Segment, TraceCut, simulate_typing
+from ui import tradeoff_view
+
+# Typing [1, 10): wrong low-probability cuts at 1 and 2, a right one at 3 (3 saved), a likely right one at 7.
+TRACE = {
+    1: (TraceCut(2, 0.1, False),),
+    2: (TraceCut(2, 0.1, False),),
+    3: (TraceCut(4, 0.1, True),),
+    4: (),
+    5: (),
+    6: (),
+    7: (TraceCut(3, 0.5, True),),
+    8: (),
+    9: (),
+}
+SEGMENTS = [Segment(0, 1, 10)]
+
+
+def trace_named(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+@pytest.mark.parametrize("cost, best", [(1.0, 0.1), (2.0, 0.5)])
+def test_the_curve_is_the_tunings_grid_with_its_choice_marked(cost, best):
+    threshold, rows = tune_threshold(TRACE, 10, SEGMENTS, attention_cost=cost)
+    assert threshold == best
+    fig = tradeoff_view.figure(rows)
+    net = trace_named(fig, tradeoff_view.NET)
+    assert list(net.x) == list(THRESHOLDS)
+    # each point against the typist replayed at that threshold: 100 x sum(net) / characters covered
+    for t, y in zip(net.x, net.y):
+        typed = simulate_typing(TRACE, 10, SEGMENTS, t, cost)
+        assert y == pytest.approx(100 * typed["net"].sum() / typed["covered"].sum(), rel=1e-12)
+    gross = trace_named(fig, tradeoff_view.GROSS)
+    assert list(gross.y) == [r["keystrokes_saved_per_100"] for r in rows]
+    acceptance = trace_named(fig, f"{tradeoff_view.ACCEPTANCE} (right axis)")
+    assert acceptance.yaxis == "y2" and list(acceptance.y) == [r["acceptance_rate"] for r in rows]
+    star = trace_named(fig, f"chosen: {best:g}")
+    assert list(star.x) == [best] and star.y[0] == max(net.y)
+    assert any(s.x0 == s.x1 == best for s in fig.layout.shapes)  # the dashed line at the chosen threshold
+    # colour-blind safe: every series from the Okabe-Ito palette, told apart by dash or marker too
+    lines = [t for t in fig.data if t.mode != "markers"]
+    assert all(t.line.color in tradeoff_view.charts.OKABE_ITO for t in lines)
+    assert len({(t.line.dash, t.marker.symbol) for t in lines}) == len(lines)
+
+
+def test_summary_and_table_carry_the_same_numbers():
+    _, rows = tune_threshold(TRACE, 10, SEGMENTS, attention_cost=2.0)
+    text = tradeoff_view.summary(rows)
+    # at 0.5: 2 saved over 9 characters, one shown and taken; the most gross (5 at 0.10) nets 5 - 2 x 2 = 1
+    assert "threshold 0.5 saves the most: 22.2 keystrokes net" in text and "100% of them accepted" in text
+    assert "the most gross saving, 55.6 at threshold 0.1, nets 11.1" in text
+    table = tradeoff_view.table(rows)
+    assert list(table["threshold"]) == list(THRESHOLDS) and table["chosen"].sum() == 1
+    assert table.loc[table["chosen"], "threshold"].item() == 0.5
+    assert math.isclose(table.loc[table["chosen"], tradeoff_view.NET].item(), 200 / 9)
+
+
+def test_rows_without_exactly_one_choice_are_refused():
+    _, rows = tune_threshold(TRACE, 10, SEGMENTS)
+    with pytest.raises(ValueError, match="exactly one chosen threshold"):
+        tradeoff_view.figure([{**r, "chosen": True} for r in rows])

@@ -1,0 +1,128 @@
+"""The Release page's trade-off: what each suggestion threshold buys at a price of attention.
+
+    measured(path, version, attention_cost, typing_chars, corpus_key, _corpus)   core.release.tuning.tradeoff on
+                                the bundle's validation documents (cached per version, price and corpus)
+    figure(rows)                net and gross keystrokes saved per 100 characters (left axis) and the acceptance
+                                rate (right axis) against the threshold, the chosen threshold marked
+    table(rows), summary(rows)  the chart's data table and its one-line summary
+    render(rows, key=...)       the three through ui.companion.chart
+
+`rows` are core.release.tuning.tune_threshold's, one per threshold of the grid, figured by the simulated typist
+on the validation documents: the threshold a bundle records is the one with the most net keystrokes saved at its
+price (core.release.utility). A team that prices a glance higher reads off where its own optimum lies, and
+records it with `python -m core tune --bundle DIR --attention-cost C`. Nothing here is read from a user: the
+labels are the lab's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.model.corpus import Corpus
+from core.release.eval_report import EvalConfig
+from core.release.tuning import tradeoff
+from ui import charts
+from ui.companion import chart
+
+NET, GROSS, ACCEPTANCE = "net keystrokes saved per 100 chars", "gross keystrokes saved per 100 chars", "acceptance rate"
+COLUMNS = {  # row key of core.release.tuning.tune_threshold -> the table's column
+    "threshold": "threshold",
+    "net_keystrokes_saved_per_100": NET,
+    "keystrokes_saved_per_100": GROSS,
+    "acceptance_rate": ACCEPTANCE,
+    "shown_per_100": "suggestions shown per 100 chars",
+    "attention_cost": "attention cost (keystrokes per suggestion not taken)",
+    "chosen": "chosen",
+}
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def measured(
+    path: str, version: str, attention_cost: float | None, typing_chars: int, corpus_key: str | None, _corpus: Corpus
+) -> list[dict]:
+    """The grid's rows for the bundle at `path` (its version, the price and the corpus key the cache)."""
+    _, rows = tradeoff(
+        path, corpus=_corpus, config=EvalConfig(typing_chars=typing_chars), attention_cost=attention_cost
+    )
+    return rows
+
+
+def chosen(rows: Sequence[dict]) -> dict:
+    """The row of the threshold the tuning chose."""
+    found = [r for r in rows if r["chosen"]]
+    if len(found) != 1:
+        raise ValueError(f"the trade-off needs exactly one chosen threshold, got {len(found)}")
+    return found[0]
+
+
+def figure(rows: Sequence[dict]) -> go.Figure:
+    """Net and gross keystrokes saved against the threshold (left axis), acceptance on the right, the chosen
+    threshold a dashed line and a star; each series has its own colour, dash and marker (never colour alone)."""
+    x = [r["threshold"] for r in rows]
+    best = chosen(rows)
+    acceptance = dict(
+        type="scatter",
+        x=x,
+        y=[r["acceptance_rate"] for r in rows],
+        name=f"{ACCEPTANCE} (right axis)",
+        yaxis="y2",
+        mode="lines+markers",
+        marker=dict(symbol="square"),
+        line=dict(color=charts.OKABE_ITO[2], dash="dot"),
+    )
+    star = dict(
+        type="scatter",
+        x=[best["threshold"]],
+        y=[best["net_keystrokes_saved_per_100"]],
+        name=f"chosen: {best['threshold']:g}",
+        mode="markers",
+        marker=dict(symbol="star", size=16, color=charts.OKABE_ITO[7]),
+    )
+    fig = charts.lines(
+        x,
+        {NET: [r["net_keystrokes_saved_per_100"] for r in rows], GROSS: [r["keystrokes_saved_per_100"] for r in rows]},
+        title=f"What each threshold buys at {best['attention_cost']:g} keystroke(s) per suggestion not taken",
+        x_title="suggestion threshold (shown when its probability reaches it)",
+        y_title="keystrokes saved per 100 characters",
+        extra=[acceptance, star],
+        shapes=[
+            dict(
+                type="line",
+                yref="paper",
+                y0=0,
+                y1=1,
+                x0=best["threshold"],
+                x1=best["threshold"],
+                line=dict(color=charts.OKABE_ITO[7], dash="dash"),
+            ),
+            dict(type="line", xref="paper", x0=0, x1=1, y0=0, y1=0, line=dict(color="#000000", width=1)),
+        ],  # fmt: skip
+    )
+    fig.update_layout(yaxis2=dict(title=ACCEPTANCE, overlaying="y", side="right", range=[0, 1]))
+    return fig
+
+
+def table(rows: Sequence[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{column: r[key] for key, column in COLUMNS.items()} for r in rows])
+
+
+def summary(rows: Sequence[dict]) -> str:
+    best = chosen(rows)
+    acceptance = "none shown" if best["acceptance_rate"] is None else f"{best['acceptance_rate']:.0%} of them accepted"
+    free = max(rows, key=lambda r: (r["keystrokes_saved_per_100"], r["threshold"]))
+    return (
+        f"At a price of {best['attention_cost']:g} keystroke(s) for each suggestion shown and not taken, threshold "
+        f"{best['threshold']:g} saves the most: {best['net_keystrokes_saved_per_100']:.1f} keystrokes net per 100 "
+        f"characters ({best['keystrokes_saved_per_100']:.1f} gross, {best['shown_per_100']:.1f} suggestions shown, "
+        f"{acceptance}); the most gross saving, {free['keystrokes_saved_per_100']:.1f} at threshold "
+        f"{free['threshold']:g}, nets {free['net_keystrokes_saved_per_100']:.1f}."
+    )
+
+
+def render(rows: Sequence[dict], *, key: str = "rel_tradeoff") -> None:
+    """The trade-off chart with its one-line summary and its data table (ui.companion.chart)."""
+    chart(figure(rows), table(rows), summary(rows), key=key)
