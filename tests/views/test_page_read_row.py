@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from apptest import APP, all_text, decode, figures, open_page, predict, table, unescaped
+from apptest import APP, all_text, decode, figure, figures, open_page, picture_figures, predict, table, unescaped
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
@@ -21,6 +21,15 @@ def worked_qkv():
     with torch.random.fork_rng():
         torch.manual_seed(2)
         return torch.randn(1, 4, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2)
+
+
+def weights_shown(at) -> bool:
+    return any(f["layout"]["title"]["text"].startswith("Weights of query row") for f in figures(at))
+
+
+def weights_bars(at) -> dict:
+    """The bars of the row's weights (shown once the prediction is checked)."""
+    return figure(at, "Weights of query row")["data"][0]
 
 
 def sdpa_row(q, k, v, t):
@@ -41,7 +50,7 @@ def test_default_row_hand_sum_equals_pytorch():
     assert float(within.removeprefix("within ")) < 1e-12 and compare[within].tolist() == ["yes", "yes"]
     assert [float(x) for x in compare["tensor (float32, shown)"]] == pytest.approx(expected, abs=1e-6)
     weights = torch.softmax(q[0, 3].double() @ k[0].double().T / 3**0.5, -1).tolist()
-    bars = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    bars = decode(weights_bars(at)["y"]).astype(float)
     assert bars.tolist() == pytest.approx(weights, abs=1e-6)
     text = all_text(at)
     assert "PASS: row 3" in text
@@ -50,10 +59,10 @@ def test_default_row_hand_sum_equals_pytorch():
 
 def test_row_zero_has_a_single_weight_of_exactly_one():
     at = predict(open_page("read_row", {"row_t": "0"}), "row_predict")
-    bar = figures(at)[0]["data"][0]
+    bar = weights_bars(at)
     assert decode(bar["y"]).astype(float).tolist() == [1.0, 0.0, 0.0, 0.0]
     assert list(bar["text"]) == ["1.0000"] + ["masked (0)"] * 3
-    assert table(at, "allowed")["weight"].tolist()[0] == "1.00000000"
+    assert table(at, "weight")["weight"].tolist()[0] == "1.00000000"
     assert {m.label: m.value for m in at.metric}["|sum − 1|"] == "0.0e+00"
     assert "its single allowed weight is exactly one: weight 1.0" in all_text(at)
     q, k, v = worked_qkv()
@@ -73,13 +82,13 @@ def test_a_link_to_a_random_row_and_the_slider():
     assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(
         sdpa_row(q, k, v, 6), abs=1e-9
     )
-    before = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    before = decode(weights_bars(at)["y"]).astype(float)
     assert before[7] == 0.0 and before[:7].sum() == pytest.approx(1.0, abs=1e-6)
 
     at.slider(key="row_t").set_value(2).run()
-    assert not figures(at), "a new row is a new question: its weights wait for the new prediction"
+    assert not weights_shown(at), "a new row is a new question: its weights wait for the new prediction"
     predict(at, "row_predict")
-    after = decode(figures(at)[0]["data"][0]["y"]).astype(float)
+    after = decode(weights_bars(at)["y"]).astype(float)
     assert not np.allclose(before, after) and (after[3:] == 0).all()
     assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(
         sdpa_row(q, k, v, 2), abs=1e-9
@@ -89,7 +98,9 @@ def test_a_link_to_a_random_row_and_the_slider():
 def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     at = predict(open_page("read_row", {"row_t": "9"}), "row_predict")
     assert "The link set 'Query row t' to '9', which is not usable" in all_text(at)
-    assert figures(at)[0]["layout"]["title"]["text"] == "Weights of query row 3"
+    assert (
+        weights_bars(at) and figure(at, "Weights of query row")["layout"]["title"]["text"] == "Weights of query row 3"
+    )
 
 
 def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
@@ -131,19 +142,35 @@ def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytor
     row = torch.softmax(scores, -1)
     top = int(row.argmax())
     at = open_page("read_row")
-    assert not figures(at) and not any("by hand (float64)" in d.value.columns for d in at.dataframe)
+    assert not weights_shown(at) and not any("by hand (float64)" in d.value.columns for d in at.dataframe)
     assert "Hint" in [e.label for e in at.expander]
 
     at.button(key="row_predict_check").click().run()  # nothing chosen: nothing checked, nothing revealed
-    assert "Choose or type your prediction first" in all_text(at) and not figures(at)
+    assert "Choose or type your prediction first" in all_text(at) and not weights_shown(at)
 
     predict(at, "row_predict", f"key {top}")
     assert f"Right. You predicted 'key {top}'" in unescaped(all_text(at))
-    assert decode(figures(at)[0]["data"][0]["y"]).astype(float).tolist() == pytest.approx(row.tolist(), abs=1e-6)
+    assert decode(weights_bars(at)["y"]).astype(float).tolist() == pytest.approx(row.tolist(), abs=1e-6)
 
     wrong = next(s for s in range(4) if s != top)
     at = predict(open_page("read_row"), "row_predict", f"key {wrong}")
     text = unescaped(all_text(at))
     assert f"Not quite. You predicted 'key {wrong}'; the lab's answer is 'key {top}'" in text
     assert f"largest score q·k/√D ({scores[top]:.4f})" in text
-    assert figures(at), "a wrong prediction reveals the answer too"
+    assert weights_shown(at), "a wrong prediction reveals the answer too"
+
+
+@pytest.mark.parametrize("t", [3, 1])
+def test_the_question_sits_beside_the_row_scores_which_are_its_inputs_not_its_answer(t):
+    """Before the check, the picture holds row t's scores q·k/√D (PyTorch's, float64) for the keys it may see and
+    nothing for the future ones; no weight is drawn."""
+    q, k, v = worked_qkv()
+    scores = (q[0, t].double() @ k[0].double().T / 3**0.5).tolist()  # (S,)
+    at = open_page("read_row", {"row_t": str(t)})
+    [picture] = picture_figures(at)
+    assert picture["layout"]["title"]["text"] == f"Scores of query row {t}: q·k / √3"
+    bars = picture["data"][0]
+    shown = [None if y is None else float(y) for y in decode(bars["y"]).tolist()]
+    assert shown[: t + 1] == pytest.approx(scores[: t + 1], abs=1e-6) and shown[t + 1 :] == [None] * (3 - t)
+    assert list(bars["text"])[t + 1 :] == ["future (masked)"] * (3 - t)
+    assert not weights_shown(at) and f"Which key gets the largest weight in row {t}?" in unescaped(all_text(at))
