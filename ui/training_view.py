@@ -21,11 +21,12 @@ from core.model.jobs import JobView
 from core.model.leak import CausalityProbe
 from core.model.run_events import Progress, Snapshot
 from core.model.training import EvalRecord
-from ui import charts, models
+from ui import charts, layout, models
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
 
 Reference = Sequence[EvalRecord] | None  # the honest run's evaluations, on the same steps
+PICTURE_HEIGHT = 430  # the map on the page's first screen, beside the loss curve (px; the probe text is ~30 characters)
 
 
 def loss_figure(
@@ -57,6 +58,7 @@ def loss_figure(
         annotation_position="top left" if selected > max_iters / 2 else "top right",
     )
     fig.update_xaxes(range=[0, max_iters])  # the curve grows into the whole budget
+    fig.update_layout(height=PICTURE_HEIGHT)  # level with the attention map beside it
     if reference_loss is not None:
         fig.add_hline(
             y=reference_loss,
@@ -93,8 +95,9 @@ def show_losses(evals: Sequence[Progress], selected: int, reference: Reference, 
     chart(loss_figure(evals, selected, reference, reference_loss), table, summary, key="train_losses")
 
 
-def snapshot_view(snap: Snapshot, key_suffix: str) -> None:
-    """One head's attention over the probe text at one evaluation, masked cells drawn as gaps."""
+def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None) -> None:
+    """One head's attention over the probe text at one evaluation, masked cells drawn as gaps; `height` (px) keeps
+    it on a first screen, else it grows with the text."""
     labels = [f"{t} {tok}" for t, tok in enumerate(snap.tokens)]
     T = len(labels)
     z: list[list[float | None]] = [
@@ -108,7 +111,7 @@ def snapshot_view(snap: Snapshot, key_suffix: str) -> None:
         y_labels=labels,
         zmin=0,
         zmax=1,
-        height=max(420, 18 * T + 140),
+        height=max(420, 18 * T + 140) if height is None else height,
     )
     fig.update_layout(margin=dict(t=125), title=dict(y=0.995, yanchor="top"))  # the title above the key labels
     where = (
@@ -177,12 +180,13 @@ def leak_section(
             f"**The causality probe failed at step {failed.step}.** The stop is off, so the run goes on: "
             "watch the validation loss fall."
         )
-    st.error(
+    layout.lesson_case(
+        "the model reads the future",
         f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
         f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
         f"{probe.length - 1}), the largest change of an earlier prediction was "
         f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
-        f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance."
+        f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance.",
     )
     st.caption(
         f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "

@@ -5,18 +5,20 @@ import streamlit as st
 from core.lessons.overfit import NEAR_ZERO, overfit_on_corpus
 from core.model import run_record, runs
 from core.model.bundle import BundleError
+from core.model.bundle_checks import MANIFEST, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
+from core.model.run_spec import PYTHON_PROBE
 from core.model.tokenizer import SPECIAL_TOKENS
 from core.release.registry import list_versions
-from ui import models, params, training_view
+from ui import layout, models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
-SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"
+SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"  # PINNED_KEY: (job id, step) a learner holds
 KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keeping the run (shown after the rerun)
 
 
@@ -133,8 +135,81 @@ def keep_note(bundle_path) -> tuple[str, str]:
     )
 
 
+def bundle_version(bundle_path) -> str:
+    """The version a finished run's bundle is known by (its manifest's, after tuning): what a learner names it by."""
+    try:
+        return str(read_manifest(bundle_path / MANIFEST)["version"])
+    except (BundleError, OSError, KeyError, TypeError, ValueError):
+        return "unknown"
+
+
+def running_status(job_id: str, last) -> None:
+    """Progress while the run trains; once a stop is asked for, or the last step is done, what the run does now
+    (the final evaluation, saving, tuning the threshold take seconds, and a bar still moving read as a stop ignored)."""
+    if last is None:
+        st.progress(0.0, text="Preparing the text and building the model...")
+        return
+    stopping = models.job_queue().stop_requested(job_id)
+    if last.kind == "done":
+        ended = f"Training stopped at step {last.step}" if stopping else f"All {last.step} steps done"
+        st.progress(1.0, text=f"{ended}: saving the model and tuning its suggestion threshold...")
+        return
+    bar, a, b, c = st.columns([3, 1, 1, 1])
+    if stopping:
+        bar.progress(last.fraction, text=f"Stop requested at step {last.step}: the run ends at its next step.")
+    else:
+        bar.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}")
+    a.metric("Tokens per second", f"{last.tokens_per_second:,.0f}")
+    b.metric("Time left (estimate)", runs.format_duration(last.eta_seconds))
+    c.metric("Elapsed", runs.format_duration(last.elapsed))
+
+
+def finished_status(job_id: str, view) -> None:
+    """How the run ended and its final losses (one line above the picture); the rest below it."""
+    result = view.result
+    metrics = result.metrics
+    how = {
+        "leak": (
+            f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
+            "causality probe failed (the stop condition). The bundle holds what the model learned by "
+            "then."
+        ),
+        "stopped": (
+            f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the model learned so far."
+        ),
+        "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
+        "holds what the model learned by then.",
+    }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
+    st.success(
+        f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
+        "per character."
+    )
+
+
+def finished_details(job_id: str, view) -> None:
+    result = view.result
+    metrics = result.metrics
+    label = st.session_state.get(f"train_label_{job_id}", "")
+    st.caption(
+        f"{result.num_parameters:,} parameters, {metrics['tokens_per_second']:,.0f} tokens/s. "
+        f'The bundle is registered for this session as "{escape_markdown(label)}" (version '
+        f"{escape_markdown(bundle_version(result.bundle_path))}): pick it in the sidebar's model picker to use it "
+        "on the other pages."
+    )
+    kind, note = st.session_state.get(KEPT_KEY, {}).get(job_id, (None, None))
+    if note:
+        (st.warning if kind == "warning" else st.caption)(escape_markdown(note))
+    if not result.safe:
+        unsafe = f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}."
+        if result.causal:
+            st.error(unsafe)  # a causal model that reads the future is a defect, not the lesson
+        else:
+            layout.lesson_case("a model without the causal mask", unsafe)
+
+
 def show_run(job_id: str, polling: bool) -> None:
-    """The run's status, curves and attention snapshots; re-run every second while the run is unfinished."""
+    """The run's status, loss curve and attention map side by side, and the leak evidence; re-run every second while
+    the run is unfinished. The map follows the newest evaluation unless the learner holds an earlier one."""
     try:
         view = models.job_queue().view(job_id)
     except JobError:
@@ -144,7 +219,6 @@ def show_run(job_id: str, polling: bool) -> None:
         st.rerun()  # a full run: registers the bundle, refreshes the sidebar and stops the polling
     info = st.session_state.get(RUNS_KEY, {}).get(job_id, {})
     evals = [e for e in view.events if e.kind == "eval"]
-    last = view.events[-1] if view.events else None
 
     if view.state == QUEUED:
         limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
@@ -153,14 +227,7 @@ def show_run(job_id: str, polling: bool) -> None:
             "Training starts by itself when the runs ahead finish; Stop cancels it."
         )
     elif view.state == RUNNING:
-        if last is None:
-            st.progress(0.0, text="Preparing the text and building the model...")
-        else:
-            st.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}")
-            a, b, c = st.columns(3)
-            a.metric("Tokens per second", f"{last.tokens_per_second:,.0f}")
-            b.metric("Time left (estimate)", runs.format_duration(last.eta_seconds))
-            c.metric("Elapsed", runs.format_duration(last.elapsed))
+        running_status(job_id, view.events[-1] if view.events else None)
     elif view.state == FAILED:
         st.error(
             f"The run failed: {escape_markdown(view.error)}. Nothing was saved; change the settings and start again."
@@ -168,89 +235,150 @@ def show_run(job_id: str, polling: bool) -> None:
     elif view.result is None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:
-        result = view.result
-        metrics = result.metrics
-        how = {
-            "leak": (
-                f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
-                "causality probe failed (the stop condition). The bundle holds what the model learned by "
-                "then."
-            ),
-            "stopped": (
-                f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the "
-                "model learned so far."
-            ),
-            "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
-            "holds what the model learned by then.",
-        }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
-        label = st.session_state.get(f"train_label_{job_id}", "")
-        st.success(
-            f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
-            f"per character; {result.num_parameters:,} parameters, "
-            f"{metrics['tokens_per_second']:,.0f} tokens/s. "
-            f'The bundle is registered for this session as "{escape_markdown(label)}": '
-            "pick it in the sidebar's model picker to use it on the other pages."
-        )
-        st.caption(f"Saved in {escape_markdown(result.bundle_path)}")
-        kind, note = st.session_state.get(KEPT_KEY, {}).get(job_id, (None, None))
-        if note:
-            (st.warning if kind == "warning" else st.info)(escape_markdown(note))
-        if not result.safe:
-            st.error(f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}.")
+        finished_status(job_id, view)
 
-    if not evals:
-        return
-    reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
-    if info:
-        training_view.leak_section(evals, info, view, reference, reference_loss)
-    steps = [e.step for e in evals]
-    if st.session_state.get(PINNED_KEY) != job_id or st.session_state.get(SNAP_KEY) not in steps:
-        st.session_state[SNAP_KEY] = steps[-1]  # follow the newest evaluation until the learner moves the slider
-    if len(steps) > 1:
-        selected = st.select_slider(
-            "Evaluation step shown in the attention map (marked on the loss curve)",
-            options=steps,
-            key=SNAP_KEY,
-            on_change=_pin,
-            args=(job_id,),
-        )
+    if evals:
+        reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
+        selected = snapshot_step(job_id, [e.step for e in evals])
+        snap = next(e.snapshot for e in evals if e.step == selected)
+        left, right = st.columns(2)
+        with left:
+            training_view.show_losses(evals, selected, reference, reference_loss)
+        with right:
+            training_view.snapshot_view(snap, "map", height=training_view.PICTURE_HEIGHT)
+        if info:
+            training_view.leak_section(evals, info, view, reference, reference_loss)
+    if view.state in FINISHED and view.result is not None:
+        finished_details(job_id, view)
+
+
+def snapshot_step(job_id: str, steps: list[int]) -> int:
+    """The evaluation the map shows: the newest one, unless the learner moved the slider to an earlier one (held
+    there while the run goes on; moving it back to the newest step follows again)."""
+    pinned = st.session_state.get(PINNED_KEY)
+    held = pinned[1] if isinstance(pinned, tuple) and pinned[0] == job_id and pinned[1] in steps else None
+    st.session_state[SNAP_KEY] = steps[-1] if held is None else held
+    if len(steps) == 1:
+        return steps[0]
+    selected = st.select_slider(
+        "Evaluation step shown in the attention map (marked on the loss curve)",
+        options=steps,
+        key=SNAP_KEY,
+        on_change=_hold,
+        args=(job_id, steps[-1]),
+    )
+    if held is None:
+        st.caption(f"Following the newest evaluation (step {steps[-1]}): move the slider to hold an earlier one.")
     else:
-        selected = steps[0]
-    snap = next(e.snapshot for e in evals if e.step == selected)
-    left, right = st.columns(2)
+        st.caption(f"Held at step {held}: move the slider to the newest step ({steps[-1]}) to follow the run again.")
+    return selected
+
+
+def _hold(job_id: str, newest: int) -> None:
+    """The slider moved: to the newest step (as it was drawn), follow again; anywhere else, hold there."""
+    step = st.session_state[SNAP_KEY]
+    if step == newest:
+        st.session_state.pop(PINNED_KEY, None)
+    else:
+        st.session_state[PINNED_KEY] = (job_id, step)
+
+
+def _request_stop(job_id: str) -> None:
+    """Stop's callback: runs before the page's script reruns, so the stop file is written at once (the run checks
+    it before every step); the page then says the stop is on its way."""
+    try:
+        models.job_queue().stop(job_id)
+    except JobError:
+        pass  # the run is gone already: the page says so
+
+
+def shipped_preview() -> None:
+    """Before any run: where training ends up, the shipped model's map of the same probe text (nothing is trained)."""
+    try:
+        bundle = models.load(models.SHIPPED_DIR)
+    except (BundleError, OSError):
+        st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
+        return
+    metrics = bundle.manifest["training"]["metrics"]
+    snap = runs.attention_snapshot(
+        bundle.model, bundle.tokenizer, PYTHON_PROBE, layer=0, head=0, step=int(metrics["iters"])
+    )
+    left, right = st.columns([3, 2])
     with left:
-        training_view.show_losses(evals, selected, reference, reference_loss)
+        training_view.snapshot_view(snap, "shipped", height=training_view.PICTURE_HEIGHT)
     with right:
-        training_view.snapshot_view(snap, "map")
-
-
-def _pin(job_id: str) -> None:
-    st.session_state[PINNED_KEY] = job_id
+        c = bundle.model.config
+        st.markdown(
+            "**Where training ends up.** The shipped model (the lab's default: "
+            f"{c.n_layer} layers, {c.n_head} heads, width {c.d_model}), after {int(metrics['iters']):,} steps on "
+            f"the standard library, reads the probe text with layer 0, head 0. Its validation loss: "
+            f"{metrics['val_loss']:.3f} nats per character."
+        )
+        st.markdown(
+            "No run yet in this session. Choose a text and a model size, then press **Start training**: a fresh "
+            "model starts near a uniform guess, and you watch its two losses fall and this map form, one "
+            "evaluation at a time."
+        )
 
 
 # ---- the page ------------------------------------------------------------------------------------
 
 st.title("Training")
-st.markdown(
-    "Train the lab's own decoder-only transformer, character by character, on a domain text. While it "
-    "learns you see two losses: on a sample of the **training** text and on **held-out** documents it never "
-    "trains on (the honest measure). Along the way the lab photographs one attention head reading a short "
-    "probe text, so you can watch attention patterns form. The finished model is saved as a bundle that the "
-    "other pages can use."
+st.caption(
+    "Train the lab's own transformer, character by character, on a domain text: its loss on the training text and "
+    "on held-out documents, and one attention head's map as it forms."
 )
 
-st.header("1. Text and model")
-left, right = st.columns(2)
-with left:
-    source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
-    corpus, corpus_label = None, None
-    if source == STDLIB_CHOICE:
-        corpus, corpus_label = stdlib_corpus(), "the Python standard library"
-        st.caption(
-            f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
-            f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
+with layout.picture():
+    text_col, preset_col, iters_col, seconds_col, button_col = st.columns([1.2, 1.6, 0.75, 0.75, 1.3])
+    with text_col:
+        source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
+    with preset_col:
+        preset_name = params.selectbox(
+            "Model size (preset)", "train_preset", list(runs.APP_PRESETS), "tiny", format_func=preset_label
         )
-    else:
+    with iters_col:
+        iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
+    with seconds_col:
+        seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
+    with button_col:
+        start_slot = st.empty()  # Start and Stop are drawn once the run's state is known, below
+        stop_col, settings_col = st.columns(2)
+    corpus, corpus_label = None, None
+    with settings_col.popover(
+        "Settings", width="stretch", help="The text, the seed, the causal mask (the leakage lesson) and the leak stop"
+    ):
+        if source == STDLIB_CHOICE:
+            corpus, corpus_label = stdlib_corpus(), "the Python standard library"
+            st.caption(
+                f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
+                f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
+            )
+        if corpus is not None:
+            vocab = vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
+            st.caption(
+                f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
+                f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
+            )
+        seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
+        no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
+        stop_on_leak = params.toggle(
+            "Stop at the first evaluation where the causality probe fails",
+            "train_stop_leak",
+            True,
+            help="The leak detector's stop condition. Switch it off to watch the leak "
+            "happen: the loss then falls impossibly low.",
+        )
+        st.caption(
+            "Without the causal mask every position may also look at the characters to its right, including "
+            "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
+            "detector does not wait for that: at every evaluation it edits every position of a random "
+            "sequence, one at a time, and checks that no earlier prediction moves. A model that fails is "
+            "marked **unsafe**."
+        )
+    if no_mask:
+        st.caption("The causal mask is off for the next run: the leakage lesson (Settings).")
+    if source == UPLOAD_CHOICE:
         upload = st.file_uploader(
             f"A UTF-8 text file (up to {MAX_BYTES // 2**20} MB)", key="train_upload", max_upload_size=MAX_BYTES // 2**20
         )
@@ -261,109 +389,106 @@ with left:
                 st.warning(f"This file cannot be used: {escape_markdown(error)}")
             else:
                 corpus_label = upload.name
-                st.caption(f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters. The beginning:")
+                vocab = vocabulary_size(corpus.fingerprint, corpus.text)
+                st.caption(
+                    f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
+                    f"{runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
+                    "vocabulary. The beginning:"
+                )
                 st.code(corpus.text[:300], language=None)
-with right:
-    preset_name = params.selectbox(
-        "Model size (preset)", "train_preset", list(runs.APP_PRESETS), "tiny", format_func=preset_label
+
+    # The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
+    # are known (an upload too short for the model's context is said now, not after Start).
+    train_config = runs.train_config_for(
+        int(iters),
+        max_seconds=float(seconds),
+        seed=int(seed),
+        causal=not no_mask,
+        num_threads=1,  # one torch thread: the server's other core stays free for the pages of everyone else
+        leak_stop=bool(stop_on_leak),
     )
+    unfit = None
     if corpus is not None:
-        vocab = vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
-        st.caption(
-            f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
-            f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
+        try:
+            runs.check_fits(corpus, preset_name, train_config)
+        except CorpusError as err:
+            unfit = str(err)
+            st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")
+
+    job_id = st.session_state.get(JOB_KEY)
+    queue = models.job_queue()
+    active = job_id is not None and queue.active_job(models.session_id()) == job_id
+    start = start_slot.button("Start training", key="train_start", type="primary", width="stretch")
+    with stop_col:
+        st.button(
+            "Stop",
+            key="train_stop",
+            disabled=not active,
+            on_click=_request_stop,
+            args=(job_id,),
+            width="stretch",
+            help="Stops the run at its next step; the model learned so far is still saved.",
         )
-    iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
-    seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
-    seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
-    no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
-    stop_on_leak = params.toggle(
-        "Stop at the first evaluation where the causality probe fails",
-        "train_stop_leak",
-        True,
-        help="The leak detector's stop condition. Switch it off to watch the leak "
-        "happen: the loss then falls impossibly low.",
+    if start:
+        if corpus is None:
+            st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
+        elif unfit is None:
+            if start_run(corpus, corpus_label, preset_name, train_config):
+                st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
+
+    job_id = st.session_state.get(JOB_KEY)
+    if job_id is None:
+        shipped_preview()
+    else:
+        view = next((j for j in queue.jobs_of(models.session_id()) if j.id == job_id), None)
+        if view is not None and view.state in FINISHED:
+            register(view, st.session_state.get(RUNS_KEY, {}).get(job_id, {}))
+        polling = view is not None and view.state not in FINISHED
+        st.fragment(show_run, run_every=1.0 if polling else None)(job_id, polling)
+
+overfit_tab, about_tab = layout.more(["Tiny-batch overfit", "What the page shows"])
+with about_tab:
+    st.markdown(
+        "Train the lab's own decoder-only transformer, character by character, on a domain text. While it "
+        "learns you see two losses: on a sample of the **training** text and on **held-out** documents it never "
+        "trains on (the honest measure). Along the way the lab photographs one attention head reading a short "
+        "probe text, so you can watch attention patterns form. The finished model is saved as a bundle that the "
+        "other pages can use."
+    )
+    st.markdown(
+        "The map follows the newest evaluation while the run goes on. Move the slider to an earlier step to hold "
+        "it there; move it back to the newest step to follow again. **Stop** ends the run at its next step; the "
+        "run then evaluates, saves and tunes the model it has, which takes a few seconds."
+    )
+with overfit_tab:
+    st.markdown(
+        "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "
+        "windows of the standard library, over and over, and watch that batch's loss and the loss on held-out text."
+    )
+    prediction = st.radio(
+        "Predict first: while the one batch's loss falls towards zero, what does the held-out loss do?",
+        list(OVERFIT_OPTIONS),
+        index=None,
+        key="overfit_prediction",
     )
     st.caption(
-        "Without the causal mask every position may also look at the characters to its right, including "
-        "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
-        "detector does not wait for that: at every evaluation it edits every position of a random sequence, "
-        "one at a time, and checks that no earlier prediction moves. A model that fails is marked **unsafe**."
+        "Hint: the model sees the same 64 characters every step. What could it learn from them about other text?"
     )
-
-# The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
-# are known (an upload too short for the model's context is said now, not after Start).
-train_config = runs.train_config_for(
-    int(iters),
-    max_seconds=float(seconds),
-    seed=int(seed),
-    causal=not no_mask,
-    num_threads=1,  # one torch thread: the server's other core stays free for the pages of everyone else
-    leak_stop=bool(stop_on_leak),
-)
-unfit = None
-if corpus is not None:
-    try:
-        runs.check_fits(corpus, preset_name, train_config)
-    except CorpusError as err:
-        unfit = str(err)
-        st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")
-
-job_id = st.session_state.get(JOB_KEY)
-queue = models.job_queue()
-active = job_id is not None and queue.active_job(models.session_id()) == job_id
-start_col, stop_col, _ = st.columns([1, 1, 4])
-start = start_col.button("Start training", key="train_start", type="primary")
-stop = stop_col.button(
-    "Stop", key="train_stop", disabled=not active, help="Stops the run; the model learned so far is still saved."
-)
-if stop and active:
-    queue.stop(job_id)
-if start:
-    if corpus is None:
-        st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
-    elif unfit is None:
-        if start_run(corpus, corpus_label, preset_name, train_config):
-            st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
-
-st.header("2. The run")
-job_id = st.session_state.get(JOB_KEY)
-if job_id is None:
-    st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
-else:
-    view = next((j for j in queue.jobs_of(models.session_id()) if j.id == job_id), None)
-    if view is not None and view.state in FINISHED:
-        register(view, st.session_state.get(RUNS_KEY, {}).get(job_id, {}))
-    polling = view is not None and view.state not in FINISHED
-    st.fragment(show_run, run_every=1.0 if polling else None)(job_id, polling)
-
-st.header("3. Tiny-batch overfit")
-st.markdown(
-    "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "
-    "windows of the standard library, over and over, and watch that batch's loss and the loss on held-out text."
-)
-prediction = st.radio(
-    "Predict first: while the one batch's loss falls towards zero, what does the held-out loss do?",
-    list(OVERFIT_OPTIONS),
-    index=None,
-    key="overfit_prediction",
-)
-st.caption("Hint: the model sees the same 64 characters every step. What could it learn from them about other text?")
-overfit_steps = params.slider("Steps on the one batch", "overfit_steps", 50, 500, 250, 50)
-if st.button("Overfit one batch", key="overfit_run", disabled=prediction is None):
-    st.session_state["overfit_shown"] = int(overfit_steps)
-shown_steps = st.session_state.get("overfit_shown")
-if prediction is None:
-    st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
-elif shown_steps is not None:
-    result = overfit_result(int(shown_steps))
-    training_view.overfit_chart(result)
-    verdict = OVERFIT_OPTIONS[prediction]
-    (st.success if verdict else st.error)(
-        ("Your prediction matches. " if verdict else "Not what the lab measures. ")
-        + f"The batch's loss went from {result.batch_loss[0]:.2f} to {result.batch_loss[-1]:.3f} nats per character"
-        + (f" (below {NEAR_ZERO} at step {result.reached})" if result.reached is not None else "")
-        + f"; the held-out loss went from {result.held_out_loss[0]:.2f} to {result.held_out_loss[-1]:.2f}. "
-        "Driving one batch to zero shows the model and its gradients work; it teaches nothing general: the "
-        "held-out loss does not follow. That gap is memorising, not learning."
-    )
+    overfit_steps = params.slider("Steps on the one batch", "overfit_steps", 50, 500, 250, 50)
+    if st.button("Overfit one batch", key="overfit_run", disabled=prediction is None):
+        st.session_state["overfit_shown"] = int(overfit_steps)
+    shown_steps = st.session_state.get("overfit_shown")
+    if prediction is None:
+        st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
+    elif shown_steps is not None:
+        result = overfit_result(int(shown_steps))
+        training_view.overfit_chart(result)
+        verdict = OVERFIT_OPTIONS[prediction]
+        (st.success if verdict else st.error)(
+            ("Your prediction matches. " if verdict else "Not what the lab measures. ")
+            + f"The batch's loss went from {result.batch_loss[0]:.2f} to {result.batch_loss[-1]:.3f} nats per character"
+            + (f" (below {NEAR_ZERO} at step {result.reached})" if result.reached is not None else "")
+            + f"; the held-out loss went from {result.held_out_loss[0]:.2f} to {result.held_out_loss[-1]:.2f}. "
+            "Driving one batch to zero shows the model and its gradients work; it teaches nothing general: the "
+            "held-out loss does not follow. That gap is memorising, not learning."
+        )
