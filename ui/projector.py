@@ -112,10 +112,12 @@ def _fonts(fig: go.Figure) -> list[Any]:
             found += [layout[name].colorbar.tickfont, layout[name].colorbar.title.font]
     found += [a.font for a in layout.annotations]
     for trace in fig.data:
-        for part in (trace, getattr(trace, "marker", None)):
-            bar = getattr(part, "colorbar", None)
-            if bar is not None:
-                found += [bar.tickfont, bar.title.font]
+        # Only a colour bar that is drawn: touching an unused one (a bar chart's marker.colorbar) makes Plotly draw it.
+        if "colorbar" in trace and trace.showscale is not False and trace.coloraxis is None:
+            found += [trace.colorbar.tickfont, trace.colorbar.title.font]
+        marker = getattr(trace, "marker", None)
+        if marker is not None and "colorbar" in marker and marker.showscale:
+            found += [marker.colorbar.tickfont, marker.colorbar.title.font]
         for name in ("textfont", "insidetextfont", "outsidetextfont"):
             if name in trace:
                 found.append(trace[name])

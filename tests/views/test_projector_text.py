@@ -64,7 +64,7 @@ def small_texts(spec: dict, px: float) -> list[str]:
                 found.append(f"data[{i}] bar text may shrink to fit (layout.uniformtext.minsize)")
         if trace.get("type") == "heatmap" and trace.get("showscale", True) and "coloraxis" not in trace:
             unset(trace.get("colorbar", {}).get("tickfont"), f"data[{i}].colorbar.tickfont")
-        if "colorbar" in trace.get("marker", {}):
+        if trace.get("marker", {}).get("showscale"):
             unset(trace["marker"]["colorbar"].get("tickfont"), f"data[{i}].marker.colorbar.tickfont")
     return found
 
@@ -75,7 +75,9 @@ def every_kind_of_text() -> go.Figure:
     fig.add_trace(go.Heatmap(z=[[0.1, 0.9]], texttemplate="%{z}", coloraxis="coloraxis"), row=1, col=1)
     fig.add_trace(go.Bar(x=["a", "b"], y=[1, 2], text=["1", "2"]), row=1, col=2)
     fig.add_trace(go.Scatter(x=[0, 1], y=[1, 0], mode="lines+text", text=["p", "q"], textfont=dict(size=12)), 1, 2)
-    fig.add_trace(go.Scatter(x=[0], y=[2], marker=dict(color=[1], colorbar=dict(title="m"))), row=1, col=2)
+    fig.add_trace(
+        go.Scatter(x=[0], y=[2], marker=dict(color=[1], showscale=True, colorbar=dict(title="m"))), row=1, col=2
+    )
     fig.update_xaxes(tickfont=dict(size=9))
     fig.update_annotations(font=dict(size=13))
     fig.add_annotation(text="step 100", x=0, y=1, showarrow=False)
@@ -90,6 +92,7 @@ def test_restyle_sets_every_text_to_at_least_16_px_and_caps_the_height():
     big = projector.restyle(fig).to_plotly_json()
     assert small_texts(big, projector.MIN_PROJECTED_PX) == []  # ... and none is left
     assert big["layout"]["height"] == projector.MAX_HEIGHT_PX
+    assert "colorbar" not in big["data"][1].get("marker", {})  # a colour bar the bars never had is not drawn for them
     assert fig.to_plotly_json() == before  # the page's figure (perhaps cached) is unchanged
     for b, p in zip(big["data"], before["data"], strict=True):
         assert b.get("z") == p.get("z") and b.get("y") == p.get("y") and b.get("text") == p.get("text")
