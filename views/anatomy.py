@@ -129,9 +129,9 @@ with parts_tab:
         st.info("Answer the question above to reveal the model's parts.")
     else:
         parts = architecture(bundle.model)
-        right = guess.startswith("none")
-        (st.success if right else st.error)(
-            ("Right: " if right else "Not quite: ")
+        correct = guess.startswith("none")
+        (st.success if correct else st.error)(
+            ("Right: " if correct else "Not quite: ")
             + "the LM head is the token embedding's matrix used backwards (weight tying), so it adds 0 parameters; "
             f"the embedding holds V × C = {tok.vocab_size} × {config.d_model} = {tok.vocab_size * config.d_model:,}."
         )

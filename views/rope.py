@@ -251,7 +251,7 @@ with layouts_tab:
         "reordering of the features: move the even features to the first half and the odd ones to the second. "
         "A checkpoint from one library only works in the other after that permutation of its q and k weights."
     )
-    layout = rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)  # q at m, k at n
+    equivalence = rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)  # q at m, k at n
     half, shown = D // 2, min(D // 2, 8)  # spell out at most 8 pairs; the table below lists every feature
     more = " …" if shown < half else ""
     st.markdown(
@@ -260,35 +260,35 @@ with layouts_tab:
         + more
         + "  \n"
         + f"**Split-half layout**, the feature each slot holds: slots 0–{half - 1} hold "
-        + " ".join(str(layout.permutation[j]) for j in range(shown))
+        + " ".join(str(equivalence.permutation[j]) for j in range(shown))
         + more
         + f"; slots {half}–{D - 1} hold "
-        + " ".join(str(layout.permutation[half + j]) for j in range(shown))
+        + " ".join(str(equivalence.permutation[half + j]) for j in range(shown))
         + more
         + f". Pair i sits in slots i and i + D/2 = i + {half}."
     )
-    adjacent_q = layout.adjacent[0].tolist()  # (D,) q after RoPE, adjacent layout
-    split_q = layout.split_half[0].tolist()  # (D,) q after RoPE, split-half layout
+    adjacent_q = equivalence.adjacent[0].tolist()  # (D,) q after RoPE, adjacent layout
+    split_q = equivalence.split_half[0].tolist()  # (D,) q after RoPE, split-half layout
     mapping = pd.DataFrame(
         {
             "feature d (adjacent layout)": list(range(D)),
             "pair i": [d // 2 for d in range(D)],
             "member": ["first" if d % 2 == 0 else "second" for d in range(D)],
-            "slot in split-half layout": list(layout.destination),
+            "slot in split-half layout": list(equivalence.destination),
             "q after RoPE, adjacent [d]": adjacent_q,
-            "q after RoPE, split half [slot]": [split_q[j] for j in layout.destination],
+            "q after RoPE, split half [slot]": [split_q[j] for j in equivalence.destination],
         }
     )
     projector.dataframe(mapping, hide_index=True, key="rope_layout_table", height=min(400, 38 + 35 * D))
     layout_check = (
         f"largest difference between the two layouts after the permutation (q at m = {m}, k at n = {n}): "
-        f"{layout.max_abs_diff:.2e}, tolerance {layout.tolerance:.0e}"
+        f"{equivalence.max_abs_diff:.2e}, tolerance {equivalence.tolerance:.0e}"
     )
-    verdict(layout.passed, f"Same rotation: {layout_check}.", f"The layouts disagree: {layout_check}.")
+    verdict(equivalence.passed, f"Same rotation: {layout_check}.", f"The layouts disagree: {layout_check}.")
     st.caption(
         f"Without the permutation (rotating the adjacent layout as if it were split half) the largest "
-        f"difference is {layout.unpermuted_max_abs_diff:.4f}: the pairing has to match the layout the weights were "
-        "trained with."
+        f"difference is {equivalence.unpermuted_max_abs_diff:.4f}: the pairing has to match the layout the weights "
+        "were trained with."
     )
 
 with model_tab:
