@@ -34,7 +34,9 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
             on_click="ignore",
         )
         st.download_button(
-            "Download the chart as HTML (works offline)",
+            # The file carries its own plotly.js (about 4.8 MB): say so before a class downloads it on school Wi-Fi.
+            f"Download the chart as HTML ({export.size_text(export.chart_html_size(fig, summary, table))}, "
+            "works offline)",
             lambda: export.chart_html(fig, summary, table),
             file_name=f"{key}.html",
             mime="text/html",

@@ -1,18 +1,24 @@
 """Saving what the lab shows: a chart, or every chart of the current view, as one self-contained HTML file.
 
     chart_html(fig, summary, table) -> bytes     one chart, its summary and its data table
+    chart_html_size(fig, summary, table) -> int  that file's size, for the button that offers it
     begin()                                      app.py, before the page runs: a fresh list for this run
     collect(fig, summary, table)                 ui.companion.chart: each chart joins the view's list
     view_button()                                the sidebar's "Download this view" (deferred: built on click)
 
 The files inline plotly.js (`plotly.io.to_html(include_plotlyjs=True)`), so they open with no network: a
-teacher can put them on a USB stick or a class page. Summaries and tables are the page's own text, escaped
-for HTML all the same (they quote learner text). PNG: each chart's camera button (Plotly's modebar) saves
-it in the browser, offline.
+teacher can put them on a USB stick or a class page. That library is most of a chart's file (4.8 MB), so each
+chart's button says the file's size before the download (`chart_html_size`: the library's bytes measured once
+per process, the chart's figure and table each time, without building the file); a view's file holds one copy
+of the library for all its charts. (Separate files sharing one plotly.js would need it in a folder beside them,
+which a file opened from a USB stick or a class page does not have.) Summaries and tables are the page's own
+text, escaped for HTML all the same (they quote learner text). PNG: each chart's camera button (Plotly's
+modebar) saves it in the browser, offline.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 
@@ -23,6 +29,7 @@ import streamlit as st
 
 _VIEW = "_export_view"
 MAX_CHARTS = 64  # per view file: a page draws at most a few dozen
+_PLOT_CONFIG = {"displaylogo": False}
 
 
 @dataclass(frozen=True)
@@ -32,33 +39,94 @@ class Shown:
     table: pd.DataFrame
 
 
-def _section(item: Shown, *, with_js: bool) -> str:
-    title = item.fig.layout.title.text or ""
-    fig = go.Figure(item.fig)  # a copy: the page's figure (perhaps cached) stays as it is
+def _table(table: pd.DataFrame) -> str:
+    """The data table as HTML, every header and cell escaped (they quote learner text); the values as str() gives
+    them, as the CSV does."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in table.itertuples(index=False, name=None)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _plot(fig: go.Figure, *, with_js: bool) -> str:
+    fig = go.Figure(fig)  # a copy: the page's figure (perhaps cached) stays as it is
     # Inside the app Streamlit's chart theme grows the margins to fit the tick labels; a file on its own must ask.
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    plot = pio.to_html(fig, include_plotlyjs=with_js, full_html=False, config={"displaylogo": False})
+    return pio.to_html(fig, include_plotlyjs=with_js, full_html=False, config=_PLOT_CONFIG)
+
+
+def _section(item: Shown, *, with_js: bool) -> str:
+    title = item.fig.layout.title.text or ""
     return (
-        f"<section><h2>{html.escape(title)}</h2>{plot}<p>{html.escape(item.summary)}</p>"
-        f"{item.table.to_html(index=False, escape=True, border=0)}</section>"
+        f"<section><h2>{html.escape(title)}</h2>{_plot(item.fig, with_js=with_js)}"
+        f"<p>{html.escape(item.summary)}</p>{_table(item.table)}</section>"
     )
+
+
+_HEAD = (
+    "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+    "<style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}table{{border-collapse:collapse}}"
+    "td,th{{border:1px solid #999;padding:2px 6px}}</style></head><body><h1>{title}</h1>"
+)
 
 
 def _document(heading: str, items: list[Shown]) -> bytes:
     body = "".join(_section(item, with_js=i == 0) for i, item in enumerate(items[:MAX_CHARTS]))
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(heading)}</title>"
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #999;padding:2px 6px}</style></head>"
-        f"<body><h1>{html.escape(heading)}</h1>{body}</body></html>"
-    ).encode()
+    return (_HEAD.format(title=html.escape(heading)) + body + "</body></html>").encode()
+
+
+_ESCAPE_GROWTH = {"&": 4, "<": 3, ">": 3, '"': 5, "'": 5}  # html.escape: &amp; &lt; &gt; &quot; &#x27;
+
+
+def _escaped_size(text: str) -> int:
+    return len(text.encode()) + sum(grow * text.count(c) for c, grow in _ESCAPE_GROWTH.items())
+
+
+def _table_size(table: pd.DataFrame) -> int:
+    """len(_table(table).encode()), counted a column at a time (a 10,000-row table: milliseconds, not tens)."""
+    rows, cols = table.shape
+    size = len("<table><thead><tr></tr></thead><tbody></tbody></table>") + len("<tr></tr>") * rows
+    size += len("<td></td>") * rows * cols + len("<th></th>") * cols
+    size += sum(_escaped_size(str(c)) for c in table.columns)
+    return size + sum(_escaped_size("".join(map(str, table[c].tolist()))) for c in table.columns)
+
+
+@functools.cache
+def _plot_overhead() -> tuple[int, int]:
+    """What a plot's HTML adds to its figure's JSON, without and with the inlined plotly.js (bytes, measured once
+    on an empty figure: the library is the same for every chart)."""
+    empty = go.Figure()
+    json_size = len(pio.to_json(empty).encode())
+    return tuple(len(_plot(empty, with_js=js).encode()) - json_size for js in (False, True))  # type: ignore[return-value]
+
+
+def _chart_heading(fig: go.Figure) -> str:
+    return f"Attention Lab: {fig.layout.title.text or 'chart'}"
+
+
+def chart_html_size(fig: go.Figure, summary: str, table: pd.DataFrame) -> int:
+    """The size of chart_html(fig, summary, table) in bytes, within a few hundred (the margins the file asks for),
+    computed without building the file: most of it is plotly.js, measured once."""
+    heading = html.escape(_chart_heading(fig))
+    title = html.escape(fig.layout.title.text or "")
+    wrapper = (
+        f"{_HEAD.format(title=heading)}<section><h2>{title}</h2><p>{html.escape(summary)}</p></section></body></html>"
+    )
+    plot = len(pio.to_json(fig).encode()) + _plot_overhead()[1]
+    return len(wrapper.encode()) + plot + _table_size(table)
+
+
+def size_text(n_bytes: int) -> str:
+    """A file's size for a button: '4.8 MB', '310 kB' (decimal units, as browsers' download lists show them)."""
+    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e6 else f"{max(1, round(n_bytes / 1e3))} kB"
 
 
 def chart_html(fig: go.Figure, summary: str, table: pd.DataFrame) -> bytes:
     """One chart as an offline HTML page: the figure, its one-line summary and its data table."""
-    return _document(f"Attention Lab: {fig.layout.title.text or 'chart'}", [Shown(fig, summary, table)])
+    return _document(_chart_heading(fig), [Shown(fig, summary, table)])
 
 
 def begin() -> None:
