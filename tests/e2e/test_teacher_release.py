@@ -40,6 +40,7 @@ def test_release_actions_refuse_without_the_passcode_and_the_right_one_opens_the
 ):
     before = registry_state(server)
     open_page(page, base_url, "/release")
+    page.get_by_role("tab", name="Promote or roll back").click()  # the actions are one click from the picture
     promote = page.get_by_role("button", name=re.compile(r"^Promote version"))
     rollback = page.get_by_role("button", name=re.compile(r"^Roll back to"))
     expect(promote).to_have_count(1)
