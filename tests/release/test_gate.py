@@ -135,9 +135,11 @@ def test_the_gates_figures_are_the_evaluations_for_the_same_config(bundles):
     assert rubric.summary["evaluation"] == dataclasses.asdict(QUICK)
     keys = {c.name: c for c in rubric.checks}["beats baselines: keystrokes"]
     for kind, shown in (("transformer", ""), ("rule", "rule "), ("ngram", "n-gram ")):
-        s = printed.summaries()[kind]
-        low, high = s["keystrokes_saved_ci"]
-        assert f"{shown}{s['keystrokes_saved_per_100']:.2f} [{low:.2f}, {high:.2f}]" in keys.figure
+        s = printed.summaries()[kind]  # the gate decides on the net figure, at the bundle's price
+        low, high = s["net_keystrokes_saved_ci"]
+        assert f"{shown}{s['net_keystrokes_saved_per_100']:.2f} [{low:.2f}, {high:.2f}]" in keys.figure
+        assert s["attention_cost"] == 1.0
+    assert "attention cost 1 keystrokes per suggestion shown and not taken (the bundle's)" in keys.detail
     assert rubric.fallback["threshold"] == printed.summaries()["ngram"]["threshold"]
 
 
@@ -166,7 +168,9 @@ def test_an_invalid_recorded_policy_fails_integrity(bundles, tmp_path):
 
 
 def figures(keys: float, ci: tuple[float, float] | None, loss: float = 2.0, documents: int = 5) -> MetricSet:
-    """A MetricSet with the figures the baseline checks read (the others are not used by them)."""
+    """A MetricSet with the figures the baseline checks read (the others are not used by them): `keys` and `ci`
+    are the NET keystrokes saved; the gross figure is set far off (keys + 100, with an interval that overlaps
+    everything), so a check that read it instead would decide differently."""
     return MetricSet(
         positions=1000,
         loss=loss,
@@ -181,10 +185,12 @@ def figures(keys: float, ci: tuple[float, float] | None, loss: float = 2.0, docu
         accepted=0,
         acceptance_rate=None,
         acceptance_ci=None,
-        keystrokes_saved_per_100=keys,
-        keystrokes_saved_ci=None if ci is None else Interval(*ci),
+        keystrokes_saved_per_100=keys + 100,
+        keystrokes_saved_ci=None if ci is None else Interval(0.0, 200.0),
         shown_per_100=None,
         documents=documents,
+        net_keystrokes_saved_per_100=keys,
+        net_keystrokes_saved_ci=None if ci is None else Interval(*ci),
     )
 
 
@@ -199,7 +205,9 @@ def test_keystrokes_pass_only_when_the_intervals_are_apart_from_both_baselines()
     apart = decided(mine, rule, figures(14.0, (12.5, 15.5), loss=2.0))
     keys = apart["beats baselines: keystrokes"]
     assert keys.passed and keys.value == pytest.approx(0.5, abs=1e-12)
-    assert keys.figure == "19.20 [16.00, 22.50] vs rule 10.30 [8.00, 12.80], n-gram 14.00 [12.50, 15.50] per 100 chars"
+    assert keys.figure == (
+        "19.20 [16.00, 22.50] vs rule 10.30 [8.00, 12.80], n-gram 14.00 [12.50, 15.50] net per 100 chars"
+    )
     assert apart["beats baselines: loss"].passed and apart["beats baselines: loss"].value == pytest.approx(-0.4)
     assert apart["plausible: vs n-gram"].passed  # 1.6 >= 0.25 x 2.0
 
