@@ -110,9 +110,3 @@ def fresh_visit(page: str | None, query: dict[str, str]) -> AppTest:
         at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def contents_links(at: AppTest) -> list[tuple[str, str]]:
-    """(title, anchor) of each link in the page's "On this page" list (ui.contents), as the reader sees them."""
-    [listing] = [m.value for m in at.markdown if m.value.startswith("**On this page**")]
-    return re.findall(r"- \[(.+?)\]\(#([a-z0-9-]+)\)", unescaped(listing))
