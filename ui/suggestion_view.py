@@ -132,6 +132,7 @@ def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
 def offer(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
     """The suggestion for the text in the text area `key`: served, shown, its Accept button and whether an editor
     offers it. Compact, so it sits on the page's first screen; its numbers are `show_numbers`."""
+    st.markdown("**Suggestion** (what Tab would insert)")
     s = serve(predictor, text, manifest)
     if s is not None:
         show_offer(s, predictor.tokenizer)

@@ -30,7 +30,7 @@ CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
 PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
 TABS = ["The suggestion's numbers", "Sampled completion", "KV cache: what it saves", "Parity: cached vs uncached",
         "How it works"]  # fmt: skip
-CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 260  # px before projector.restyle: the chart ends inside the first screen
+CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 250  # px before projector.restyle: the chart ends inside the first screen
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
 DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
 PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
@@ -118,7 +118,6 @@ if isinstance(fallback, BaselineBundle):
         with left:
             text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
         with right:
-            st.subheader("Suggestion")
             suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
         candidates = ac.baseline_candidates(fallback.predictor, text)
         labels = [c.piece for c in candidates]
