@@ -21,7 +21,7 @@ TABS = [  # the sections beyond the causal-mask picture, one click away
     "Renormalising, and when it breaks",
     "A row with no allowed key",
 ]
-SMALL_PX, PADDING_PX = 380, 240  # the batch tab's two square masks side by side, the three-row padding mask
+SMALL_PX, PADDING_PX = 340, 220  # the batch tab's two square masks side by side, the three-row padding mask
 ZERO_TOLERANCE = 0.05  # a hand estimate of a few exponentials
 
 
@@ -76,11 +76,10 @@ batch_tab, zeroing_tab, renormalise_tab, empty_tab = layout.more(TABS)
 
 with batch_tab:
     st.markdown(
-        "To compute a batch at once, shorter sequences are filled up with **padding** to the length of the "
-        "longest one. Padding positions are storage, not words, so the **padding mask** forbids them as keys. "
-        "Right padding puts the words first; left padding puts them last, which is how a batch of prompts "
-        "is laid out for generation. A key is allowed only if **both** masks allow it: the combined mask is "
-        "causal AND padding. Switch each mask on or off and change the lengths."
+        "A batch fills shorter sequences up with **padding** to the longest one's length; the **padding mask** "
+        "forbids those positions as keys. Right padding puts the words first, left padding (how prompts are "
+        "batched for generation) puts them last. A key is allowed only if **both** masks allow it: the combined "
+        "mask is causal AND padding."
     )
     cols = st.columns([0.9, 0.9, 0.9, 1.1, 1.2, 1.2, 0.9, 0.9])  # one row: the toggles need their labels
     lengths = []
