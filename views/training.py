@@ -18,7 +18,8 @@ from ui.text import escape_markdown
 STDLIB_CHOICE = "Python standard library"
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
-SNAP_KEY, PINNED_KEY = "train_snapshot_step", "train_snapshot_pinned"  # PINNED_KEY: (job id, step) a learner holds
+SNAP_KEY, FOLLOW_KEY = "train_snapshot_step", "train_snapshot_follow"
+PINNED_KEY = "train_snapshot_pinned"  # the run the follow switch belongs to: a new run starts following again
 KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keeping the run (shown after the rerun)
 
 
@@ -154,7 +155,7 @@ def running_status(job_id: str, last) -> None:
         ended = f"Training stopped at step {last.step}" if stopping else f"All {last.step} steps done"
         st.progress(1.0, text=f"{ended}: saving the model and tuning its suggestion threshold...")
         return
-    bar, a, b, c = st.columns([3, 1, 1, 1])
+    bar, a, b, c = st.columns([2.4, 1, 1.3, 1])
     if stopping:
         bar.progress(last.fraction, text=f"Stop requested at step {last.step}: the run ends at its next step.")
     else:
@@ -253,34 +254,33 @@ def show_run(job_id: str, polling: bool) -> None:
 
 
 def snapshot_step(job_id: str, steps: list[int]) -> int:
-    """The evaluation the map shows: the newest one, unless the learner moved the slider to an earlier one (held
-    there while the run goes on; moving it back to the newest step follows again)."""
-    pinned = st.session_state.get(PINNED_KEY)
-    held = pinned[1] if isinstance(pinned, tuple) and pinned[0] == job_id and pinned[1] in steps else None
-    st.session_state[SNAP_KEY] = steps[-1] if held is None else held
+    """The evaluation the map shows: the newest one while "Follow the newest evaluation" is on (the default), the
+    slider's while it is off.
+
+    Why a switch and not "dragging the slider pins it": the page must set the slider while it follows, and a slider
+    the page sets while the browser also moves it (a rerun every second) can send back a stale value, which read as
+    the learner's choice and pinned the map at an old step. Here the page sets the slider only while it follows, when
+    it is disabled; switched off, the slider is the learner's alone and nothing the run does moves it."""
+    if st.session_state.get(PINNED_KEY) != job_id:  # a new run follows from its start
+        st.session_state[PINNED_KEY] = job_id
+        st.session_state[FOLLOW_KEY] = True
     if len(steps) == 1:
         return steps[0]
-    selected = st.select_slider(
+    slider_col, follow_col = st.columns([3, 1])
+    following = follow_col.toggle(
+        "Follow the newest evaluation",
+        key=FOLLOW_KEY,
+        help="Switch off to hold the map at a step of your choice while the run goes on.",
+    )
+    if following or st.session_state.get(SNAP_KEY) not in steps:
+        st.session_state[SNAP_KEY] = steps[-1]
+    return slider_col.select_slider(
         "Evaluation step shown in the attention map (marked on the loss curve)",
         options=steps,
         key=SNAP_KEY,
-        on_change=_hold,
-        args=(job_id, steps[-1]),
+        disabled=following,
+        help="Switch off Follow to choose a step." if following else None,
     )
-    if held is None:
-        st.caption(f"Following the newest evaluation (step {steps[-1]}): move the slider to hold an earlier one.")
-    else:
-        st.caption(f"Held at step {held}: move the slider to the newest step ({steps[-1]}) to follow the run again.")
-    return selected
-
-
-def _hold(job_id: str, newest: int) -> None:
-    """The slider moved: to the newest step (as it was drawn), follow again; anywhere else, hold there."""
-    step = st.session_state[SNAP_KEY]
-    if step == newest:
-        st.session_state.pop(PINNED_KEY, None)
-    else:
-        st.session_state[PINNED_KEY] = (job_id, step)
 
 
 def _request_stop(job_id: str) -> None:

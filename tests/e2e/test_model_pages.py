@@ -58,6 +58,83 @@ def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, 
     assert outside_requests(requests_seen) == []
 
 
+MAP_TITLE = re.compile(r"^Layer \d+, head \d+ at step (\d+)$")  # ui.training_view.snapshot_view's title
+
+
+def map_step(page) -> int | None:
+    """The evaluation step the run's attention map shows (None: no map of a run yet)."""
+    steps = [int(m.group(1)) for t in plot_titles(page) if (m := MAP_TITLE.match(t))]
+    return steps[0] if steps else None
+
+
+def newest_step(page) -> int | None:
+    """The newest evaluation's step, as the loss chart's summary names it."""
+    m = re.search(r"At step (\d+) the train loss is", body_text(page))
+    return int(m.group(1)) if m else None
+
+
+def test_the_attention_map_follows_the_run_and_stays_where_a_learner_holds_it(page, base_url, tmp_path, requests_seen):
+    """Issue 25's done-when: the snapshot step advances while the run goes on, the slider untouched. Then a learner
+    switches Follow off and moves the slider to step 0 (keyboard: Home): it stays there while newer evaluations
+    arrive; Follow on shows the newest again."""
+    open_page(page, base_url, "/training?train_iters=5000&train_seconds=600")
+    assert "Where training ends up" in body_text(page)  # before a run: the shipped model's map
+    page.get_by_role("button", name="Start training", exact=True).click()
+    wait_until(
+        page,
+        lambda: "Where training ends up" not in body_text(page),
+        RUN_TIMEOUT_MS,
+        lambda: f"the run's view did not replace the shipped map:\n{body_text(page)[-1500:]}",
+    )
+    wait_until(
+        page,
+        lambda: (map_step(page) or 0) > 0,
+        RUN_TIMEOUT_MS,
+        lambda: f"no map after step 0; the page says:\n{body_text(page)[-1500:]}",
+    )
+    first = map_step(page)
+    wait_until(
+        page,
+        lambda: (map_step(page) or 0) > first,
+        RUN_TIMEOUT_MS,
+        lambda: f"the map stayed at step {first} while the run went on:\n{body_text(page)[-1500:]}",
+    )
+    save_screenshot(page, tmp_path, "training-following")
+
+    follow = page.get_by_text("Follow the newest evaluation", exact=True)
+    follow.click()  # the learner takes the slider: switched off, nothing the run does moves it
+    slider = page.get_by_role("slider").first
+    wait_until(page, lambda: slider.is_enabled(), RUN_TIMEOUT_MS, lambda: "the slider stayed disabled")
+    slider.focus()
+    page.keyboard.press("Home")
+    wait_until(page, lambda: map_step(page) == 0, RUN_TIMEOUT_MS, lambda: f"Home did not show step 0: {map_step(page)}")
+    held_while = newest_step(page) or 0
+    wait_until(
+        page,
+        lambda: (newest_step(page) or 0) > held_while,
+        RUN_TIMEOUT_MS,
+        lambda: f"no newer evaluation after {held_while}:\n{body_text(page)[-1500:]}",
+    )
+    assert map_step(page) == 0  # the learner's step outlives new evaluations
+
+    follow.click()
+    wait_until(
+        page,
+        lambda: (map_step(page) or 0) > 0 and map_step(page) == newest_step(page),
+        RUN_TIMEOUT_MS,
+        lambda: f"Follow did not follow the run again:\n{body_text(page)[-1500:]}",
+    )
+    page.get_by_role("button", name="Stop", exact=True).click()
+    wait_until(
+        page,
+        lambda: "Stopped at step" in body_text(page),
+        RUN_TIMEOUT_MS,
+        lambda: f"the run did not report its stop; the page says:\n{body_text(page)[-1500:]}",
+    )
+    assert "/runs/" not in body_text(page)  # named by its label and version, never by a server path
+    assert outside_requests(requests_seen) == []
+
+
 QUOTED = "Quoted: "  # ui.suggestion_view: the suggestion as a JSON string, then what the glyphs mean
 PROMPT_LABEL = "Text to complete (the prompt; Ctrl+Enter to apply)"
 
