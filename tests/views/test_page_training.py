@@ -10,12 +10,14 @@ import re
 import bundles
 import numpy as np
 import pytest
-from apptest import all_text, decode, figures, open_page
+import torch
+from apptest import all_text, decode, figures, open_page, picture_figures
 from bundles import tiny_model
 
 from core.model import leak, run_record, runs
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
+from core.model.run_spec import PYTHON_PROBE
 from ui import models
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60)).encode()
@@ -113,8 +115,41 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     np.testing.assert_allclose(np.nansum(z, axis=1), np.ones(T), atol=1e-5)
     assert f"{result.metrics['val_loss']:.3f}" in text
     assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step  # follows the newest evaluation
+    assert at.select_slider(key="train_snapshot_step").disabled  # while following, the page alone moves it
+    # Named by its label and version; no server path on the page.
+    assert f"(version {load_bundle(path).version})" in text and "Saved in" not in text
+    assert str(models.RUNS_DIR) not in text and "/bundle" not in text
+    # Follow off: the slider is the learner's, and the map shows the step they chose.
+    at.toggle(key="train_snapshot_follow").set_value(False).run()
+    at.select_slider(key="train_snapshot_step").set_value(0).run()
+    assert not at.select_slider(key="train_snapshot_step").disabled
+    assert figures(at)[1]["layout"]["title"]["text"].endswith("at step 0")
+    at.run()
+    assert at.select_slider(key="train_snapshot_step").value == 0  # held across reruns
+    at.toggle(key="train_snapshot_follow").set_value(True).run()
+    assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step
     assert "Causality probe at every evaluation, passed so far" in text
     assert table_of(at, "causality probe") == ["passed"] * len(result.history)
+
+
+def test_before_any_run_the_picture_is_the_shipped_models_map_of_the_probe_text():
+    """The first screen holds a computed picture before anything is trained: the shipped model's own attention
+    (layer 0, head 0) over the probe text a run photographs, read from its forward pass here."""
+    at = open_page("training")
+    assert not at.exception, [e.value for e in at.exception]
+    [shipped] = picture_figures(at)
+    bundle = load_bundle(models.SHIPPED_DIR)
+    ids = torch.tensor([bundle.tokenizer.encode(PYTHON_PROBE)])  # (1, T)
+    with torch.no_grad():
+        expected = bundle.model(ids, return_weights=True).weights[0][0, 0].double().numpy()  # (T, S)
+    z = decode(shipped["data"][0]["z"]).astype(float)  # NaN where masked
+    T = expected.shape[0]
+    assert z.shape == (T, T) and np.isnan(z[np.triu_indices(T, 1)]).all()
+    np.testing.assert_allclose(z[np.tril_indices(T)], expected[np.tril_indices(T)], atol=1e-6)
+    metrics = bundle.manifest["training"]["metrics"]
+    assert shipped["layout"]["title"]["text"].endswith(f"at step {metrics['iters']}")
+    assert f"Its validation loss: {metrics['val_loss']:.3f}" in shown(at)
+    assert at.button(key="train_stop").disabled
 
 
 def test_sessions_see_only_their_own_runs_and_wait_their_turn():
