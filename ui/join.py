@@ -28,6 +28,7 @@ ENV = "LAB_JOIN_URL"
 MAX_CHARS = 100  # far above any address a learner would type
 QR_PX = 280
 PROJECTOR_QR_PX = 520
+JOIN_TEXT = "**Join this class:** type this address in your browser, or scan the code."
 _SHAPE = re.compile(r"(https?)://([A-Za-z0-9](?:[A-Za-z0-9.-]{0,62}[A-Za-z0-9])?)(?::([0-9]{1,5}))?/?")
 
 
@@ -59,7 +60,8 @@ def qr_png(url: str, width_px: int) -> tuple[bytes, int]:
 def show(*, narrow: bool = False) -> None:
     """The join block, when LAB_JOIN_URL is set: the address in large type (and as code to copy), and its QR code.
 
-    `narrow`: the block sits in a column beside a picture, so the code goes below the address, as projected."""
+    `narrow`: the block sits in a column beside the page's picture (the Start page), so it is one column with the
+    QR code first: projected, the code is what must fit on the first screen, and the address follows it."""
     try:
         url = join_url()
     except ValueError as e:
@@ -69,14 +71,18 @@ def show(*, narrow: bool = False) -> None:
         return
     png, width = qr_png(url, PROJECTOR_QR_PX if projector.on() else QR_PX)
     with st.container(border=True, key="join_block"):
-        if (
-            projector.on() or narrow
-        ):  # one column: the address on one line, the code below it at its full projected size
+        if narrow:  # the code, then the address to copy, on the first screen; the address in large type after
+            st.markdown(JOIN_TEXT)
+            st.image(png, width=width, caption="QR code of the join address")
+            st.code(url, language=None)
+            st.title(escape_markdown(url), anchor=False)  # escaped: large type, never a link or markup
+            return
+        if projector.on():  # one column: the address on one line, the code below it at its full projected size
             address_col = code_col = st.container()
         else:
             address_col, code_col = st.columns([3, 2], vertical_alignment="center")
         with address_col:
-            st.markdown("**Join this class:** type this address in your browser, or scan the code.")
+            st.markdown(JOIN_TEXT)
             st.title(escape_markdown(url), anchor=False)  # escaped: large type, never a link or markup
             st.code(url, language=None)  # the same address, to copy
         with code_col:
