@@ -118,3 +118,31 @@ def test_axe_exclusions_are_narrow(page):
     assert "list" in violations, violations.keys()
     assert all("stSidebarNavItems" not in n["html"] for n in violations["list"]["nodes"]), violations["list"]
     assert "image-alt" in violations, "rules other than the excluded ones must still run in Streamlit's chrome"
+
+
+# --------------------------------------------------------------------------- requests that fail
+
+# Streamlit's frontend (1.67, connection setup) does not know the app's base path: it tries the page's own path as a
+# base first (GET /<page>/_stcore/health and /<page>/_stcore/host-config, both 404), then its parent (200), unless the
+# page defines window.__streamlit.BACKEND_BASE_URL before the frontend loads, which no configuration option sets
+# (server.baseUrlPath only adds a prefix, and the guess is made below it). Upstream: streamlit/streamlit#7074
+# (open, confirmed). Held here so that any other failing request fails the test, and a fixed Streamlit shows.
+GUESSED_BASE = ("_stcore/health", "_stcore/host-config")
+
+
+@pytest.mark.parametrize("path", ["/", "/temperature"])
+def test_the_only_failing_requests_are_streamlits_base_path_guess(browser, browser_context_args, base_url, path):
+    from urllib.parse import urlsplit
+
+    from .conftest import open_page
+
+    context = browser.new_context(**browser_context_args)
+    failed: list[tuple[str, int]] = []
+    try:
+        page = context.new_page()
+        page.on("response", lambda r: r.status >= 400 and failed.append((urlsplit(r.url).path, r.status)))
+        open_page(page, base_url, path)
+    finally:
+        context.close()
+    guessed = [] if path == "/" else [(f"{path}/{end}", 404) for end in GUESSED_BASE]
+    assert sorted(failed) == sorted(guessed)
