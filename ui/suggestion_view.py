@@ -8,9 +8,9 @@
     show_verdict(s)                         whether it clears the threshold ("shown" / "not shown"), and why
     show_numbers(s)                         its probability, the threshold and whether it was tuned, the keystrokes it
                                             saves, the record `python -m core suggest --json` prints
-    offer(predictor, text, manifest, key)   serve, show_offer, accept_button, show_verdict: what the page's picture
-                                            holds beside the text box; returns the suggestion for show_numbers
-    section(predictor, text, manifest, key) offer, then show_numbers (a page with room for both in one column)
+    offer(predictor, text, manifest, key)   serve, show_offer, accept_button: what the page's picture holds beside
+                                            the text box; returns the suggestion for show_verdict and show_numbers
+    section(predictor, text, manifest, key) offer, show_verdict, show_numbers (a page with room for all in one column)
     record_completion(bundle, text, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
 
 Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
@@ -130,15 +130,13 @@ def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
 
 
 def offer(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
-    """The suggestion for the text in the text area `key`: served, shown, its Accept button and whether an editor
-    offers it. Compact, so it sits on the page's first screen; its numbers are `show_numbers`."""
+    """The suggestion for the text in the text area `key`: served, shown, with its Accept button. Compact, so it
+    sits beside the text box on the page's first screen; whether an editor offers it is `show_verdict`."""
     st.markdown("**Suggestion** (what Tab would insert)")
     s = serve(predictor, text, manifest)
     if s is not None:
         show_offer(s, predictor.tokenizer)
     accept_button(key, text, s)
-    if s is not None:
-        show_verdict(s)
     return s
 
 
@@ -146,6 +144,7 @@ def section(predictor: Predictor, text: str, manifest: dict, key: str) -> Sugges
     """The whole suggestion block for the text in the text area `key`: served, shown, with its Accept button."""
     s = offer(predictor, text, manifest, key)
     if s is not None:
+        show_verdict(s)
         show_numbers(s)
     return s
 

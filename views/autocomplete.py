@@ -30,7 +30,7 @@ CACHE = ("The KV cache: what it saves, and when it does not", "ac-cache")
 PARITY = ("Parity inspector: cached against uncached logits", "ac-parity")
 TABS = ["The suggestion's numbers", "Sampled completion", "KV cache: what it saves", "Parity: cached vs uncached",
         "How it works"]  # fmt: skip
-CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 250  # px before projector.restyle: the chart ends inside the first screen
+CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 260  # px before projector.restyle: the chart ends inside the first screen
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
 DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
 PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
@@ -189,6 +189,8 @@ with right:
     offered = suggestion_view.offer(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
 
 with side:
+    if offered is not None:  # under the suggestion (beside the text box), not between the text box and the chart
+        suggestion_view.show_verdict(offered)
     knobs = st.columns(2)
     with knobs[0]:
         temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)

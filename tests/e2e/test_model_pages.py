@@ -101,7 +101,7 @@ def test_the_attention_map_follows_the_run_and_stays_where_a_learner_holds_it(pa
     )
     save_screenshot(page, tmp_path, "training-following")
 
-    follow = page.get_by_text("Follow the newest evaluation", exact=True)
+    follow = page.get_by_text("Follow newest", exact=True)
     follow.click()  # the learner takes the slider: switched off, nothing the run does moves it
     slider = page.get_by_role("slider").first
     wait_until(page, lambda: slider.is_enabled(), RUN_TIMEOUT_MS, lambda: "the slider stayed disabled")
@@ -175,8 +175,11 @@ def test_an_autocomplete_request_returns_candidates_and_a_suggestion(page, base_
     code_blocks = page.locator('[data-testid="stCode"]').all_inner_texts()
     assert code_blocks[0].strip() == "import␣"  # what the model sees, whitespace made visible
     text = body_text(page)
-    assert "Suggestion" in text and "Completion" in text
-    assert "Probability" in text and "Keystrokes saved" in text and "Accept suggestion" in text
+    assert "Suggestion" in text and "Accept suggestion" in text
+    assert "Probability" in text and "Keystrokes saved" in text  # the first tab: the suggestion's numbers
+    page.get_by_role("tab", name="Sampled completion").click()  # the completion is one click away
+    expect(page.get_by_text("Completion (", exact=False)).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    code_blocks = page.locator('[data-testid="stCode"]').all_inner_texts()
     suggestion_and_completion = [c.strip() for c in code_blocks[1:] if c.strip()]
     assert suggestion_and_completion, code_blocks  # the model answered with characters
     assert not page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
