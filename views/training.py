@@ -254,7 +254,7 @@ def show_run(job_id: str, polling: bool) -> None:
 
 
 def snapshot_step(job_id: str, steps: list[int]) -> int:
-    """The evaluation the map shows: the newest one while "Follow the newest evaluation" is on (the default), the
+    """The evaluation the map shows: the newest one while "Follow newest" is on (the default), the
     slider's while it is off.
 
     Why a switch and not "dragging the slider pins it": the page must set the slider while it follows, and a slider
@@ -268,7 +268,7 @@ def snapshot_step(job_id: str, steps: list[int]) -> int:
         return steps[0]
     slider_col, follow_col = st.columns([3, 1])
     following = follow_col.toggle(
-        "Follow the newest evaluation",
+        "Follow newest",
         key=FOLLOW_KEY,
         help="Switch off to hold the map at a step of your choice while the run goes on.",
     )
