@@ -38,6 +38,7 @@ TICK_PX = 18  # axis tick labels
 FONT_PX = 20  # titles of axes, legends, hover
 TITLE_PX = 24
 LINE_PX = 4
+GAPPED_CELLS = 16  # a projected heatmap of at most this many rows gets 2 px between cells
 HIGH_CONTRAST = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")  # Okabe-Ito, ≥ 3:1 on white
 ROOT_PX = 22  # the page's root font size (Streamlit's default is 16)
 TABLE_PX = 520  # a projected table taller than this scrolls
@@ -172,7 +173,12 @@ def restyle(fig: go.Figure) -> go.Figure:
     )
     out.update_xaxes(**axes)
     out.update_yaxes(**axes)
-    out.update_traces(textfont_size=CELL_TEXT_PX, xgap=2, ygap=2, selector=dict(type="heatmap"))
+    out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="heatmap"))
+    for trace in out.data:
+        # Wider cell outlines read on a projector, but on a map of many small cells (the Inspector's grid of every
+        # head, a 27 x 27 map in 150 px) two pixels of gap leave more gap than colour: those keep the builder's.
+        if trace.type == "heatmap" and trace.z is not None and len(trace.z) <= GAPPED_CELLS:
+            trace.update(xgap=2, ygap=2)
     out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="bar"))
     for i, trace in enumerate(t for t in out.data if t.type == "scatter"):
         colour = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]

@@ -133,3 +133,17 @@ def test_every_projected_chart_of_every_page_has_large_text(view, trained_bundle
         title = fig["layout"].get("title", {}).get("text")
         assert small_texts(fig, projector.MIN_PROJECTED_PX) == [], title
         assert fig["layout"]["height"] <= projector.MAX_HEIGHT_PX, title
+
+
+def test_only_small_maps_get_wide_cell_gaps():
+    """Two pixels between cells read on a projector, but on a 27 x 27 map in a small subplot they leave more gap
+    than colour (the Inspector's grid looked striped)."""
+    from ui import charts
+
+    def map_of(n):
+        return charts.heatmap(
+            [[0.5] * n] * n, title="w", x_labels=list(map(str, range(n))), y_labels=list(map(str, range(n)))
+        )
+
+    assert projector.restyle(map_of(4)).data[0].xgap == 2
+    assert projector.restyle(map_of(27)).data[0].xgap == map_of(27).data[0].xgap == 1
