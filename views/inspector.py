@@ -172,10 +172,11 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
     # A tick label per token while they fit along the axis (about height - 130 px of cells), else every n-th one.
     every = max(1, math.ceil(T * TICK_PITCH_PX / (map_height - 130)))
     ticks = dict(tickmode="array", tickvals=labels[::every], tickfont=dict(size=MAP_TEXT_PX))
+    big = dict(size=MAP_TEXT_PX)
     fig = charts.heatmap(
         weights,
         title=f"weights of layer {layer}, head {head} (T × T = {T} × {T})"
-        + (f"; every {every}th token labelled" if every > 1 else ""),
+        + (f"; one token in {every} labelled" if every > 1 else ""),
         x_labels=labels,
         y_labels=labels,
         x_title="key",
@@ -184,14 +185,15 @@ if graded is not None:  # the enlarged map and the row's bars give the answer aw
         zmax=1,
         value_format=".2f",
         height=map_height,
-        x_axis=ticks,
+        x_axis=ticks | dict(title=dict(text="key", font=big)),
         trace=dict(
             hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
             hoverongaps=False,
-            textfont=dict(size=MAP_TEXT_PX),
-            colorbar=dict(tickfont=dict(size=MAP_TEXT_PX)),
+            textfont=big,
+            colorbar=dict(tickfont=big),
         ),
-        layout=dict(font=dict(size=MAP_TEXT_PX), yaxis=ticks),
+        # the key axis's labels turn upright when they crowd: room for them under the title
+        layout=dict(font=big, yaxis=ticks | dict(title=dict(text="query", font=big)), margin=dict(t=140)),
     )
     this = summaries[layer * H + head]
     chart(

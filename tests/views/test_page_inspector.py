@@ -383,6 +383,7 @@ def assert_map_text_at_least_16px(fig: dict) -> None:
     assert layout["font"]["size"] >= MIN_TEXT_PX
     for axis in ("xaxis", "yaxis"):
         assert layout[axis]["tickfont"]["size"] >= MIN_TEXT_PX, axis
+        assert layout[axis]["title"]["font"]["size"] >= MIN_TEXT_PX, axis
     assert trace["textfont"]["size"] >= MIN_TEXT_PX
     assert trace["colorbar"]["tickfont"]["size"] >= MIN_TEXT_PX
 
@@ -413,4 +414,4 @@ def test_a_long_text_labels_every_nth_token_rather_than_shrinking_the_type():
         step = labels.index(ticks[1])
         assert step > 1 and ticks == labels[::step]
         assert (fig["layout"]["height"] - 130) / len(ticks) >= TICK_PITCH_PX  # each label has its room
-    assert f"every {step}th token labelled" in fig["layout"]["title"]["text"]
+    assert f"one token in {step} labelled" in fig["layout"]["title"]["text"]
