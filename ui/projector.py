@@ -171,6 +171,8 @@ def restyle(fig: go.Figure) -> go.Figure:
         linewidth=2,
         showline=True,
     )
+    if any(t.type == "heatmap" for t in out.data):
+        axes["showgrid"] = False  # a map's cells are its grid: dark lines would run through every gap between them
     out.update_xaxes(**axes)
     out.update_yaxes(**axes)
     out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="heatmap"))

@@ -146,4 +146,5 @@ def test_only_small_maps_get_wide_cell_gaps():
         )
 
     assert projector.restyle(map_of(4)).data[0].xgap == 2
+    assert projector.restyle(map_of(4)).layout.yaxis.showgrid is False  # no dark grid line through the gaps
     assert projector.restyle(map_of(27)).data[0].xgap == map_of(27).data[0].xgap == 1
