@@ -38,6 +38,8 @@ TICK_PX = 18  # axis tick labels
 FONT_PX = 20  # titles of axes, legends, hover
 TITLE_PX = 24
 LINE_PX = 4
+PALE = ("#56B4E9", "#F0E442")  # Okabe-Ito sky blue and yellow: under 3:1 on white
+MARKER_SCALE = 1.5  # markers (points, arrowheads) grow by half, as the lines do
 GAPPED_CELLS = 16  # a projected heatmap of at most this many rows gets 2 px between cells
 HIGH_CONTRAST = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")  # Okabe-Ito, ≥ 3:1 on white
 ROOT_PX = 22  # the page's root font size (Streamlit's default is 16)
@@ -183,8 +185,20 @@ def restyle(fig: go.Figure) -> go.Figure:
             trace.update(xgap=2, ygap=2)
     out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="bar"))
     for i, trace in enumerate(t for t in out.data if t.type == "scatter"):
-        colour = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]
-        trace.update(line_width=LINE_PX, line_color=colour, marker_size=10, marker_color=colour)
+        # A colour the builder chose carries meaning (RoPE's q is blue and k vermillion, as its labels say): keep it.
+        # Only a trace left to Plotly's default colour gets one of the high-contrast colours.
+        # Yellow and sky blue are too pale on white for a projector: those are replaced like a default colour.
+        fallback = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]
+        line = trace.line.color if isinstance(trace.line.color, str) and trace.line.color not in PALE else None
+        marker = trace.marker.color
+        if isinstance(marker, str) and marker in PALE:
+            marker = None
+        size = trace.marker.size
+        # Per-point sizes (an arrowhead only at a vector's tip) are scaled, not replaced by one size for every point.
+        size = [s * MARKER_SCALE for s in size] if isinstance(size, (list, tuple)) else (size or 6) * MARKER_SCALE
+        trace.update(
+            line_width=LINE_PX, line_color=line or fallback, marker_size=size, marker_color=marker or line or fallback
+        )
     _floor_text(out, MIN_PROJECTED_PX)  # annotations, colour bars, scatter labels: whatever the builder set
     return out
 

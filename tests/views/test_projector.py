@@ -48,3 +48,25 @@ def test_projector_mode_shows_every_table_in_large_type_with_the_same_rows():
     assert any(
         "stTable" in str(h.proto) and f"font-size: {projector.CELL_TEXT_PX}px" in str(h.proto) for h in big.get("html")
     )
+
+
+def test_projector_keeps_the_colours_a_builder_chose_and_scales_per_point_markers():
+    """RoPE's drawing colours q blue and k vermillion, as its labels say, and draws an arrowhead only at a vector's
+    tip: projected, the same colours and the same single arrowhead, larger. A trace left to Plotly's default colour,
+    or given a colour too pale for a projector, gets a high-contrast one."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(
+        [
+            go.Scatter(x=[0, 1], y=[0, 1], line_color="#0072B2", marker=dict(size=[0, 16], color="#0072B2")),
+            go.Scatter(x=[0, 1], y=[1, 0], line_color="#D55E00"),
+            go.Scatter(x=[0, 1], y=[1, 1]),
+            go.Scatter(x=[0, 1], y=[0, 0], line_color="#F0E442"),
+        ]
+    )
+    q, k, default, pale = projector.restyle(fig).data
+    assert (q.line.color, q.marker.color) == ("#0072B2", "#0072B2")
+    assert list(q.marker.size) == [0, 16 * projector.MARKER_SCALE]  # still no arrowhead at the tail
+    assert (k.line.color, k.marker.color) == ("#D55E00", "#D55E00")
+    assert default.line.color in projector.HIGH_CONTRAST
+    assert pale.line.color in projector.HIGH_CONTRAST and pale.line.color not in projector.PALE
