@@ -83,10 +83,14 @@ def all_text(at: AppTest) -> str:
 
 def predict(at: AppTest, qid: str, answer: str | None = None) -> AppTest:
     """Answer the page's predict-first question `qid` (ui.predict) and check it. `answer` None picks the first
-    option of a choice question. The question's widgets are keyed `<qid>_answer` and `<qid>_check`."""
+    option of a choice question (a radio, or a selectbox past ui.predict.MAX_RADIO_OPTIONS). The question's
+    widgets are keyed `<qid>_answer` and `<qid>_check`."""
     radios = [r for r in at.radio if r.key == f"{qid}_answer"]
+    boxes = [b for b in at.selectbox if b.key == f"{qid}_answer"]  # a question of many options (ui.predict)
     if radios:
         radios[0].set_value(unescaped(radios[0].options[0]) if answer is None else answer)  # options come escaped
+    elif boxes:
+        boxes[0].set_value(boxes[0].options[0] if answer is None else answer)
     else:
         at.text_input(key=f"{qid}_answer").set_value(answer)
     at.button(key=f"{qid}_check").click().run()

@@ -22,6 +22,7 @@ import streamlit as st
 from core.classroom.checkpoint import MAX_ANSWER_CHARS, Graded, Question, grade, parse_number
 from ui.text import escape_markdown
 
+MAX_RADIO_OPTIONS = 8  # more choices than this are a selectbox, one line tall
 _CHECKED = "_predict_checked_{}"  # session key: (fingerprint, Graded) of the last check of a question id
 _ASKED = "_predict_asked_{}"  # session key: the fingerprint of the question last shown under an id
 
@@ -67,7 +68,7 @@ def ask(question: Question, *, hint: str) -> Graded | None:
     with st.container(border=True):
         st.markdown(f"**Predict first.** {escape_markdown(question.prompt)}")
         with st.form(f"{question.id}_form", border=False):
-            if question.is_choice:
+            if question.is_choice and len(question.options) <= MAX_RADIO_OPTIONS:
                 given = st.radio(
                     "Your prediction",
                     question.options,
@@ -75,6 +76,14 @@ def ask(question: Question, *, hint: str) -> Graded | None:
                     key=answer_key(question),
                     format_func=escape_markdown,
                 )
+            elif question.is_choice:  # one radio row per key of a long text would push the page down screens
+                given = st.selectbox(
+                    "Your prediction",
+                    question.options,
+                    index=None,
+                    key=answer_key(question),
+                    placeholder=f"Choose one of {len(question.options)}",
+                )  # a selectbox shows its options as plain text: nothing to escape
             else:
                 given = st.text_input(
                     f"Your prediction (a number; within {question.tolerance:g} of the lab's counts as right)",

@@ -27,10 +27,19 @@ def open_inspector(path, query=None) -> AppTest:
     return open_page("inspector", query, bundle=(LABEL, path))
 
 
+def answer_options(at) -> list[str]:
+    """The question's options as the reader sees them: a radio's come escaped for markdown, a selectbox's (a
+    question of many keys, ui.predict) as plain text."""
+    radios = [r for r in at.radio if r.key == "insp_predict_answer"]
+    if radios:
+        return [unescaped(o) for o in radios[0].options]
+    return list(at.selectbox(key="insp_predict_answer").options)
+
+
 def reveal(at) -> AppTest:
     """Answer the page's prediction with its first option (right or wrong, both reveal sections 2 and 3). AppTest
     lists a radio's options as displayed (escaped for markdown) and sets it by the option itself."""
-    return predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+    return predict(at, "insp_predict", answer_options(at)[0])
 
 
 def labels_of(tokenizer, ids) -> list[str]:
@@ -200,7 +209,7 @@ def test_the_prediction_hides_the_enlarged_head_and_the_row_until_checked_and_gr
     at = open_inspector(trained_bundle_path, query)
     assert figure(at, "attention weights of every layer") and not shows_the_head(at)  # the grid stays
     assert "Hint" in [e.label for e in at.expander]
-    options = [unescaped(o) for o in at.radio(key="insp_predict_answer").options]
+    options = answer_options(at)
     assert options == [*labels, NO_SINGLE_KEY]  # every key, and the tie, for any row: the options tell nothing
 
     predict(at, "insp_predict", answer)
@@ -231,7 +240,7 @@ def test_a_row_with_one_clear_favourite_is_graded_by_that_key(trained_bundle_pat
     at = open_inspector(trained_bundle_path)
     at.selectbox(key="insp_row").set_value(labels[3]).run()
     assert not shows_the_head(at)
-    assert [unescaped(o) for o in at.radio(key="insp_predict_answer").options] == [*labels[:4], NO_SINGLE_KEY]
+    assert answer_options(at) == [*labels[:4], NO_SINGLE_KEY]
     predict(at, "insp_predict", answer)
     text = unescaped(all_text(at))
     assert f"Right. You predicted '{answer}'" in text
@@ -365,7 +374,7 @@ def test_compare_with_a_model_that_lacks_the_layer_shows_only_side_a(trained_bun
 
 def test_compare_without_another_model_offers_only_another_text():
     at = open_page("inspector")  # only the shipped default is on offer
-    at = predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+    at = predict(at, "insp_predict", answer_options(at)[0])
     assert at.radio(key="insp_cmp_by").options == ["another text"]
     assert "There is no other transformer model to compare with" in all_text(at)
     assert figure(at, "side B") and figure(at, "B − A")
@@ -404,7 +413,7 @@ def test_a_long_text_labels_every_nth_token_rather_than_shrinking_the_type():
     at = open_page("inspector", {"insp_text": text})
     grid = figure(at, "attention weights of every layer")
     assert grid["layout"]["height"] <= 520
-    at = predict(at, "insp_predict", unescaped(at.radio(key="insp_predict_answer").options[0]))
+    at = predict(at, "insp_predict", answer_options(at)[0])
     fig = figure(at, "weights of layer 0, head 0")
     assert_map_text_at_least_16px(fig)
     labels = decode(fig["data"][0]["y"]).tolist()
