@@ -6,12 +6,14 @@ confirmed in a dialog whose reason and session id reach the registry's log; the 
 figures against the baselines the page shows beside the rubric are the rubric summary's own (the gate's), and
 the quick comparison is labelled as a preview with its caps."""
 
+import json
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest import APP, all_text, decode, open_page
+from apptest import APP, all_text, decode, open_page, picture_figures
 from apptest import figures as figures_of
 from streamlit import config
 from streamlit.testing.v1 import AppTest
@@ -25,6 +27,7 @@ from core.model.training import TrainConfig
 from core.release.evaluation import EvalConfig, evaluate_bundle
 from core.release.gate import ReleasePolicy, causality_check, check_release
 from core.release.registry import CURRENT, LOG, promote, read_current, read_log
+from ui.rubric import decided_on
 from ui.teacher import ENV_VAR
 
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
@@ -181,24 +184,20 @@ def test_the_rubric_table_is_check_releases_rubric_for_the_selected_bundle(bundl
     for kind, name in (("rule", "rule"), ("ngram", "n-gram"), ("transformer", "transformer")):
         figures = predictors[kind]
         row = gate.loc[name]
-        assert row["keystrokes saved per 100 chars"] == figures["keystrokes_saved_per_100"]
-        ci = figures["keystrokes_saved_ci"]
-        assert (row["keystrokes 95% interval low"], row["keystrokes 95% interval high"]) == (ci[0], ci[1])
+        for key, column in (("net_keystrokes_saved", "net keystrokes"), ("keystrokes_saved", "keystrokes")):
+            assert row[f"{column} saved per 100 chars"] == figures[f"{key}_per_100"]
+            ci = figures[f"{key}_ci"]
+            assert (row[f"{column} 95% interval low"], row[f"{column} 95% interval high"]) == (ci[0], ci[1])
+        assert row["attention cost (keystrokes)"] == figures["attention_cost"] > 0
         assert (row["loss (nats/char)"], row["threshold"]) == (figures["loss"], figures["threshold"])
         assert (row["loss 95% interval low"], row["loss 95% interval high"]) == tuple(figures["loss_ci"])
         assert row["suggestions shown per 100 chars"] == figures["shown_per_100"]
         assert row["documents"] == figures["documents"] == 3
+    # The picture draws the figure the keystrokes check decides on: NET keystrokes saved, with its intervals
     [fig] = figures_of(at)
-    bars = fig["data"][0]
-    assert list(bars["x"]) == ["rule", "n-gram", "transformer"]
-    keys = [predictors[k]["keystrokes_saved_per_100"] for k in ("rule", "ngram", "transformer")]
-    np.testing.assert_array_equal(decode(bars["y"]).astype(float), keys)
-    lows = decode(bars["y"]).astype(float) - decode(bars["error_y"]["arrayminus"]).astype(float)
-    np.testing.assert_allclose(
-        lows, [predictors[k]["keystrokes_saved_ci"][0] for k in ("rule", "ngram", "transformer")]
-    )
-    low, high = predictors["transformer"]["keystrokes_saved_ci"]
-    mine = predictors["transformer"]["keystrokes_saved_per_100"]
+    assert_draws(fig, expected.summary)
+    low, high = predictors["transformer"]["net_keystrokes_saved_ci"]
+    mine = predictors["transformer"]["net_keystrokes_saved_per_100"]
     assert f"transformer {mine:.2f} [{low:.2f}, {high:.2f}] (pass: " in shown(at)
     # the keystrokes check's own figure, as the rubric table shows it, names the same three intervals
     keystrokes = rubric.set_index("check").loc["beats baselines: keystrokes", "figure"]
@@ -469,3 +468,86 @@ def test_the_passcode_is_never_rendered_nor_kept_in_the_session(bundles, registr
     for state in (rendered(at), repr(at.session_state.to_dict()), repr(dict(at.query_params))):
         assert PASSCODE not in state
     assert "pass-7f3a9c" not in rendered(at)  # not even a prefix of it
+
+
+# ---- the picture: the gate's comparison first ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "models" / "default"
+
+
+def keystroke_bars(fig) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(predictors, keystrokes saved, interval lows, interval highs) as the picture's bar chart draws them."""
+    bars = fig["data"][0]
+    y = decode(bars["y"]).astype(float)
+    return (
+        list(bars["x"]),
+        y,
+        y - decode(bars["error_y"]["arrayminus"]).astype(float),
+        y + decode(bars["error_y"]["array"]).astype(float),
+    )
+
+
+def assert_draws(fig, recorded: dict) -> None:
+    """The chart holds the rubric summary's net keystrokes saved (what the gate decides on) and their intervals,
+    for the rule, the n-gram and the transformer in that order."""
+    figures = [recorded["predictors"][k] for k in ("rule", "ngram", "transformer")]
+    names, keys, lows, highs = keystroke_bars(fig)
+    assert names == ["rule", "n-gram", "transformer"]
+    assert fig["layout"]["title"]["text"].startswith("Net keystrokes saved per 100 characters")
+    np.testing.assert_array_equal(keys, [f["net_keystrokes_saved_per_100"] for f in figures])
+    np.testing.assert_allclose(lows, [f["net_keystrokes_saved_ci"][0] for f in figures], atol=1e-9)
+    np.testing.assert_allclose(highs, [f["net_keystrokes_saved_ci"][1] for f in figures], atol=1e-9)
+
+
+def test_a_rubric_from_before_the_price_of_attention_is_drawn_on_its_gross_figure():
+    """decided_on: net keystrokes when every predictor has them, else gross (a rubric recorded before issue 28)."""
+    both = {"rule": {"net_keystrokes_saved_per_100": 1.0, "keystrokes_saved_per_100": 2.0}}
+    assert decided_on(both)[:2] == ("net_keystrokes_saved_per_100", "net_keystrokes_saved_ci")
+    before = {"rule": {"keystrokes_saved_per_100": 2.0}, "n-gram": both["rule"]}
+    assert decided_on(before)[:2] == ("keystrokes_saved_per_100", "keystrokes_saved_ci")
+
+
+def test_the_page_opens_on_the_shipped_models_recorded_comparison_and_shows_no_server_path(
+    tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file
+):
+    """With the defaults (an empty registry, so the shipped bundle), the picture is the rubric `release check`
+    recorded beside it, read here straight from the JSON file, and the verdict counts its checks; no path of the
+    server appears."""
+    registry = tmp_path / "registry"
+    monkeypatch.setattr(ui.models, "REGISTRY_DIR", registry)
+    recorded = json.loads((SHIPPED.parent / "default.release" / "rubric.json").read_text())
+    assert recorded["version"] == load_bundle(SHIPPED).version, (
+        "models/default.release/rubric.json is of another version than models/default: run "
+        "`python -m core release check models/default` again"
+    )
+    at = open_page("release", timeout=120)
+    [fig] = picture_figures(at)
+    assert_draws(fig, recorded["summary"])
+    checks = recorded["checks"]
+    assert f"{sum(c['passed'] for c in checks)} of {len(checks)} checks pass" in shown(at)
+    assert "recorded beside the bundle by `python -m core release check`" in shown(at)
+    assert f"Version {recorded['version']} of Shipped default (Python standard library)" in shown(at)
+    text = rendered(at)
+    for path in (str(ROOT), str(registry), str(SHIPPED)):
+        assert path not in text
+
+
+def test_a_promoted_version_opens_on_the_rubric_the_registry_stored_and_another_versions_is_ignored(bundles, registry):
+    older = version(bundles["older"])
+    stored = json.loads((registry / "versions" / older / "rubric.json").read_text())
+    at = open_release(bundles["older"])
+    [fig] = picture_figures(at)
+    assert_draws(fig, stored["summary"])
+    assert "stored in the registry when it was promoted" in shown(at)
+
+    # `good` has no rubric of its own: one of another version placed beside it is not shown as its figures
+    side = Path(bundles["good"]).parent / f"{Path(bundles['good']).name}.release"
+    side.mkdir(exist_ok=True)
+    (side / "rubric.json").write_text(json.dumps(stored))
+    try:
+        at = open_release(bundles["good"])
+        assert picture_figures(at) == [] and "have not run for version" in shown(at)
+    finally:
+        (side / "rubric.json").unlink()
+        side.rmdir()
