@@ -140,8 +140,9 @@ def rubric_section(bundle, key: tuple) -> None:
     gate_notes(shown[0])
 
 
-def tradeoff_section() -> None:
-    """The suggestion threshold's trade-off (issue 28 builds it in ui/tradeoff_view.py; the lead wires it in here)."""
+def tradeoff_section(bundle, corpus) -> None:
+    """The suggestion threshold's trade-off of the selected version: the place of issue 28's curve
+    (ui/tradeoff_view.py: `measured(...)` on the bundle's validation documents, then `render(rows)`)."""
     st.caption(
         "How the suggestion threshold trades keystrokes saved against suggestions that are wrong: the decision "
         "curve of the selected version goes here."
@@ -359,7 +360,7 @@ if bundle is not None and key is not None:
     with checks_tab:
         rubric_section(bundle, key)
     with tradeoff_tab:
-        tradeoff_section()
+        tradeoff_section(bundle, corpus)
     with preview_tab:
         comparison_section(bundle, corpus, key)
     with cost_tab:
