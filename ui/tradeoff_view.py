@@ -42,9 +42,17 @@ COLUMNS = {  # row key of core.release.tuning.tune_threshold -> the table's colu
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def measured(
-    path: str, version: str, attention_cost: float | None, typing_chars: int, corpus_key: str | None, _corpus: Corpus
+    path: str,
+    version: str,
+    attention_cost: float | None,
+    typing_chars: int,
+    corpus_key: str | None,
+    _corpus: Corpus | None,
 ) -> list[dict]:
-    """The grid's rows for the bundle at `path` (its version, the price and the corpus key the cache)."""
+    """The grid's rows for the bundle at `path` (its version, the price and the corpus key the cache): the typist
+    replays `typing_chars` characters of the validation documents, a pass of the model over each (minutes for
+    the shipped model at the command line's 20,000; run it on request). `attention_cost` None: the bundle's price;
+    `_corpus` None: the bundle's own corpus."""
     _, rows = tradeoff(
         path, corpus=_corpus, config=EvalConfig(typing_chars=typing_chars), attention_cost=attention_cost
     )
