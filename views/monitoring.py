@@ -236,7 +236,10 @@ if figures is not None and figures.events:
     with tabs["Outcomes"]:
         st.markdown(
             "A shown suggestion's outcome matures when the next text decides it: **accepted** when the text goes on "
-            "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured."
+            "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured. Net "
+            "keystrokes saved per matured suggestion = (keystrokes the accepted ones saved − the price of attention × "
+            "the ones typed over) / matured: above 0, the suggestions are worth their interruption (README: The "
+            "price of attention)."
         )
         results = figures.outcomes
         chart(
@@ -255,13 +258,18 @@ if figures is not None and figures.events:
                         "accepted": o.accepted,
                         "typed other": o.typed_other,
                         "acceptance rate": o.acceptance_rate,
+                        "keystrokes saved (gross)": o.saved,
+                        f"net keystrokes saved per matured suggestion (attention cost {o.attention_cost:g})": (
+                            o.net_per_shown
+                        ),
                     }
                     for o in results
                 ]
             ),  # fmt: skip
             "; ".join(
                 f"version {escape_markdown(o.version)}: {o.accepted} of {o.matured} matured shown suggestions accepted "
-                f"(acceptance rate {figure_text(o.acceptance_rate)})"
+                f"(acceptance rate {figure_text(o.acceptance_rate)}; net keystrokes saved per matured suggestion, "
+                f"at {o.attention_cost:g} keystroke(s) for each one typed over: {figure_text(o.net_per_shown)})"
                 for o in results
             )
             + ".",

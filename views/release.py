@@ -10,8 +10,10 @@ from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.release.evaluation import EvalConfig, evaluate_bundle
 from core.release.gate import ReleasePolicy, check_release
+from core.release.policy import policy_from_manifest
 from core.release.rubric import Rubric
-from ui import cost_view, layout, models, registry_view, release_actions, teacher
+from core.release.tuning import reprice
+from ui import cost_view, layout, models, registry_view, release_actions, teacher, tradeoff_view
 from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 from ui.text import escape_markdown
 
@@ -20,7 +22,9 @@ POLICY = ReleasePolicy()
 # Small caps for the quick preview against the baselines, so it takes seconds on this shared machine; stated on
 # the page, which says these are not the gate's figures (the gate's are in the rubric, section 1).
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)
-CHECKS_KEY, COMPARE_KEY = "rel_done_checks", "rel_done_compare"
+CHECKS_KEY, COMPARE_KEY, TRADEOFF_KEY = "rel_done_checks", "rel_done_compare", "rel_done_tradeoff"
+TRADEOFF_CHARS = 2000  # characters the trade-off's typist replays: a tenth of `tune`'s, so it takes about a minute
+MAX_PRICE = 5.0  # keystrokes: the slider's end; a full mental operator (1.35 s) is about five (core.release.utility)
 KEEP = 2  # results kept per session: a check holds an n-gram trained on the whole split (tens of MB)
 
 
@@ -141,12 +145,43 @@ def rubric_section(bundle, key: tuple) -> None:
 
 
 def tradeoff_section(bundle, corpus) -> None:
-    """The suggestion threshold's trade-off of the selected version: the place of issue 28's curve
-    (ui/tradeoff_view.py: `measured(...)` on the bundle's validation documents, then `render(rows)`)."""
+    """What each suggestion threshold buys at a price of attention (core.release.utility), for the selected version.
+
+    The typist replays the validation documents once per version (about a minute for the shipped model: on
+    request, cached per server); moving the price re-prices that grid (core.release.tuning.reprice), which is
+    exactly what tuning at that price would give, at once."""
+    recorded_policy = policy_from_manifest(bundle.manifest)
     st.caption(
-        "How the suggestion threshold trades keystrokes saved against suggestions that are wrong: the decision "
-        "curve of the selected version goes here."
+        f"This version shows a suggestion when its probability reaches **{recorded_policy.threshold:g}**, the "
+        f"threshold tuned at a price of {recorded_policy.attention_cost:g} keystroke(s) for every suggestion shown "
+        "and not taken (the time to read and dismiss it). Pick your own price and see what each threshold buys."
     )
+    state = (bundle.version, corpus.fingerprint if corpus else None)
+    if st.session_state.get(TRADEOFF_KEY) != state:
+        if not st.button(
+            f"Measure the trade-off ({TRADEOFF_CHARS:,} characters of validation text; about a minute)",
+            key="rel_tradeoff_run",
+        ):
+            return
+        st.session_state[TRADEOFF_KEY] = state
+    with st.spinner("The simulated typist replays the validation text at every threshold of the grid..."):
+        try:
+            rows = tradeoff_view.measured(str(bundle.path), bundle.version, None, TRADEOFF_CHARS, state[1], corpus)
+        except (BundleError, ValueError, OSError) as err:
+            st.warning(f"The trade-off could not be measured: {escape_markdown(err)}")
+            st.session_state.pop(TRADEOFF_KEY, None)
+            return
+    price = st.slider(
+        "Price of attention (keystrokes per suggestion shown and not taken)",
+        0.0,
+        MAX_PRICE,
+        float(min(recorded_policy.attention_cost, MAX_PRICE)),
+        0.25,
+        key="rel_price",
+        help="What a suggestion that is not taken costs the typist: 1 keystroke is the lab's default (README: "
+        "The price of attention); 0 makes an interruption free.",
+    )
+    tradeoff_view.render(reprice(rows, price), key="rel_tradeoff")
 
 
 @st.dialog("Promote a version for the whole class", width="medium", on_dismiss=teacher.close_confirmation)
@@ -352,7 +387,7 @@ else:
     key = (bundle.version, str(bundle.path), corpus.fingerprint if corpus else None)
     picture(bundle, corpus, key)
 
-# The sections beyond the picture, one click away. "Threshold trade-off" is the place of issue 28's decision curve.
+# The sections beyond the picture, one click away.
 if bundle is not None and key is not None:
     checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more(
         ["Release checks", "Threshold trade-off", "Promote or roll back", "Registry", "Quick preview", "What it costs"]

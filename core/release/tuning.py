@@ -5,6 +5,7 @@ suggestions cost, on the validation documents.
     tune_threshold(trace, n, segments, attention_cost=c)  (best threshold, one row per threshold of the grid:
                                               net and gross keystrokes saved and suggestions shown per 100
                                               characters, acceptance rate; the trade-off a team reads)
+    reprice(rows, attention_cost)             the same rows at another price, without replaying the typist
     tune_policy(predictor, documents, ...)    the policy with the tuned threshold, for a bundle to record
     tradeoff(path, corpus=None, attention_cost=None)  tune_policy on a bundle's validation documents, recording
                                               nothing (the Release page's trade-off curve)
@@ -40,7 +41,7 @@ from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy,
 from core.release.predictor import Predictor
 from core.release.transformer_predictor import load_predictor
 from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
-from core.release.utility import DEFAULT_ATTENTION_COST, per_100
+from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost, net_saved, per_100
 
 THRESHOLDS: tuple[float, ...] = (MIN_THRESHOLD,) + tuple(round(0.05 * k, 2) for k in range(2, 20))
 
@@ -58,22 +59,44 @@ def tune_threshold(
     rows: list[dict] = []
     for threshold in steps(THRESHOLDS, progress, "trying each threshold of the grid"):
         typing = simulate_typing(trace, n_positions, segments, threshold, attention_cost)
-        covered, saved, offered = (int(typing[k].sum()) for k in ("covered", "saved", "offered"))
-        accepted = int(typing["accepted"].sum())
-        rows.append(
-            {
-                "threshold": threshold,
-                "net_keystrokes_saved_per_100": per_100(float(typing["net"].sum()), covered) or 0.0,
-                "keystrokes_saved_per_100": per_100(saved, covered) or 0.0,
-                "shown_per_100": per_100(offered, covered) or 0.0,
-                "acceptance_rate": accepted / offered if offered else None,
-                "attention_cost": attention_cost,
-                "chosen": False,
-            }
-        )
+        counts = {k: int(typing[k].sum()) for k in ("covered", "saved", "offered", "accepted")}
+        rows.append(_figures(threshold, attention_cost, **counts))
+    return _choose(rows), rows
+
+
+def reprice(rows: Sequence[dict], attention_cost: float) -> list[dict]:
+    """tune_threshold's rows at another price, without replaying the typist: what a threshold shows, what the
+    typist takes and what that saves do not depend on the price (a suggestion is taken when the text goes on with
+    it), so only the net figure and the choice change. Equal to tune_threshold at that price, row for row."""
+    cost = check_attention_cost(attention_cost)
+    keys = ("covered", "saved", "offered", "accepted")
+    repriced = [_figures(r["threshold"], cost, **{k: r[k] for k in keys}) for r in rows]
+    _choose(repriced)
+    return repriced
+
+
+def _figures(threshold: float, attention_cost: float, *, covered: int, saved: int, offered: int, accepted: int) -> dict:
+    """One threshold's row: the typist's counts and the figures per 100 characters made from them."""
+    return {
+        "threshold": threshold,
+        "net_keystrokes_saved_per_100": per_100(net_saved(saved, offered, accepted, attention_cost), covered) or 0.0,
+        "keystrokes_saved_per_100": per_100(saved, covered) or 0.0,
+        "shown_per_100": per_100(offered, covered) or 0.0,
+        "acceptance_rate": accepted / offered if offered else None,
+        "attention_cost": attention_cost,
+        "chosen": False,
+        "covered": covered,
+        "saved": saved,
+        "offered": offered,
+        "accepted": accepted,
+    }
+
+
+def _choose(rows: list[dict]) -> float:
+    """Mark and return the threshold with the most net keystrokes saved; a tie goes to the higher threshold."""
     best = max(rows, key=lambda r: (r["net_keystrokes_saved_per_100"], r["threshold"]))
     best["chosen"] = True
-    return float(best["threshold"]), rows
+    return float(best["threshold"])
 
 
 def tune_policy(

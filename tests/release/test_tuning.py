@@ -15,7 +15,7 @@ from core.model.tokenizer import CharTokenizer
 from core.release.eval_report import EvalConfig
 from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
 from core.release.transformer_predictor import load_predictor
-from core.release.tuning import THRESHOLDS, record_policy, tune_bundle, tune_policy, tune_threshold
+from core.release.tuning import THRESHOLDS, record_policy, reprice, tune_bundle, tune_policy, tune_threshold
 from core.release.typing_sim import Segment, TraceCut
 
 # The hand-made trace of test_typing_sim: typing [1, 6) and [8, 12) of a 12-position stream.
@@ -94,6 +94,21 @@ def test_the_price_of_attention_moves_the_tuned_threshold(cost, best):
         wrong = r["shown_per_100"] * (1 - (r["acceptance_rate"] or 0.0))
         assert r["net_keystrokes_saved_per_100"] == pytest.approx(r["keystrokes_saved_per_100"] - cost * wrong)
     assert [r["threshold"] for r in rows if r["chosen"]] == [best] and all(r["attention_cost"] == cost for r in rows)
+
+
+@pytest.mark.parametrize("cost", [0.0, 0.3, 1.0, 1.5, 2.0, 7.25])
+def test_repricing_the_grid_equals_tuning_at_that_price(cost):
+    """The Release page re-prices one measured grid as its price slider moves: it must give, row for row and in
+    the choice (ties included: 1.5 ties two thresholds), what replaying the typist at that price gives."""
+    _, measured = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=1.0)
+    _, direct = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=cost)
+    assert reprice(measured, cost) == direct
+
+
+def test_repricing_refuses_a_price_out_of_bounds():
+    _, rows = tune_threshold(PRICED, 10, [Segment(0, 1, 10)])
+    with pytest.raises(ValueError, match="attention_cost"):
+        reprice(rows, -1.0)
 
 
 def test_with_nothing_to_gain_the_highest_threshold_wins():

@@ -551,3 +551,29 @@ def test_a_promoted_version_opens_on_the_rubric_the_registry_stored_and_another_
     finally:
         (side / "rubric.json").unlink()
         side.rmdir()
+
+
+def test_the_tradeoff_tab_measures_on_request_and_its_price_slider_equals_tuning_at_that_price(bundles, registry):
+    """Nothing is measured until asked (it takes a minute for the shipped model); then the curve's figures are
+    core.release.tuning.tradeoff's at the bundle's price, and moving the price gives exactly what tuning at the
+    new price gives, chosen threshold included, without measuring again."""
+    from core.release.tuning import tradeoff
+
+    at = open_release(bundles["good"])
+    assert not [f for f in figures_of(at) if "What each threshold buys" in json.dumps(f["layout"].get("title"))]
+    at = click(at, "rel_tradeoff_run")
+
+    def curve(at) -> dict:
+        [fig] = [f for f in figures_of(at) if "What each threshold buys" in json.dumps(f["layout"].get("title"))]
+        net = next(t for t in fig["data"] if t.get("name") == "net keystrokes saved per 100 chars")
+        star = next(t for t in fig["data"] if str(t.get("name", "")).startswith("chosen"))
+        return {"net": [float(v) for v in decode(net["y"])], "chosen": float(decode(star["x"])[0])}
+
+    for price in (1.0, 3.0):
+        if price != 1.0:
+            at.slider(key="rel_price").set_value(price).run()
+            assert not at.exception
+        _, rows = tradeoff(bundles["good"], config=EvalConfig(typing_chars=2000), attention_cost=price)
+        shown = curve(at)
+        np.testing.assert_allclose(shown["net"], [r["net_keystrokes_saved_per_100"] for r in rows], rtol=1e-12)
+        assert shown["chosen"] == next(r["threshold"] for r in rows if r["chosen"])
