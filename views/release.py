@@ -158,12 +158,13 @@ def tradeoff_section(bundle, corpus) -> None:
     )
     state = (bundle.version, corpus.fingerprint if corpus else None)
     if st.session_state.get(TRADEOFF_KEY) != state:
-        if not st.button(
+        st.button(  # set before the rerun it starts, so the measuring run already shows no button
             f"Measure the trade-off ({TRADEOFF_CHARS:,} characters of validation text; about a minute)",
             key="rel_tradeoff_run",
-        ):
-            return
-        st.session_state[TRADEOFF_KEY] = state
+            on_click=st.session_state.__setitem__,
+            args=(TRADEOFF_KEY, state),
+        )
+        return
     with st.spinner("The simulated typist replays the validation text at every threshold of the grid..."):
         try:
             rows = tradeoff_view.measured(str(bundle.path), bundle.version, None, TRADEOFF_CHARS, state[1], corpus)
