@@ -110,7 +110,12 @@ def figure(rows: Sequence[dict]) -> go.Figure:
             dict(type="line", xref="paper", x0=0, x1=1, y0=0, y1=0, line=dict(color="#000000", width=1)),
         ],  # fmt: skip
     )
-    fig.update_layout(yaxis2=dict(title=ACCEPTANCE, overlaying="y", side="right", range=[0, 1]))
+    fig.update_layout(  # round ticks of its own (0, 0.2, ... 1), and no second set of grid lines across the plot
+        yaxis2=dict(
+            title=ACCEPTANCE, overlaying="y", side="right", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2,
+            showgrid=False,
+        )
+    )  # fmt: skip
     return fig
 
 
