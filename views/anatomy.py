@@ -42,7 +42,7 @@ with layout.picture():
         st.caption(
             f"{enc.T} tokens; "
             + (
-                f"{len(unknown)} of them {'is' if len(unknown) == 1 else 'are'} `<unk>` (id 3), drawn in orange."
+                f"{len(unknown)} of them {'is' if len(unknown) == 1 else 'are'} the unknown token (id 3), in orange."
                 if unknown
                 else "every one was seen in training."
             )

@@ -44,10 +44,9 @@ with picture_col, layout.picture():
     )
 with side_col:
     join.show(narrow=True)  # a class server's address and its QR code (only when LAB_JOIN_URL is set)
-    st.latex(  # two lines: one is wider than this column
-        r"\begin{aligned}&\mathrm{Attention}(Q, K, V) \\ "
-        r"&= \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V\end{aligned}"
-    )
+    # Inline, not st.latex: a display formula wider than this column scrolls sideways (a region a keyboard cannot
+    # reach, axe-core), while an inline one breaks after its "=".
+    st.markdown(r"$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V$")
     st.markdown(
         "**What the room will learn from this picture:** each query (a row) scores every key it may see, "
         "the causal mask M hides the keys to its right (grey), and softmax turns the allowed scores of a "

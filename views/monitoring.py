@@ -99,10 +99,10 @@ def requests_over_time(figures: monitor.Figures | None, kind: str) -> None:
 
 st.title("Monitoring")
 st.caption(
-    "Every suggestion the Autocomplete page and `python -m core suggest` serve is recorded with the **exact model "
-    "version** that served it, so versions compare side by side: how the service held up, what it was asked, what "
-    "it predicted, what the learners then typed. Only lengths and salted hashes of the text are kept, never the text "
-    "itself (unless whoever runs the server turned that on)."
+    "Every suggestion the Autocomplete page and the command python -m core suggest serve is recorded with the "
+    "**exact model version** that served it, so versions compare side by side: how the service held up, what it "
+    "was asked, what it predicted, what the learners then typed. Only lengths and salted hashes of the text are "
+    "kept, never the text itself (unless whoever runs the server turned that on)."
 )
 store = telemetry_store()
 left, right = st.columns(2)

@@ -526,7 +526,7 @@ def test_the_page_opens_on_the_shipped_models_recorded_comparison_and_shows_no_s
     assert_draws(fig, recorded["summary"])
     checks = recorded["checks"]
     assert f"{sum(c['passed'] for c in checks)} of {len(checks)} checks pass" in shown(at)
-    assert "recorded beside the bundle by `python -m core release check`" in shown(at)
+    assert "recorded beside the bundle by the command python -m core release check" in shown(at)
     assert f"Version {recorded['version']} of Shipped default (Python standard library)" in shown(at)
     text = rendered(at)
     for path in (str(ROOT), str(registry), str(SHIPPED)):
