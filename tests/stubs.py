@@ -1,9 +1,10 @@
-"""Predictors written by hand for the typist and tuning tests: every row is a small table, so each test's
-expected figures can be worked out on paper."""
+"""Predictors and a typing trace written by hand for the typist and tuning tests: every row is a small table, so
+each test's expected figures can be worked out on paper."""
 
 import torch
 
 from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.release.typing_sim import Segment, TraceCut
 
 TOK = CharTokenizer.from_text("ab c")
 
@@ -36,3 +37,19 @@ class Bigram:
             tokens = yield torch.stack([self.row(c) for c in lists])
             for c, t in zip(lists, tokens.tolist()):
                 c.append(int(t))
+
+
+# A trace for the price of attention (core.release.tuning, ui.tradeoff_view). Typing [1, 10): low-probability cuts at
+# 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is likely and right (2 saved).
+PRICED_TRACE = {
+    1: (TraceCut(2, 0.1, False),),
+    2: (TraceCut(2, 0.1, False),),
+    3: (TraceCut(4, 0.1, True),),
+    4: (),
+    5: (),
+    6: (),
+    7: (TraceCut(3, 0.5, True),),
+    8: (),
+    9: (),
+}
+PRICED_SEGMENTS = [Segment(0, 1, 10)]

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from bundles import TEXT, tiny_model
-from stubs import Bigram
+from stubs import PRICED_TRACE, Bigram
 
 from core.model.bundle import MANIFEST, BundleError, manifest_version, save_bundle, write_manifest
 from core.model.corpus import Document, corpus_from_text
@@ -56,19 +56,7 @@ def test_tune_threshold_picks_the_most_keystrokes_saved_ties_to_the_higher():
     assert next(r for r in rows if r["threshold"] == 0.95)["acceptance_rate"] is None  # nothing shown
 
 
-# Typing [1, 10): low-probability cuts at 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is
-# likely and right (2 saved).
-PRICED = {
-    1: (TraceCut(2, 0.1, False),),
-    2: (TraceCut(2, 0.1, False),),
-    3: (TraceCut(4, 0.1, True),),
-    4: (),
-    5: (),
-    6: (),
-    7: (TraceCut(3, 0.5, True),),
-    8: (),
-    9: (),
-}
+PRICED = PRICED_TRACE
 
 
 @pytest.mark.parametrize(

@@ -4,24 +4,13 @@ threshold the tuning chose, and says the same in its summary and table."""
 import math
 
 import pytest
+from stubs import PRICED_SEGMENTS, PRICED_TRACE
 
 from core.release.tuning import THRESHOLDS, tune_threshold
-from core.release.typing_sim import Segment, TraceCut, simulate_typing
+from core.release.typing_sim import simulate_typing
 from ui import tradeoff_view
 
-# Typing [1, 10): wrong low-probability cuts at 1 and 2, a right one at 3 (3 saved), a likely right one at 7.
-TRACE = {
-    1: (TraceCut(2, 0.1, False),),
-    2: (TraceCut(2, 0.1, False),),
-    3: (TraceCut(4, 0.1, True),),
-    4: (),
-    5: (),
-    6: (),
-    7: (TraceCut(3, 0.5, True),),
-    8: (),
-    9: (),
-}
-SEGMENTS = [Segment(0, 1, 10)]
+TRACE, SEGMENTS = PRICED_TRACE, PRICED_SEGMENTS  # tests/stubs.py: worked out on paper there
 
 
 def trace_named(fig, name):
