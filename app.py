@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import export, models, projector, warmup
+from ui import export, follow, live_class, models, projector, warmup
 
 # Before any widget: projector mode (the toggle, or a first visit's link) starts with the sidebar collapsed.
 st.set_page_config(page_title="Attention Lab", layout="wide", initial_sidebar_state=projector.sidebar_state())
@@ -35,9 +35,11 @@ PAGES = {
 page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" fold
 warmup.start()  # the first run of a server computes every lab page's default view in the background (ui/warmup.py)
 models.sidebar()
+live_class.sidebar()  # a class session: join with its code, or (teacher) open one
 projector.toggle()
 projector.style()
 export.begin()
 export.view_button(page.title)
 models.banner()
+follow.sync(page.url_path)  # a learner following the teacher is brought to the teacher's page and widgets
 page.run()

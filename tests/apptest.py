@@ -114,3 +114,87 @@ def fresh_visit(page: str | None, query: dict[str, str]) -> AppTest:
         at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def widget(at: AppTest, kind: str, key: str):
+    """The page's widget of AppTest accessor `kind` ("slider", "selectbox", ...) keyed `key`."""
+    return getattr(at, kind)(key=key)
+
+
+def fragment_of(at: AppTest, element) -> str | None:
+    """The id of the st.fragment `element` (a widget) was drawn in, None outside any fragment: what the browser sends
+    with the rerun request of a change of that widget (AppSession turns it into RerunData(fragment_id=...))."""
+    metadata = at._session_state._state._new_widget_state.widget_metadata.get(element.id)
+    return metadata.fragment_id if metadata is not None else None
+
+
+def change_as_browser(at: AppTest, kind: str, key: str, value) -> list:
+    """Set widget `key` to `value` and rerun what a browser's request would rerun: only the widget's fragment when it
+    is drawn in one (AppTest's own run() always reruns the whole script, TESTING.md), else the whole script.
+
+    Returns the elements that run produced (the fragment's, or the whole page's), as `signatures` lists them. The
+    AppTest keeps the whole page's element tree afterwards, as the browser keeps the page and replaces only the
+    fragment's part; bench/bench_pages.py times this same call."""
+    from streamlit.testing.v1 import local_script_runner
+
+    element = widget(at, kind, key)
+    element.set_value(value)
+    fragment_id = fragment_of(at, element)
+    if fragment_id is None:
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return signatures(at._tree)
+    full_tree = at._tree
+    states = full_tree.get_widget_states()  # every widget of the page, as the browser sends them
+    plain = local_script_runner.RerunData
+    local_script_runner.RerunData = lambda *a, **kw: plain(*a, **kw, fragment_id=fragment_id)
+    try:
+        at._run(states)
+    finally:
+        local_script_runner.RerunData = plain
+    fragment_tree = at._tree
+    assert not fragment_tree.exception, [e.value for e in fragment_tree.exception]
+    at._tree = full_tree  # the browser keeps the page and replaces the fragment's part
+    return signatures(fragment_tree)
+
+
+def signatures(tree) -> list[str]:
+    """Every leaf element of an AppTest element tree as comparable text (its type and its protobuf message, which
+    holds what the browser is sent: a chart's spec, a table's Arrow bytes, a text's body), in page order."""
+    out, todo = [], [tree]
+    while todo:
+        node = todo.pop(0)
+        children = getattr(node, "children", None)
+        if children:
+            todo = list(children.values()) + todo
+        elif getattr(node, "proto", None) is not None and type(node).__name__ not in ("Block", "ElementTree"):
+            out.append(_DEFERRED_FILE.sub("", f"{type(node).__name__}:{node.proto}"))
+    return out
+
+
+# Not what a page computes: a download button's file id is fresh on every run, and `set_value` only tells the browser
+# to overwrite what it holds with the value sent (ui.predict empties an answer when its question changes, sending
+# value "": a fresh page sends no value, which the browser shows as the same empty field).
+_DEFERRED_FILE = re.compile(r'deferred_file_id: "[0-9a-f]+"\n?|set_value: true\n?|^value: ""\n?', re.M)
+
+
+def page_after_fragment_rerun(stem: str, kind: str, key: str, a, b) -> tuple[list[str], list[str]]:
+    """(what the browser shows, what a plain whole-script run shows) when widget `key` of views/<stem>.py moves from
+    `a` to `b`: the page at `a` with its `a`-fragment's elements replaced by the `b`-fragment run's, against the page
+    run from scratch at `b`. Equal multisets mean no element outside the fragment depends on the widget (nothing
+    on screen goes stale) and the fragment computes what the plain run computes. Compared as sorted lists: a
+    fragment's elements may sit anywhere in the page."""
+    at = open_page(stem)
+    change_as_browser(at, kind, key, b)
+    fragment_a = change_as_browser(at, kind, key, a)  # the fragment's elements at `a`, and the page at `a`
+    page_a = signatures(at._tree)
+    fragment_b = change_as_browser(at, kind, key, b)
+    shown = list(page_a)
+    for sig in fragment_a:
+        shown.remove(sig)  # multiset difference: what the fragment drew at `a` is replaced
+    shown += fragment_b
+    plain = open_page(stem)
+    widget(plain, kind, key).set_value(b)
+    plain.run()
+    assert not plain.exception, [e.value for e in plain.exception]
+    return sorted(shown), sorted(signatures(plain._tree))
