@@ -107,11 +107,11 @@ def unlocked() -> bool:
     return bool(st.session_state.get(UNLOCKED_KEY)) and bool(configured_passcode())
 
 
-def _try_unlock() -> None:
-    """The Unlock button's callback: refuse while a wait or lockout runs (without comparing), else check the typed
-    passcode; keep only the outcome, empty the field."""
-    typed = st.session_state.get(_INPUT_KEY) or ""
-    st.session_state[_INPUT_KEY] = ""  # the passcode leaves the session before the page runs
+def _try_unlock(input_key: str = _INPUT_KEY) -> None:
+    """The Unlock button's callback: refuse while a wait or lockout runs (without comparing), else check the passcode
+    typed into `input_key`; keep only the outcome, empty the field."""
+    typed = st.session_state.get(input_key) or ""
+    st.session_state[input_key] = ""  # the passcode leaves the session before the page runs
     st.session_state[UNLOCKED_KEY] = False
     if not typed:
         st.session_state[_NOTE_KEY] = "Type the teacher passcode first."
@@ -168,10 +168,13 @@ def _lock() -> None:
     st.session_state.pop(_NOTE_KEY, None)
 
 
-def gate(what: str, why: str = "change what the whole class is served") -> bool:
+def gate(what: str, why: str = "change what the whole class is served", *, key: str = "teacher") -> bool:
     """The teacher gate above teacher-only actions (`what` names them and `why` says why they are the teacher's,
     for the messages): the how-to when no passcode is configured, the passcode form while locked, a Lock button
-    once unlocked. True when unlocked."""
+    once unlocked. True when unlocked.
+
+    `key` prefixes the gate's widget keys: the sidebar's class session (ui.live_class) shows a gate on the same run
+    as a page's own."""
     configured = configured_passcode()
     if not configured:
         st.info(
@@ -190,23 +193,24 @@ def gate(what: str, why: str = "change what the whole class is served") -> bool:
             f"Teacher mode: {what} are unlocked for this browser session only. Lock them before you leave "
             "this computer (reloading or closing the tab locks them too)."
         )
-        st.button("Lock the teacher actions", key="teacher_lock", on_click=_lock)
+        st.button("Lock the teacher actions", key=f"{key}_lock", on_click=_lock)
         return True
     st.markdown(
         f"**Teacher only.** {what[:1].upper() + what[1:]} {why}, so they "
         "need the teacher passcode that whoever runs the server has set. It unlocks them for this browser "
         "session only and is never shown or stored."
     )
-    with st.form("teacher_unlock_form", clear_on_submit=True, border=False):
+    input_key = f"{key}_passcode_input"  # "teacher_passcode_input" (_INPUT_KEY) for the pages' gate
+    with st.form(f"{key}_unlock_form", clear_on_submit=True, border=False):
         st.text_input(
             "Teacher passcode",
-            key=_INPUT_KEY,
+            key=input_key,
             type="password",
             max_chars=MAX_PASSCODE_CHARS,
             autocomplete="off",
             placeholder="the passcode set on the server",
         )
-        st.form_submit_button("Unlock", key="teacher_unlock", on_click=_try_unlock)
+        st.form_submit_button("Unlock", key=f"{key}_unlock", on_click=_try_unlock, args=(input_key,))
     note = st.session_state.get(_NOTE_KEY)
     if note:
         st.error(note)
