@@ -43,3 +43,4 @@ export.view_button(page.title)
 models.banner()
 follow.sync(page.url_path)  # a learner following the teacher is brought to the teacher's page and widgets
 page.run()
+warmup.settle(page.url_path)  # after a page's first run here: its imports, model and caches out of the GC's walk
