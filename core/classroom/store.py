@@ -3,7 +3,8 @@
 Where: LAB_DATABASE_URL when it is set (a PostgreSQL server, shared by every worker and machine of a class, see
 core.database), else the SQLite file at LAB_CLASS_DB, else ./class.db under the working directory; created on first
 use, with its parent folder. What: one row per answered question (learner, class code, attempt, question, answer,
-correct, time in UTC), in the table ANSWERS. The schema's version is kept by core.database (SCHEMA_VERSION =
+correct, time in UTC), in the table ANSWERS; a live class session's rows in the LIVE_* tables (schema 2, read and
+written by core.classroom.live). The schema's version is kept by core.database (SCHEMA_VERSION =
 len(MIGRATIONS)); a database written by a newer lab is refused with a message, never altered.
 
 Concurrency: a class of 30 submits at once. SQLite runs in WAL mode (readers never block the writer) and a write
@@ -26,7 +27,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import CheckConstraint, Column, Connection, Index, Integer, MetaData, Table, Text, func, select
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    select,
+)
 
 from core.database import Database, location
 
@@ -55,11 +69,66 @@ ANSWERS = Table(
 )
 
 
+# A live class session (core.classroom.live, issue 29): the session with its teacher's view and a pulse counter
+# the learners' pages poll, its learners (display names, shown to the teacher only), each question's rounds, and
+# one answer per learner per question and round. Every row is reached by its session's code, which is never reused.
+LIVE_SESSIONS = Table(
+    "live_sessions",
+    METADATA,
+    Column("code", Text, primary_key=True),
+    Column("opened_at", Text, nullable=False),
+    Column("closed_at", Text),  # NULL while open
+    Column("pulse", Integer, nullable=False, server_default="0"),  # bumped by reveal, new round, publish, close
+    Column("page", Text),  # the teacher's view: a url_path, its widgets as JSON, a sequence number, when
+    Column("params", Text),
+    Column("view_seq", Integer, nullable=False, server_default="0"),
+    Column("view_at", Text),
+)
+LIVE_LEARNERS = Table(
+    "live_learners",
+    METADATA,
+    Column("id", Text, primary_key=True),  # uuid4 hex
+    Column("code", Text, ForeignKey("live_sessions.code"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("joined_at", Text, nullable=False),
+    Index("live_learners_by_session", "code"),
+)
+LIVE_ROUNDS = Table(
+    "live_rounds",
+    METADATA,
+    Column("code", Text, ForeignKey("live_sessions.code"), primary_key=True),
+    Column("question", Text, primary_key=True),
+    Column("round", Integer, primary_key=True),
+    Column("revealed", Integer, CheckConstraint("revealed IN (0, 1)"), nullable=False),
+    Column("fingerprint", Text),  # the teacher's version of the question, when the teacher named it
+)
+LIVE_ANSWERS = Table(
+    "live_answers",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("code", Text, ForeignKey("live_sessions.code"), nullable=False),
+    Column("question", Text, nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("learner", Text, ForeignKey("live_learners.id"), nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("correct", Integer, CheckConstraint("correct IN (0, 1)"), nullable=False),
+    Column("at", Text, nullable=False),
+    UniqueConstraint("code", "question", "round", "learner", name="live_answers_one_per_round"),
+)
+LIVE_TABLES = (LIVE_SESSIONS, LIVE_LEARNERS, LIVE_ROUNDS, LIVE_ANSWERS)
+
+
 def _create(conn: Connection) -> None:
     METADATA.create_all(conn)
 
 
-MIGRATIONS = (_create,)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
+def _add_live_class(conn: Connection) -> None:
+    """Schema 1 -> 2: the live class's tables beside the checkpoint's answers, which stay as they are."""
+    METADATA.create_all(conn, tables=list(LIVE_TABLES))
+
+
+MIGRATIONS = (_create, _add_live_class)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -141,7 +141,7 @@ def test_a_database_of_todays_sqlite_code_is_adopted_at_its_version_with_its_row
     assert [(a.learner, a.answer, a.correct) for a in store.answers("7B")] == [("Ada", "3", True)]
     store.record("Bo", "7B", new_attempt(), [("q1", "4", False)])
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT component, version FROM lab_schema").fetchall() == [("class", 1)]
+        assert conn.execute("SELECT component, version FROM lab_schema").fetchall() == [("class", SCHEMA_VERSION)]
         assert conn.execute("SELECT id, learner FROM answers ORDER BY id").fetchall() == [(1, "Ada"), (2, "Bo")]
     conn.close()
 

@@ -1,0 +1,478 @@
+"""A live class session: the room's predictions seen by the teacher before the reveal, and the teacher's view
+followed by the room (issue 29).
+
+    SESSION_ALPHABET, SESSION_CODE   a code is 6 characters without look-alikes (no I, L, O, 0, 1)
+    check_session_code(text)         the code upper-cased and stripped, else ValueError saying what to do
+    check_name(text)                 a display name: 1..MAX_NAME printable characters
+    fingerprint(question)            a short digest of (prompt, options, answer, tolerance): "this very question"
+    LiveClass(path)                  the session's reads and writes on the class database (core.classroom.store)
+    distribution(result, question)   a round's answers as counts: per option in the question's order, or per bin
+
+Where: the class database, through the same core.database.Database as the checkpoint's answers (SQLite in WAL at
+LAB_CLASS_DB, or PostgreSQL at LAB_DATABASE_URL), its tables defined in core.classroom.store (schema 2). Every
+worker of `make class` reads the same rows, so a learner served by one worker sees the reveal the teacher made on
+another. Each call is one short transaction; a write on SQLite takes the write lock first (BEGIN IMMEDIATE).
+
+Rounds: answers go to a question's current round; the first round exists without a row (round 1, not revealed),
+so 30 learners answering at once never race to create it. new_round adds a row (the old round's answers stay),
+reveal marks the current round revealed (an answer after that is refused until the next round). One answer per
+learner per round: a second one replaces the first (ON CONFLICT DO UPDATE, atomic on both engines).
+
+Polling: pulse(code) is one primary-key read of a counter that reveal, new_round, publish and close bump; a
+learner's page polls it and reruns only when it changed. Answers do not bump it: the learners' pages need not
+rerun for them; the teacher's panel re-reads rounds() instead.
+
+Isolation: every read and write is by session code, and a code is never reused (it is the sessions' primary key),
+so a closed session's answers never show in a later one. A display name is read only by answers_csv, the
+teacher's download; rounds() carries no names.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import secrets
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from core.classroom.checkpoint import Question, parse_number
+from core.classroom.results import _cell
+from core.classroom.store import (
+    LIVE_ANSWERS,
+    LIVE_LEARNERS,
+    LIVE_ROUNDS,
+    LIVE_SESSIONS,
+    MAX_ANSWER,
+    QUESTION_ID,
+    ClassStore,
+    check_learner,
+)
+
+SESSION_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no I/1/L, O/0: read off a projector, typed on a phone
+SESSION_LENGTH = 6  # 31**6, about 8.9e8 codes: guessing an open one is hopeless, typing one is easy
+SESSION_CODE = re.compile(f"[{SESSION_ALPHABET}]{{{SESSION_LENGTH}}}")
+MAX_NAME = 40  # characters of a display name
+LEARNER_ID = re.compile(r"[0-9a-f]{32}")  # uuid4 hex, from join()
+FINGERPRINT = re.compile(r"[0-9a-f]{16}")  # from fingerprint()
+PAGE = re.compile(r"[a-z0-9_]{0,64}")  # an st.Page url_path ("" is the default page)
+PARAM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a widget key
+MAX_PARAMS = 50  # widgets of one published view
+MAX_PARAM_CHARS = 2_000  # characters of one widget's value
+MAX_BINS = 20  # a histogram wider than this has wider bins, not more of them
+CSV_COLUMNS = ("question", "round", "name", "answer", "correct", "fingerprint", "at")
+
+
+@dataclass(frozen=True)
+class Round:
+    """A question's current round in a session."""
+
+    number: int  # 1, 2, ...
+    revealed: bool  # the lab's answer is shown to everyone; answers are refused until the next round
+    fingerprint: str | None  # the teacher's version of the question, when reveal or new_round named it
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One round's answers to one version of a question, without names: what the teacher's chart shows."""
+
+    number: int
+    revealed: bool
+    fingerprint: str | None  # the teacher's version, as kept with the round
+    answers: tuple[str, ...]  # to the fingerprint asked for, in the order they were first given
+    correct: tuple[bool, ...]  # answers[i] was right
+    other: int  # answers to another version of the question (a learner whose sliders differ)
+
+    @property
+    def n(self) -> int:
+        return len(self.answers)
+
+
+@dataclass(frozen=True)
+class TeacherView:
+    """What a follower is brought to: the teacher's page and widget values, as last published."""
+
+    page: str  # a url_path
+    params: dict[str, str]  # widget key -> value
+    seq: int  # 1, 2, ... one per publish
+    at: str  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A round's answers as counts. Choices: one label per option in the question's order. Numbers: bins
+    [edges[i], edges[i + 1]) (the last one closed), labelled by their range. `unreadable` counts answers that
+    are not an option or not a number."""
+
+    labels: tuple[str, ...]
+    counts: tuple[int, ...]
+    edges: tuple[float, ...] | None  # None for a choice question
+    unreadable: int
+
+
+def check_session_code(text: object) -> str:
+    """The code upper-cased, without spaces around it, if it is SESSION_LENGTH characters of SESSION_ALPHABET."""
+    code = text.strip().upper() if isinstance(text, str) else ""
+    if not SESSION_CODE.fullmatch(code):
+        raise ValueError(
+            f"a session code is {SESSION_LENGTH} letters and digits as shown on the projector (no I, L, O, 0 or 1); "
+            "check it and type it again"
+        )
+    return code
+
+
+def check_name(text: object) -> str:
+    """A display name: 1..MAX_NAME printable characters, outer spaces removed (as store.check_learner)."""
+    if isinstance(text, str) and len(text.strip()) > MAX_NAME:
+        raise ValueError(f"a display name may have at most {MAX_NAME} characters, this one has {len(text.strip())}")
+    return check_learner(text)
+
+
+def fingerprint(question: Question) -> str:
+    """A stable short digest of what makes this very question: two learners whose sliders differ get two."""
+    body = json.dumps(
+        [question.prompt, list(question.options), question.answer, question.tolerance], ensure_ascii=False
+    )
+    return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+
+
+def _check_question(question: object) -> str:
+    if not isinstance(question, str) or not QUESTION_ID.fullmatch(question):
+        raise ValueError("not a question id: it is 1 to 64 lower-case letters, digits, '.', '_' or '-'")
+    return question
+
+
+def _check_fingerprint(value: object) -> str:
+    if not isinstance(value, str) or not FINGERPRINT.fullmatch(value):
+        raise ValueError("not a question's fingerprint: use live.fingerprint(question)")
+    return value
+
+
+def _check_params(params: object) -> dict[str, str]:
+    if not isinstance(params, Mapping):
+        raise ValueError("the view's params are a dict of widget key -> value")
+    if len(params) > MAX_PARAMS:
+        raise ValueError(f"a view has at most {MAX_PARAMS} widgets, this one has {len(params)}")
+    for key, value in params.items():
+        if not isinstance(key, str) or not PARAM_KEY.fullmatch(key):
+            raise ValueError("a widget key is 1 to 64 letters, digits, '.', ':', '_' or '-'")
+        if not isinstance(value, str) or len(value) > MAX_PARAM_CHARS:
+            raise ValueError(f"the widget {key!r}'s value must be text of at most {MAX_PARAM_CHARS} characters")
+    return dict(params)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _upsert(conn: Connection, table: Table, values: dict, keys: Sequence[str], replace: Sequence[str]) -> None:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE SET replace (or DO NOTHING): one atomic statement on either engine,
+    so two writers of the same row never fail on the unique key."""
+    insert = (sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert)(table).values(values)
+    if replace:
+        statement = insert.on_conflict_do_update(
+            index_elements=list(keys), set_={k: insert.excluded[k] for k in replace}
+        )
+    else:
+        statement = insert.on_conflict_do_nothing(index_elements=list(keys))
+    conn.execute(statement)
+
+
+class LiveClass:
+    """Live class sessions on the class database at `path` (as ClassStore: a SQLite file, a postgresql:// URL, or
+    None for LAB_DATABASE_URL / LAB_CLASS_DB / ./class.db). Every method checks its input first (ValueError with
+    what to do) and raises store.StoreError when the database cannot be used."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.store = ClassStore(path)  # its Database, schema and damage handling, written once there
+        self.where = self.store.where
+
+    @property
+    def notice(self) -> str | None:
+        return self.store.notice
+
+    def _transaction(self, *, write: bool = False):
+        return self.store._transaction(write=write)
+
+    # ---- the teacher's session ----------------------------------------------------------------------------
+
+    def open_session(self) -> str:
+        """A new session and its code, never used before on this database."""
+        while True:
+            code = "".join(secrets.choice(SESSION_ALPHABET) for _ in range(SESSION_LENGTH))
+            with self._transaction(write=True) as conn:
+                if conn.execute(select(LIVE_SESSIONS.c.code).where(LIVE_SESSIONS.c.code == code)).first() is None:
+                    conn.execute(LIVE_SESSIONS.insert().values(code=code, opened_at=_now()))
+                    return code
+
+    def close_session(self, code: str) -> None:
+        """No answer or join is taken after this; the learners' pages see it at their next poll."""
+        code = check_session_code(code)
+        with self._transaction(write=True) as conn:
+            conn.execute(
+                update(LIVE_SESSIONS)
+                .where(LIVE_SESSIONS.c.code == code, LIVE_SESSIONS.c.closed_at.is_(None))
+                .values(closed_at=_now(), pulse=LIVE_SESSIONS.c.pulse + 1)
+            )
+
+    def is_open(self, code: str) -> bool:
+        code = check_session_code(code)
+        with self._transaction() as conn:
+            found = conn.execute(select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)).first()
+        return found is not None and found[0] is None
+
+    def _bump(self, conn: Connection, code: str) -> int:
+        """pulse + 1 for an open session, in the caller's transaction; ValueError when it is not open."""
+        found = conn.execute(
+            update(LIVE_SESSIONS)
+            .where(LIVE_SESSIONS.c.code == code, LIVE_SESSIONS.c.closed_at.is_(None))
+            .values(pulse=LIVE_SESSIONS.c.pulse + 1)
+            .returning(LIVE_SESSIONS.c.pulse)
+        ).first()
+        if found is None:
+            raise ValueError(f"the session {code} is not open; open a new one")
+        return int(found[0])
+
+    # ---- learners -----------------------------------------------------------------------------------------
+
+    def join(self, code: str, name: str) -> str:
+        """A learner id for `name` in the open session `code`; the name is shown to the teacher only."""
+        code, name = check_session_code(code), check_name(name)
+        learner = uuid.uuid4().hex
+        with self._transaction(write=True) as conn:
+            _require_open(conn, code)
+            conn.execute(LIVE_LEARNERS.insert().values(id=learner, code=code, name=name, joined_at=_now()))
+        return learner
+
+    def answer(self, code: str, learner: str, question: str, fingerprint: str, answer: str, correct: bool) -> None:
+        """Keep a learner's answer in the question's current round, replacing their earlier one in that round."""
+        code, question, fingerprint = (
+            check_session_code(code),
+            _check_question(question),
+            _check_fingerprint(fingerprint),
+        )
+        if not isinstance(learner, str) or not LEARNER_ID.fullmatch(learner):
+            raise ValueError("not a learner of this session: join it with its code first")
+        if not isinstance(answer, str) or not answer.strip():
+            raise ValueError("the answer is empty: type or choose one")
+        if len(answer) > MAX_ANSWER or not answer.isprintable():
+            raise ValueError(f"an answer is at most {MAX_ANSWER} printable characters on one line")
+        with self._transaction(write=True) as conn:
+            joined = conn.execute(
+                select(LIVE_SESSIONS.c.closed_at)
+                .select_from(LIVE_LEARNERS.join(LIVE_SESSIONS, LIVE_LEARNERS.c.code == LIVE_SESSIONS.c.code))
+                .where(LIVE_LEARNERS.c.id == learner, LIVE_LEARNERS.c.code == code)
+            ).first()
+            if joined is None:
+                _require_open(conn, code)
+                raise ValueError("not a learner of this session: join it with its code first")
+            if joined[0] is not None:
+                raise ValueError(f"the session {code} is closed: answers are no longer taken")
+            now = _current(conn, code, question)
+            if now.revealed:
+                raise ValueError("the lab's answer was revealed: wait for the teacher's next round to answer again")
+            _upsert(
+                conn,
+                LIVE_ANSWERS,
+                dict(code=code, question=question, round=now.number, learner=learner, fingerprint=fingerprint,
+                     answer=answer, correct=int(bool(correct)), at=_now()),
+                keys=("code", "question", "round", "learner"),
+                replace=("fingerprint", "answer", "correct", "at"),
+            )  # fmt: skip
+
+    # ---- rounds -------------------------------------------------------------------------------------------
+
+    def round(self, code: str, question: str) -> Round:
+        code, question = check_session_code(code), _check_question(question)
+        with self._transaction() as conn:
+            return _current(conn, code, question)
+
+    def new_round(self, code: str, question: str, fingerprint: str | None = None) -> int:
+        """Start the question's next round (the teacher, after the room discussed); returns its number."""
+        code, question = check_session_code(code), _check_question(question)
+        kept = None if fingerprint is None else _check_fingerprint(fingerprint)
+        with self._transaction(write=True) as conn:
+            self._bump(conn, code)
+            number = _current(conn, code, question).number + 1  # round 1 needs no row: rounds() counts from 1
+            _upsert(conn, LIVE_ROUNDS, dict(code=code, question=question, round=number, revealed=0, fingerprint=kept),
+                    ("code", "question", "round"), ())  # fmt: skip
+        return number
+
+    def reveal(self, code: str, question: str, fingerprint: str | None = None) -> None:
+        """Reveal the current round's answer to everyone (the teacher); `fingerprint` names the teacher's version."""
+        code, question = check_session_code(code), _check_question(question)
+        kept = None if fingerprint is None else _check_fingerprint(fingerprint)
+        with self._transaction(write=True) as conn:
+            self._bump(conn, code)
+            now = _current(conn, code, question)
+            _upsert(
+                conn,
+                LIVE_ROUNDS,
+                dict(code=code, question=question, round=now.number, revealed=1, fingerprint=kept or now.fingerprint),
+                keys=("code", "question", "round"),
+                replace=("revealed", "fingerprint"),
+            )
+
+    def rounds(self, code: str, question: str, fingerprint: str) -> list[RoundResult]:
+        """Every round of the question so far (at least round 1), with the answers to `fingerprint`, no names."""
+        code, question, fingerprint = (
+            check_session_code(code),
+            _check_question(question),
+            _check_fingerprint(fingerprint),
+        )
+        with self._transaction() as conn:
+            kept = {
+                r.round: r
+                for r in conn.execute(
+                    select(LIVE_ROUNDS.c.round, LIVE_ROUNDS.c.revealed, LIVE_ROUNDS.c.fingerprint).where(
+                        LIVE_ROUNDS.c.code == code, LIVE_ROUNDS.c.question == question
+                    )
+                )
+            }
+            given = conn.execute(
+                select(LIVE_ANSWERS.c.round, LIVE_ANSWERS.c.fingerprint, LIVE_ANSWERS.c.answer, LIVE_ANSWERS.c.correct)
+                .where(LIVE_ANSWERS.c.code == code, LIVE_ANSWERS.c.question == question)
+                .order_by(LIVE_ANSWERS.c.id)
+            ).all()
+        last = max([1, *kept, *(g.round for g in given)])
+        results = []
+        for number in range(1, last + 1):
+            mine = [g for g in given if g.round == number and g.fingerprint == fingerprint]
+            row = kept.get(number)
+            results.append(
+                RoundResult(
+                    number=number,
+                    revealed=bool(row is not None and row.revealed),
+                    fingerprint=None if row is None else row.fingerprint,
+                    answers=tuple(g.answer for g in mine),
+                    correct=tuple(bool(g.correct) for g in mine),
+                    other=sum(1 for g in given if g.round == number and g.fingerprint != fingerprint),
+                )
+            )
+        return results
+
+    # ---- the teacher's view, and the pulse ---------------------------------------------------------------
+
+    def publish(self, code: str, page: str, params: Mapping[str, str]) -> int:
+        """Keep the teacher's page (a url_path) and widget values for followers; returns the view's number."""
+        code = check_session_code(code)
+        if not isinstance(page, str) or not PAGE.fullmatch(page):
+            raise ValueError("not a page of the lab: a page's url_path is lower-case letters, digits and '_'")
+        body = json.dumps(_check_params(params), ensure_ascii=False, sort_keys=True)
+        with self._transaction(write=True) as conn:
+            self._bump(conn, code)
+            found = conn.execute(
+                update(LIVE_SESSIONS)
+                .where(LIVE_SESSIONS.c.code == code)
+                .values(page=page, params=body, view_seq=LIVE_SESSIONS.c.view_seq + 1, view_at=_now())
+                .returning(LIVE_SESSIONS.c.view_seq)
+            ).first()
+        assert found is not None  # _bump found the open session in this transaction
+        return int(found[0])
+
+    def view(self, code: str) -> TeacherView | None:
+        """The teacher's last published view of an open session; None before the first publish or once closed."""
+        code = check_session_code(code)
+        with self._transaction() as conn:
+            found = conn.execute(
+                select(
+                    LIVE_SESSIONS.c.page, LIVE_SESSIONS.c.params, LIVE_SESSIONS.c.view_seq, LIVE_SESSIONS.c.view_at
+                ).where(LIVE_SESSIONS.c.code == code, LIVE_SESSIONS.c.closed_at.is_(None))
+            ).first()
+        if found is None or found.page is None:
+            return None
+        return TeacherView(found.page, json.loads(found.params), int(found.view_seq), found.view_at)
+
+    def pulse(self, code: str) -> int:
+        """A counter that reveal, new_round, publish and close bump (0 for an unknown code): one cheap read."""
+        code = check_session_code(code)
+        with self._transaction() as conn:
+            found = conn.execute(select(LIVE_SESSIONS.c.pulse).where(LIVE_SESSIONS.c.code == code)).scalar()
+        return int(found or 0)
+
+    # ---- the teacher's download ---------------------------------------------------------------------------
+
+    def answers_csv(self, code: str) -> str:
+        """Every answer of the session by question and round, with display names: the teacher's download only.
+        Cells a spreadsheet would run as a formula are quoted (results._cell)."""
+        code = check_session_code(code)
+        a, learner = LIVE_ANSWERS.c, LIVE_LEARNERS.c
+        with self._transaction() as conn:
+            rows = conn.execute(
+                select(a.question, a.round, learner.name, a.answer, a.correct, a.fingerprint, a.at)
+                .select_from(LIVE_ANSWERS.join(LIVE_LEARNERS, a.learner == learner.id))
+                .where(a.code == code)
+                .order_by(a.question, a.round, a.id)
+            ).all()
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        for row in rows:
+            writer.writerow([_cell(v) for v in (*row[:4], int(row[4]), *row[5:])])
+        return out.getvalue()
+
+
+def _require_open(conn: Connection, code: str) -> None:
+    closed = conn.execute(select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)).first()
+    if closed is None:
+        raise ValueError(f"no session has the code {code}: check the code on the projector")
+    if closed[0] is not None:
+        raise ValueError(f"the session {code} is closed: ask your teacher for the new code")
+
+
+def _current(conn: Connection, code: str, question: str) -> Round:
+    """The question's current round: its last row, else round 1 (no row until new_round or reveal makes one)."""
+    r = LIVE_ROUNDS.c
+    found = conn.execute(
+        select(r.round, r.revealed, r.fingerprint)
+        .where(r.code == code, r.question == question)
+        .order_by(r.round.desc())
+        .limit(1)
+    ).first()
+    return Round(1, False, None) if found is None else Round(int(found[0]), bool(found[1]), found[2])
+
+
+# ---- what the teacher's chart counts ------------------------------------------------------------------------
+
+
+def distribution(result: RoundResult, question: Question) -> Distribution:
+    """A round's answers as counts. Choices: per option in the question's order. Numbers: bins as wide as the
+    question's tolerance window (2 x tolerance; a tenth of the answers' spread, or 1, when the tolerance is 0),
+    their edges on multiples of the width, so the edges say nothing of the lab's answer before the reveal; more than
+    MAX_BINS bins are merged into wider ones."""
+    if question.is_choice:
+        counts = [sum(1 for a in result.answers if a == option) for option in question.options]
+        return Distribution(tuple(question.options), tuple(counts), None, result.n - sum(counts))
+    values = []
+    for a in result.answers:
+        try:
+            values.append(parse_number(a))
+        except ValueError:
+            pass
+    unreadable = result.n - len(values)
+    if not values:
+        return Distribution((), (), None, unreadable)
+    lo, hi = min(values), max(values)
+    width = 2 * question.tolerance if question.tolerance > 0 else ((hi - lo) / 10 or 1.0)
+    start = math.floor(lo / width)
+    bins = max(1, math.floor(hi / width) - start + 1)
+    if bins > MAX_BINS:
+        width *= math.ceil(bins / MAX_BINS)
+        start = math.floor(lo / width)
+        bins = max(1, math.floor(hi / width) - start + 1)
+    edges = [(start + i) * width for i in range(bins + 1)]
+    counts = [0] * bins
+    for v in values:  # [edges[i], edges[i + 1]), the last bin closed (numpy.histogram's rule)
+        counts[min(max(bisect.bisect_right(edges, v) - 1, 0), bins - 1)] += 1
+    labels = tuple(f"{edges[i]:.4g} to {edges[i + 1]:.4g}" for i in range(bins))
+    return Distribution(labels, tuple(counts), tuple(edges), unreadable)
