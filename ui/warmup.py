@@ -35,6 +35,7 @@ one line to the server's log when it ends ("warm-up: 9 pages in 4.1 s, 0 errors"
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import logging
 import os
@@ -161,9 +162,9 @@ def start() -> None:
         _started()
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
+@functools.cache  # not st.cache_resource: clearing the caches (a test's fixture does) must not freeze again
 def _settled(page: str) -> bool:
-    """Once per page per server process (st.cache_resource runs this body once per `page`)."""
+    """Once per page per process: at most one freeze per page of app.py's navigation."""
     gc.freeze()
     return True
 

@@ -48,7 +48,7 @@ def test_the_command_refuses_a_lab_on_another_machine(capsys):
 def test_settle_freezes_once_per_page(monkeypatch):
     """What a page's first run left alive moves out of the collector's sight once; a later run of the same page
     freezes nothing more (its garbage stays collectable), another page's first run does."""
-    warmup._settled.clear()
+    warmup._settled.cache_clear()
     frozen: list[int] = []
     monkeypatch.setattr(warmup.gc, "freeze", lambda: frozen.append(1))  # the real one is process-wide
     warmup.settle("masks")
@@ -56,4 +56,4 @@ def test_settle_freezes_once_per_page(monkeypatch):
     assert len(frozen) == 1
     warmup.settle("rope")
     assert len(frozen) == 2
-    warmup._settled.clear()
+    warmup._settled.cache_clear()
