@@ -1,28 +1,64 @@
 """A live class session in the sidebar: the teacher opens one, learners join with its code and a display name.
 
-Issue 29; being built. Without a session the lab works as before.
+Issue 29. Without a session the lab works as before: the sidebar has one more (closed) expander, "Class session".
 
-The session keeps only what this browser needs to find its place in the class database (core.classroom.live):
-a learner's (code, learner id, display name), or the teacher's open session code. `current()` and
-`teacher_session()` read them for ui.predict and ui.follow.
+- A learner joins with the code the teacher shows and a display name; from then on every predict-first question
+  (ui.predict) records the learner's checks into the session, and opens when the teacher reveals its answer.
+  A link may carry `?session=CODE` (the join QR code's): the form is then filled in, the value checked first.
+- The teacher (the passcode of ui.teacher) opens a session: its code in large type (and the join QR code when the
+  lab serves the network, LAB_JOIN_URL), the answers as CSV, Close.
+
+Everything lives in the class database (core.classroom.live), so every worker of a class server sees the same
+session; this browser session keeps only its place in it: a learner's (code, learner id, display name) or the
+teacher's open session code. `current()` and `teacher_session()` read them for ui.predict and ui.follow.
+
+A learner's page learns of the teacher's actions (a reveal, a new round, a closed session) by polling one cheap
+read, LiveClass.pulse, every POLL_S in a fragment, and reruns the whole page only when it changed.
 """
 
 from __future__ import annotations
 
+import html
 from typing import NamedTuple
 
+import pandas as pd
 import streamlit as st
 
-from ui import teacher
+from core.classroom.checkpoint import Graded, Question
+from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
+from core.classroom.store import StoreError, class_db_location
+from ui import charts, join, projector, teacher
+from ui.companion import chart
+from ui.text import escape_markdown
 
 LEARNER_KEY = "live_class_learner"  # (code, learner id, display name) of the session this browser joined
 TEACHER_KEY = "live_class_teacher"  # the code of the session this (unlocked) teacher opened
+CODE_INPUT = "live_class_code"  # the join form's fields
+NAME_INPUT = "live_class_name"
+_NOTE_KEY = "live_class_note"  # the last join or teacher action's problem, in words
+_PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run with
+_LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
+LINK_PARAM = "session"
+POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
+ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
+CODE_PX = 96  # the session code's type size for the room; larger projected
+PROJECTOR_CODE_PX = 160
 
 
 class Learner(NamedTuple):
     code: str
     learner: str
     name: str
+
+
+@st.cache_resource(max_entries=4)
+def _live(location: str) -> LiveClass:
+    return LiveClass(location)
+
+
+def live() -> LiveClass:
+    """The class database's live sessions (LAB_DATABASE_URL, else LAB_CLASS_DB), one object per server process."""
+    return _live(class_db_location())
 
 
 def current() -> Learner | None:
@@ -39,5 +75,289 @@ def teacher_session() -> str | None:
     return code if isinstance(code, str) and teacher.unlocked() else None
 
 
+# ---- actions (button callbacks: they run before the page, so the whole page sees their outcome) --------------
+
+
+def _join() -> None:
+    st.session_state.pop(_NOTE_KEY, None)
+    try:
+        code = check_session_code(st.session_state.get(CODE_INPUT) or "")
+        name = " ".join(str(st.session_state.get(NAME_INPUT) or "").split())
+        learner = live().join(code, name)
+    except (ValueError, StoreError) as e:
+        st.session_state[_NOTE_KEY] = f"Not joined: {e}"
+        return
+    st.session_state[LEARNER_KEY] = (code, learner, name)
+    st.session_state.pop(_PULSE_KEY, None)
+
+
+def _leave() -> None:
+    st.session_state.pop(LEARNER_KEY, None)
+    st.session_state.pop(_PULSE_KEY, None)
+
+
+def _open() -> None:
+    st.session_state.pop(_NOTE_KEY, None)
+    if not teacher.unlocked():  # the passcode may have been removed since the button was drawn
+        return
+    try:
+        st.session_state[TEACHER_KEY] = live().open_session()
+    except StoreError as e:
+        st.session_state[_NOTE_KEY] = f"No session was opened: {e}"
+
+
+def _close() -> None:
+    code = teacher_session()
+    if code is None:
+        return
+    try:
+        live().close_session(code)
+    except StoreError as e:
+        st.session_state[_NOTE_KEY] = f"The session could not be closed: {e}"
+        return
+    st.session_state.pop(TEACHER_KEY, None)
+
+
+# ---- the sidebar -------------------------------------------------------------------------------------------
+
+
+def _link_code() -> None:
+    """A first visit through a join link (`?session=CODE`): the form's code filled in, once. The value is untrusted:
+    bounded and checked like a typed code; an unusable one is said, never echoed."""
+    raw = st.query_params.get(LINK_PARAM)
+    if raw is None or st.session_state.get(_LINKED_KEY) == raw:
+        return
+    st.session_state[_LINKED_KEY] = raw
+    try:
+        code = check_session_code(raw[:64])
+    except ValueError:
+        st.session_state[_NOTE_KEY] = "The link's session code is not one: type the code your teacher shows."
+        return
+    if not st.session_state.get(CODE_INPUT):
+        st.session_state[CODE_INPUT] = code
+
+
 def sidebar() -> None:
-    """The sidebar's class-session section (joined, or a form to join; the teacher's open/close)."""
+    """The sidebar's class-session section: joined, or a form to join; the teacher's open, show, download, close."""
+    if current() is None and teacher_session() is None:
+        _link_code()
+    with st.sidebar:
+        joined, opened = current(), teacher_session()
+        with st.expander("Class session", expanded=joined is not None or opened is not None):
+            note = st.session_state.get(_NOTE_KEY)
+            if opened is not None:
+                _teacher_open(opened)
+            elif joined is not None:
+                _learner(joined)
+            else:
+                _join_form()
+                _teacher_start()
+            if note:
+                st.warning(escape_markdown(note))
+        if joined is not None:
+            _poll(joined.code)
+
+
+def _learner(joined: Learner) -> None:
+    try:
+        still_open = live().is_open(joined.code)
+    except StoreError as e:
+        st.warning(escape_markdown(f"The class session cannot be reached now: {e}"))
+        still_open = True
+    if not still_open:
+        st.info(f"Class session {joined.code} has ended. Join another one with its code.")
+        _leave()
+        _join_form()
+        return
+    st.markdown(f"In session **{joined.code}** as **{escape_markdown(joined.name)}**")
+    st.caption("Your predictions go to your teacher without your name being shown to the class.")
+    st.button("Leave the session", key="live_class_leave", on_click=_leave)
+
+
+def _join_form() -> None:
+    with st.form("live_class_join", border=False):
+        st.markdown("**Join a class session**")
+        st.text_input("Session code (from your teacher)", key=CODE_INPUT, max_chars=12, placeholder="e.g. K7PQ2X")
+        st.text_input("Your display name", key=NAME_INPUT, max_chars=40, placeholder="shown to your teacher only")
+        st.form_submit_button("Join", key="live_class_join_button", on_click=_join)
+
+
+def _teacher_start() -> None:
+    if not teacher.configured_passcode():
+        st.caption("A teacher opens a session with the teacher passcode (LAB_TEACHER_PASSCODE on the server).")
+        return
+    if not st.toggle("I am the teacher", key="live_class_teacher_toggle"):
+        return
+    if teacher.gate("class sessions", why="decide what the class is shown", key="live_class_gate"):
+        st.button("Open a class session", key="live_class_open", type="primary", on_click=_open)
+
+
+def _teacher_open(code: str) -> None:
+    st.markdown("**Your class session** (learners join with this code)")
+    st.markdown(_big_code(code, 48), unsafe_allow_html=True)  # a checked code: letters and digits only
+    if st.button("Show the code to the room", key="live_class_show", type="primary"):
+        _show_code(code)
+    st.download_button(
+        "Download the answers (CSV)",
+        lambda: live().answers_csv(code).encode("utf-8"),  # written when pressed, not on every rerun
+        file_name=f"class-session-{code}.csv",
+        mime="text/csv",
+        key="live_class_csv",
+        on_click="ignore",
+        help="Every answer of this session by question and round, with the learners' display names: for you only.",
+    )
+    st.button("Close the session", key="live_class_close", on_click=_close)
+
+
+def _big_code(code: str, px: int) -> str:
+    """The session code in large type: `code` has passed check_session_code (letters and digits), escaped anyway."""
+    return (
+        f'<p style="font-size:{px}px;font-weight:700;letter-spacing:0.12em;line-height:1.1;margin:0;'
+        f'font-family:monospace" aria-label="session code {" ".join(code)}">{html.escape(code)}</p>'
+    )
+
+
+@st.dialog("Join the class session", width="large")
+def _show_code(code: str) -> None:
+    """The code for the room: in type the back row reads, with the join address and its QR code (carrying the code,
+    so a scan fills the form) when the lab serves the network."""
+    st.markdown(_big_code(code, PROJECTOR_CODE_PX if projector.on() else CODE_PX), unsafe_allow_html=True)
+    try:
+        url = join.join_url()
+    except ValueError as e:
+        st.caption(escape_markdown(e))
+        url = None
+    if url is None:
+        st.markdown("Open the lab, then type this code in the sidebar's **Class session**.")
+        return
+    link = f"{url}?{LINK_PARAM}={code}"
+    png, width = join.qr_png(link, join.PROJECTOR_QR_PX if projector.on() else join.QR_PX)
+    st.markdown(f"Go to **{escape_markdown(url)}** and type the code, or scan:")
+    st.image(png, width=width, caption="QR code of the join address with this session's code")
+
+
+@st.fragment(run_every=POLL_S)
+def _poll(code: str) -> None:
+    """Every POLL_S: one read of the session's pulse; the whole page reruns only when the teacher did something."""
+    try:
+        pulse = live().pulse(code)
+    except StoreError:
+        return  # the next poll tries again; the page keeps what it shows
+    seen = st.session_state.get(_PULSE_KEY)
+    st.session_state[_PULSE_KEY] = pulse
+    if seen is not None and seen != pulse:
+        st.rerun()
+
+
+# ---- the predict-first questions in a session (ui.predict calls these) ---------------------------------------
+
+
+def record(question: str, fingerprint: str, graded: Graded) -> str | None:
+    """A learner's check kept for the teacher in the question's current round; None when kept (or when not in a
+    session), else what went wrong, in words."""
+    joined = current()
+    if joined is None:
+        return None
+    try:
+        live().answer(joined.code, joined.learner, question, fingerprint, graded.given, graded.correct)
+    except (ValueError, StoreError) as e:
+        return f"Your prediction was checked here but not recorded for your teacher: {e}."
+    return None
+
+
+def revealed(question: str) -> bool:
+    """True when the teacher has revealed the current round of `question` in the session this browser is in."""
+    joined = current()
+    code = joined.code if joined is not None else teacher_session()
+    if code is None:
+        return False
+    try:
+        return live().round(code, question).revealed
+    except (ValueError, StoreError):
+        return False  # the learner keeps predicting; the next poll tries again
+
+
+@st.fragment(run_every=ROOM_POLL_S)
+def room(question: Question, fingerprint: str) -> None:
+    """The teacher's view of the room's answers to `question` in the current round (and the previous one beside it,
+    so the shift after a discussion shows), counted for the teacher's own version of the question, never with a name;
+    Reveal to everyone and New round. Re-read every ROOM_POLL_S while the room answers."""
+    code = teacher_session()
+    if code is None:
+        return
+    try:
+        results = live().rounds(code, question.id, fingerprint)
+    except (ValueError, StoreError) as e:
+        st.warning(escape_markdown(f"The room's answers cannot be read now: {e}"))
+        return
+    now = results[-1]
+    shown = results[-2:]  # the previous round beside the current one
+    state = "revealed" if now.revealed else "open"
+    st.markdown(f"**The room, round {now.number}** ({state}): **{now.n} answered**")
+    if now.other:
+        st.caption(
+            f"{now.other} more answered another version of this question (their sliders differ from yours); "
+            "they are not counted here."
+        )
+    if any(r.n for r in shown):
+        fig, table, summary = _room_chart(question, shown)
+        chart(fig, table, summary, key=f"{question.id}_room")
+    reveal, again = st.columns(2)
+    if reveal.button("Reveal to everyone", key=f"{question.id}_reveal", disabled=now.revealed, type="primary"):
+        _teacher_act(lambda: live().reveal(code, question.id, fingerprint))
+    if again.button("New round", key=f"{question.id}_new_round"):
+        _teacher_act(lambda: live().new_round(code, question.id, fingerprint))
+
+
+def _teacher_act(action) -> None:
+    """A reveal or a new round, then the whole page again (a reveal opens the teacher's own page too)."""
+    try:
+        action()
+    except (ValueError, StoreError) as e:
+        st.warning(escape_markdown(f"Not done: {e}."))
+        return
+    st.rerun()
+
+
+def _room_chart(question: Question, shown: list[RoundResult]) -> tuple:
+    """Counts per option (or per bin of numbers) for each shown round, on one axis. Right answers are marked only
+    once the round is revealed: the teacher's screen may be on the projector."""
+    dists = {r.number: distribution(r, question) for r in shown}
+    labels = _labels(list(dists.values()))
+    series = {}
+    for number, dist in dists.items():
+        counts = dict(zip(dist.labels, dist.counts, strict=True))
+        series[f"round {number}"] = [counts.get(label, 0) for label in labels]
+    fig = charts.grouped_bars(
+        labels,
+        series,
+        title="The room's answers" + ("" if question.is_choice else " (numbers, by range)"),
+        y_title="learners",
+        fmt="d",
+    )
+    fig.update_layout(legend_title_text="round")
+    table = pd.DataFrame(
+        [
+            {"round": r.number, "answer": label, "learners": n}
+            for r in shown
+            for label, n in zip(labels, series[f"round {r.number}"], strict=True)
+        ]
+    )
+    parts = []
+    for r in shown:
+        right = f", {sum(r.correct)} right" if r.revealed else ""
+        unreadable = dists[r.number].unreadable
+        parts.append(f"round {r.number}: {r.n} answered{right}" + (f" ({unreadable} unreadable)" if unreadable else ""))
+    top = max(zip(series[f"round {shown[-1].number}"], labels), default=(0, ""))
+    summary = "; ".join(parts) + (f". Most chose {top[1]} in round {shown[-1].number}." if top[0] else ".")
+    return fig, table, summary
+
+
+def _labels(dists: list[Distribution]) -> list[str]:
+    """The categories of every shown round, in order: a choice question's options, or the bins by their lower edge
+    (bins sit on multiples of one width, so two rounds' bins of one range share their label)."""
+    first: dict[str, float] = {}
+    for dist in dists:
+        for j, label in enumerate(dist.labels):
+            first.setdefault(label, dist.edges[j] if dist.edges is not None else float(j))
+    return sorted(first, key=lambda label: first[label])

@@ -13,6 +13,13 @@ changes, the old check no longer applies and the page asks again, with an empty 
 the old question is cleared, not left selected for the new one. The field keeps its key (`<id>_answer`, which
 tests and pages name); its value is reset from code, which Streamlit also sends to the browser. Prompts, options
 and answers may hold learner or model text, so all of it is shown escaped.
+
+In a class session (ui.live_class, issue 29) a learner's check is also recorded for the teacher, under the question's
+fingerprint (core.classroom.live.fingerprint: a digest of prompt, options, answer and tolerance, "this very question",
+the same on every worker). When the teacher reveals the question's current round, the box shows the lab's answer to
+a learner who has not checked: `ask` then returns a Graded with `given` "" and REVEALED as its message, so the page
+opens as after a check (pages test only `is None`). The teacher's own page shows, under the question, the room's
+answers (ui.live_class.room).
 """
 
 from __future__ import annotations
@@ -20,15 +27,14 @@ from __future__ import annotations
 import streamlit as st
 
 from core.classroom.checkpoint import MAX_ANSWER_CHARS, Graded, Question, grade, parse_number
+from core.classroom.live import fingerprint
+from ui import live_class
 from ui.text import escape_markdown
 
 MAX_RADIO_OPTIONS = 8  # more choices than this are a selectbox, one line tall
 _CHECKED = "_predict_checked_{}"  # session key: (fingerprint, Graded) of the last check of a question id
 _ASKED = "_predict_asked_{}"  # session key: the fingerprint of the question last shown under an id
-
-
-def _fingerprint(q: Question) -> tuple:
-    return (q.prompt, q.options, q.answer, q.tolerance)
+REVEALED = "revealed by the teacher"  # the message of the Graded `ask` returns for a revealed question
 
 
 def _unreadable(text: str) -> str | None:
@@ -42,7 +48,7 @@ def _unreadable(text: str) -> str | None:
 def checked(question: Question) -> Graded | None:
     """The learner's check of this very question (same prompt, options and answer), or None."""
     stored = st.session_state.get(_CHECKED.format(question.id))
-    return stored[1] if stored is not None and stored[0] == _fingerprint(question) else None
+    return stored[1] if stored is not None and stored[0] == fingerprint(question) else None
 
 
 def answer_key(question: Question) -> str:
@@ -55,16 +61,18 @@ def _fresh_answer(question: Question) -> None:
     Set, not deleted: a value set from code reaches the browser, which would otherwise keep showing the old
     choice for a radio whose options did not change."""
     shown = _ASKED.format(question.id)
-    fingerprint = _fingerprint(question)
-    if shown in st.session_state and st.session_state[shown] != fingerprint:
+    digest = fingerprint(question)
+    if shown in st.session_state and st.session_state[shown] != digest:
         st.session_state[answer_key(question)] = None if question.is_choice else ""
-    st.session_state[shown] = fingerprint
+    st.session_state[shown] = digest
 
 
 def ask(question: Question, *, hint: str) -> Graded | None:
     """Show `question` with an answer field, `hint` in an expander and a check button; after the check, the
-    verdict. Returns the Graded answer once the learner has checked this question, else None."""
+    verdict. Returns the Graded answer once the learner has checked this question (or, in a class session, once the
+    teacher has revealed it: message REVEALED), else None."""
     _fresh_answer(question)
+    digest = fingerprint(question)
     with st.container(border=True):
         st.markdown(f"**Predict first.** {escape_markdown(question.prompt)}")
         with st.form(f"{question.id}_form", border=False):
@@ -99,8 +107,17 @@ def ask(question: Question, *, hint: str) -> Graded | None:
             elif not question.is_choice and (problem := _unreadable(given)):
                 st.warning(escape_markdown(f"Your prediction could not be read: {problem}. Nothing was checked yet."))
             else:
-                st.session_state[_CHECKED.format(question.id)] = (_fingerprint(question), grade(question, given))
+                result = grade(question, given)
+                st.session_state[_CHECKED.format(question.id)] = (digest, result)
+                if problem := live_class.record(question.id, digest, result):  # in a class session only
+                    st.warning(escape_markdown(problem))
+        if live_class.teacher_session() is not None:
+            live_class.room(question, digest)  # the room's answers, for the teacher only
         graded = checked(question)
+        if graded is None and live_class.revealed(question.id):
+            answer = question.answer if question.is_choice else f"{float(question.answer):.4g}"
+            st.info(escape_markdown(f"Your teacher revealed the lab's answer: {answer}. {question.why}".strip()))
+            return Graded(question, "", False, REVEALED)
         if graded is None:
             st.info("The lab's own answer appears below once you have checked your prediction.")
             return None
