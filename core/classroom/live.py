@@ -272,6 +272,7 @@ class LiveClass:
                 select(LIVE_SESSIONS.c.closed_at)
                 .select_from(LIVE_LEARNERS.join(LIVE_SESSIONS, LIVE_LEARNERS.c.code == LIVE_SESSIONS.c.code))
                 .where(LIVE_LEARNERS.c.id == learner, LIVE_LEARNERS.c.code == code)
+                .with_for_update(read=True, of=LIVE_SESSIONS)  # PostgreSQL: a reveal waits for answers under way
             ).first()
             if joined is None:
                 _require_open(conn, code)
