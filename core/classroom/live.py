@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Table, select, update
+from sqlalchemy import Connection, Table, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.classroom.checkpoint import Question, parse_number
@@ -63,6 +63,7 @@ SESSION_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no I/1/L, O/0: read off 
 SESSION_LENGTH = 6  # 31**6, about 8.9e8 codes: guessing an open one is hopeless, typing one is easy
 SESSION_CODE = re.compile(f"[{SESSION_ALPHABET}]{{{SESSION_LENGTH}}}")
 MAX_NAME = 40  # characters of a display name
+MAX_LEARNERS = 500  # joins per session: a class is 30-60; a script joining in a loop stops here
 LEARNER_ID = re.compile(r"[0-9a-f]{32}")  # uuid4 hex, from join()
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")  # from fingerprint()
 PAGE = re.compile(r"[a-z0-9_]{0,64}")  # an st.Page url_path ("" is the default page)
@@ -251,6 +252,9 @@ class LiveClass:
         learner = uuid.uuid4().hex
         with self._transaction(write=True) as conn:
             _require_open(conn, code)
+            joined = conn.execute(select(func.count()).where(LIVE_LEARNERS.c.code == code)).scalar() or 0
+            if joined >= MAX_LEARNERS:
+                raise ValueError(f"the session {code} is full ({MAX_LEARNERS} have joined); ask your teacher")
             conn.execute(LIVE_LEARNERS.insert().values(id=learner, code=code, name=name, joined_at=_now()))
         return learner
 

@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+from core.classroom import live as live_module
 from core.classroom.checkpoint import Question
 from core.classroom.live import (
     MAX_NAME,
@@ -249,6 +250,17 @@ def test_hostile_input_is_refused_with_a_clear_message_and_nothing_kept(tmp_path
         assert conn.execute("SELECT count(*), min(name) FROM live_learners").fetchone() == (1, "Ada")
         assert conn.execute("SELECT page, pulse FROM live_sessions").fetchone() == (None, 0)
     conn.close()
+
+
+def test_a_session_takes_at_most_max_learners_joins(tmp_path, monkeypatch):
+    monkeypatch.setattr(live_module, "MAX_LEARNERS", 2)
+    live = LiveClass(tmp_path / "class.db")
+    code, other = live.open_session(), live.open_session()
+    for name in ("Ada", "Bo"):
+        live.join(code, name)
+    with pytest.raises(ValueError, match="full"):
+        live.join(code, "Cy")
+    live.join(other, "Cy")  # counted per session
 
 
 def test_a_session_code_is_read_as_typed_on_a_phone():
