@@ -143,7 +143,8 @@ def sidebar() -> None:
         _link_code()
     with st.sidebar:
         joined, opened = current(), teacher_session()
-        with st.expander("Class session", expanded=joined is not None or opened is not None):
+        linked = joined is None and bool(st.session_state.get(_LINKED_KEY))  # a join link: the form, open
+        with st.expander("Class session", expanded=joined is not None or opened is not None or linked):
             note = st.session_state.get(_NOTE_KEY)
             if opened is not None:
                 _teacher_open(opened)

@@ -114,10 +114,11 @@ def ask(question: Question, *, hint: str) -> Graded | None:
         if live_class.teacher_session() is not None:
             live_class.room(question, digest)  # the room's answers, for the teacher only
         graded = checked(question)
-        if graded is None and live_class.revealed(question.id):
+        if live_class.revealed(question.id):  # said to everyone in the session: a check now is no longer recorded
             answer = question.answer if question.is_choice else f"{float(question.answer):.4g}"
             st.info(escape_markdown(f"Your teacher revealed the lab's answer: {answer}. {question.why}".strip()))
-            return Graded(question, "", False, REVEALED)
+            if graded is None:
+                return Graded(question, "", False, REVEALED)
         if graded is None:
             st.info("The lab's own answer appears below once you have checked your prediction.")
             return None
