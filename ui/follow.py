@@ -1,10 +1,246 @@
-"""Follow the teacher: a learner in a class session whose page and widgets follow the teacher's view.
+"""Follow the teacher: a learner in a class session whose page and widgets follow the teacher's view (issue 29).
 
-Issue 29; being built.
+    sync(page_path)   app.py, just before the page runs
+
+The teacher (unlocked, with an open session, ui.live_class.teacher_session): the view is the page's url_path and
+the values of its URL-bound widgets (ui.params) that differ from their defaults, plus the model version pinned in
+the URL (ui.models.PIN). It is published (core.classroom.live.LiveClass.publish) only when it changed since the
+last publish, which this session keeps, so a plain rerun writes nothing. A widget drawn in an st.fragment reruns
+only its fragment, not app.py, so the teacher's sidebar also checks the view every POLL_S in a fragment of its own.
+
+A learner in the session gets a "Follow the teacher" toggle. Publishing bumps the session's pulse, which
+ui.live_class already polls for every learner (one read every live_class.POLL_S) and reruns the page when it
+changed; this run then reads the view and, when its number is not the one last applied, applies it: every widget
+this session has seen on the teacher's page is set to the teacher's value (or its default when the teacher's is),
+the model pin goes into the URL, and st.switch_page brings the learner to the teacher's page with the teacher's
+values in the URL (a widget not yet drawn in this session is seeded from there, as from a link). A published view
+is untrusted text, as a link is: the page must be one of app.py's, each value must pass the widget's own link
+check (ui.params.Bound.parse), and a view that fails anything is ignored whole, with a notice.
+
+Leaving: a widget the learner moves by hand records itself (ui.params.MOVED, its on_change, which a value set from
+code never fires), as does a model picked in the sidebar (the pin in the URL differs from the applied one). The
+next run turns the toggle off and says how to rejoin; while following, a fragment checks for it every POLL_S
+(no database read), since a widget in a page's fragment reruns only that fragment.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from core.classroom.live import MAX_PARAMS, PAGE, PARAM_KEY, TeacherView
+from core.classroom.store import StoreError
+from core.model.bundle import is_version
+from ui import live_class, models, params, projector
+from ui.text import escape_markdown
+
+TOGGLE_KEY = "follow_teacher"  # the learner's sidebar toggle
+POLL_S = 1.0  # the fragments' period: the teacher's view check, the follower's own-move check
+LOCAL = frozenset({projector.KEY})  # this screen's presentation: neither published nor followed
+LEFT = "You left follow mode by moving a slider; turn Follow the teacher on to rejoin."
+_PAGES = "_follow_pages"  # session key: {url_path: {widget key: params.Bound}} of the widgets each page drew
+_PUBLISHED = "_follow_published"  # session key: (code, page, params) of the teacher's last publish
+_APPLIED = "_follow_applied"  # session key: (seq, page, params) of the teacher's view this learner last applied
+_NOTE = "_follow_note"  # session key: why follow mode went off, or why a view was not applied
+# session key: the toggle's value, kept apart from the widget's: st.switch_page starts a run without the browser's
+# widget values, which resets every widget that is not bound to the URL (the toggle would go off on every follow)
+_FOLLOWING = "_follow_following"
+
 
 def sync(page_path: str) -> None:
     """Before the page runs: publish the teacher's view, or bring a following learner to it."""
+    pages: dict[str, dict[str, params.Bound]] = st.session_state.setdefault(_PAGES, {})
+    st.session_state[params.DRAWN] = pages.setdefault(page_path, {})  # ui.params fills it as the page draws
+    code = live_class.teacher_session()
+    if code is not None:
+        _publish(code, page_path)
+        with st.sidebar:
+            _teacher_poll(code, page_path)
+        return
+    joined = live_class.current()
+    if joined is not None:
+        _learner(joined.code, page_path)
+
+
+# ---- the teacher --------------------------------------------------------------------------------------------
+
+
+def _as_text(value: Any) -> str:
+    """A widget's value as its URL carries it (Bound.parse reads it back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return params.link_prefix(value)
+    return str(value)
+
+
+def view_params(page_path: str) -> dict[str, str]:
+    """The teacher's view of `page_path`: each widget the page drew whose value is not its default, and the model
+    pin. Read from the widgets, not st.query_params: the server's copy of the URL is refreshed only on a page change."""
+    drawn: dict[str, params.Bound] = st.session_state.get(_PAGES, {}).get(page_path, {})
+    out: dict[str, str] = {}
+    pin = st.query_params.get(models.PIN)
+    if pin and is_version(pin):
+        out[models.PIN] = pin
+    for key in sorted(drawn):
+        if key in LOCAL or key not in st.session_state or not PARAM_KEY.fullmatch(key):
+            continue
+        value = st.session_state[key]
+        if value != drawn[key].default and len(out) < MAX_PARAMS:
+            out[key] = _as_text(value)
+    return out
+
+
+def _publish(code: str, page_path: str) -> None:
+    view = (code, page_path, view_params(page_path))
+    if st.session_state.get(_PUBLISHED) == view:
+        return  # nothing changed: a plain rerun writes nothing
+    try:
+        live_class.live().publish(code, page_path, view[2])
+    except (ValueError, StoreError) as e:
+        st.session_state[_NOTE] = f"Followers could not be sent this view: {e}"
+        return
+    st.session_state[_PUBLISHED] = view
+    st.session_state.pop(_NOTE, None)
+
+
+@st.fragment(run_every=POLL_S)
+def _teacher_poll(code: str, page_path: str) -> None:
+    """Every POLL_S: publish a widget change made inside a page's fragment (which does not run app.py)."""
+    _publish(code, page_path)
+    st.caption("Learners who follow you see this page, its sliders and the model you pick.")
+    note = st.session_state.get(_NOTE)
+    if note:
+        st.warning(escape_markdown(note))
+
+
+# ---- the learner --------------------------------------------------------------------------------------------
+
+
+def _toggled() -> None:
+    """The toggle's on_change. Turned on: a fresh start (the teacher's current view is applied on this run)."""
+    st.session_state[_FOLLOWING] = bool(st.session_state.get(TOGGLE_KEY))
+    st.session_state.pop(params.MOVED, None)
+    st.session_state.pop(_APPLIED, None)
+    st.session_state.pop(_NOTE, None)
+
+
+def _moved() -> bool:
+    """The learner changed something by hand since the last applied view: a widget, or the sidebar's model."""
+    applied = st.session_state.get(_APPLIED)
+    if applied is None:
+        return False
+    if st.session_state.get(params.MOVED) is not None:
+        return True
+    pin = applied[2].get(models.PIN)
+    return pin is not None and st.query_params.get(models.PIN) != pin
+
+
+def _learner(code: str, page_path: str) -> None:
+    with st.sidebar:
+        if st.session_state.get(_FOLLOWING) and _moved():
+            st.session_state[_FOLLOWING] = False
+            st.session_state[_NOTE] = LEFT
+        st.session_state[TOGGLE_KEY] = bool(st.session_state.get(_FOLLOWING))
+        following = st.toggle(
+            "Follow the teacher",
+            key=TOGGLE_KEY,
+            on_change=_toggled,
+            help="Your page, sliders and model follow the teacher's; moving a slider yourself leaves follow mode.",
+        )
+        if following:
+            try:
+                view = live_class.live().view(code)
+            except (ValueError, StoreError):
+                view = None  # a closed session or an unreachable database: ui.live_class says so
+            applied = st.session_state.get(_APPLIED)
+            if view is not None and (applied is None or applied[0] != view.seq):
+                _apply(view, page_path)
+            _own_move_poll()
+        note = st.session_state.get(_NOTE)
+        if note:
+            st.info(escape_markdown(note))
+
+
+@st.fragment(run_every=POLL_S)
+def _own_move_poll() -> None:
+    """Every POLL_S while following: a widget moved inside a page's fragment reran only that fragment; the whole page
+    reruns so that the toggle goes off and the learner is told."""
+    if _moved():
+        st.rerun()
+
+
+def page_scripts() -> dict[str, str]:
+    """url_path -> script of every page in app.py's st.navigation (Streamlit's page registry of this session)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return {}
+    return {
+        str(info.get("url_pathname", "")): str(info["script_path"])
+        for info in ctx.pages_manager.get_pages().values()
+        if "script_path" in info
+    }
+
+
+def refused(view: TeacherView, scripts: dict[str, str]) -> str | None:
+    """Why a published view cannot be applied (it is untrusted text, as a link is), or None."""
+    if not isinstance(view.page, str) or not PAGE.fullmatch(view.page) or view.page not in scripts:
+        return "the teacher's page is not one of this lab's pages"
+    if not isinstance(view.params, dict) or len(view.params) > MAX_PARAMS:
+        return "the teacher's view has too many values"
+    for key, raw in view.params.items():
+        if not isinstance(key, str) or not PARAM_KEY.fullmatch(key) or not isinstance(raw, str):
+            return "the teacher's view has a value that is not a widget's"
+        if key == models.PIN and not is_version(raw):
+            return "the teacher's model version is not one"
+        if params.link_prefix(raw) != raw:
+            return "the teacher's view has a value longer than a link carries"
+    return None
+
+
+def _values(view: TeacherView) -> dict[str, Any]:
+    """The teacher's value (or the default) for each widget this session has seen on the teacher's page; ValueError
+    when one cannot take the teacher's value (the widget's own link check)."""
+    drawn: dict[str, params.Bound] = st.session_state.get(_PAGES, {}).get(view.page, {})
+    values = {}
+    for key, bound in drawn.items():
+        if key in LOCAL:
+            continue
+        raw = view.params.get(key)
+        values[key] = bound.default if raw is None else bound.parse(raw)
+    return values
+
+
+def _apply(view: TeacherView, page_path: str) -> None:
+    """Bring this learner to the teacher's view: widgets, model pin, page (see the module docstring)."""
+    scripts = page_scripts()
+    why = refused(view, scripts)
+    values: dict[str, Any] = {}
+    if why is None:
+        try:
+            values = _values(view)
+        except ValueError:
+            why = "one of the teacher's values is not one this page's widget can take"
+    st.session_state[_APPLIED] = (view.seq, view.page, dict(view.params) if why is None else {})
+    st.session_state.pop(params.MOVED, None)
+    if why is not None:
+        st.session_state[_NOTE] = f"The teacher's view was not applied: {why}. Following goes on with the next one."
+        return
+    st.session_state.pop(_NOTE, None)
+    for key, value in values.items():
+        st.session_state[key] = value  # set from code: Streamlit sends it to the browser and writes the URL
+    pin = view.params.get(models.PIN)
+    if view.page != page_path:
+        # The teacher's values for widgets not yet drawn in this session: they are seeded from the URL, as from a link.
+        # Streamlit refuses to set a widget-bound parameter from code; those widgets were set above.
+        url = {k: v for k, v in view.params.items() if k not in values and k not in LOCAL}
+        try:
+            st.switch_page(scripts[view.page], query_params=url)
+        except StreamlitAPIException:  # a key bound by another page's widget of the same name
+            st.switch_page(scripts[view.page], query_params={k: v for k, v in url.items() if k == models.PIN})
+    if pin is not None and pin != st.query_params.get(models.PIN):
+        st.query_params[models.PIN] = pin  # ui.models selects it on the next run (its picker is already drawn)
+        st.rerun()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import streamlit as st
 
@@ -39,6 +39,15 @@ MAX_TEXT_CHARS = 10_000
 # (the Inspector's comparison) then stays under 9 KB of URL in all.
 LINK_TEXT_BYTES = 2_000
 _URL_SAFE = frozenset(string.ascii_letters + string.digits + "*-._ ")  # one byte each in a form-encoded query
+DRAWN = "_params_drawn"  # session key: the dict ui.follow gives this page's widgets, {key: Bound}
+MOVED = "_params_moved"  # session key: the key of the last widget the learner moved by hand
+
+
+class Bound(NamedTuple):
+    """A URL-bound widget as drawn: its default, and how a value from a link (or a teacher) becomes its value."""
+
+    default: Any
+    parse: Callable[[str], Any]  # raises ValueError for a value the widget cannot take
 
 
 def quoted(text: str, limit: int) -> str:
@@ -49,7 +58,22 @@ def quoted(text: str, limit: int) -> str:
 
 
 def _clear_note(key: str) -> None:
+    """Every widget's on_change: the learner moved it, so a note about the link's value no longer applies."""
     st.session_state.pop(_NOTE.format(key), None)
+    st.session_state[MOVED] = key
+
+
+def _drawn(key: str, default: Any, usable: Callable[[str], bool], value: Callable[[str], Any]) -> None:
+    """Record the widget for ui.follow (when it is listening): a value is taken only if a link's would be."""
+
+    def parse(raw: str) -> Any:
+        if len(raw) > MAX_LINK_VALUE_CHARS or not usable(raw):
+            raise ValueError(f"{key} cannot take {quoted(raw, MAX_QUOTED_CHARS)}")
+        return value(raw)
+
+    drawn = st.session_state.get(DRAWN)
+    if isinstance(drawn, dict):
+        drawn[key] = Bound(default, parse)
 
 
 def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str], bool], why: str) -> None:
@@ -81,9 +105,9 @@ def slider(
     label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw
 ) -> Any:
     kind = type(default)
-    _check_link_value(
-        key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}"
-    )
+    usable = _number_in(kind, min_value, max_value)
+    _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    _drawn(key, default, usable, kind)
     return st.slider(
         label,
         min_value,
@@ -102,9 +126,9 @@ def number_input(
     label: str, key: str, min_value: float, max_value: float, default: float, step: float | None = None, **kw
 ) -> Any:
     kind = type(default)
-    _check_link_value(
-        key, label, default, _number_in(kind, min_value, max_value), f"a number from {min_value} to {max_value}"
-    )
+    usable = _number_in(kind, min_value, max_value)
+    _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    _drawn(key, default, usable, kind)
     return st.number_input(
         label,
         min_value,
@@ -122,6 +146,7 @@ def number_input(
 def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
     _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
+    _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
     return st.selectbox(
         label,
         options,
@@ -137,6 +162,7 @@ def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) 
 def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
     _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
+    _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
     return st.radio(
         label,
         options,
@@ -151,6 +177,7 @@ def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> A
 
 def toggle(label: str, key: str, default: bool, **kw) -> bool:
     _check_link_value(key, label, default, lambda raw: raw.lower() in ("true", "false"), "true or false")
+    _drawn(key, default, lambda raw: raw.lower() in ("true", "false"), lambda raw: raw.lower() == "true")
     return st.toggle(label, default, key=key, bind="query-params", on_change=_clear_note, args=(key,), **kw)
 
 
@@ -180,6 +207,12 @@ def _start_text(key: str, label: str, default: str) -> None:
     st.session_state[key] = kept
 
 
+def _text_from_link(raw: str) -> str:
+    if link_prefix(raw) != raw:
+        raise ValueError(f"a text of {len(raw):,} characters is longer than a link carries")
+    return raw
+
+
 def _link_text(key: str, label: str, text: str, default: str) -> None:
     """Write `text`'s link prefix to the URL (nothing for the default), and the notes about the link."""
     kept = link_prefix(text)
@@ -203,6 +236,9 @@ def _link_text(key: str, label: str, text: str, default: str) -> None:
 
 def _text_widget(widget: Callable[..., str | None], label: str, key: str, default: str, kw: dict) -> str:
     _start_text(key, label, default)
+    drawn = st.session_state.get(DRAWN)
+    if isinstance(drawn, dict):  # a text as a link carries it: its prefix that fits (the link's own rule)
+        drawn[key] = Bound(default, _text_from_link)
     kw.setdefault("max_chars", MAX_TEXT_CHARS)
     text = widget(label, key=key, on_change=_clear_note, args=(key,), **kw) or ""
     _link_text(key, label, text, default)

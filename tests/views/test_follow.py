@@ -1,0 +1,181 @@
+"""Follow the teacher (ui/follow.py, issue 29), page by page in AppTest: the teacher's runs publish the view once per
+change; a follower's run applies a published view (page, widget values, URL); a hostile view is ignored with a
+notice; moving a widget by hand leaves follow mode and says how to rejoin.
+
+The reference is the class database itself (core.classroom.live): what the teacher's page published is read back with
+LiveClass.view, and what a follower is given is written with LiveClass.publish, never through ui.follow. AppTest does
+not fire run_every (TESTING.md): a plain run() stands for the rerun ui.live_class's pulse poll starts."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.classroom.live import LiveClass, TeacherView
+from core.model.bundle import load_bundle
+from tests.apptest import APP, all_text
+from ui import follow
+from ui.live_class import LEARNER_KEY, TEACHER_KEY
+from ui.models import SHIPPED_DIR
+from ui.teacher import UNLOCKED_KEY
+
+PASSCODE = "test-teacher-7f3a"
+
+
+@pytest.fixture
+def live(tmp_path, monkeypatch, fresh_streamlit_caches) -> LiveClass:
+    """A class database of this test's own, the one the app's pages open (LAB_CLASS_DB)."""
+    monkeypatch.setenv("LAB_CLASS_DB", str(tmp_path / "class.db"))
+    monkeypatch.delenv("LAB_DATABASE_URL", raising=False)
+    monkeypatch.setenv("LAB_TEACHER_PASSCODE", PASSCODE)
+    return LiveClass(tmp_path / "class.db")
+
+
+def teacher(code: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[UNLOCKED_KEY] = True
+    at.session_state[TEACHER_KEY] = code
+    return at
+
+
+def learner(live: LiveClass, code: str, page: str | None = None, *, following: bool = True) -> AppTest:
+    """A learner who joined `code`, on views/<page>.py, with Follow the teacher turned on (as clicked)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[LEARNER_KEY] = (code, live.join(code, "Ada"), "Ada")
+    at.run()
+    if page is not None:
+        at.switch_page(f"views/{page}.py").run()
+    if following:
+        at.toggle(key=follow.TOGGLE_KEY).set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_teachers_runs_publish_each_change_once(live):
+    code = live.open_session()
+    at = ok(teacher(code).run())
+    home = live.view(code)
+    assert home is not None and home.page == ""  # the default page's url_path
+    ok(at.switch_page("views/temperature.py").run())
+    first = live.view(code)
+    assert first is not None and first.page == "temperature" and first.seq == home.seq + 1
+    assert "temperature" not in first.params  # at its default: a link would not carry it either
+
+    ok(at.run())
+    ok(at.run())
+    assert live.view(code) == first  # plain reruns write nothing
+
+    ok(at.slider(key="temperature").set_value(0.2).run())
+    moved = live.view(code)
+    assert moved is not None and moved.seq == first.seq + 1 and moved.params["temperature"] == "0.2"
+    assert moved.params.get("model") == load_bundle(SHIPPED_DIR).version  # the model the teacher looks at
+    assert "projector" not in moved.params  # the teacher's own screen
+
+    ok(at.toggle(key="projector").set_value(True).run())
+    assert live.view(code) == moved  # projecting changes nobody's view but the teacher's
+
+    ok(at.switch_page("views/masks.py").run())
+    masks = live.view(code)
+    assert masks is not None and masks.page == "masks" and masks.seq == moved.seq + 1
+
+
+def test_no_session_or_a_locked_teacher_publishes_nothing(live):
+    code = live.open_session()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[TEACHER_KEY] = code  # opened, but this session is not unlocked
+    ok(at.run())
+    ok(at.switch_page("views/temperature.py").run())
+    assert live.view(code) is None
+    assert not [t for t in at.toggle if t.key == follow.TOGGLE_KEY]  # not a learner either: no toggle
+
+
+def test_a_follower_is_brought_to_the_teachers_page_and_values(live):
+    code = live.open_session()
+    at = learner(live, code)  # on the start page
+    live.publish(code, "masks", {"mask_len0": "3", "mask_len1": "2"})
+    ok(at.run())
+    assert at.slider(key="mask_len0").value == 3 and at.slider(key="mask_len1").value == 2
+    assert at.query_params["mask_len0"] == "3" and at.query_params["mask_len1"] == "2"
+
+    # Same page, the teacher moves one slider back to its default and another one: both follow.
+    live.publish(code, "masks", {"mask_len0": "1"})
+    ok(at.run())
+    assert at.slider(key="mask_len0").value == 1
+    fresh = ok(AppTest.from_file(APP, default_timeout=60).run())
+    default_len1 = ok(fresh.switch_page("views/masks.py").run()).slider(key="mask_len1").value
+    assert at.slider(key="mask_len1").value == default_len1 != 2
+    assert at.toggle(key=follow.TOGGLE_KEY).value  # still following: nothing was moved by hand
+
+
+def test_a_follower_comes_back_to_a_page_it_saw_with_the_teachers_values(live):
+    """A page the learner visited keeps its widgets' values in the session (bound widgets are preserved): the
+    teacher's values (and defaults) must still win over them."""
+    code = live.open_session()
+    at = learner(live, code, "temperature", following=False)
+    ok(at.slider(key="temperature").set_value(3.0).run())
+    ok(at.switch_page("views/masks.py").run())
+    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    live.publish(code, "temperature", {})  # the teacher is at the default temperature
+    ok(at.run())
+    assert at.slider(key="temperature").value == 1.0  # views/temperature.py's default
+    live.publish(code, "temperature", {"temperature": "0.35"})
+    ok(at.run())
+    assert at.slider(key="temperature").value == pytest.approx(0.35)
+
+
+HOSTILE = {
+    "an unknown page": TeacherView("nosuchpage", {}, 1, ""),
+    "a path for a page": TeacherView("../../etc/passwd", {}, 1, ""),
+    "a number out of range": TeacherView("temperature", {"temperature": "99"}, 1, ""),
+    "not a number": TeacherView("temperature", {"temperature": "![x](http://evil.example/p.png)"}, 1, ""),
+    "an infinite number": TeacherView("temperature", {"temperature": "1e400"}, 1, ""),
+    "a fraction for a whole number": TeacherView("masks", {"mask_len0": "3.5"}, 1, ""),
+    "an oversize value": TeacherView("temperature", {"temperature": "1" * 5_000}, 1, ""),
+    "an oversize text": TeacherView("temperature", {"scores": "é," * 2_000}, 1, ""),
+    "an ill-formed key": TeacherView("temperature", {"bad key!": "1"}, 1, ""),
+    "too many keys": TeacherView("temperature", {f"k{i}": "1" for i in range(60)}, 1, ""),
+    "a model that is no version": TeacherView("temperature", {"model": "../../models"}, 1, ""),
+}
+
+
+@pytest.mark.parametrize("view", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_view_is_ignored_with_a_notice(live, monkeypatch, view):
+    code = live.open_session()
+    at = learner(live, code, "masks", following=False)
+    ok(at.switch_page("views/temperature.py").run())
+    ok(at.switch_page("views/masks.py").run())  # both pages' widgets seen: their values could be set from code
+    ok(at.slider(key="mask_len0").set_value(5).run())
+    before = (at.slider(key="mask_len0").value, dict(at.query_params))
+    monkeypatch.setattr(LiveClass, "view", lambda self, code: view)  # as if the database held it
+    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    assert (at.slider(key="mask_len0").value, dict(at.query_params)) == before  # still on Masks, as it was
+    assert "The teacher's view was not applied" in all_text(at)
+    assert "evil.example" not in all_text(at)  # the view's text is never quoted back
+    assert at.toggle(key=follow.TOGGLE_KEY).value  # the next good view is followed
+
+    monkeypatch.setattr(LiveClass, "view", lambda self, code: TeacherView("masks", {"mask_len0": "2"}, 2, ""))
+    ok(at.run())
+    assert at.slider(key="mask_len0").value == 2 and "not applied" not in all_text(at)
+
+
+def test_moving_a_slider_leaves_follow_mode_and_says_how_to_rejoin(live):
+    code = live.open_session()
+    live.publish(code, "temperature", {"temperature": "0.2"})
+    at = learner(live, code)
+    assert at.slider(key="temperature").value == pytest.approx(0.2)
+    ok(at.slider(key="temperature").set_value(1.5).run())
+    assert not at.toggle(key=follow.TOGGLE_KEY).value
+    assert follow.LEFT in [t.replace("\\", "") for t in (i.value for i in at.sidebar.info)]
+
+    live.publish(code, "temperature", {"temperature": "0.4"})
+    ok(at.run())
+    assert at.slider(key="temperature").value == pytest.approx(1.5)  # not following: the learner's own value stays
+
+    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())  # rejoin: the teacher's view again, the note gone
+    assert at.slider(key="temperature").value == pytest.approx(0.4)
+    assert at.toggle(key=follow.TOGGLE_KEY).value and not at.sidebar.info
