@@ -19,7 +19,7 @@ from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release import autocomplete as ac
 from core.release.baseline_bundle import BaselineBundle
 from core.release.transformer_predictor import TransformerPredictor
-from ui import cache_view, charts, layout, params, predict, projector, suggestion_view
+from ui import cache_view, charts, fragment, layout, params, predict, projector, suggestion_view
 from ui.companion import chart
 from ui.models import require_bundle, selected_served
 from ui.text import escape_markdown
@@ -140,7 +140,6 @@ if isinstance(fallback, BaselineBundle):
     st.stop()
 
 bundle = require_bundle()
-tok, model, arch = bundle.tokenizer, bundle.model, bundle.config
 if not bundle.safe:
     st.warning(
         f"This bundle is marked **unsafe**: "
@@ -148,301 +147,314 @@ if not bundle.safe:
         "Its suggestions are not to be trusted; use them only to study the failure."
     )
 
-with layout.picture():  # the text box and the suggestion, then the chart with its controls and question beside it
-    left, right = st.columns([3, 2])
-    plot, side = st.columns([3, 2])  # the chart first: projector mode stacks these columns, chart on top
-with left:
-    text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
-    prompt = ac.prepare_prompt(bundle, text)
-    st.caption(
-        f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; ␣ is a space, ↵ a newline):"
-    )
-    st.code("".join(prompt.pieces), language=None)
-    if prompt.empty:
-        st.info(
-            "The prompt is empty, so the model starts from the `<eos>` token: in training, documents are "
-            "joined as `text <eos> text <eos> ...`, so `<eos>` is what comes right before the start of a "
-            "document. Its guesses are for the first characters of a new file."
-        )
-    if prompt.truncated:
-        st.warning(
-            f"The prompt has {prompt.n_tokens} characters, but this model sees at most {arch.context_length}: "
-            f"it was cut to its last {arch.context_length} characters (the first {prompt.dropped} are not seen)."
-        )
-    if prompt.unknown_chars:
-        codes = ", ".join(f"U+{ord(c):04X}" for c in prompt.unknown_chars)
-        st.warning(
-            f"{len(prompt.unknown_chars)} character(s) are not in this model's vocabulary ({codes}) and became "
-            "`<unk>`: the model never saw them in training, so it reads only 'some unknown character' there."
-        )
-        projector.dataframe(
-            pd.DataFrame(
-                {
-                    "character": list(prompt.unknown_chars),
-                    "code point": [f"U+{ord(c):04X}" for c in prompt.unknown_chars],
-                }
-            ),
-            hide_index=True,
-            key="ac_unknown_table",
-        )
-with right:
-    offered = suggestion_view.offer(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
 
-with side:
-    if offered is not None:  # under the suggestion (beside the text box), not between the text box and the chart
-        suggestion_view.show_verdict(offered)
-    knobs = st.columns(2)
-    with knobs[0]:
-        temperature = params.slider("Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05)
-        top_p = params.slider(
-            "Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05
+@fragment.section
+def explore(bundle) -> None:
+    """The picture and the tabs under it: everything the text, the sampling settings and the completion's settings
+    drive, so a change of one of them reruns this fragment only, not app.py's sidebar (ui.fragment, issue 26). What
+    the page draws outside it (the title, the unsafe-bundle warning) depends on the bundle alone."""
+    tok, model, arch = bundle.tokenizer, bundle.model, bundle.config
+    with layout.picture():  # the text box and the suggestion, then the chart with its controls and question beside it
+        left, right = st.columns([3, 2])
+        plot, side = st.columns([3, 2])  # the chart first: projector mode stacks these columns, chart on top
+    with left:
+        text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
+        prompt = ac.prepare_prompt(bundle, text)
+        st.caption(
+            f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; "
+            "␣ is a space, ↵ a newline):"
         )
-    with knobs[1]:
-        top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
-        n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
+        st.code("".join(prompt.pieces), language=None)
+        if prompt.empty:
+            st.info(
+                "The prompt is empty, so the model starts from the `<eos>` token: in training, documents are "
+                "joined as `text <eos> text <eos> ...`, so `<eos>` is what comes right before the start of a "
+                "document. Its guesses are for the first characters of a new file."
+            )
+        if prompt.truncated:
+            st.warning(
+                f"The prompt has {prompt.n_tokens} characters, but this model sees at most {arch.context_length}: "
+                f"it was cut to its last {arch.context_length} characters (the first {prompt.dropped} are not seen)."
+            )
+        if prompt.unknown_chars:
+            codes = ", ".join(f"U+{ord(c):04X}" for c in prompt.unknown_chars)
+            st.warning(
+                f"{len(prompt.unknown_chars)} character(s) are not in this model's vocabulary ({codes}) and became "
+                "`<unk>`: the model never saw them in training, so it reads only 'some unknown character' there."
+            )
+            projector.dataframe(
+                pd.DataFrame(
+                    {
+                        "character": list(prompt.unknown_chars),
+                        "code point": [f"U+{ord(c):04X}" for c in prompt.unknown_chars],
+                    }
+                ),
+                hide_index=True,
+                key="ac_unknown_table",
+            )
+    with right:
+        offered = suggestion_view.offer(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
 
-try:
-    sample = SampleConfig(temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1.0 else top_p)
-except ValueError as e:  # a widget value no control could produce (a crafted link): fall back, say why
-    sample = SampleConfig()
-    temperature, top_k, top_p = sample.temperature, 0, 1.0
     with side:
-        st.warning(
-            f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
-            "top-k off, top-p off instead."
-        )
+        if offered is not None:  # under the suggestion (beside the text box), not between the text box and the chart
+            suggestion_view.show_verdict(offered)
+        knobs = st.columns(2)
+        with knobs[0]:
+            temperature = params.slider(
+                "Temperature (0 = always the most likely)", "ac_temperature", 0.0, 2.0, 1.0, 0.05
+            )
+            top_p = params.slider(
+                "Top-p: keep the most likely up to this mass (1.0 = off)", "ac_top_p", 0.05, 1.0, 1.0, 0.05
+            )
+        with knobs[1]:
+            top_k = params.number_input("Top-k: keep only the k most likely (0 = off)", "ac_top_k", 0, 1000, 0, 1)
+            n_shown = params.slider("Candidates shown", "ac_k", 1, 40, 10, 1)
 
-with side:
-    if 0 < temperature < MIN_TEMPERATURE:
-        st.info(
-            f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
-            "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
-            "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
-            "character."
-        )
+    try:
+        sample = SampleConfig(temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1.0 else top_p)
+    except ValueError as e:  # a widget value no control could produce (a crafted link): fall back, say why
+        sample = SampleConfig()
+        temperature, top_k, top_p = sample.temperature, 0, 1.0
+        with side:
+            st.warning(
+                f"These sampling settings are not usable ({escape_markdown(e)}); showing temperature 1, "
+                "top-k off, top-p off instead."
+            )
 
-filter_values = (sample.temperature, sample.top_k, sample.top_p)
-everything = _candidates(bundle, bundle.version, tuple(prompt.ids), filter_values)  # every drawable token
-candidates = everything[:n_shown]  # the most likely first: what the chart draws
-filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
-best = candidates[0]
-drawable = [c for c in everything if c.prob > 0]
-seen = "".join(prompt.pieces)
-seen = seen if len(seen) <= PROMPT_SHOWN else "…" + seen[-PROMPT_SHOWN:]
-question = Question(
-    id="ac_predict",
-    topic="next-character probabilities",
-    page="views/autocomplete.py",
-    prompt=(
-        f"With {filters}: what probability does the model give its most likely next character after "
-        + (f"'{seen}'?" if not prompt.empty else "an empty prompt (it reads <eos>)?")
-        + " Type a number from 0 to 1."
-    ),
-    answer=best.prob,
-    tolerance=0.1,
-    why=(
-        f"Its most likely next character, '{best.piece}', gets probability {best.prob:.4f}"
-        + (
-            f"; the other {len(drawable) - 1} characters it may draw share the remaining "
-            f"{math.fsum(c.prob for c in drawable[1:]):.4f}."
-            if len(drawable) > 1
-            else "; with these settings no other character can be drawn."
-        )
-    ),
-)
-hint = (
-    "The bars are the model's logits: the sampler divides them by the temperature and takes softmax, so a character "
-    "whose logit leads by g gets e^(g / temperature) times the probability of the other. "
-    "A temperature below 1 sharpens the distribution towards the most likely character (at 0 it gets "
-    "probability 1); above 1 flattens it. Top-k and top-p drop the unlikely characters and share their "
-    "probability out among the rest, which raises the top one."
-)
-if sample.temperature == 1.0 and sample.top_k is None and sample.top_p is None and offered and offered.text:
-    hint += (
-        f" The suggestion has probability {offered.probability:.4f}: that is its first character's "
-        "probability times the others', so the most likely next character has at least that much."
+    with side:
+        if 0 < temperature < MIN_TEMPERATURE:
+            st.info(
+                f"A temperature of {escape_markdown(f'{temperature:g}')} is below {MIN_TEMPERATURE:g}, the smallest "
+                "the sampler divides by: there even a logit 0.1 below the largest gets probability exactly 0 in "
+                "float32, and smaller temperatures overflow to NaN. It is treated as 0: always the most likely "
+                "character."
+            )
+
+    filter_values = (sample.temperature, sample.top_k, sample.top_p)
+    everything = _candidates(bundle, bundle.version, tuple(prompt.ids), filter_values)  # every drawable token
+    candidates = everything[:n_shown]  # the most likely first: what the chart draws
+    filters = f"temperature {sample.temperature:g}, top-k {top_k or 'off'}, top-p {sample.top_p or 'off'}"
+    best = candidates[0]
+    drawable = [c for c in everything if c.prob > 0]
+    seen = "".join(prompt.pieces)
+    seen = seen if len(seen) <= PROMPT_SHOWN else "…" + seen[-PROMPT_SHOWN:]
+    question = Question(
+        id="ac_predict",
+        topic="next-character probabilities",
+        page="views/autocomplete.py",
+        prompt=(
+            f"With {filters}: what probability does the model give its most likely next character after "
+            + (f"'{seen}'?" if not prompt.empty else "an empty prompt (it reads <eos>)?")
+            + " Type a number from 0 to 1."
+        ),
+        answer=best.prob,
+        tolerance=0.1,
+        why=(
+            f"Its most likely next character, '{best.piece}', gets probability {best.prob:.4f}"
+            + (
+                f"; the other {len(drawable) - 1} characters it may draw share the remaining "
+                f"{math.fsum(c.prob for c in drawable[1:]):.4f}."
+                if len(drawable) > 1
+                else "; with these settings no other character can be drawn."
+            )
+        ),
     )
-with side:
-    graded = predict.ask(question, hint=hint)
-with plot:
-    if graded is None:  # the probabilities give the answer away: until then, the logits they are computed from
-        ranked = _candidates(bundle, bundle.version, tuple(prompt.ids), (1.0, None, None))[:n_shown]  # logit order
-        logits = _logits(bundle, bundle.version, tuple(prompt.ids))  # (V,)
-        scores = [logits[c.id] for c in ranked]
-        fig = charts.bars(
-            [c.piece for c in ranked],
-            scores,
-            title=f"The model's logits for its {len(ranked)} likeliest characters (before temperature and softmax)",
-            y_title="logit",
-            x_title="next character",
-            value_format=".3f",
-            highlight=0,
+    hint = (
+        "The bars are the model's logits: the sampler divides them by the temperature and takes softmax, so a "
+        "character whose logit leads by g gets e^(g / temperature) times the probability of the other. "
+        "A temperature below 1 sharpens the distribution towards the most likely character (at 0 it gets "
+        "probability 1); above 1 flattens it. Top-k and top-p drop the unlikely characters and share their "
+        "probability out among the rest, which raises the top one."
+    )
+    if sample.temperature == 1.0 and sample.top_k is None and sample.top_p is None and offered and offered.text:
+        hint += (
+            f" The suggestion has probability {offered.probability:.4f}: that is its first character's "
+            "probability times the others', so the most likely next character has at least that much."
         )
-        fig.update_layout(height=chart_height)
-        chart(
-            fig,
-            pd.DataFrame(
+    with side:
+        graded = predict.ask(question, hint=hint)
+    with plot:
+        if graded is None:  # the probabilities give the answer away: until then, the logits they are computed from
+            ranked = _candidates(bundle, bundle.version, tuple(prompt.ids), (1.0, None, None))[:n_shown]  # logit order
+            logits = _logits(bundle, bundle.version, tuple(prompt.ids))  # (V,)
+            scores = [logits[c.id] for c in ranked]
+            fig = charts.bars(
+                [c.piece for c in ranked],
+                scores,
+                title=f"The model's logits for its {len(ranked)} likeliest characters (before temperature and softmax)",
+                y_title="logit",
+                x_title="next character",
+                value_format=".3f",
+                highlight=0,
+            )
+            fig.update_layout(height=chart_height)
+            chart(
+                fig,
+                pd.DataFrame(
+                    {
+                        "rank": range(1, len(ranked) + 1),
+                        "token id": [c.id for c in ranked],
+                        "character (visible)": [c.piece for c in ranked],
+                        "code point": [ac.code_point(tok, c.id) for c in ranked],
+                        "logit": scores,
+                    }
+                ),
+                f"The model's largest logit is {scores[0]:.3f}, for {escape_markdown(ranked[0].piece)} "
+                f"(id {ranked[0].id}); the next: "
+                + ", ".join(f"{escape_markdown(c.piece)} {x:.3f}" for c, x in zip(ranked[1:], scores[1:]))
+                + ". Predict the probability the sampler gives the first: the bars then show the probabilities.",
+                key="ac_logits",
+            )  # model output
+        else:  # the bars give the answer away
+            fig = charts.bars(
+                [c.piece for c in candidates],
+                [c.prob for c in candidates],
+                title=f"Top {len(candidates)} next characters ({filters})",
+                y_title="probability",
+                x_title="next character",
+                highlight=0,
+                y_range=(0, 1.1),
+            )
+            fig.update_layout(height=chart_height)
+            table = pd.DataFrame(
                 {
-                    "rank": range(1, len(ranked) + 1),
-                    "token id": [c.id for c in ranked],
-                    "character (visible)": [c.piece for c in ranked],
-                    "code point": [ac.code_point(tok, c.id) for c in ranked],
-                    "logit": scores,
+                    "rank": range(1, len(candidates) + 1),
+                    "token id": [c.id for c in candidates],
+                    "character (visible)": [c.piece for c in candidates],
+                    "code point": [ac.code_point(tok, c.id) for c in candidates],
+                    "probability": [c.prob for c in candidates],
                 }
-            ),
-            f"The model's largest logit is {scores[0]:.3f}, for {escape_markdown(ranked[0].piece)} "
-            f"(id {ranked[0].id}); the next: "
-            + ", ".join(f"{escape_markdown(c.piece)} {x:.3f}" for c, x in zip(ranked[1:], scores[1:]))
-            + ". Predict the probability the sampler gives the first: the bars then show the probabilities.",
-            key="ac_logits",
-        )  # model output
-    else:  # the bars give the answer away
-        fig = charts.bars(
-            [c.piece for c in candidates],
-            [c.prob for c in candidates],
-            title=f"Top {len(candidates)} next characters ({filters})",
-            y_title="probability",
-            x_title="next character",
-            highlight=0,
-            y_range=(0, 1.1),
-        )
-        fig.update_layout(height=chart_height)
-        table = pd.DataFrame(
-            {
-                "rank": range(1, len(candidates) + 1),
-                "token id": [c.id for c in candidates],
-                "character (visible)": [c.piece for c in candidates],
-                "code point": [ac.code_point(tok, c.id) for c in candidates],
-                "probability": [c.prob for c in candidates],
-            }
-        )
-        summary = (
-            f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
-            f"with probability {best.prob:.4f}; the top {len(candidates)}: "
-            + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates)
-            + "."
-        )  # model output
-        chart(fig, table, summary, key="ac_candidates", table_open=True)
+            )
+            summary = (
+                f"With {filters}, the most likely next character is {escape_markdown(best.piece)} (id {best.id}) "
+                f"with probability {best.prob:.4f}; the top {len(candidates)}: "
+                + ", ".join(f"{escape_markdown(c.piece)} {c.prob:.4f}" for c in candidates)
+                + "."
+            )  # model output
+            chart(fig, table, summary, key="ac_candidates", table_open=True)
+            st.markdown(BARS_NOTE)
+
+    numbers_tab, completion_tab, cache_tab, parity_tab, about_tab = layout.more(TABS)
+    with numbers_tab:
+        if offered is not None:
+            suggestion_view.show_numbers(offered)
+        st.markdown(SUGGESTION_NOTE)
+    with about_tab:
+        st.markdown(INTRO)
         st.markdown(BARS_NOTE)
-
-numbers_tab, completion_tab, cache_tab, parity_tab, about_tab = layout.more(TABS)
-with numbers_tab:
-    if offered is not None:
-        suggestion_view.show_numbers(offered)
-    st.markdown(SUGGESTION_NOTE)
-with about_tab:
-    st.markdown(INTRO)
-    st.markdown(BARS_NOTE)
-with completion_tab:
-    header(COMPLETION)
-    st.markdown(
-        "The model draws one character from the next-character candidates, appends it, and repeats: with the "
-        "sampling settings beside them, not the suggestion's greedy choice. The **seed** fixes the random draws, so "
-        "the same settings give the same completion. With the **KV cache** each step feeds only the newest "
-        "character and reuses the stored keys and values; without it, every step re-reads the whole window."
-    )
-    cols = st.columns(3)
-    with cols[0]:
-        length = params.slider("New characters to generate", "ac_length", 1, 300, DEFAULT_LENGTH, 1)
-    with cols[1]:
-        seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, DEFAULT_SEED, 1)
-    with cols[2]:
-        use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
-
-    asked = time.perf_counter()
-    shown = _completion(bundle, bundle.version, prompt.ids, filter_values, length, seed, use_cache)
-    waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
-    suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
-
-    ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
-    st.markdown(
-        f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
-        f"it stopped at {ended}):"
-    )
-    if shown.text:
-        st.code(shown.text, language=None)  # model output: plain text
-        if not shown.text.strip():
-            st.caption(f"The completion is only whitespace ({len(shown.text)} characters), made visible:")
-            st.code("".join(tok.display_piece(i) for i in tok.encode(shown.text)), language=None)
-    else:
-        st.caption("The completion is empty.")
-    st.caption(
-        "Turn the cache off to generate the same completion without it; the Parity tab "
-        "compares the two paths step by step and flags any step where they would draw different characters."
-    )
-
-with cache_tab:
-    header(CACHE)
-    st.markdown(
-        "Without a cache, every new character means reading the whole window again: all its characters go "
-        "through every layer, although only the newest one is new. With the **KV cache** the keys and values of "
-        "the earlier characters are kept, so a step feeds one character and attends over the stored ones. "
-        "The first cached step still reads the whole prompt (the *prefill*), like an uncached step."
-    )
-    st.markdown(
-        "**When the cache does not help.** With a short window (a few characters), a full forward pass of those "
-        "few characters costs about as much as one cached step: the work per step is then mostly fixed costs, "
-        "not arithmetic. Each step is a Python call through every layer, and for a model this small that "
-        "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
-        "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
-        "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
-        f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
-    )
-    store = _timings()
-    measured = store["by_version"].get(bundle.version)
-    remeasure = st.button(
-        "Measure again" if measured else "Measure now",
-        key="ac_measure_again",
-        help="Times both ways now, for everyone on this server; other work on the server moves single timings.",
-    )
-    if remeasure:
-        with store["lock"]:  # one session measures at a time: two timings at once would time each other
-            with st.spinner(
-                f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
-            ):
-                full = ac.measure_cache_latency(model)
-                short = ac.measure_cache_latency(model, prompt_tokens=1)
-            store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
-    if measured is None:
-        st.info(
-            "Nobody has timed this model on this server yet. Press **Measure now**: it takes a few seconds, and "
-            "everyone on this server then sees the same figures (a class does not time one model thirty times)."
+    with completion_tab:
+        header(COMPLETION)
+        st.markdown(
+            "The model draws one character from the next-character candidates, appends it, and repeats: with the "
+            "sampling settings beside them, not the suggestion's greedy choice. The **seed** fixes the random draws, "
+            "so the same settings give the same completion. With the **KV cache** each step feeds only the newest "
+            "character and reuses the stored keys and values; without it, every step re-reads the whole window."
         )
-    else:
-        full, short, measured_at = measured
-        cache_view.show_timing(full, short, measured_at, arch.context_length)
+        cols = st.columns(3)
+        with cols[0]:
+            length = params.slider("New characters to generate", "ac_length", 1, 300, DEFAULT_LENGTH, 1)
+        with cols[1]:
+            seed = params.number_input("Seed of the random draws", "ac_seed", 0, 2**31 - 1, DEFAULT_SEED, 1)
+        with cols[2]:
+            use_cache = params.toggle("Use the KV cache for the completion", "ac_cache", True)
 
-with parity_tab:
-    header(PARITY)
-    st.markdown(
-        "The cache must not change what the model computes. Here the cached generation runs, and at every "
-        "step the same window is computed again from scratch without the cache (following the same "
-        "sliding-window policy past the context). Two correct computations that add the same numbers in a "
-        "different order differ by rounding alone, and that rounding depends on the processor. So the verdict "
-        "runs both on a **float64** copy of the model, where rounding is about 1e-15 of the numbers on any "
-        "machine, and allows at most 16 × eps × (the length of the longest sum behind a logit) × (the size of "
-        "the logits): a cache bug is off by whole units, about ten orders of magnitude above that. The float32 "
-        "difference of the model as it is served is drawn beside it with its own float32 allowance, as a figure "
-        "only. A flag marks any step where the two would choose a different character with the same random draw."
-    )
-    # The check at the page's own settings is the same for everyone, computed once per server and model (cached);
-    # at other settings it runs when asked: it computes every step twice, the second time in float64.
-    settings = (bundle.version, tuple(prompt.ids), filter_values, int(length), int(seed))
-    at_defaults = (text, filter_values, length, seed) == (
-        DEFAULT_PROMPT,
-        (SampleConfig().temperature, SampleConfig().top_k, SampleConfig().top_p),
-        DEFAULT_LENGTH,
-        DEFAULT_SEED,
-    )
-    asked = st.session_state.setdefault(PARITY_ASKED, set())
-    if at_defaults or settings in asked:
-        trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
-        cache_view.show_parity(trace, tok)
-    else:
-        st.info(
-            "At the page's own settings this check is shown at once. For these settings it runs when you ask: it "
-            "generates again and computes every step twice, the second time on a float64 copy of the model."
+        asked = time.perf_counter()
+        shown = _completion(bundle, bundle.version, prompt.ids, filter_values, length, seed, use_cache)
+        waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
+        suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
+
+        ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
+        st.markdown(
+            f"**Completion** ({len(shown.tokens)} characters, {'with' if use_cache else 'without'} the cache; "
+            f"it stopped at {ended}):"
         )
-        if st.button("Check cached against uncached for these settings", key="ac_parity_run"):
-            asked.add(settings)
-            st.rerun()
+        if shown.text:
+            st.code(shown.text, language=None)  # model output: plain text
+            if not shown.text.strip():
+                st.caption(f"The completion is only whitespace ({len(shown.text)} characters), made visible:")
+                st.code("".join(tok.display_piece(i) for i in tok.encode(shown.text)), language=None)
+        else:
+            st.caption("The completion is empty.")
+        st.caption(
+            "Turn the cache off to generate the same completion without it; the Parity tab "
+            "compares the two paths step by step and flags any step where they would draw different characters."
+        )
+
+    with cache_tab:
+        header(CACHE)
+        st.markdown(
+            "Without a cache, every new character means reading the whole window again: all its characters go "
+            "through every layer, although only the newest one is new. With the **KV cache** the keys and values of "
+            "the earlier characters are kept, so a step feeds one character and attends over the stored ones. "
+            "The first cached step still reads the whole prompt (the *prefill*), like an uncached step."
+        )
+        st.markdown(
+            "**When the cache does not help.** With a short window (a few characters), a full forward pass of those "
+            "few characters costs about as much as one cached step: the work per step is then mostly fixed costs, "
+            "not arithmetic. Each step is a Python call through every layer, and for a model this small that "
+            "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
+            "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
+            "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
+            f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
+        )
+        store = _timings()
+        measured = store["by_version"].get(bundle.version)
+        remeasure = st.button(
+            "Measure again" if measured else "Measure now",
+            key="ac_measure_again",
+            help="Times both ways now, for everyone on this server; other work on the server moves single timings.",
+        )
+        if remeasure:
+            with store["lock"]:  # one session measures at a time: two timings at once would time each other
+                with st.spinner(
+                    f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
+                ):
+                    full = ac.measure_cache_latency(model)
+                    short = ac.measure_cache_latency(model, prompt_tokens=1)
+                store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
+        if measured is None:
+            st.info(
+                "Nobody has timed this model on this server yet. Press **Measure now**: it takes a few seconds, and "
+                "everyone on this server then sees the same figures (a class does not time one model thirty times)."
+            )
+        else:
+            full, short, measured_at = measured
+            cache_view.show_timing(full, short, measured_at, arch.context_length)
+
+    with parity_tab:
+        header(PARITY)
+        st.markdown(
+            "The cache must not change what the model computes. Here the cached generation runs, and at every "
+            "step the same window is computed again from scratch without the cache (following the same "
+            "sliding-window policy past the context). Two correct computations that add the same numbers in a "
+            "different order differ by rounding alone, and that rounding depends on the processor. So the verdict "
+            "runs both on a **float64** copy of the model, where rounding is about 1e-15 of the numbers on any "
+            "machine, and allows at most 16 × eps × (the length of the longest sum behind a logit) × (the size of "
+            "the logits): a cache bug is off by whole units, about ten orders of magnitude above that. The float32 "
+            "difference of the model as it is served is drawn beside it with its own float32 allowance, as a figure "
+            "only. A flag marks any step where the two would choose a different character with the same random draw."
+        )
+        # The check at the page's own settings is the same for everyone, computed once per server and model (cached);
+        # at other settings it runs when asked: it computes every step twice, the second time in float64.
+        settings = (bundle.version, tuple(prompt.ids), filter_values, int(length), int(seed))
+        at_defaults = (text, filter_values, length, seed) == (
+            DEFAULT_PROMPT,
+            (SampleConfig().temperature, SampleConfig().top_k, SampleConfig().top_p),
+            DEFAULT_LENGTH,
+            DEFAULT_SEED,
+        )
+        asked = st.session_state.setdefault(PARITY_ASKED, set())
+        if at_defaults or settings in asked:
+            trace = _parity(bundle, bundle.version, prompt.ids, filter_values, length, seed)
+            cache_view.show_parity(trace, tok)
+        else:
+            st.info(
+                "At the page's own settings this check is shown at once. For these settings it runs when you ask: it "
+                "generates again and computes every step twice, the second time on a float64 copy of the model."
+            )
+            if st.button("Check cached against uncached for these settings", key="ac_parity_run"):
+                asked.add(settings)
+                st.rerun()
+
+
+explore(bundle)
