@@ -12,10 +12,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-MAGNITUDE_SCALE = "Cividis"
-SIGNED_SCALE = "PuOr"
+# As [stop, colour] pairs, the form Plotly's validation turns a scale's name into: figures are built without it
+# (figure()), and plotly.js knows Cividis by name but not PuOr.
+MAGNITUDE_SCALE = get_colorscale("Cividis")
+SIGNED_SCALE = get_colorscale("PuOr")
 MASKED_TEXT = "masked"
 PATTERNS = ("", "/", ".", "x", "\\", "+")  # one bar pattern per series: never colour alone
 
@@ -59,14 +62,30 @@ def _layout(title: str, height: int | None = None, top: int = 50, **parts) -> di
     )
 
 
-def figure(data: Sequence[Mapping], layout: Mapping) -> go.Figure:
-    """One figure from plain trace and layout dicts, validated once.
+def _long_form(value):
+    """A spec in the long form Plotly's validation would send: a title string becomes {"text": ...} (plotly.js 3
+    reads only that form, and update_layout(title=dict(...)) merges into it), a property set to None is left out
+    (validation treats None as unset). Only dicts and lists of dicts are walked, never a data array."""
+    if isinstance(value, Mapping):
+        return {
+            k: {"text": v} if k == "title" and isinstance(v, str) else _long_form(v)
+            for k, v in value.items()
+            if v is not None
+        }
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], Mapping):
+        return [_long_form(v) for v in value]
+    return value
 
-    Plotly validates on every update_* call and walks every axis and trace each time; building the whole
-    spec first and validating it in one constructor call is several times faster on this lab's figures
-    (bench/bench_pages.py), and gives the same figure.
+
+def figure(data: Sequence[Mapping], layout: Mapping) -> go.Figure:
+    """One figure from plain trace and layout dicts, not validated.
+
+    Plotly's validation walks every property of every trace and axis (15 ms for the Inspector's grid, on
+    every rerun); these specs come from this module's tested builders, and tests/views/test_figure_path.py
+    validates every spec every page draws instead (the validated figure equals the one sent). A view may still
+    call update_layout / update_traces on the result (updates are not validated either).
     """
-    return go.Figure(data=[dict(trace) for trace in data], layout=dict(layout))
+    return go.Figure(data=[_long_form(trace) for trace in data], layout=_long_form(layout), _validate=False)
 
 
 def heatmap(
