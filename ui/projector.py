@@ -21,8 +21,10 @@ changes only presentation, never a number:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -93,114 +95,167 @@ def style() -> None:
         st.html(_CSS)
 
 
-def _font_floor(font: Any, px: int) -> None:
-    """Raise `font.size` (a number, or one per point) to at least `px`; an unset size is set to `px`."""
-    size = font.size
-    if size is None:
-        font.size = px
-    elif isinstance(size, (int, float)):
-        font.size = max(size, px)
-    else:
-        font.size = [px if v is None else max(v, px) for v in size]
+# Walked on the figure's plain spec (fig.to_plotly_json()), not property by property through go.Figure: Plotly's
+# property objects validate and wrap every access (readable took 58 ms on the Inspector's grid, restyle three times
+# that). The result is built without validation; tests/views/test_figure_path.py holds both to the go.Figure versions.
+Spec = dict[str, Any]
 
 
-def _fonts(fig: go.Figure) -> list[Any]:
-    """Every font of `fig` that sizes text on the chart, beyond the layout's own (which the others inherit)."""
-    layout = fig.layout
-    found = [layout.title.font, layout.legend.font, layout.legend.title.font, layout.hoverlabel.font]
-    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
-        found += [axis.tickfont, axis.title.font]
-    for name in layout:
-        if name.startswith("coloraxis"):
-            found += [layout[name].colorbar.tickfont, layout[name].colorbar.title.font]
-    found += [a.font for a in layout.annotations]
-    for trace in fig.data:
+def _at(node: Spec, *path: str) -> Spec:
+    """The dict at `path` under `node`, created (empty) where missing, as a Plotly property object would be."""
+    for name in path:
+        child = node.get(name)
+        if not isinstance(child, dict):
+            child = node[name] = {} if child is None else {"text": child}  # a title given as a string
+        node = child
+    return node
+
+
+def _get(node: Spec, *path: str) -> Any:
+    """The value at `path` under `node`, None where missing (reading creates nothing)."""
+    value: Any = node
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
+
+
+@functools.cache
+def _trace_has(kind: str) -> frozenset[str]:
+    """Which of the font-bearing properties a trace of type `kind` has (asked of Plotly once per type)."""
+    trace = go.Figure(data=[{"type": kind}]).data[0]
+    names = {n for n in ("colorbar", "textfont", "insidetextfont", "outsidetextfont") if n in trace}
+    if "marker" in trace and "colorbar" in trace.marker:
+        names.add("marker.colorbar")
+    return frozenset(names)
+
+
+def _axes(layout: Spec, letter: str) -> list[str]:
+    """The names of the layout's x (or y) axes, as Figure.select_xaxes finds them: the first always, then any other."""
+    name = f"{letter}axis"
+    return [name] + [k for k in layout if k.startswith(name) and k[len(name) :].isdigit()]
+
+
+def _fonts(spec: Spec) -> list[tuple[Spec, tuple[str, ...]]]:
+    """Every font of `spec` that sizes text on the chart, beyond the layout's own (which the others inherit), as
+    (parent dict, path to the font)."""
+    layout = _at(spec, "layout")
+    found = [
+        (layout, p)
+        for p in [("title", "font"), ("legend", "font"), ("legend", "title", "font"), ("hoverlabel", "font")]
+    ]
+    for axis in _axes(layout, "x") + _axes(layout, "y"):
+        found += [(layout, (axis, "tickfont")), (layout, (axis, "title", "font"))]
+    for name in ["coloraxis"] + [k for k in layout if k.startswith("coloraxis") and k[9:].isdigit()]:
+        found += [(layout, (name, "colorbar", "tickfont")), (layout, (name, "colorbar", "title", "font"))]
+    found += [(a, ("font",)) for a in layout.get("annotations") or ()]
+    for trace in spec.get("data") or ():
+        has = _trace_has(trace.get("type", "scatter"))
         # Only a colour bar that is drawn: touching an unused one (a bar chart's marker.colorbar) makes Plotly draw it.
-        if "colorbar" in trace and trace.showscale is not False and trace.coloraxis is None:
-            found += [trace.colorbar.tickfont, trace.colorbar.title.font]
-        marker = getattr(trace, "marker", None)
-        if marker is not None and "colorbar" in marker and marker.showscale:
-            found += [marker.colorbar.tickfont, marker.colorbar.title.font]
-        for name in ("textfont", "insidetextfont", "outsidetextfont"):
-            if name in trace:
-                found.append(trace[name])
+        if "colorbar" in has and trace.get("showscale") is not False and trace.get("coloraxis") is None:
+            found += [(trace, ("colorbar", "tickfont")), (trace, ("colorbar", "title", "font"))]
+        if "marker.colorbar" in has and _get(trace, "marker", "showscale"):
+            found += [(trace, ("marker", "colorbar", "tickfont")), (trace, ("marker", "colorbar", "title", "font"))]
+        found += [(trace, (name,)) for name in ("textfont", "insidetextfont", "outsidetextfont") if name in has]
     return found
 
 
-def _floor_text(fig: go.Figure, px: int) -> None:
-    """Make every text of `fig` at least `px`, in place."""
-    _font_floor(fig.layout.font, px)
-    for font in _fonts(fig):
-        _font_floor(font, px)
-    if any(t.type in ("bar", "funnel", "waterfall") for t in fig.data):  # Plotly shrinks bar text to fit the bar
-        fig.update_layout(uniformtext_minsize=px, uniformtext_mode="show")
+def _font_floor(font: Spec, px: int) -> None:
+    """Raise `font["size"]` (a number, or one per point) to at least `px`; an unset size is set to `px`."""
+    size = font.get("size")
+    if size is None:
+        font["size"] = px
+    elif isinstance(size, (int, float, np.number)):
+        font["size"] = max(size, px)
+    else:
+        font["size"] = [px if v is None else max(v, px) for v in size]
 
 
-def _too_small(fig: go.Figure, px: int) -> bool:
-    """Whether a size set anywhere in `fig` is under `px` (an unset one inherits Streamlit's theme: 12 px)."""
-    sizes = [f.size for f in [fig.layout.font, *_fonts(fig)]]
+def _floor_text(spec: Spec, px: int) -> None:
+    """Make every text of `spec` at least `px`, in place."""
+    _font_floor(_at(spec, "layout", "font"), px)
+    for parent, path in _fonts(spec):
+        _font_floor(_at(parent, *path), px)
+    if any(t.get("type") in ("bar", "funnel", "waterfall") for t in spec.get("data") or ()):
+        _at(spec, "layout", "uniformtext").update(minsize=px, mode="show")  # Plotly shrinks bar text to fit the bar
+
+
+def _too_small(spec: Spec, px: int) -> bool:
+    """Whether a size set anywhere in `spec` is under `px` (an unset one inherits Streamlit's theme: 12 px)."""
+    sizes = [_get(spec, "layout", "font", "size")] + [_get(parent, *path, "size") for parent, path in _fonts(spec)]
     return any(v is not None and v < px for s in sizes for v in (s if isinstance(s, (list, tuple)) else [s]))
+
+
+def _rows(z: Any) -> int:
+    """A heatmap's number of rows: to_plotly_json sends a numeric array as {dtype, bdata, shape: "rows, cols"}."""
+    if isinstance(z, dict):
+        return int(str(z.get("shape", "1")).split(",")[0])
+    return len(z)
+
+
+def _built(spec: Spec) -> go.Figure:
+    return go.Figure(spec, _validate=False)
 
 
 def readable(fig: go.Figure) -> go.Figure:
     """`fig`, or a copy with every text at least MIN_TEXT_PX when a builder set one smaller; `fig` is not changed."""
-    if not _too_small(fig, MIN_TEXT_PX):
+    spec = fig.to_plotly_json()  # a deep copy
+    if not _too_small(spec, MIN_TEXT_PX):
         return fig
-    out = go.Figure(fig)
-    _floor_text(out, MIN_TEXT_PX)
-    return out
+    _floor_text(spec, MIN_TEXT_PX)
+    return _built(spec)
 
 
 def restyle(fig: go.Figure) -> go.Figure:
     """A copy of `fig` for a projector; `fig` itself (perhaps cached and shared) is not changed."""
-    out = go.Figure(fig)
-    height = out.layout.height
-    out.update_layout(
-        font=dict(size=FONT_PX, color="#000000"),
-        title_font_size=TITLE_PX,
-        legend=dict(font_size=FONT_PX, title_font_size=FONT_PX),
-        hoverlabel_font_size=FONT_PX,
-        plot_bgcolor="#ffffff",
-        paper_bgcolor="#ffffff",
-        height=min(int(height * 1.4), MAX_HEIGHT_PX) if height else min(560, MAX_HEIGHT_PX),
-        margin_t=int((out.layout.margin.t or 50) * 1.3),
-    )
-    axes = dict(
-        tickfont=dict(size=TICK_PX, color="#000000"),
-        title_font=dict(size=FONT_PX, color="#000000"),
-        gridcolor="#595959",
-        linecolor="#000000",
-        linewidth=2,
-        showline=True,
-    )
-    if any(t.type == "heatmap" for t in out.data):
-        axes["showgrid"] = False  # a map's cells are its grid: dark lines would run through every gap between them
-    out.update_xaxes(**axes)
-    out.update_yaxes(**axes)
-    out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="heatmap"))
-    for trace in out.data:
+    spec = fig.to_plotly_json()  # a deep copy
+    layout, data = _at(spec, "layout"), spec.setdefault("data", [])
+    _at(layout, "font").update(size=FONT_PX, color="#000000")
+    _at(layout, "title", "font")["size"] = TITLE_PX
+    _at(layout, "legend", "font")["size"] = FONT_PX
+    _at(layout, "legend", "title", "font")["size"] = FONT_PX
+    _at(layout, "hoverlabel", "font")["size"] = FONT_PX
+    layout.update(plot_bgcolor="#ffffff", paper_bgcolor="#ffffff")
+    height = layout.get("height")
+    layout["height"] = min(int(height * 1.4), MAX_HEIGHT_PX) if height else min(560, MAX_HEIGHT_PX)
+    _at(layout, "margin")["t"] = int((_get(layout, "margin", "t") or 50) * 1.3)
+    heatmaps = [t for t in data if t.get("type") == "heatmap"]
+    for axis in _axes(layout, "x") + _axes(layout, "y"):
+        _at(layout, axis, "tickfont").update(size=TICK_PX, color="#000000")
+        _at(layout, axis, "title", "font").update(size=FONT_PX, color="#000000")
+        _at(layout, axis).update(gridcolor="#595959", linecolor="#000000", linewidth=2, showline=True)
+        if heatmaps:
+            layout[axis]["showgrid"] = False  # a map's cells are its grid: dark lines would run through every gap
+    for trace in heatmaps:
+        _at(trace, "textfont")["size"] = CELL_TEXT_PX
         # Wider cell outlines read on a projector, but on a map of many small cells (the Inspector's grid of every
         # head, a 27 x 27 map in 150 px) two pixels of gap leave more gap than colour: those keep the builder's.
-        if trace.type == "heatmap" and trace.z is not None and len(trace.z) <= GAPPED_CELLS:
+        if trace.get("z") is not None and _rows(trace["z"]) <= GAPPED_CELLS:
             trace.update(xgap=2, ygap=2)
-    out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="bar"))
-    for i, trace in enumerate(t for t in out.data if t.type == "scatter"):
+    for trace in data:
+        if trace.get("type") == "bar":
+            _at(trace, "textfont")["size"] = CELL_TEXT_PX
+    for i, trace in enumerate(t for t in data if t.get("type", "scatter") == "scatter"):
         # A colour the builder chose carries meaning (RoPE's q is blue and k vermillion, as its labels say): keep it.
         # Only a trace left to Plotly's default colour gets one of the high-contrast colours.
         # Yellow and sky blue are too pale on white for a projector: those are replaced like a default colour.
         fallback = HIGH_CONTRAST[i % len(HIGH_CONTRAST)]
-        line = trace.line.color if isinstance(trace.line.color, str) and trace.line.color not in PALE else None
-        marker = trace.marker.color
+        line_color = _get(trace, "line", "color")
+        line = line_color if isinstance(line_color, str) and line_color not in PALE else None
+        marker = _get(trace, "marker", "color")
         if isinstance(marker, str) and marker in PALE:
             marker = None
-        size = trace.marker.size
+        size = _get(trace, "marker", "size")
         # Per-point sizes (an arrowhead only at a vector's tip) are scaled, not replaced by one size for every point.
-        size = [s * MARKER_SCALE for s in size] if isinstance(size, (list, tuple)) else (size or 6) * MARKER_SCALE
-        trace.update(
-            line_width=LINE_PX, line_color=line or fallback, marker_size=size, marker_color=marker or line or fallback
-        )
-    _floor_text(out, MIN_PROJECTED_PX)  # annotations, colour bars, scatter labels: whatever the builder set
-    return out
+        per_point = isinstance(size, (list, tuple, np.ndarray))
+        size = [s * MARKER_SCALE for s in size] if per_point else (size or 6) * MARKER_SCALE
+        if marker is None or isinstance(marker, str):
+            marker = marker or line or fallback  # a colour per point (an array) is kept as it is
+        _at(trace, "line").update(width=LINE_PX, color=line or fallback)
+        _at(trace, "marker").update(size=size, color=marker)
+    _floor_text(spec, MIN_PROJECTED_PX)  # annotations, colour bars, scatter labels: whatever the builder set
+    return _built(spec)
 
 
 def dataframe(
