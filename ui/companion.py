@@ -10,18 +10,23 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from ui import export, projector
+from ui import export, figure_cache, projector
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
 
 def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_open: bool = False) -> None:
     """Render `fig` (restyled for a projector when that mode is on, no text under 12 px otherwise), then `summary`
-    as a caption, then `table` in an expander with a CSV button."""
-    fig = projector.restyle(fig) if projector.on() else projector.readable(fig)
+    as a caption, then `table` in an expander with a CSV button.
+
+    The figure that is sent is built once per server for each spec (ui.figure_cache) and shared: nothing here
+    changes it."""
+    shown = figure_cache.final(fig, projector.on())
+    fig = shown.fig
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG | {"toImageButtonOptions": {"filename": key}}, alt=summary)
     export.collect(fig, summary, table)
     st.caption(summary)
+    html_size = export.size_text(export.chart_html_size(fig, summary, table, shown.plot_bytes))
     with st.expander("Data table for this chart", expanded=table_open):
         projector.dataframe(table, hide_index=True, key=f"{key}_table")
         st.download_button(
@@ -35,8 +40,7 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
         )
         st.download_button(
             # The file carries its own plotly.js (about 4.8 MB): say so before a class downloads it on school Wi-Fi.
-            f"Download the chart as HTML ({export.size_text(export.chart_html_size(fig, summary, table))}, "
-            "works offline)",
+            f"Download the chart as HTML ({html_size}, works offline)",
             lambda: export.chart_html(fig, summary, table),
             file_name=f"{key}.html",
             mime="text/html",

@@ -107,15 +107,16 @@ def _chart_heading(fig: go.Figure) -> str:
     return f"Attention Lab: {fig.layout.title.text or 'chart'}"
 
 
-def chart_html_size(fig: go.Figure, summary: str, table: pd.DataFrame) -> int:
+def chart_html_size(fig: go.Figure, summary: str, table: pd.DataFrame, plot_bytes: int | None = None) -> int:
     """The size of chart_html(fig, summary, table) in bytes, within a few hundred (the margins the file asks for),
-    computed without building the file: most of it is plotly.js, measured once."""
+    computed without building the file: most of it is plotly.js, measured once. `plot_bytes`: the length of
+    `fig`'s JSON when the caller knows it (ui.figure_cache measures it once per spec)."""
     heading = html.escape(_chart_heading(fig))
     title = html.escape(fig.layout.title.text or "")
     wrapper = (
         f"{_HEAD.format(title=heading)}<section><h2>{title}</h2><p>{html.escape(summary)}</p></section></body></html>"
     )
-    plot = len(pio.to_json(fig).encode()) + _plot_overhead()[1]
+    plot = (len(pio.to_json(fig).encode()) if plot_bytes is None else plot_bytes) + _plot_overhead()[1]
     return len(wrapper.encode()) + plot + _table_size(table)
 
 
