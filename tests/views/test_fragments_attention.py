@@ -105,3 +105,16 @@ def test_the_views_export_after_fragment_reruns_is_the_plain_runs():
     plain.run()
     assert len(_exported(plain)) == 3
     assert _exported(at) == _exported(plain)
+
+
+def test_a_text_changed_in_a_fragment_still_writes_its_link_and_keeps_the_others():
+    """ui.params writes a text's link prefix itself (st.query_params): a fragment run must write it too, and leave the
+    parameters app.py set (the model) in place, as a plain run does. (A slider's or selectbox's parameter is written by
+    the browser from the widget's binding, which the cases above hold equal to a plain run's.)"""
+    at = open_page("embeddings")
+    change_as_browser(at, "text_input", "emb_text", "x = 1")
+    plain = open_page("embeddings")
+    widget(plain, "text_input", "emb_text").set_value("x = 1")
+    plain.run()
+    assert at.query_params["emb_text"] == "x = 1"
+    assert dict(at.query_params) == dict(plain.query_params)
