@@ -74,8 +74,6 @@ sys.path.insert(0, str(HERE / "bench"))
 
 from before_after import add_side_arguments, both_sides, side_by_side, strip_before, use_root  # noqa: E402
 
-os.environ.setdefault("LAB_TORCH_THREADS", "1")
-os.environ["LAB_WARMUP"] = "0"  # no server to warm here (see the docstring)
 MODES = ("warm", "cold")
 
 
@@ -235,6 +233,9 @@ def bench_page(app: Path, stem: str, repeats: int, cold: bool, apptest) -> tuple
 
 def measure(root: Path, wanted: set[str], modes: list[str], repeats: int, recompile: bool, show) -> dict:
     """Every wanted page of `root`'s app in every mode; `show(row)` is called as each row is done."""
+    os.environ.setdefault("LAB_TORCH_THREADS", "1")  # as the server (ui.models)
+    os.environ["LAB_WARMUP"] = "0"  # no server to warm here (see the docstring)
+    fresh_stores()
     from streamlit import logger
 
     apptest = harness()  # imports AppTest, whose modules make loggers of their own: quieten them all after it
@@ -286,7 +287,6 @@ def main(argv: list[str] | None = None) -> None:
             print(f"mean of {modes[0]} p50 {side['root']}: {statistics.mean(r[numbers[0]] for r in side['rows']):.1f}")
         return
     root = use_root(args.root)
-    fresh_stores()
     wanted = {p for p in args.pages.split(",") if p}
     if args.json:
         import json
