@@ -34,6 +34,39 @@ def score_variance(widths: tuple[int, ...], seed: int) -> list[lessons.VarianceR
 
 
 @dataclass(frozen=True)
+class GeometryView:
+    """What the Score geometry page shows of core.lessons.scores.score_geometry for batch element b and head h, as
+    plain numbers: the whole result's tensors would cost more to copy out of the cache than the page reads."""
+
+    scale: float
+    scores: list[list[float]]  # (T, S) of element b, head h
+    weights: list[list[float]]  # (T, S)
+    max_abs_score: float  # of that score matrix
+    max_weight: list[float]  # (T,) largest weight of each row
+    steps: tuple[lessons.ShapeStep, ...]
+    score_variance: float  # over the whole batch
+    expected_variance: float
+    numel: int  # scores in the whole batch
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def score_geometry(B: int, H: int, T: int, D: int, seed: int, scaled: bool, b: int, h: int) -> GeometryView:
+    """core.lessons.scores.score_geometry(B, H, T, D, seed=seed, scaled=scaled), read at element b, head h."""
+    geo = lessons.score_geometry(B, H, T, D, seed=seed, scaled=scaled)
+    return GeometryView(
+        geo.scale,
+        geo.result.scores[b, h].tolist(),
+        geo.result.weights[b, h].tolist(),
+        geo.max_abs_score[b, h].item(),
+        geo.max_weight[b, h].tolist(),
+        geo.steps,
+        geo.score_variance,
+        geo.expected_variance,
+        geo.result.scores.numel(),
+    )
+
+
+@dataclass(frozen=True)
 class SweepPoint:
     """The numbers of one core.lessons.masks.RenormalisedRow that the Masks page's sweep draws and tables."""
 

@@ -39,11 +39,11 @@ def page_section() -> None:
     with cols[7]:
         scaled = params.toggle("Divide by √D", "geo_scale", True)
 
-    geo = lessons.score_geometry(B, H, T, D, seed=seed, scaled=scaled)
+    geo = cached.score_geometry(B, H, T, D, seed, scaled, b, h)
     scale_text = f"scale 1/√{D} = {geo.scale:.4f}" if scaled else "scale 1 (no division)"
     labels = [str(i) for i in range(T)]
-    scores = geo.result.scores[b, h].tolist()  # (T, S)
-    weights = geo.result.weights[b, h].tolist()  # (T, S)
+    scores = geo.scores  # (T, S)
+    weights = geo.weights  # (T, S)
     with layout.picture():
         left, right = st.columns(2)
         with left:
@@ -57,11 +57,11 @@ def page_section() -> None:
                 ),
                 matrix_table(scores, labels, labels, value_name="score"),
                 f"Scores for batch element {b}, head {h} with {scale_text}: the largest |score| is "
-                f"{geo.max_abs_score[b, h].item():.3f}.",
+                f"{geo.max_abs_score:.3f}.",
                 key="geo_scores",
             )
         with right:
-            row_max = geo.max_weight[b, h].tolist()  # (T,)
+            row_max = geo.max_weight  # (T,)
             chart(
                 charts.heatmap(
                     weights,
@@ -135,7 +135,7 @@ def page_section() -> None:
         if graded is not None:  # everything below, and the variance under the matrices, shows the answer
             with batch_variance:
                 st.caption(
-                    f"Over the whole batch ({geo.result.scores.numel()} scores, {scale_text}) the scores have variance "
+                    f"Over the whole batch ({geo.numel} scores, {scale_text}) the scores have variance "
                     f"{geo.score_variance:.3f}; the closed form for unit-variance Q and K is {geo.expected_variance:g}."
                 )
             st.markdown(

@@ -64,3 +64,27 @@ def test_the_masks_sweep_is_the_core_computation_on_the_worked_examples_row():
         assert [(r.forbidden_logit, r.kept_mass, r.max_error, r.undefined) for r in got] == [
             (r.forbidden_logit, r.kept_mass, r.max_error, r.undefined) for r in want
         ]
+
+
+def test_score_geometry_is_the_core_computation_at_each_element_and_head():
+    keys = [
+        (2, 2, 5, 16, 0, True, 1, 0),
+        (2, 2, 5, 16, 0, False, 1, 0),
+        (2, 2, 5, 16, 1, True, 1, 0),
+        (2, 2, 5, 16, 0, True, 0, 0),  # another element of the same batch
+        (2, 2, 5, 16, 0, True, 1, 1),  # another head
+        (1, 3, 4, 8, 0, True, 0, 2),
+    ]
+    for B, H, T, D, seed, scaled, b, h in keys + keys[:1]:  # the first again: served from the cache, still its numbers
+        geo = lessons.score_geometry(B, H, T, D, seed=seed, scaled=scaled)
+        view = cached.score_geometry(B, H, T, D, seed, scaled, b, h)
+        assert view.scores == geo.result.scores[b, h].tolist()
+        assert view.weights == geo.result.weights[b, h].tolist()
+        assert view.max_abs_score == max(abs(x) for row in view.scores for x in row)  # the picture's own numbers
+        assert view.max_abs_score == geo.max_abs_score[b, h].item()
+        assert view.max_weight == [max(row) for row in view.weights] == geo.max_weight[b, h].tolist()
+        assert (view.scale, view.steps, view.numel) == (geo.scale, geo.steps, B * H * T * T)
+        assert (view.score_variance, view.expected_variance) == (geo.score_variance, geo.expected_variance)
+    # every key part reaches the numbers: a cache keyed on too little would hand one key's view to another
+    views = [cached.score_geometry(*key).scores for key in keys]
+    assert all(views[i] != views[j] for i in range(len(views)) for j in range(i))
