@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> None:
         before, after = both_sides(Path(__file__).resolve(), args.before, strip_before(argv))
         print(side_by_side(before, after, ["page", "widget"], numbers, texts=["mode"]))
         print(f"ms; before: {args.before}; after: this tree; {after['notes']}")
-        for side in (before, after):
-            print(f"mean of {modes[0]} p50 {side['root']}: {statistics.mean(r[numbers[0]] for r in side['rows']):.1f}")
+        b, a = (statistics.mean(r[numbers[0]] for r in side["rows"]) for side in (before, after))
+        print(f"mean of {numbers[0]}: before {b:.1f} ms, after {a:.1f} ms")
         return
     root = use_root(args.root)
     wanted = {p for p in args.pages.split(",") if p}
