@@ -15,14 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 from torch import Tensor
 
 from core.lessons import masks as masking
 from core.lessons import rope as rope_lab
 from core.lessons import scores as lessons
+from core.lessons.example_run import EXAMPLE
 from core.model import introspect
 from core.model.gpt import GPT
+from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+from ui import charts
+from ui.companion import matrix_table
 
 ENTRIES = 64  # per function: a class exploring a page stays well inside it
 
@@ -85,6 +90,43 @@ def worked_row_sweep(row: int, forbidden_logits: tuple[float, ...]) -> list[Swee
     scores, allowed = example.result.scores[0, row], example.mask[row]  # (S,), (S,)
     rows = [masking.renormalise_after_softmax(scores, allowed, forbidden_logit=x) for x in forbidden_logits]
     return [SweepPoint(r.forbidden_logit, r.kept_mass, r.undefined, r.max_error) for r in rows]
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def worked_example_weights() -> tuple[list[list[float | None]], pd.DataFrame]:
+    """Start here's picture: the worked example's weights (core.lessons.scores.worked_example) with the forbidden
+    cells None, and their data table (ui.companion.matrix_table); the same on every run of every learner."""
+    example = lessons.worked_example()
+    weights = charts.masked(example.result.weights[0].tolist(), example.mask.tolist())  # (T, S)
+    labels = [str(i) for i in range(len(weights))]
+    return weights, matrix_table(weights, labels, labels, value_name="weight")
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def example_source() -> str:
+    """The text of examples/attention_by_hand.py that Start here prints, read once per server, not every rerun."""
+    return EXAMPLE.read_text(encoding="utf-8")
+
+
+VOCABULARY_ROLES = {
+    0: "storage filler, never predicted",
+    1: "sequence start",
+    2: "end of a document",
+    3: "unseen character",
+}
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def vocabulary_table(_tok: CharTokenizer, version: str) -> pd.DataFrame:
+    """The Tokenizer page's vocabulary (every id, its piece, code point and role) of the bundle `version`."""
+    return pd.DataFrame(
+        {
+            "id": list(range(_tok.vocab_size)),
+            "token": [_tok.display_piece(i) for i in range(_tok.vocab_size)],
+            "code point": ["special"] * len(SPECIAL_TOKENS) + [f"U+{ord(c):04X}" for c in _tok.chars],
+            "role": [VOCABULARY_ROLES[i] for i in range(len(SPECIAL_TOKENS))] + ["character"] * len(_tok.chars),
+        }
+    )
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

@@ -2,10 +2,9 @@
 
 import streamlit as st
 
-from core.lessons import scores as lessons
-from core.lessons.example_run import EXAMPLE, run_worked_example
-from ui import charts, join, layout
-from ui.companion import chart, matrix_table
+from core.lessons.example_run import run_worked_example
+from ui import cached, charts, join, layout
+from ui.companion import chart
 
 
 @st.cache_data(show_spinner="Running examples/attention_by_hand.py...")
@@ -19,8 +18,8 @@ st.caption(
     "number is computed by the lab's own code, and every chart has a data table so you can check it by hand."
 )
 
-example = lessons.worked_example()  # the four tokens of examples/attention_by_hand.py, same seed, same draws
-weights = charts.masked(example.result.weights[0].tolist(), example.mask.tolist())  # (T, S), forbidden = None
+# The four tokens of examples/attention_by_hand.py (same seed, same draws): (T, S) weights, forbidden = None.
+weights, weights_table = cached.worked_example_weights()
 labels = [str(i) for i in range(len(weights))]
 picture_col, side_col = st.columns([3, 2])
 with picture_col, layout.picture():
@@ -34,7 +33,7 @@ with picture_col, layout.picture():
             zmax=1,
             value_format=".4f",
         ),
-        matrix_table(weights, labels, labels, value_name="weight"),
+        weights_table,
         "Worked example weights: "
         + "; ".join(
             f"row {t} " + ", ".join("masked" if w is None else f"{w:.4f}" for w in row) for t, row in enumerate(weights)
@@ -78,7 +77,7 @@ with code_tab:
         st.session_state["home_example_shown"] = True
     code_col, out_col = st.columns([3, 2])
     with code_col:
-        st.code(EXAMPLE.read_text(encoding="utf-8"), language=None, wrap_lines=True)  # plain: colours fail contrast
+        st.code(cached.example_source(), language=None, wrap_lines=True)  # plain: colours fail contrast
     with out_col:
         if st.session_state.get("home_example_shown"):
             run = worked_example_run()

@@ -6,6 +6,7 @@ import base64
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -88,3 +89,48 @@ def test_score_geometry_is_the_core_computation_at_each_element_and_head():
     # every key part reaches the numbers: a cache keyed on too little would hand one key's view to another
     views = [cached.score_geometry(*key).scores for key in keys]
     assert all(views[i] != views[j] for i in range(len(views)) for j in range(i))
+
+
+def test_start_heres_picture_and_example_are_the_plain_computations():
+    from core.lessons.example_run import EXAMPLE
+    from ui.companion import matrix_table
+
+    example = lessons.worked_example()
+    want = [
+        [w if ok else None for w, ok in zip(row, allowed)]
+        for row, allowed in zip(example.result.weights[0].tolist(), example.mask.tolist())
+    ]
+    for _ in range(2):  # computed, then served from the cache
+        weights, table = cached.worked_example_weights()
+        assert weights == want
+        assert weights[0][1:] == [None, None, None]  # row 0 sees key 0 only
+        labels = [str(i) for i in range(len(want))]
+        pd.testing.assert_frame_equal(table, matrix_table(want, labels, labels, value_name="weight"))
+        assert cached.example_source() == EXAMPLE.read_text(encoding="utf-8")
+    table.loc[0, "weight"] = "changed"  # a caller's copy: the next caller still gets the plain table
+    pd.testing.assert_frame_equal(
+        cached.worked_example_weights()[1], matrix_table(want, labels, labels, value_name="weight")
+    )
+
+
+def test_the_vocabulary_table_is_each_bundles_own(trained_bundle):
+    from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+
+    other = CharTokenizer.from_text("zyx")
+    for tok, version in (
+        (trained_bundle.tokenizer, trained_bundle.version),
+        (other, "other"),
+        (trained_bundle.tokenizer, trained_bundle.version),
+    ):
+        table = cached.vocabulary_table(tok, version)
+        assert table["id"].tolist() == list(range(tok.vocab_size))
+        assert table["token"].tolist() == [tok.display_piece(i) for i in range(tok.vocab_size)]
+        chars = table["code point"].tolist()[len(SPECIAL_TOKENS) :]
+        assert [chr(int(c.removeprefix("U+"), 16)) for c in chars] == list(tok.chars)
+        assert table["role"].tolist()[: len(SPECIAL_TOKENS)] == [
+            cached.VOCABULARY_ROLES[i] for i in range(len(SPECIAL_TOKENS))
+        ]
+        assert set(table["role"].tolist()[len(SPECIAL_TOKENS) :]) <= {"character"}
+    assert len(cached.vocabulary_table(other, "other")) != len(
+        cached.vocabulary_table(trained_bundle.tokenizer, trained_bundle.version)
+    )
