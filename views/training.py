@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core.lessons.overfit import NEAR_ZERO, overfit_on_corpus
+from core.lessons.overfit import NEAR_ZERO
 from core.model import run_record, runs
 from core.model.bundle import BundleError
 from core.model.bundle_checks import MANIFEST, read_manifest
@@ -10,9 +10,8 @@ from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.run_spec import PYTHON_PROBE
-from core.model.tokenizer import SPECIAL_TOKENS
 from core.release.registry import list_versions
-from ui import layout, models, params, training_view
+from ui import layout, model_cache, models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
@@ -23,25 +22,8 @@ PINNED_KEY = "train_snapshot_pinned"  # the run the follow switch belongs to: a 
 KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keeping the run (shown after the rerun)
 
 
-@st.cache_resource(show_spinner="Reading the standard-library corpus...")
-def stdlib_corpus():
-    return runs.load_run_corpus("stdlib")
-
-
 # The overfit exercise's options, with whether each is what the lab measures.
 OVERFIT_OPTIONS = {"it falls with it, towards zero": False, "it stays high, or rises": True}
-
-
-@st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")
-def overfit_result(steps: int):
-    return overfit_on_corpus(stdlib_corpus(), steps=steps, seed=0)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def vocabulary_size(fingerprint: str, _text: str) -> int:
-    """Distinct characters plus the special tokens, counted once per text (97 ms for the stdlib corpus); keyed by
-    the text's fingerprint, so the text itself is never hashed on a rerun."""
-    return len(set(_text)) + len(SPECIAL_TOKENS)
 
 
 def uploaded_corpus(upload):
@@ -300,8 +282,8 @@ def shipped_preview() -> None:
         st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
         return
     metrics = bundle.manifest["training"]["metrics"]
-    snap = runs.attention_snapshot(
-        bundle.model, bundle.tokenizer, PYTHON_PROBE, layer=0, head=0, step=int(metrics["iters"])
+    snap = model_cache.attention_snapshot(
+        bundle.model, bundle.tokenizer, bundle.version, PYTHON_PROBE, layer=0, head=0, step=int(metrics["iters"])
     )
     left, right = st.columns([3, 2])
     with left:
@@ -349,13 +331,13 @@ with layout.picture():
         "Settings", width="stretch", help="The text, the seed, the causal mask (the leakage lesson) and the leak stop"
     ):
         if source == STDLIB_CHOICE:
-            corpus, corpus_label = stdlib_corpus(), "the Python standard library"
+            corpus, corpus_label = model_cache.stdlib_corpus(), "the Python standard library"
             st.caption(
                 f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
                 f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
             )
         if corpus is not None:
-            vocab = vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
+            vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
             st.caption(
                 f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
                 f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
@@ -389,7 +371,7 @@ with layout.picture():
                 st.warning(f"This file cannot be used: {escape_markdown(error)}")
             else:
                 corpus_label = upload.name
-                vocab = vocabulary_size(corpus.fingerprint, corpus.text)
+                vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)
                 st.caption(
                     f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
                     f"{runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
@@ -481,7 +463,7 @@ with overfit_tab:
     if prediction is None:
         st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
     elif shown_steps is not None:
-        result = overfit_result(int(shown_steps))
+        result = model_cache.overfit_result(int(shown_steps))
         training_view.overfit_chart(result)
         verdict = OVERFIT_OPTIONS[prediction]
         (st.success if verdict else st.error)(

@@ -1,0 +1,26 @@
+"""ui.model_cache: each cached computation returns what the uncached core call returns, for every key it is asked
+with (a cache keyed on too little would hand one input's result to another)."""
+
+import pytest
+
+from core.model import runs
+from core.model.tokenizer import CharTokenizer
+from ui import model_cache
+
+pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
+
+
+def test_attention_snapshot_is_the_core_one_for_each_text_layer_head_and_step(trained_bundle):
+    model, tok, version = trained_bundle.model, trained_bundle.tokenizer, trained_bundle.version
+    asked = [("def add(a, b):", 0, 0, 5), ("x = 1", 0, 0, 5), ("def add(a, b):", 1, 1, 5), ("x = 1", 0, 0, 7)]
+    for text, layer, head, step in asked + asked[:1]:  # the first again: from the cache, still its own numbers
+        cached = model_cache.attention_snapshot(model, tok, version, text, layer, head, step)
+        assert cached == runs.attention_snapshot(model, tok, text, layer=layer, head=head, step=step)
+    first = model_cache.attention_snapshot(model, tok, version, *asked[0])
+    other_head = model_cache.attention_snapshot(model, tok, version, *asked[2])
+    assert first.weights != other_head.weights  # the key tells heads apart, so the check above could fail
+
+
+@pytest.mark.parametrize("text", ["abc", "hello, world\n", "abc"])
+def test_vocabulary_size_is_the_tokenizers_for_the_text(text):
+    assert model_cache.vocabulary_size(text, text) == CharTokenizer.from_text(text).vocab_size
