@@ -1,7 +1,8 @@
 """Pure computations the pages repeat on every rerun, cached per server with st.cache_data.
 
-Each function is the core function of the same name, keyed on its inputs, so a widget that does not change
-them (another selector, a toggle of the drawing) reuses the result. Only computations that cost more than
+Each function is the core function of the same name (or, named for what a page shows, the page's numbers or
+table made from core's result), keyed on its inputs, so a widget that does not change them (another selector, a
+toggle of the drawing) reuses the result. Only computations that cost more than
 st.cache_data's copy are here: a cached value is pickled and unpickled for every caller, which for a result
 of many small tensors (introspect.projections, 11 tensors: 1.8 ms) costs as much as computing it (1.9 ms).
 A model is not hashed: `version` (the bundle's content hash) stands for it, as on the Autocomplete page. The
