@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from before_after import ratio, side_by_side, strip_before, worktree  # noqa: E402
 
+pytestmark = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout (worktrees)")
 FIRST_PARENT = "HEAD~1"  # any ref works; one that is not the checked-out commit shows the checkout is REF's
 
 
