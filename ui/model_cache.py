@@ -1,5 +1,5 @@
-"""What the model and release pages (Training, ...) compute on every rerun, cached per server: ui/cached.py's rule
-(its docstring) for the pages of the Transformer and Release groups that ui/cached.py does not serve.
+"""What the Training and Monitoring pages compute on every rerun, cached per server: ui/cached.py's rule (its
+docstring) for pages of the Transformer and Release groups that ui/cached.py does not serve.
 
 Two costs are avoided. The computation itself: a model's forward pass for a picture nobody changed. And the
 definition: a function decorated with st.cache_* inside a page script is decorated again on every rerun (the
@@ -7,7 +7,8 @@ script runs top to bottom each time), and the decorator hashes the function's so
 millisecond or more per function per rerun; defined here, in a module imported once, it is decorated once.
 
 A model is not hashed: `version` (the bundle's content hash) stands for it. tests/views/test_model_cache.py holds
-each function to the uncached core call.
+each function to the uncached core call; the Monitoring page's two, moved here as they were, are held by its page
+test (tests/views/test_page_monitoring.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import streamlit as st
 
 from core.lessons.overfit import Overfit, overfit_on_corpus
 from core.model import runs
-from core.model.corpus import Corpus
+from core.model.corpus import Corpus, CorpusError
 from core.model.gpt import GPT
 from core.model.run_events import Snapshot
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+from core.release.held_out import held_out
+from core.telemetry import monitor, traffic
+from ui.suggestion_view import telemetry_store
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -48,3 +52,23 @@ def vocabulary_size(fingerprint: str, _text: str) -> int:
     """Distinct characters plus the special tokens, counted once per text (97 ms for the stdlib corpus); keyed by
     the text's fingerprint, so the text itself is never hashed on a rerun."""
     return len(set(_text)) + len(SPECIAL_TOKENS)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")
+def telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
+    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
+    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
+    return monitor.figures(monitor.load(telemetry_store(), kind=kind, surfaces=surfaces))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
+def reference_top1(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
+    """The release-time top-1 reference of a version (core.telemetry.monitor's docstring), once per server."""
+    try:
+        documents = held_out(_source.manifest).val
+        result = traffic.replay(
+            _source, documents, seed=monitor.REFERENCE_SEED, store=None, max_events=monitor.REFERENCE_EVENTS
+        )
+    except (CorpusError, ValueError, OSError) as e:
+        return None, str(e)
+    return result.top1, None

@@ -14,7 +14,7 @@ from core.release.eval_report import SLICE_FAMILIES
 from core.release.held_out import held_out
 from core.telemetry import monitor, traffic
 from core.telemetry.store import SURFACES, StoreError
-from ui import charts, layout, models, teacher
+from ui import charts, layout, model_cache, models, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store
 from ui.text import escape_markdown
@@ -32,26 +32,6 @@ def figure_text(value, fmt: str = ".3f") -> str:
 def versions_text(vs) -> str:
     # Plain text, not code spans: inline code inside a caption falls below WCAG AA contrast (axe-core).
     return ", ".join(escape_markdown(v) for v in vs)
-
-
-@st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")
-def _figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
-    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
-    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
-    return monitor.figures(monitor.load(telemetry_store(), kind=kind, surfaces=surfaces))
-
-
-@st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
-def _reference(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
-    """The release-time top-1 reference of a version (core.telemetry.monitor's docstring), once per server."""
-    try:
-        documents = held_out(_source.manifest).val
-        result = traffic.replay(
-            _source, documents, seed=monitor.REFERENCE_SEED, store=None, max_events=monitor.REFERENCE_EVENTS
-        )
-    except (CorpusError, ValueError, OSError) as e:
-        return None, str(e)
-    return result.top1, None
 
 
 def requests_over_time(figures: monitor.Figures | None, kind: str) -> None:
@@ -113,7 +93,7 @@ surfaces = right.multiselect(
 )  # fmt: skip
 figures = None
 try:
-    figures = _figures(str(store.path), store.stamp(), kind, tuple(surfaces))
+    figures = model_cache.telemetry_figures(str(store.path), store.stamp(), kind, tuple(surfaces))
 except StoreError as e:
     st.error(f"The telemetry database cannot be read: {escape_markdown(e)}")
 if store.notice:
@@ -328,7 +308,7 @@ if figures is not None and figures.events:
                     "settings yet: the drift figure appears once it has."
                 )
             else:
-                reference, problem = _reference(source.version, source)
+                reference, problem = model_cache.reference_top1(source.version, source)
                 found_drift = monitor.drift(live, reference)
                 chart(
                     charts.grouped_bars(
