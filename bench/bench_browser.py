@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--repeats at least 1")
     if args.before:
         before, after = both_sides(Path(__file__).resolve(), args.before, strip_before(argv))
-        print(side_by_side(before, after, ["page", "widget"], ["p50", "p95", "DOM nodes", "re-created"], digits=0))
+        numbers = ["p50", "p95", "charts", "DOM nodes", "re-created"]
+        print(side_by_side(before, after, ["page", "widget"], numbers, digits=0))
         print(side_by_side(before, after, ["page"], [], texts=["nodes per chart"]))
         print(f"ms; before: {args.before}; after: this tree; {after['notes']}")
         return
