@@ -18,13 +18,15 @@ is drawn again with the appended text. It appends only when the text area still 
 was made for: had the learner edited it in the same moment, nothing they typed is replaced or lost.
 
 Telemetry (core.telemetry): each suggestion served is recorded once per new (version, text) of a session, not on
-every rerun, and its outcome when the learner's next text decides it (core.telemetry.record.outcome): the ids
-of the undecided ones are kept in the session (PENDING_KEY). A telemetry failure changes nothing that is served:
+every rerun (a rerun shows `cached_suggestion`, the same greedy suggestion computed once per server), and its
+outcome when the learner's next text decides it (core.telemetry.record.outcome): the ids of the undecided ones are
+kept in the session (PENDING_KEY). A telemetry failure changes nothing that is served:
 the suggestion is shown, with a caption saying telemetry is not being recorded and why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import streamlit as st
@@ -66,12 +68,27 @@ def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
         return None
     template = manifest.get("prompt_template", "{prompt}")
     try:
-        if st.session_state.get(RECORDED_KEY) == (manifest.get("version"), text) or warmup.visiting():
-            return serve_suggestion(predictor, text, policy, template=template)  # recorded already, or no learner's
+        version = manifest.get("version")
+        if isinstance(version, str) and (st.session_state.get(RECORDED_KEY) == (version, text) or warmup.visiting()):
+            # recorded already (a rerun the text did not cause), or no learner's request: what serving computes
+            return cached_suggestion(predictor, version, text, policy, dataclasses.astuple(policy), template)
+        if st.session_state.get(RECORDED_KEY) == (version, text):
+            return serve_suggestion(predictor, text, policy, template=template)  # a bundle without a version
         return _served_and_recorded(predictor, text, policy, template, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
         st.warning(f"This model cannot offer a suggestion: {escape_markdown(e)}.")
         return None
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def cached_suggestion(
+    _predictor: Predictor, version: str, text: str, _policy: SuggestionPolicy, policy: tuple, template: str
+) -> Suggestion:
+    """serve_suggestion for the bundle whose version is `version`, once per server for each text, policy (its
+    fields, `policy`) and template: the policy is greedy, so a rerun the text did not cause (a slider beside it) and
+    another learner's same text get the same suggestion; serving it again cost a few model steps every rerun. The
+    request that records the suggestion (`_served_and_recorded`) still serves it, and times it, as the CLI does."""
+    return serve_suggestion(_predictor, text, _policy, template=template)
 
 
 @st.cache_resource(max_entries=4)

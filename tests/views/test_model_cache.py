@@ -24,3 +24,27 @@ def test_attention_snapshot_is_the_core_one_for_each_text_layer_head_and_step(tr
 @pytest.mark.parametrize("text", ["abc", "hello, world\n", "abc"])
 def test_vocabulary_size_is_the_tokenizers_for_the_text(text):
     assert model_cache.vocabulary_size(text, text) == CharTokenizer.from_text(text).vocab_size
+
+
+def test_the_cached_suggestion_is_the_served_one_for_each_text_and_policy():
+    """ui.suggestion_view.cached_suggestion (a rerun's suggestion) against core's serve_suggestion, for several texts
+    and two policies: the policy's fields are part of the key, so a re-tuned threshold is never served stale."""
+    import dataclasses
+
+    from core.model.bundle import load_bundle
+    from core.release.autocomplete import serve_suggestion
+    from core.release.policy import SuggestionPolicy
+    from core.release.transformer_predictor import TransformerPredictor
+    from ui.models import SHIPPED_DIR
+    from ui.suggestion_view import cached_suggestion
+
+    shipped = load_bundle(SHIPPED_DIR)  # the tests' tiny bundle offers no suggestion: the shipped one does
+    predictor = TransformerPredictor(shipped.model, shipped.tokenizer)
+    loose, strict = SuggestionPolicy(threshold=0.05), SuggestionPolicy(threshold=0.95)
+    served = []
+    for text in ("def main(", "import o", "def main("):
+        for policy in (loose, strict, loose):
+            s = cached_suggestion(predictor, shipped.version, text, policy, dataclasses.astuple(policy), "{prompt}")
+            assert s == serve_suggestion(predictor, text, policy, template="{prompt}")
+            served.append(s)
+    assert len({(s.text, s.shown) for s in served}) > 1  # texts and policies give different suggestions
