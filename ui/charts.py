@@ -21,6 +21,10 @@ MAGNITUDE_SCALE = get_colorscale("Cividis")
 SIGNED_SCALE = get_colorscale("PuOr")
 MASKED_TEXT = "masked"
 PATTERNS = ("", "/", ".", "x", "\\", "+")  # one bar pattern per series: never colour alone
+MAX_VALUE_CELLS = 144  # a heatmap prints its values up to 12 x 12 cells by default...
+MIN_VALUE_CELL_PX = 20  # ...and only while a cell is at least this tall on screen (see heatmap())
+PLOTLY_HEIGHT_PX = 450  # the height Plotly gives a figure that sets none
+HEATMAP_MARGIN_PX = 110  # a heatmap's top margin (title, key axis on top) and bottom margin (10, _layout's)
 
 Matrix = Sequence[Sequence[float | None]]
 
@@ -109,9 +113,17 @@ def heatmap(
     """A matrix with rows top-to-bottom. None cells are drawn as grey 'masked' gaps.
 
     `x_axis`, `trace` and `layout` are merged into the key axis, the heatmap trace and the layout (as
-    update_xaxes, update_traces and update_layout would)."""
+    update_xaxes, update_traces and update_layout would).
+
+    `show_values` None prints each cell's value when the map has at most MAX_VALUE_CELLS cells and a cell is at
+    least MIN_VALUE_CELL_PX tall: the figure's height less its margins, over the rows. Smaller text cannot be read
+    and costs the browser one SVG text node per cell; the hover and the chart's data table still give every value.
+    (A cell's width depends on the column the page puts the chart in, which the server does not know: the cell
+    count bounds it.) True or False is the caller's choice, as is: a lesson that reads words off its cells."""
     n_cells = sum(len(row) for row in z)
-    show_values = n_cells <= 144 if show_values is None else show_values
+    if show_values is None:
+        plot_px = ((layout or {}).get("height") or height or PLOTLY_HEIGHT_PX) - HEATMAP_MARGIN_PX
+        show_values = n_cells <= MAX_VALUE_CELLS and plot_px >= MIN_VALUE_CELL_PX * max(len(z), 1)
     text = [[MASKED_TEXT if v is None else format(v, value_format) for v in row] for row in z]
     if signed and zmin is None and zmax is None:
         finite = [abs(v) for row in z for v in row if v is not None]
@@ -136,7 +148,7 @@ def heatmap(
     spec = _layout(
         title,
         height,
-        top=100,
+        top=HEATMAP_MARGIN_PX - 10,
         yaxis=dict(autorange="reversed", title=y_title, type="category"),
         xaxis=_merge(dict(title=x_title, side="top", type="category"), x_axis),
     )
