@@ -236,9 +236,10 @@ def measure(root: Path, wanted: set[str], modes: list[str], repeats: int, recomp
     os.environ.setdefault("LAB_TORCH_THREADS", "1")  # as the server (ui.models)
     os.environ["LAB_WARMUP"] = "0"  # no server to warm here (see the docstring)
     fresh_stores()
-    from streamlit import logger
+    from streamlit import config, logger
 
     apptest = harness()  # imports AppTest, whose modules make loggers of their own: quieten them all after it
+    config.set_option("logger.level", "error")  # a config reload (AppTest's first run) sets the level from it
     logger.set_log_level("error")  # AppTest's bare-mode warnings
     if not recompile:
         share_script_cache()
