@@ -90,16 +90,37 @@ def _git(repo: Path, *args: str, check: bool = True) -> str:
 def run_side(script: Path, root: Path, args: Sequence[str]) -> dict:
     """Run bench `script` (this tree's) on `root`'s app in its own process with `--json`; its parsed output.
 
-    Its stderr passes through (progress, errors); a failure names the side and stops the comparison."""
+    Its stderr passes through (progress, errors); a failure names the side and stops the comparison. If this
+    process is stopped meanwhile, the bench is interrupted as Ctrl-C would (never killed outright), so that it
+    stops the servers and browser it started in process groups of their own before the worktree goes."""
     env = dict(os.environ, PYTHONPATH=str(root))
     command = [sys.executable, str(script), "--root", str(root), "--json", *args]
-    done = subprocess.run(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise SystemExit(f"{script.name} on {root} failed (exit {done.returncode}); its messages are above")
+    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        stdout, _ = proc.communicate()
+    except KeyboardInterrupt:  # a Ctrl-C at the terminal reached the bench too: let it finish cleaning up
+        _stop(proc, interrupt=False)
+        raise
+    except BaseException:
+        _stop(proc, interrupt=True)
+        raise
+    if proc.returncode != 0:
+        raise SystemExit(f"{script.name} on {root} failed (exit {proc.returncode}); its messages are above")
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError) as err:
-        raise SystemExit(f"{script.name} on {root} printed no JSON line at the end ({err}):\n{done.stdout}") from err
+        raise SystemExit(f"{script.name} on {root} printed no JSON line at the end ({err}):\n{stdout}") from err
+
+
+def _stop(proc: subprocess.Popen, *, interrupt: bool, grace: float = 60) -> None:
+    """Interrupt the bench (KeyboardInterrupt runs its `finally` blocks), wait for it, kill it only if it hangs."""
+    if interrupt and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def both_sides(script: Path, ref: str, args: Sequence[str]) -> tuple[dict, dict]:

@@ -99,3 +99,47 @@ def test_side_by_side_pairs_rows_by_key_and_divides_after_by_before():
 )
 def test_each_side_gets_every_argument_but_before_and_json(argv, passed_on):
     assert strip_before(argv) == passed_on
+
+
+FAKE_BENCH = """
+import os, sys, time
+print("started", file=sys.stderr, flush=True)
+try:
+    time.sleep(120)  # until interrupted
+except KeyboardInterrupt:
+    open(os.environ["FAKE_BENCH_MARKER"], "w").write("stopped its servers")
+    raise
+"""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_side_interrupted_cleans_up_before_its_worktree_goes(tmp_path, how):
+    """Stopping a --before run mid-side lets the bench's own `finally` blocks run (they stop the servers it started
+    in process groups of their own) and removes the worktree; Ctrl-C reaches the whole group, SIGTERM only us."""
+    bench, marker = tmp_path / "fake_bench.py", tmp_path / "marker"
+    bench.write_text(FAKE_BENCH)
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+        "from pathlib import Path\n"
+        "from before_after import run_side, worktree\n"
+        f"with worktree({FIRST_PARENT!r}) as tree:\n"
+        "    print(tree, flush=True)\n"
+        f"    run_side(Path({str(bench)!r}), tree, [])\n"
+    )
+    env = dict(os.environ, FAKE_BENCH_MARKER=str(marker))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    tree = Path(proc.stdout.readline().strip())
+    assert proc.stderr.readline().strip() == "started"  # the side's bench is running in the worktree
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does: the parent and the bench both get it
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=90)
+    assert marker.read_text() == "stopped its servers"
+    assert not tree.exists()
+    assert not listed(tree)
