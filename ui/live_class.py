@@ -19,6 +19,7 @@ read, LiveClass.pulse, every POLL_S in a fragment, and reruns the whole page onl
 from __future__ import annotations
 
 import html
+import math
 from typing import NamedTuple
 
 import pandas as pd
@@ -38,9 +39,11 @@ NAME_INPUT = "live_class_name"
 _NOTE_KEY = "live_class_note"  # the last join or teacher action's problem, in words
 _PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run with
 _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
+_SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code to the room at once
 LINK_PARAM = "session"
 POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
 ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
+SIDEBAR_CODE_PX = 34  # six characters on one line of the sidebar
 CODE_PX = 96  # the session code's type size for the room; larger projected
 PROJECTOR_CODE_PX = 160
 
@@ -102,6 +105,7 @@ def _open() -> None:
         return
     try:
         st.session_state[TEACHER_KEY] = live().open_session()
+        st.session_state[_SHOW_KEY] = True
     except StoreError as e:
         st.session_state[_NOTE_KEY] = f"No session was opened: {e}"
 
@@ -195,8 +199,10 @@ def _teacher_start() -> None:
 
 def _teacher_open(code: str) -> None:
     st.markdown("**Your class session** (learners join with this code)")
-    st.markdown(_big_code(code, 48), unsafe_allow_html=True)  # a checked code: letters and digits only
-    if st.button("Show the code to the room", key="live_class_show", type="primary"):
+    st.markdown(_big_code(code, SIDEBAR_CODE_PX), unsafe_allow_html=True)  # a checked code: letters and digits
+    if st.button("Show the code to the room", key="live_class_show", type="primary") or st.session_state.pop(
+        _SHOW_KEY, False
+    ):
         _show_code(code)
     st.download_button(
         "Download the answers (CSV)",
@@ -336,7 +342,9 @@ def _room_chart(question: Question, shown: list[RoundResult]) -> tuple:
         y_title="learners",
         fmt="d",
     )
+    top = max((n for counts in series.values() for n in counts), default=0)
     fig.update_layout(legend_title_text="round")
+    fig.update_yaxes(tick0=0, dtick=max(1, math.ceil(top / 5)), rangemode="tozero")  # whole learners
     table = pd.DataFrame(
         [
             {"round": r.number, "answer": label, "learners": n}
@@ -349,8 +357,8 @@ def _room_chart(question: Question, shown: list[RoundResult]) -> tuple:
         right = f", {sum(r.correct)} right" if r.revealed else ""
         unreadable = dists[r.number].unreadable
         parts.append(f"round {r.number}: {r.n} answered{right}" + (f" ({unreadable} unreadable)" if unreadable else ""))
-    top = max(zip(series[f"round {shown[-1].number}"], labels), default=(0, ""))
-    summary = "; ".join(parts) + (f". Most chose {top[1]} in round {shown[-1].number}." if top[0] else ".")
+    most = max(zip(series[f"round {shown[-1].number}"], labels), default=(0, ""))
+    summary = "; ".join(parts) + (f". Most chose {most[1]} in round {shown[-1].number}." if most[0] else ".")
     return fig, table, summary
 
 
