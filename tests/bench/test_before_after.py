@@ -16,7 +16,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 from before_after import ratio, side_by_side, strip_before, worktree  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout (worktrees)")
-FIRST_PARENT = "HEAD~1"  # any ref works; one that is not the checked-out commit shows the checkout is REF's
+
+
+def _resolves(ref: str) -> bool:
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=ROOT, capture_output=True)
+    return done.returncode == 0
+
+
+# Any ref works; one other than the checked-out commit shows the checkout is REF's (a clone of depth 1 has only HEAD).
+FIRST_PARENT = "HEAD~1" if (ROOT / ".git").exists() and _resolves("HEAD~1") else "HEAD"
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
