@@ -28,7 +28,7 @@ import streamlit as st
 from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
 from core.classroom.store import StoreError, class_db_location
-from ui import charts, join, projector, teacher
+from ui import charts, export, join, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown
 
@@ -36,6 +36,7 @@ LEARNER_KEY = "live_class_learner"  # (code, learner id, display name) of the se
 TEACHER_KEY = "live_class_teacher"  # the code of the session this (unlocked) teacher opened
 CODE_INPUT = "live_class_code"  # the join form's fields
 NAME_INPUT = "live_class_name"
+RESUME_INPUT = "live_class_resume_code"  # the teacher's: a session still open
 _NOTE_KEY = "live_class_note"  # the last join or teacher action's problem, in words
 _PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run with
 _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
@@ -108,6 +109,21 @@ def _open() -> None:
         st.session_state[_SHOW_KEY] = True
     except StoreError as e:
         st.session_state[_NOTE_KEY] = f"No session was opened: {e}"
+
+
+def _resume() -> None:
+    """The teacher takes up a session still open (after a reload, which locks the teacher actions and forgets it)."""
+    st.session_state.pop(_NOTE_KEY, None)
+    if not teacher.unlocked():
+        return
+    try:
+        code = check_session_code(st.session_state.get(RESUME_INPUT) or "")
+        if not live().is_open(code):
+            raise ValueError(f"the session {code} is not open: open a new one")
+    except (ValueError, StoreError) as e:
+        st.session_state[_NOTE_KEY] = f"Not resumed: {e}"
+        return
+    st.session_state[TEACHER_KEY] = code
 
 
 def _close() -> None:
@@ -195,6 +211,9 @@ def _teacher_start() -> None:
         return
     if teacher.gate("class sessions", why="decide what the class is shown", key="live_class_gate"):
         st.button("Open a class session", key="live_class_open", type="primary", on_click=_open)
+        with st.form("live_class_resume", border=False):  # after a reload (which locks) the session is still open
+            st.text_input("Or resume your open session (its code)", key=RESUME_INPUT, max_chars=12)
+            st.form_submit_button("Resume", key="live_class_resume_button", on_click=_resume)
 
 
 def _teacher_open(code: str) -> None:
@@ -228,19 +247,21 @@ def _big_code(code: str, px: int) -> str:
 def _show_code(code: str) -> None:
     """The code for the room: in type the back row reads, with the join address and its QR code (carrying the code,
     so a scan fills the form) when the lab serves the network."""
-    st.markdown(_big_code(code, PROJECTOR_CODE_PX if projector.on() else CODE_PX), unsafe_allow_html=True)
     try:
         url = join.join_url()
     except ValueError as e:
         st.caption(escape_markdown(e))
         url = None
-    if url is None:
-        st.markdown("Open the lab, then type this code in the sidebar's **Class session**.")
-        return
+    words, picture = st.columns([3, 2], vertical_alignment="center")  # both on one projected screen
+    with words:
+        st.markdown(_big_code(code, PROJECTOR_CODE_PX if projector.on() else CODE_PX), unsafe_allow_html=True)
+        if url is None:
+            st.markdown("Open the lab, then type this code in the sidebar's **Class session**.")
+            return
+        st.markdown(f"Go to **{escape_markdown(url)}** and type the code, or scan the QR code.")
     link = f"{url}?{LINK_PARAM}={code}"
     png, width = join.qr_png(link, join.PROJECTOR_QR_PX if projector.on() else join.QR_PX)
-    st.markdown(f"Go to **{escape_markdown(url)}** and type the code, or scan:")
-    st.image(png, width=width, caption="QR code of the join address with this session's code")
+    picture.image(png, width=width, caption="QR code of the join address with this session's code")
 
 
 @st.fragment(run_every=POLL_S)
@@ -288,7 +309,19 @@ def revealed(question: str) -> bool:
 def room(question: Question, fingerprint: str) -> None:
     """The teacher's view of the room's answers to `question` in the current round (and the previous one beside it,
     so the shift after a discussion shows), counted for the teacher's own version of the question, never with a name;
-    Reveal to everyone and New round. Re-read every ROOM_POLL_S while the room answers."""
+    Reveal to everyone and New round. Re-read every ROOM_POLL_S while the room answers.
+
+    Its chart stays out of the sidebar's "Download this view" (ui.export): redrawn every second on its own, it would
+    pile up copies there; the session's answers are the teacher's CSV download."""
+    view = st.session_state.get(export._VIEW)
+    st.session_state[export._VIEW] = None  # export.collect keeps nothing while this is None
+    try:
+        _room(question, fingerprint)
+    finally:
+        st.session_state[export._VIEW] = view
+
+
+def _room(question: Question, fingerprint: str) -> None:
     code = teacher_session()
     if code is None:
         return

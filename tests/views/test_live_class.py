@@ -223,3 +223,30 @@ def test_a_learner_with_other_sliders_answers_another_version():
     assert "**0 answered**" in all_text(teacher)
     assert "1 more answered another version of this question" in all_text(teacher)
     assert not teacher.get("plotly_chart") or "The room's answers" not in page_text(teacher)
+
+
+def test_a_teacher_resumes_an_open_session_after_a_reload():
+    _, code = teacher_opens()
+    again = open_page("temperature")  # a reload: a new browser session, locked, the session forgotten
+    again.toggle(key="live_class_teacher_toggle").set_value(True).run()
+    again.text_input(key="live_class_gate_passcode_input").set_value(PASSCODE)
+    again.button(key="live_class_gate_unlock").click().run()
+    again.text_input(key=live_class.RESUME_INPUT).set_value("ZZZZZZ")
+    again.button(key="live_class_resume_button").click().run()
+    assert "Not resumed: the session ZZZZZZ is not open" in unescaped(all_text(again))
+    again.text_input(key=live_class.RESUME_INPUT).set_value(code)
+    again.button(key="live_class_resume_button").click().run()
+    assert again.session_state[live_class.TEACHER_KEY] == code
+    assert "**The room, round 1** (open): **0 answered**" in all_text(again)
+
+
+def test_the_room_chart_stays_out_of_the_view_export():
+    """Redrawn every second on its own, it would pile up in the sidebar's "Download this view" file."""
+    from ui import export
+
+    teacher, code = teacher_opens()
+    predict(learner_joins(code, "One"), QID, SHARPER)
+    teacher.run()
+    assert room_counts(teacher)  # drawn ...
+    titles = [shown.fig.layout.title.text for shown in teacher.session_state[export._VIEW]]
+    assert titles and not any("room" in t for t in titles), titles  # ... and not exported
