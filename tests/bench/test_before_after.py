@@ -111,8 +111,8 @@ def test_each_side_gets_every_argument_but_before_and_json(argv, passed_on):
 
 FAKE_BENCH = """
 import os, sys, time
-print("started", file=sys.stderr, flush=True)
 try:
+    print("started", file=sys.stderr, flush=True)  # inside the try: a signal right after it is caught too
     time.sleep(120)  # until interrupted
 except KeyboardInterrupt:
     open(os.environ["FAKE_BENCH_MARKER"], "w").write("stopped its servers")
