@@ -239,7 +239,7 @@ def _big_code(code: str, px: int) -> str:
     """The session code in large type: `code` has passed check_session_code (letters and digits), escaped anyway."""
     return (
         f'<p style="font-size:{px}px;font-weight:700;letter-spacing:0.12em;line-height:1.1;margin:0;'
-        f'font-family:monospace" aria-label="session code {" ".join(code)}">{html.escape(code)}</p>'
+        f'font-family:monospace" data-session-code="{html.escape(code)}">{html.escape(code)}</p>'
     )
 
 

@@ -116,8 +116,10 @@ def ask(question: Question, *, hint: str) -> Graded | None:
         graded = checked(question)
         if live_class.revealed(question.id):  # said to everyone in the session: a check now is no longer recorded
             answer = question.answer if question.is_choice else f"{float(question.answer):.4g}"
-            st.info(escape_markdown(f"Your teacher revealed the lab's answer: {answer}. {question.why}".strip()))
-            if graded is None:
+            if graded is not None:  # the verdict below says the answer and why
+                st.info(f"Your teacher revealed the lab's answer to the class: {escape_markdown(answer)}.")
+            else:
+                st.info(escape_markdown(f"Your teacher revealed the lab's answer: {answer}. {question.why}".strip()))
                 return Graded(question, "", False, REVEALED)
         if graded is None:
             st.info("The lab's own answer appears below once you have checked your prediction.")

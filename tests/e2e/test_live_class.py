@@ -75,7 +75,7 @@ def teacher_opens_a_session(page, url: str) -> str:
     idle(page)
     side.get_by_role("button", name="Open a class session").click()
     idle(page)
-    code = side.locator('p[aria-label^="session code"]').inner_text().strip()
+    code = side.locator("p[data-session-code]").inner_text().strip()
     dialog = page.get_by_role("dialog")  # the code is shown to the room at once
     expect(dialog.get_by_text(code, exact=True)).to_be_visible()
     page.keyboard.press("Escape")
@@ -170,5 +170,8 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
             lambda name=name, page=page: f"{name} never saw the reveal: {page.locator('body').inner_text()[-800:]!r}",
         )
         no_exception(page)
+    first = next(iter(learners.values()))
+    first.get_by_text("Your teacher revealed the lab's answer").scroll_into_view_if_needed()
+    shot(first, "live-class-learner-revealed")
     assert outside_requests(seen) == []
     assert os.path.getsize(SHOTS_DIR / "live-class-teacher-1440x900.png") > 0
