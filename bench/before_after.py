@@ -95,7 +95,10 @@ def run_side(script: Path, root: Path, args: Sequence[str]) -> dict:
     stops the servers and browser it started in process groups of their own before the worktree goes."""
     env = dict(os.environ, PYTHONPATH=str(root))
     command = [sys.executable, str(script), "--root", str(root), "--json", *args]
-    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        preexec_fn=_interruptible,
+    )  # fmt: skip
     try:
         stdout, _ = proc.communicate()
     except KeyboardInterrupt:  # a Ctrl-C at the terminal reached the bench too: let it finish cleaning up
@@ -110,6 +113,12 @@ def run_side(script: Path, root: Path, args: Sequence[str]) -> dict:
         return json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError) as err:
         raise SystemExit(f"{script.name} on {root} printed no JSON line at the end ({err}):\n{stdout}") from err
+
+
+def _interruptible() -> None:
+    """In the bench's process before it starts: SIGINT back to its default, so Python turns it into KeyboardInterrupt
+    (a shell starts a background job with SIGINT ignored, and the bench would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen, *, interrupt: bool, grace: float = 60) -> None:
