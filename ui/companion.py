@@ -19,16 +19,18 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
     """Render `fig` (restyled for a projector when that mode is on, no text under 12 px otherwise), then `summary`
     as a caption, then `table` in an expander with a CSV button.
 
-    The figure that is sent is built once per server for each spec (ui.figure_cache) and shared: nothing here
-    changes it."""
-    shown = figure_cache.final(fig, projector.on())
+    The figure and the table's Arrow form that are sent are built once per server for each spec (ui.figure_cache)
+    and shared: nothing here changes them."""
+    projected = projector.on()
+    shown, rows = figure_cache.final(fig, projected), figure_cache.table(table)
     fig = shown.fig
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG | {"toImageButtonOptions": {"filename": key}}, alt=summary)
     export.collect(fig, summary, table)
     st.caption(summary)
-    html_size = export.size_text(export.chart_html_size(fig, summary, table, shown.plot_bytes))
+    html_size = export.size_text(export.chart_html_size(fig, summary, table, shown.plot_bytes, rows.html_bytes))
     with st.expander("Data table for this chart", expanded=table_open):
-        projector.dataframe(table, hide_index=True, key=f"{key}_table")
+        # Projected, the rows become a styled static table (ui.projector.dataframe), made from the DataFrame.
+        projector.dataframe(table if projected else rows.arrow, hide_index=True, key=f"{key}_table")
         st.download_button(
             "Download the table as CSV",
             # Deferred: the CSV is written when the button is pressed, not on every rerun of the page.

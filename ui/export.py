@@ -85,7 +85,7 @@ def _escaped_size(text: str) -> int:
     return len(text.encode()) + sum(grow * text.count(c) for c, grow in _ESCAPE_GROWTH.items())
 
 
-def _table_size(table: pd.DataFrame) -> int:
+def table_size(table: pd.DataFrame) -> int:
     """len(_table(table).encode()), counted a column at a time (a 10,000-row table: milliseconds, not tens)."""
     rows, cols = table.shape
     size = len("<table><thead><tr></tr></thead><tbody></tbody></table>") + len("<tr></tr>") * rows
@@ -107,17 +107,20 @@ def _chart_heading(fig: go.Figure) -> str:
     return f"Attention Lab: {fig.layout.title.text or 'chart'}"
 
 
-def chart_html_size(fig: go.Figure, summary: str, table: pd.DataFrame, plot_bytes: int | None = None) -> int:
+def chart_html_size(
+    fig: go.Figure, summary: str, table: pd.DataFrame, plot_bytes: int | None = None, table_bytes: int | None = None
+) -> int:
     """The size of chart_html(fig, summary, table) in bytes, within a few hundred (the margins the file asks for),
     computed without building the file: most of it is plotly.js, measured once. `plot_bytes`: the length of
-    `fig`'s JSON when the caller knows it (ui.figure_cache measures it once per spec)."""
+    `fig`'s JSON and `table_bytes` table_size(table), when the caller knows them (ui.figure_cache measures both once
+    per spec)."""
     heading = html.escape(_chart_heading(fig))
     title = html.escape(fig.layout.title.text or "")
     wrapper = (
         f"{_HEAD.format(title=heading)}<section><h2>{title}</h2><p>{html.escape(summary)}</p></section></body></html>"
     )
     plot = (len(pio.to_json(fig).encode()) if plot_bytes is None else plot_bytes) + _plot_overhead()[1]
-    return len(wrapper.encode()) + plot + _table_size(table)
+    return len(wrapper.encode()) + plot + (table_size(table) if table_bytes is None else table_bytes)
 
 
 def size_text(n_bytes: int) -> str:

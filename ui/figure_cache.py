@@ -1,4 +1,4 @@
-"""A chart's final figure, built once per server per spec.
+"""A chart's final figure and its data table as sent, built once per server per spec.
 
 Every chart goes through ui.companion.chart, which turns the builder's figure into what the browser is sent
 (ui.projector's readable() or, projected, restyle()) and measures its share of the chart's HTML file. The same
@@ -19,6 +19,10 @@ bounds the cache near 25 MB for a typical mix and 130 MB if every entry were an 
 set (every page's default state in both modes is 64 entries, each slider position a few more) fits it, and the
 least recently used entries go first.
 
+The chart's data table gets the same treatment: its Arrow form (what st.dataframe sends, converted from pandas
+on every draw otherwise) and its share of the HTML file, keyed by a pickle of the DataFrame. A table's entry is
+about the size of its Arrow bytes (30 kB for a 27 x 27 matrix's 729 rows).
+
 ENABLED switches the cache off (tests/views/test_figure_path.py runs every page both ways and compares).
 """
 
@@ -28,11 +32,14 @@ import hashlib
 import pickle
 from dataclasses import dataclass
 
+import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+import pyarrow as pa
 import streamlit as st
+from streamlit import dataframe_util
 
-from ui import projector
+from ui import export, projector
 
 ENABLED = True
 MAX_ENTRIES = 256
@@ -83,3 +90,28 @@ def final(fig: go.Figure, projected: bool) -> Final:
     if not ENABLED:
         return build(fig, projected)
     return _cached(digest(fig, projected), projected, fig)
+
+
+@dataclass(frozen=True)
+class Table:
+    arrow: pa.Table  # what st.dataframe sends for the DataFrame (Streamlit's own conversion)
+    html_bytes: int  # the table's share of the chart's HTML file (ui.export)
+
+
+def build_table(frame: pd.DataFrame) -> Table:
+    """The plain computation: the DataFrame as Streamlit converts it, and its size in the HTML file."""
+    return Table(dataframe_util.convert_pandas_df_to_arrow_table(frame), export.table_size(frame))
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, show_spinner=False)
+def _cached_table(key: str, _frame: pd.DataFrame) -> Table:
+    return build_table(_frame)
+
+
+def table(frame: pd.DataFrame) -> Table:
+    """build_table(frame), computed once per server for each table while ENABLED (keyed by a pickle of it, which
+    holds every cell, column name and dtype)."""
+    if not ENABLED:
+        return build_table(frame)
+    key = hashlib.blake2b(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL), digest_size=16).hexdigest()
+    return _cached_table(key, frame)
