@@ -248,6 +248,9 @@ def measure(root: Path, wanted: set[str], modes: list[str], repeats: int, recomp
 
     torch.set_num_threads(1)
     app = root / "app.py"
+    unknown = wanted - {stem for stem, _ in pages(app)}
+    if unknown:
+        raise SystemExit(f"--pages: no page {', '.join(sorted(unknown))} in {app}; give stems of views/*.py")
     rows = []
     for stem, title in pages(app):
         if wanted and stem not in wanted:
