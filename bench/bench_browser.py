@@ -140,7 +140,8 @@ def measure(root: Path, wanted: set[str], repeats: int, show) -> dict:
     """Every wanted page's move on a server of `root`'s app; `show(row)` is called as each row is done."""
     unknown = wanted - {move.stem for move in moves(root)}
     if unknown:
-        raise SystemExit(f"--pages: no page with a widget to move (bench_pages.WIDGETS) named {', '.join(sorted(unknown))}")
+        names = ", ".join(sorted(unknown))
+        raise SystemExit(f"--pages: no page with a widget to move (bench_pages.WIDGETS) named {names}")
     conftest.ROOT = root  # streamlit_server runs ROOT / "app.py" from ROOT (read when it is called)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as tmp, streamlit_server(Path(tmp)) as server:
