@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import astuple
 from typing import NamedTuple
 
 import pandas as pd
@@ -41,6 +42,7 @@ _NOTE_KEY = "live_class_note"  # the last join or teacher action's problem, in w
 _PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run with
 _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
 _SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code to the room at once
+_ROUNDS_KEY = "live_class_rounds"  # {question id: (round, revealed)} of the questions this page asked, as shown
 LINK_PARAM = "session"
 POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
 ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
@@ -159,6 +161,7 @@ def _link_code() -> None:
 
 def sidebar() -> None:
     """The sidebar's class-session section: joined, or a form to join; the teacher's open, show, download, close."""
+    st.session_state[_ROUNDS_KEY] = {}  # filled again by this page's questions (revealed)
     if current() is None and teacher_session() is None:
         _link_code()
     with st.sidebar:
@@ -266,15 +269,34 @@ def _show_code(code: str) -> None:
 
 @st.fragment(run_every=POLL_S)
 def _poll(code: str) -> None:
-    """Every POLL_S: one read of the session's pulse; the whole page reruns only when the teacher did something."""
+    """Every POLL_S: one read of the session's pulse; the whole page reruns only when the teacher did something this
+    page shows (see changed)."""
+    from ui import follow  # here: ui.follow imports this module
+
     try:
         pulse = live().pulse(code)
-    except StoreError:
+        seen = st.session_state.get(_PULSE_KEY)
+        st.session_state[_PULSE_KEY] = pulse
+        following = bool(st.session_state.get(follow.TOGGLE_KEY))
+        if seen is not None and seen != pulse and changed(live(), code, shown(), following=following):
+            st.rerun()
+    except (ValueError, StoreError):
         return  # the next poll tries again; the page keeps what it shows
-    seen = st.session_state.get(_PULSE_KEY)
-    st.session_state[_PULSE_KEY] = pulse
-    if seen is not None and seen != pulse:
-        st.rerun()
+
+
+def shown() -> dict[str, tuple[int, bool]]:
+    """{question id: (round, revealed)} of the questions this page asked in its last run, as it showed them."""
+    return dict(st.session_state.get(_ROUNDS_KEY) or {})
+
+
+def changed(classes: LiveClass, code: str, shown: dict[str, tuple[int, bool]], *, following: bool) -> bool:
+    """After the pulse moved: does a learner's page need a run? Yes when following the teacher (ui.follow applies the
+    new view), when the session closed, or when a question the page shows (`shown`) has a new round or was revealed.
+    Not for the teacher's other moves: every learner's page rerunning at each of them would load the class server
+    for nothing (issue 26: 60 learners on 2 workers). A few primary-key reads, only after the pulse moved."""
+    if following or not classes.is_open(code):
+        return True
+    return any(astuple(classes.round(code, q))[:2] != state for q, state in shown.items())
 
 
 # ---- the predict-first questions in a session (ui.predict calls these) ---------------------------------------
@@ -300,9 +322,11 @@ def revealed(question: str) -> bool:
     if code is None:
         return False
     try:
-        return live().round(code, question).revealed
+        now = live().round(code, question)
     except (ValueError, StoreError):
         return False  # the learner keeps predicting; the next poll tries again
+    st.session_state.setdefault(_ROUNDS_KEY, {})[question] = (now.number, now.revealed)  # what the poll compares
+    return now.revealed
 
 
 @st.fragment(run_every=ROOM_POLL_S)

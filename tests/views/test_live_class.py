@@ -250,3 +250,30 @@ def test_the_room_chart_stays_out_of_the_view_export():
     assert room_counts(teacher)  # drawn ...
     titles = [shown.fig.layout.title.text for shown in teacher.session_state[export._VIEW]]
     assert titles and not any("room" in t for t in titles), titles  # ... and not exported
+
+
+def test_a_learners_page_reruns_for_what_it_shows_not_for_every_move_of_the_teacher():
+    """The pulse moves at every publish of the teacher's view (ui.follow), reveal, new round and close. A learner's page
+    that does not follow reruns only for a reveal or new round of a question it asked, or a closed session."""
+    teacher, code = teacher_opens()
+    learner = learner_joins(code, "Watcher")
+    shown = learner.session_state[live_class._ROUNDS_KEY]
+    assert shown == {QID: (1, False)}  # the page's question, as the page showed it
+    classes = LiveClass()
+
+    classes.publish(code, "temperature", {"factor": "12"})  # the teacher moved a slider
+    assert not live_class.changed(classes, code, shown, following=False)
+    assert live_class.changed(classes, code, shown, following=True)  # a follower applies the view
+    classes.reveal(code, "other_question")  # another page's question
+    assert not live_class.changed(classes, code, shown, following=False)
+
+    classes.reveal(code, QID)
+    assert live_class.changed(classes, code, shown, following=False)
+    learner.run()  # the rerun the poll asks for: the page shows the reveal and records it
+    assert learner.session_state[live_class._ROUNDS_KEY] == {QID: (1, True)}
+    assert not live_class.changed(classes, code, learner.session_state[live_class._ROUNDS_KEY], following=False)
+
+    classes.new_round(code, QID)
+    assert live_class.changed(classes, code, {QID: (1, True)}, following=False)
+    classes.close_session(code)
+    assert live_class.changed(classes, code, {}, following=False)
