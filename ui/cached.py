@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+import torch
 from torch import Tensor
 
 from core.lessons import masks as masking
@@ -134,6 +135,23 @@ def vocabulary_table(_tok: CharTokenizer, version: str) -> pd.DataFrame:
 def attention_grid(_model: GPT, version: str, ids: tuple[int, ...]) -> Tensor:
     """core.model.introspect.attention_grid of the model whose bundle version is `version`."""
     return introspect.attention_grid(_model, list(ids))
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def rope_offset_scores(
+    D: int, offsets: tuple[int, ...], positions: tuple[int, ...], base: float
+) -> rope_lab.OffsetScores:
+    """core.lessons.rope.offset_scores of the RoPE page's seeded q and k of width D (core.lessons.rope.seeded_qk):
+    its offset curves rotate 4 × 65 pairs of vectors, the same for every m and n with the same anchors."""
+    q, k = rope_lab.seeded_qk(D)
+    return rope_lab.offset_scores(q, k, list(offsets), list(positions), base)
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def rope_layout_equivalence(D: int, m: int, n: int, base: float) -> rope_lab.LayoutEquivalence:
+    """core.lessons.rope.layout_equivalence of the RoPE page's seeded q at position m and k at n (width D)."""
+    q, k = rope_lab.seeded_qk(D)
+    return rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)  # (2, D) at (m, n)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

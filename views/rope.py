@@ -2,7 +2,6 @@
 
 import pandas as pd
 import streamlit as st
-import torch
 
 from core.classroom.checkpoint import Question
 from core.lessons import rope as rope_lab
@@ -95,10 +94,10 @@ def page_section() -> None:
         R = max(32, abs(m - n))
         offsets = list(range(-R, R + 1))
         anchors = sorted({0, min(m, n), 100, 1000})
-        off = rope_lab.offset_scores(q, k, offsets, anchors, base)
+        off = cached.rope_offset_scores(D, tuple(offsets), tuple(anchors), base)
         # The question: the same offset with the earlier token at min(m, n) and SHIFT later, i.e. (m, n) and
         # both + SHIFT.
-        pair_of_scores = rope_lab.offset_scores(q, k, [m - n], [min(m, n), min(m, n) + SHIFT], base)
+        pair_of_scores = cached.rope_offset_scores(D, (m - n,), (min(m, n), min(m, n) + SHIFT), base)
         now, shifted = (row[0] for row in pair_of_scores.scores)
         change = shifted - now
         outcome = (
@@ -264,7 +263,7 @@ def page_section() -> None:
             "reordering of the features: move the even features to the first half and the odd ones to the second. "
             "A checkpoint from one library only works in the other after that permutation of its q and k weights."
         )
-        equivalence = rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)  # q at m, k at n
+        equivalence = cached.rope_layout_equivalence(D, m, n, base)  # q at m, k at n
         half, shown = D // 2, min(D // 2, 8)  # spell out at most 8 pairs; the table below lists every feature
         more = " …" if shown < half else ""
         st.markdown(

@@ -134,3 +134,34 @@ def test_the_vocabulary_table_is_each_bundles_own(trained_bundle):
     assert len(cached.vocabulary_table(other, "other")) != len(
         cached.vocabulary_table(trained_bundle.tokenizer, trained_bundle.version)
     )
+
+
+def test_the_rope_pages_offsets_and_layouts_are_the_core_computations_for_each_setting():
+    settings = [(16, 10000.0, 5, 2), (16, 10000.0, 9, 2), (8, 10000.0, 5, 2), (16, 500.0, 5, 2), (16, 10000.0, 5, 7)]
+    for D, base, m, n in settings + settings[:1]:  # the first again: served from the cache, still its numbers
+        q, k = rope_lab.seeded_qk(D)
+        offsets, anchors = tuple(range(-32, 33)), (0, min(m, n), 100, 1000)
+        assert cached.rope_offset_scores(D, offsets, anchors, base) == rope_lab.offset_scores(
+            q, k, list(offsets), list(anchors), base
+        )
+        pair = (min(m, n), min(m, n) + 5)
+        assert cached.rope_offset_scores(D, (m - n,), pair, base) == rope_lab.offset_scores(
+            q, k, [m - n], list(pair), base
+        )
+        got = cached.rope_layout_equivalence(D, m, n, base)
+        want = rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)
+        torch.testing.assert_close(got.adjacent, want.adjacent, rtol=0, atol=0)
+        torch.testing.assert_close(got.split_half, want.split_half, rtol=0, atol=0)
+        assert (got.permutation, got.destination, got.max_abs_diff, got.tolerance, got.passed) == (
+            want.permutation,
+            want.destination,
+            want.max_abs_diff,
+            want.tolerance,
+            want.passed,
+        )
+        assert got.unpermuted_max_abs_diff == want.unpermuted_max_abs_diff
+    # each key part reaches the numbers: a cache keyed on too little would hand one setting's result to another
+    layouts = [cached.rope_layout_equivalence(D, m, n, base).adjacent.tolist() for D, base, m, n in settings]
+    assert all(layouts[i] != layouts[j] for i in range(len(layouts)) for j in range(i))
+    curves = [cached.rope_offset_scores(D, (1, 2), (0, 3), base).scores for D, base, _, _ in settings[1:4]]
+    assert all(curves[i] != curves[j] for i in range(len(curves)) for j in range(i))
