@@ -147,9 +147,9 @@ def _link_code() -> None:
     """A first visit through a join link (`?session=CODE`): the form's code filled in, once. The value is untrusted:
     bounded and checked like a typed code; an unusable one is said, never echoed."""
     raw = st.query_params.get(LINK_PARAM)
-    if raw is None or st.session_state.get(_LINKED_KEY) == raw:
+    if raw is None or st.session_state.get(_LINKED_KEY) == raw[:64]:
         return
-    st.session_state[_LINKED_KEY] = raw
+    st.session_state[_LINKED_KEY] = raw[:64]  # bounded: a link can be long
     try:
         code = check_session_code(raw[:64])
     except ValueError:

@@ -277,3 +277,18 @@ def test_a_learners_page_reruns_for_what_it_shows_not_for_every_move_of_the_teac
     assert live_class.changed(classes, code, {QID: (1, True)}, following=False)
     classes.close_session(code)
     assert live_class.changed(classes, code, {}, following=False)
+
+
+@pytest.mark.parametrize("page", ["release", "checkpoint"])
+def test_the_sidebar_gate_sits_beside_a_pages_own_and_unlocks_both(page):
+    """Release and Checkpoint draw ui.teacher's gate too: the sidebar's has its own widget keys, and one unlock (the
+    session's) opens both."""
+    at = open_page(page)
+    at.toggle(key="live_class_teacher_toggle").set_value(True).run()
+    assert not at.exception
+    assert [t.key for t in at.text_input if t.key and "passcode" in t.key].count("teacher_passcode_input") == 1
+    at.text_input(key="live_class_gate_passcode_input").set_value(PASSCODE)
+    at.button(key="live_class_gate_unlock").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.button(key="teacher_lock")  # the page's own gate is unlocked by the same passcode
+    assert at.button(key="live_class_open")
