@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
 
 from ui.text import escape_markdown
 
@@ -60,7 +61,17 @@ def quoted(text: str, limit: int) -> str:
 def _clear_note(key: str) -> None:
     """Every widget's on_change: the learner moved it, so a note about the link's value no longer applies."""
     st.session_state.pop(_NOTE.format(key), None)
-    st.session_state[MOVED] = key
+    if _by_hand():
+        st.session_state[MOVED] = key
+
+
+def _by_hand() -> bool:
+    """In a widget's callback: whether this run is the one the widget's own change asked for (the whole script, or
+    the widget's fragment). Another fragment's run (a poll's run_every tick) also carries the browser's widget values,
+    which can be older than a value just set from code (ui.follow): that difference is not the learner's move."""
+    ctx = get_script_run_ctx()
+    fragments = ctx.fragment_ids_this_run if ctx is not None else None
+    return not fragments or ThreadState.get().fragment_id in fragments
 
 
 def _drawn(key: str, default: Any, usable: Callable[[str], bool], value: Callable[[str], Any]) -> None:
