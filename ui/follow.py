@@ -41,6 +41,7 @@ TOGGLE_KEY = "follow_teacher"  # the learner's sidebar toggle
 POLL_S = 1.0  # the fragments' period: the teacher's view check, the follower's own-move check
 LOCAL = frozenset({projector.KEY})  # this screen's presentation: neither published nor followed
 LEFT = "You left follow mode by moving a slider; turn Follow the teacher on to rejoin."
+LEFT_MODEL = "You left follow mode by picking another model; turn Follow the teacher on to rejoin."
 _PAGES = "_follow_pages"  # session key: {url_path: {widget key: params.Bound}} of the widgets each page drew
 _PUBLISHED = "_follow_published"  # session key: (code, page, params) of the teacher's last publish
 _APPLIED = "_follow_applied"  # session key: (seq, page, params) of the teacher's view this learner last applied
@@ -128,22 +129,24 @@ def _toggled() -> None:
     st.session_state.pop(_NOTE, None)
 
 
-def _moved() -> bool:
-    """The learner changed something by hand since the last applied view: a widget, or the sidebar's model."""
+def _moved() -> str | None:
+    """What the learner changed by hand since the last applied view (a widget, or the sidebar's model), as the note
+    that says so; None when nothing."""
     applied = st.session_state.get(_APPLIED)
     if applied is None:
-        return False
+        return None
     if st.session_state.get(params.MOVED) is not None:
-        return True
+        return LEFT
     pin = applied[2].get(models.PIN)
-    return pin is not None and st.query_params.get(models.PIN) != pin
+    return LEFT_MODEL if pin is not None and st.query_params.get(models.PIN) != pin else None
 
 
 def _learner(code: str, page_path: str) -> None:
     with st.sidebar:
-        if st.session_state.get(_FOLLOWING) and _moved():
+        left = _moved() if st.session_state.get(_FOLLOWING) else None
+        if left is not None:
             st.session_state[_FOLLOWING] = False
-            st.session_state[_NOTE] = LEFT
+            st.session_state[_NOTE] = left
         st.session_state[TOGGLE_KEY] = bool(st.session_state.get(_FOLLOWING))
         following = st.toggle(
             "Follow the teacher",
@@ -169,7 +172,7 @@ def _learner(code: str, page_path: str) -> None:
 def _own_move_poll() -> None:
     """Every POLL_S while following: a widget moved inside a page's fragment reran only that fragment; the whole page
     reruns so that the toggle goes off and the learner is told."""
-    if _moved():
+    if _moved() is not None:
         st.rerun()
 
 

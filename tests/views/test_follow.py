@@ -16,7 +16,7 @@ from core.model.bundle import load_bundle
 from tests.apptest import APP, all_text
 from ui import follow
 from ui.live_class import LEARNER_KEY, TEACHER_KEY
-from ui.models import SHIPPED_DIR
+from ui.models import SHIPPED_DIR, SHIPPED_LABEL
 from ui.teacher import UNLOCKED_KEY
 
 PASSCODE = "test-teacher-7f3a"
@@ -179,3 +179,24 @@ def test_moving_a_slider_leaves_follow_mode_and_says_how_to_rejoin(live):
     ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())  # rejoin: the teacher's view again, the note gone
     assert at.slider(key="temperature").value == pytest.approx(0.4)
     assert at.toggle(key=follow.TOGGLE_KEY).value and not at.sidebar.info
+
+
+def test_the_model_the_teacher_picks_is_followed_and_picking_another_leaves(live, trained_bundle_path):
+    """The teacher's model version (the picker's pin in the URL) follows too: a version this learner's server has
+    is selected in the learner's picker; the learner picking another model by hand leaves follow mode."""
+    code = live.open_session()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["lab_session_bundles"] = [("Trained here", str(trained_bundle_path))]
+    at.session_state["lab_bundle"] = SHIPPED_LABEL
+    at.session_state[LEARNER_KEY] = (code, live.join(code, "Ada"), "Ada")
+    ok(at.run())
+    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    live.publish(code, "temperature", {"model": load_bundle(trained_bundle_path).version})
+    ok(at.run())
+    assert at.selectbox(key="lab_bundle").value == "Trained here"
+    assert at.query_params["model"] == load_bundle(trained_bundle_path).version
+    assert at.toggle(key=follow.TOGGLE_KEY).value
+
+    ok(at.selectbox(key="lab_bundle").set_value(SHIPPED_LABEL).run())
+    assert not at.toggle(key=follow.TOGGLE_KEY).value
+    assert follow.LEFT_MODEL in [t.replace("\\", "") for t in (i.value for i in at.sidebar.info)]
