@@ -200,3 +200,60 @@ def test_the_model_the_teacher_picks_is_followed_and_picking_another_leaves(live
     ok(at.selectbox(key="lab_bundle").set_value(SHIPPED_LABEL).run())
     assert not at.toggle(key=follow.TOGGLE_KEY).value
     assert follow.LEFT_MODEL in [t.replace("\\", "") for t in (i.value for i in at.sidebar.info)]
+
+
+def _two_fragments() -> None:
+    import streamlit as st
+
+    from ui import params
+
+    @st.fragment
+    def section() -> None:
+        params.slider("A page's slider", "x", 0, 10, 5)
+
+    @st.fragment
+    def poll() -> None:
+        st.button("A poll's tick", key="tick")
+
+    section()
+    poll()
+
+
+def _run_fragment(at: AppTest, fragment_id: str | None) -> None:
+    """Rerun as the browser asks for `fragment_id` (None: the whole script), sending every widget's value as set."""
+    from streamlit.testing.v1 import local_script_runner
+
+    full_tree = at._tree
+    states = full_tree.get_widget_states()
+    plain = local_script_runner.RerunData
+    local_script_runner.RerunData = lambda *a, **kw: plain(*a, **kw, fragment_id=fragment_id)
+    try:
+        at._run(states)
+    finally:
+        local_script_runner.RerunData = plain
+    ok(at)
+    if fragment_id is not None:
+        at._tree = full_tree  # the browser keeps the page and replaces the fragment's part (tests/apptest.py)
+
+
+def test_a_widget_counts_as_moved_by_hand_only_in_the_run_its_change_asked_for():
+    """A poll's run_every tick sends the browser's widget values too, which may be older than a value just set from
+    code: a difference seen in another fragment's run is no move of the learner's (the browser test once left follow
+    mode by itself that way); the widget's own fragment's run, or a whole run, is."""
+    from tests.apptest import fragment_of
+    from ui.params import MOVED
+
+    at = ok(AppTest.from_function(_two_fragments).run())
+    section, poll = fragment_of(at, at.slider(key="x")), fragment_of(at, at.button(key="tick"))
+    assert section is not None and poll is not None and section != poll
+
+    at.slider(key="x").set_value(7)
+    _run_fragment(at, poll)  # a tick carrying a value the browser held
+    assert MOVED not in at.session_state
+    at.slider(key="x").set_value(8)
+    _run_fragment(at, section)  # the learner dragged it: its fragment reruns
+    assert at.session_state[MOVED] == "x"
+    del at.session_state[MOVED]
+    at.slider(key="x").set_value(2)
+    _run_fragment(at, None)
+    assert at.session_state[MOVED] == "x"
