@@ -25,6 +25,7 @@ from .conftest import (
     wait_for_app_idle,
     wait_until,
 )
+from .test_offline_and_a11y import FAILING_IMPACTS, describe, run_axe
 
 STEP_TIMEOUT_MS = 120_000  # one run on a busy 2-core machine with four browsers; polled, never slept
 LEARNERS = {"Ada Quillfeather": "0.5", "Bo Zanzibar": "0.5", "Cy Wexworth": "0.95"}  # names found nowhere else
@@ -99,6 +100,11 @@ def learner_joins_and_answers(page, url: str, code: str, name: str, answer: str)
     assert page.get_by_text("not recorded for your teacher").count() == 0
 
 
+def serious_axe(page) -> list[dict]:
+    """axe-core's critical and serious violations, as every page is held to them (test_offline_and_a11y)."""
+    return [v for v in run_axe(page) if v.get("impact") in FAILING_IMPACTS]
+
+
 def room_counts(page) -> list[float]:
     """The bar heights of the teacher's room chart, read from the drawn Plotly figure."""
     return page.evaluate(
@@ -138,6 +144,7 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
         assert name not in text and name.split()[0] not in text and name.split()[1] not in text
     no_exception(teacher)
 
+    assert not (failing := serious_axe(teacher)), describe(failing)  # the room's panel and the open session
     room_chart = teacher.locator('[data-testid="stPlotlyChart"]').filter(has_text="The room's answers")
     room_chart.scroll_into_view_if_needed()
     shot(teacher, "live-class-teacher-1440x900")
@@ -173,5 +180,6 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
     first = next(iter(learners.values()))
     first.get_by_text("Your teacher revealed the lab's answer").scroll_into_view_if_needed()
     shot(first, "live-class-learner-revealed")
+    assert not (failing := serious_axe(first)), describe(failing)  # a learner in the session, after the reveal
     assert outside_requests(seen) == []
     assert os.path.getsize(SHOTS_DIR / "live-class-teacher-1440x900.png") > 0
