@@ -18,9 +18,11 @@ is untrusted text, as a link is: the page must be one of app.py's, each value mu
 check (ui.params.Bound.parse), and a view that fails anything is ignored whole, with a notice.
 
 Leaving: a widget the learner moves by hand records itself (ui.params.MOVED, its on_change, which a value set from
-code never fires), as does a model picked in the sidebar (the pin in the URL differs from the applied one). The
-next run turns the toggle off and says how to rejoin; while following, a fragment checks for it every POLL_S
-(no database read), since a widget in a page's fragment reruns only that fragment.
+code never fires; counted only in the run the widget's own change asked for, since a poll's tick carries the
+browser's values, which can be older than the ones just applied), as does a model picked in the sidebar (the pin
+in the URL differs from the applied one). The next run turns the toggle off and says how to rejoin; while
+following, a fragment checks for it every POLL_S (no database read), since a widget in a page's fragment reruns
+only that fragment.
 """
 
 from __future__ import annotations
@@ -177,7 +179,8 @@ def _own_move_poll() -> None:
 
 
 def page_scripts() -> dict[str, str]:
-    """url_path -> script of every page in app.py's st.navigation (Streamlit's page registry of this session)."""
+    """url_path -> script of every page in app.py's st.navigation. Streamlit has no public list of the pages, so this
+    reads its page registry for this session (ctx.pages_manager), as ui.fragment reads ctx.fragment_ids_this_run."""
     ctx = get_script_run_ctx()
     if ctx is None:
         return {}
