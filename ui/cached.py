@@ -27,7 +27,6 @@ from core.lessons import scores as lessons
 from core.lessons.example_run import EXAMPLE
 from core.model import introspect
 from core.model.gpt import GPT
-from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 from ui import charts
 from ui.companion import matrix_table
 
@@ -108,27 +107,6 @@ def worked_example_weights() -> tuple[list[list[float | None]], pd.DataFrame]:
 def example_source() -> str:
     """The text of examples/attention_by_hand.py that Start here prints, read once per server, not every rerun."""
     return EXAMPLE.read_text(encoding="utf-8")
-
-
-VOCABULARY_ROLES = {
-    0: "storage filler, never predicted",
-    1: "sequence start",
-    2: "end of a document",
-    3: "unseen character",
-}
-
-
-@st.cache_data(max_entries=ENTRIES, show_spinner=False)
-def vocabulary_table(_tok: CharTokenizer, version: str) -> pd.DataFrame:
-    """The Tokenizer page's vocabulary (every id, its piece, code point and role) of the bundle `version`."""
-    return pd.DataFrame(
-        {
-            "id": list(range(_tok.vocab_size)),
-            "token": [_tok.display_piece(i) for i in range(_tok.vocab_size)],
-            "code point": ["special"] * len(SPECIAL_TOKENS) + [f"U+{ord(c):04X}" for c in _tok.chars],
-            "role": [VOCABULARY_ROLES[i] for i in range(len(SPECIAL_TOKENS))] + ["character"] * len(_tok.chars),
-        }
-    )
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

@@ -7,7 +7,7 @@ import streamlit as st
 from core.model.architecture import architecture
 from core.model.introspect import encode_for_model
 from core.model.tokenizer import SPECIAL_TOKENS
-from ui import cached, charts, layout, params, projector
+from ui import charts, layout, params, projector
 from ui.companion import chart
 from ui.models import require_bundle
 from ui.text import code_points, explain_encoding
@@ -101,7 +101,16 @@ with ids_tab:
     )
 
 with vocab_tab:
-    vocab = cached.vocabulary_table(tok, bundle.version)
+    pieces = [tok.display_piece(i) for i in range(tok.vocab_size)]
+    roles = {0: "storage filler, never predicted", 1: "sequence start", 2: "end of a document", 3: "unseen character"}
+    vocab = pd.DataFrame(
+        {
+            "id": list(range(tok.vocab_size)),
+            "token": pieces,
+            "code point": ["special"] * len(SPECIAL_TOKENS) + [f"U+{ord(c):04X}" for c in tok.chars],
+            "role": [roles[i] for i in range(len(SPECIAL_TOKENS))] + ["character"] * len(tok.chars),
+        }
+    )
     st.caption(
         f"{tok.vocab_size} tokens: the {len(SPECIAL_TOKENS)} special tokens {', '.join(SPECIAL_TOKENS)} and "
         f"{len(tok.chars)} characters (spaces and line breaks drawn as ␣ and ↵)."

@@ -113,29 +113,6 @@ def test_start_heres_picture_and_example_are_the_plain_computations():
     )
 
 
-def test_the_vocabulary_table_is_each_bundles_own(trained_bundle):
-    from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
-
-    other = CharTokenizer.from_text("zyx")
-    for tok, version in (
-        (trained_bundle.tokenizer, trained_bundle.version),
-        (other, "other"),
-        (trained_bundle.tokenizer, trained_bundle.version),
-    ):
-        table = cached.vocabulary_table(tok, version)
-        assert table["id"].tolist() == list(range(tok.vocab_size))
-        assert table["token"].tolist() == [tok.display_piece(i) for i in range(tok.vocab_size)]
-        chars = table["code point"].tolist()[len(SPECIAL_TOKENS) :]
-        assert [chr(int(c.removeprefix("U+"), 16)) for c in chars] == list(tok.chars)
-        assert table["role"].tolist()[: len(SPECIAL_TOKENS)] == [
-            cached.VOCABULARY_ROLES[i] for i in range(len(SPECIAL_TOKENS))
-        ]
-        assert set(table["role"].tolist()[len(SPECIAL_TOKENS) :]) <= {"character"}
-    assert len(cached.vocabulary_table(other, "other")) != len(
-        cached.vocabulary_table(trained_bundle.tokenizer, trained_bundle.version)
-    )
-
-
 def test_the_rope_pages_offsets_and_layouts_are_the_core_computations_for_each_setting():
     settings = [(16, 10000.0, 5, 2), (16, 10000.0, 9, 2), (8, 10000.0, 5, 2), (16, 500.0, 5, 2), (16, 10000.0, 5, 7)]
     for D, base, m, n in settings + settings[:1]:  # the first again: served from the cache, still its numbers
