@@ -6,7 +6,7 @@ spec is asked for again and again: every rerun of a page whose slider did not to
 state asked by 30 learners, or by a class following the teacher. So the result is kept server-wide
 (st.cache_resource: one object shared by every session, no copy), keyed by a digest of the builder's spec (its
 trace and layout dicts, which hold every number, label and size, the Streamlit theme's template included) and the
-projector switch. A hit costs the digest: a pickle of the builder's spec.
+projector switch. A hit costs the digest: one walk over the builder's spec (`feed`).
 
 The cached figure is shared by every session, so nothing may change it: ui.companion.chart only hands it to
 st.plotly_chart (which reads it) and to ui.export (which copies it before adding its margins). Its dict, what
@@ -20,8 +20,8 @@ set (every page's default state in both modes is 64 entries, each slider positio
 least recently used entries go first.
 
 The chart's data table gets the same treatment: its Arrow form (what st.dataframe sends, converted from pandas
-on every draw otherwise) and its share of the HTML file, keyed by a pickle of the DataFrame. A table's entry is
-about the size of its Arrow bytes (30 kB for a 27 x 27 matrix's 729 rows).
+on every draw otherwise) and its share of the HTML file, keyed by a digest of the DataFrame's columns and cells. A
+table's entry is about the size of its Arrow bytes (30 kB for a 27 x 27 matrix's 729 rows).
 
 ENABLED switches the cache off (tests/views/test_figure_path.py runs every page both ways and compares).
 """
@@ -29,9 +29,10 @@ ENABLED switches the cache off (tests/views/test_figure_path.py runs every page 
 from __future__ import annotations
 
 import hashlib
-import pickle
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -61,14 +62,55 @@ class Final:
     plot_bytes: int  # len(plotly.io.to_json(fig)): the plot's share of the chart's HTML file (ui.export)
 
 
-def digest(fig: go.Figure, projected: bool) -> str:
-    """The cache key: a digest of everything the figure would draw, and the projector switch.
+class Unhashable(Exception):
+    """A value `feed` cannot write faithfully: the chart is built, not cached."""
 
-    The figure's own trace and layout dicts (what to_dict() deep-copies and to_json encodes) pickled: 0.1 ms for the
-    Inspector's grid where its JSON takes 7. Pickle writes every value (a numpy array's bytes included), so two
-    specs that differ never share a key; the same spec written in another order gets a key of its own (a miss)."""
-    spec = pickle.dumps((fig._data, fig._layout), protocol=pickle.HIGHEST_PROTOCOL)
-    return hashlib.blake2b(spec, digest_size=16, person=b"proj" if projected else b"plain").hexdigest()
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def feed(h: Any, value: object) -> None:  # h: a hashlib object (hashlib._Hash is private)
+    """Write `value` into the digest `h` so that two values that differ never write the same bytes: containers with
+    their length, every scalar with its type and the length of its repr, arrays with their dtype, shape and bytes.
+
+    Only the types a figure spec or a table holds are written (dict, list, tuple, str, int, float, bool, None, numpy
+    arrays and scalars); anything else raises Unhashable, so a value whose repr might not say all of it (a pandas
+    object prints "...") never makes two specs share a key. Not pickle: the lab never imports a pickle module
+    (tests/model/test_bundle.py), and a walk of a figure's few dicts is as fast (0.1 ms for the Inspector's grid)."""
+    if isinstance(value, dict):
+        h.update(b"{%d;" % len(value))
+        for key, item in value.items():  # in order: the same spec written in another order is only a miss
+            feed(h, key)
+            feed(h, item)
+    elif isinstance(value, list | tuple):
+        h.update(b"[%d;" % len(value))
+        for item in value:
+            feed(h, item)
+    elif isinstance(value, np.ndarray | np.generic):
+        if value.dtype.hasobject:
+            feed(h, value.tolist())
+            return
+        array = np.ascontiguousarray(value)
+        h.update(f"a{array.dtype.str}{array.shape};".encode())
+        h.update(array.tobytes())
+    elif isinstance(value, _SCALARS):
+        text = repr(value).encode()
+        h.update(b"%s%d;" % (type(value).__name__.encode(), len(text)))
+        h.update(text)
+    else:
+        raise Unhashable(type(value).__name__)
+
+
+def digest(fig: go.Figure, projected: bool) -> str | None:
+    """The cache key: a digest of everything the figure would draw (its own trace and layout dicts, what to_dict()
+    deep-copies and to_json encodes), and the projector switch; None when the spec holds a value `feed` does not
+    write (the figure is then built, not cached)."""
+    h = hashlib.blake2b(digest_size=16, person=b"proj" if projected else b"plain")
+    try:
+        feed(h, (fig._data, fig._layout))
+    except Unhashable:
+        return None
+    return h.hexdigest()
 
 
 def build(fig: go.Figure, projected: bool) -> Final:
@@ -87,9 +129,10 @@ def _cached(key: str, projected: bool, _fig: go.Figure) -> Final:
 
 def final(fig: go.Figure, projected: bool) -> Final:
     """build(fig, projected), computed once per server for each spec while ENABLED."""
-    if not ENABLED:
+    key = digest(fig, projected) if ENABLED else None
+    if key is None:
         return build(fig, projected)
-    return _cached(digest(fig, projected), projected, fig)
+    return _cached(key, projected, fig)
 
 
 @dataclass(frozen=True)
@@ -109,9 +152,15 @@ def _cached_table(key: str, _frame: pd.DataFrame) -> Table:
 
 
 def table(frame: pd.DataFrame) -> Table:
-    """build_table(frame), computed once per server for each table while ENABLED (keyed by a pickle of it, which
-    holds every cell, column name and dtype)."""
+    """build_table(frame), computed once per server for each table while ENABLED (keyed by `feed` over
+    its column names, dtypes, index labels and cells; a cell `feed` does not write leaves it uncached)."""
     if not ENABLED:
         return build_table(frame)
-    key = hashlib.blake2b(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL), digest_size=16).hexdigest()
-    return _cached_table(key, frame)
+    h = hashlib.blake2b(digest_size=16, person=b"table")
+    try:
+        feed(h, ([str(c) for c in frame.columns], [str(t) for t in frame.dtypes], frame.index.tolist()))
+        for column in frame.columns:
+            feed(h, frame[column].tolist())
+    except Unhashable:
+        return build_table(frame)
+    return _cached_table(h.hexdigest(), frame)

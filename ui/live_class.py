@@ -45,6 +45,7 @@ _SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code t
 _ROUNDS_KEY = "live_class_rounds"  # {question id: (round, revealed)} of the questions this page asked, as shown
 LINK_PARAM = "session"
 POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
+FOLLOW_POLL_S = 1  # a learner who follows the teacher polls this often: the teacher's move shows within 1-2 s
 ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
 SIDEBAR_CODE_PX = 34  # six characters on one line of the sidebar
 CODE_PX = 96  # the session code's type size for the room; larger projected
@@ -179,7 +180,10 @@ def sidebar() -> None:
             if note:
                 st.warning(escape_markdown(note))
         if joined is not None:
-            _poll(joined.code)
+            from ui import follow  # here: ui.follow imports this module
+
+            following = bool(st.session_state.get(follow.TOGGLE_KEY))
+            st.fragment(_poll, run_every=FOLLOW_POLL_S if following else POLL_S)(joined.code)
 
 
 def _learner(joined: Learner) -> None:
@@ -267,10 +271,9 @@ def _show_code(code: str) -> None:
     picture.image(png, width=width, caption="QR code of the join address with this session's code")
 
 
-@st.fragment(run_every=POLL_S)
 def _poll(code: str) -> None:
-    """Every POLL_S: one read of the session's pulse; the whole page reruns only when the teacher did something this
-    page shows (see changed)."""
+    """Every POLL_S (FOLLOW_POLL_S while following the teacher), as a fragment: one read of the session's pulse;
+    the whole page reruns only when the teacher did something this page shows (see changed)."""
     from ui import follow  # here: ui.follow imports this module
 
     try:

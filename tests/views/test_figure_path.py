@@ -259,3 +259,43 @@ def test_the_digest_covers_every_change_a_view_makes_after_building():
     assert figure_cache.digest(fig, True) != key
     fig.update_layout(height=300)  # as views/temperature.py does after the builder
     assert figure_cache.digest(fig, False) != key
+
+
+def _key(value) -> str:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    figure_cache.feed(h, value)
+    return h.hexdigest()
+
+
+def test_feed_writes_values_that_differ_as_different_bytes():
+    import numpy as np
+
+    pairs = [
+        (["ab", "c"], ["a", "bc"]),  # the same characters split differently
+        ([1], [True]),  # equal in Python, drawn differently
+        ([1], [1.0]),
+        ({"a": [1, 2]}, {"a": [[1, 2]]}),
+        (np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32)),  # same bytes, another shape
+        (np.zeros(2, np.float32), np.zeros(2, np.float64)),
+        (np.array([0.1, 0.2], np.float32), np.array([0.1, 0.2000001], np.float32)),
+        ([None], ["None"]),
+        ("masked", ["masked"]),
+    ]
+    for a, b in pairs:
+        assert _key(a) != _key(b), (a, b)
+    assert _key({"z": np.arange(4.0), "t": ("x", 1.5)}) == _key({"z": np.arange(4.0), "t": ("x", 1.5)})
+
+
+def test_a_value_feed_cannot_write_whole_leaves_the_chart_uncached():
+    import pandas as pd
+    import pytest as _pytest
+
+    with _pytest.raises(figure_cache.Unhashable):
+        _key([pd.Series(range(1000))])  # its repr would print "..."
+    from ui import charts
+
+    fig = charts.bars(["a", "b"], [0.1, 0.2], title="t", y_title="p")
+    fig._layout["meta"] = pd.Timestamp("2026-12-02")  # a type the spec walk does not write
+    assert figure_cache.digest(fig, False) is None
