@@ -31,8 +31,10 @@ bench:
 	$(PY) bench/bench_train.py
 	$(PY) bench/bench_latency.py
 	$(PY) bench/bench_monitoring.py
-	$(PY) bench/bench_pages.py
-	$(PY) bench/bench_browser.py
+	$(PY) bench/bench_pages.py --modes warm,cold --before
+	$(PY) bench/bench_browser.py --before
+	$(PY) bench/bench_class.py --before
+	$(PY) bench/bench_live_class.py
 
 clean:
 	rm -rf .venv .venv-* .pytest_cache .hypothesis
