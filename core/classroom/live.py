@@ -47,7 +47,7 @@ from sqlalchemy import Connection, Table, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.classroom.checkpoint import Question, parse_number
-from core.classroom.results import _cell
+from core.classroom.results import safe_cell
 from core.classroom.store import (
     LIVE_ANSWERS,
     LIVE_LEARNERS,
@@ -203,7 +203,7 @@ class LiveClass:
         return self.store.notice
 
     def _transaction(self, *, write: bool = False):
-        return self.store._transaction(write=write)
+        return self.store.transaction(write=write)
 
     # ---- the teacher's session ----------------------------------------------------------------------------
 
@@ -409,7 +409,7 @@ class LiveClass:
 
     def answers_csv(self, code: str) -> str:
         """Every answer of the session by question and round, with display names: the teacher's download only.
-        Cells a spreadsheet would run as a formula are quoted (results._cell)."""
+        Cells a spreadsheet would run as a formula are quoted (results.safe_cell)."""
         code = check_session_code(code)
         a, learner = LIVE_ANSWERS.c, LIVE_LEARNERS.c
         with self._transaction() as conn:
@@ -423,7 +423,7 @@ class LiveClass:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
         for row in rows:
-            writer.writerow([_cell(v) for v in (*row[:4], int(row[4]), *row[5:])])
+            writer.writerow([safe_cell(v) for v in (*row[:4], int(row[4]), *row[5:])])
         return out.getvalue()
 
 

@@ -77,7 +77,7 @@ def summarise(answers: Sequence[Answer]) -> ClassSummary:
     return ClassSummary(tuple(learners), tuple(questions))
 
 
-def _cell(value: object) -> str:
+def safe_cell(value: object) -> str:
     """A CSV cell a spreadsheet will not run: text starting with = + - @ (or a tab, a return) gets a leading '."""
     text = str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
@@ -88,5 +88,5 @@ def to_csv(answers: Sequence[Answer]) -> str:
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for a in answers:
-        writer.writerow([_cell(getattr(a, column)) for column in CSV_COLUMNS])
+        writer.writerow([safe_cell(getattr(a, column)) for column in CSV_COLUMNS])
     return out.getvalue()

@@ -198,7 +198,7 @@ class ClassStore:
         self.notice: str | None = None  # set when a damaged database was moved aside
         self._ready = False
 
-    def _transaction(self, *, write: bool = False):
+    def transaction(self, *, write: bool = False):
         """One read or one write in one transaction; the schema checked on first use."""
         if not self._ready:
             self.notice = self._db.prepare(COMPONENT, MIGRATIONS, _probe) or self.notice
@@ -219,7 +219,7 @@ class ClassStore:
                 raise ValueError(f"not a question id: {question!r}")
             rows.append(Answer(learner, class_code, attempt, question, str(answer)[:MAX_ANSWER], bool(correct), at))
         if rows:
-            with self._transaction(write=True) as conn:
+            with self.transaction(write=True) as conn:
                 conn.execute(
                     ANSWERS.insert(),
                     [{**{k: getattr(a, k) for k in _FIELDS}, "correct": int(a.correct)} for a in rows],
@@ -231,12 +231,12 @@ class ClassStore:
         query = select(*[ANSWERS.c[k] for k in _FIELDS]).order_by(ANSWERS.c.id)
         if class_code is not None:
             query = query.where(ANSWERS.c.class_code == check_class_code(class_code))
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             found = conn.execute(query).all()
         return [Answer(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in found]
 
     def class_codes(self) -> list[str]:
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             return list(conn.execute(select(ANSWERS.c.class_code).distinct().order_by(ANSWERS.c.class_code)).scalars())
 
 
