@@ -135,8 +135,6 @@ def change_as_browser(at: AppTest, kind: str, key: str, value) -> list:
     Returns the elements that run produced (the fragment's, or the whole page's), as `signatures` lists them. The
     AppTest keeps the whole page's element tree afterwards, as the browser keeps the page and replaces only the
     fragment's part; bench/bench_pages.py times this same call."""
-    from streamlit.testing.v1 import local_script_runner
-
     element = widget(at, kind, key)
     element.set_value(value)
     fragment_id = fragment_of(at, element)
@@ -144,6 +142,15 @@ def change_as_browser(at: AppTest, kind: str, key: str, value) -> list:
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         return signatures(at._tree)
+    return signatures(rerun_fragment(at, fragment_id))
+
+
+def rerun_fragment(at: AppTest, fragment_id: str):
+    """Run only the fragment `fragment_id`, sending every widget's value as the browser would; returns the elements that
+    run produced, and leaves the AppTest holding the whole page (the browser keeps it and replaces the fragment's
+    part)."""
+    from streamlit.testing.v1 import local_script_runner
+
     full_tree = at._tree
     states = full_tree.get_widget_states()  # every widget of the page, as the browser sends them
     plain = local_script_runner.RerunData
@@ -154,8 +161,8 @@ def change_as_browser(at: AppTest, kind: str, key: str, value) -> list:
         local_script_runner.RerunData = plain
     fragment_tree = at._tree
     assert not fragment_tree.exception, [e.value for e in fragment_tree.exception]
-    at._tree = full_tree  # the browser keeps the page and replaces the fragment's part
-    return signatures(fragment_tree)
+    at._tree = full_tree
+    return fragment_tree
 
 
 def signatures(tree) -> list[str]:

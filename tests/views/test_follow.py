@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text
+from tests.apptest import APP, all_text, rerun_fragment
 from ui import follow
 from ui.live_class import LEARNER_KEY, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
@@ -221,19 +221,11 @@ def _two_fragments() -> None:
 
 def _run_fragment(at: AppTest, fragment_id: str | None) -> None:
     """Rerun as the browser asks for `fragment_id` (None: the whole script), sending every widget's value as set."""
-    from streamlit.testing.v1 import local_script_runner
-
-    full_tree = at._tree
-    states = full_tree.get_widget_states()
-    plain = local_script_runner.RerunData
-    local_script_runner.RerunData = lambda *a, **kw: plain(*a, **kw, fragment_id=fragment_id)
-    try:
-        at._run(states)
-    finally:
-        local_script_runner.RerunData = plain
-    ok(at)
-    if fragment_id is not None:
-        at._tree = full_tree  # the browser keeps the page and replaces the fragment's part (tests/apptest.py)
+    if fragment_id is None:
+        at._run(at._tree.get_widget_states())
+        ok(at)
+    else:
+        rerun_fragment(at, fragment_id)
 
 
 def test_a_widget_counts_as_moved_by_hand_only_in_the_run_its_change_asked_for():
