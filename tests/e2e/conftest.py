@@ -594,13 +594,17 @@ def wait_for_app_idle(page, timeout_ms: int = APP_IDLE_TIMEOUT_MS, settle_checks
         page.wait_for_timeout(150)
 
 
-def wait_until(page, condition, timeout_ms: int, message) -> None:
-    """Poll `condition()` every 100 ms until it is true; fail with `message()` after `timeout_ms`."""
+def wait_until(page, condition, timeout_ms: int, message, *, fail: bool = True) -> bool:
+    """Poll `condition()` every 100 ms until it is true; after `timeout_ms` fail with `message()` (or, with
+    fail=False, return False)."""
     deadline = time.monotonic() + timeout_ms / 1000
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(message(), pytrace=False)
+            if fail:
+                pytest.fail(message(), pytrace=False)
+            return False
         page.wait_for_timeout(100)
+    return True
 
 
 def open_page(page, base_url: str, path: str = "/") -> None:
