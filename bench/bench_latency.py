@@ -3,10 +3,10 @@
     .venv/bin/python bench/bench_latency.py [--bundle models/default] [--samples 200] [--threads 1]
 
 How it is measured: the bundle's held-out documents (its recorded split), `--samples` seeded positions
-inside them; at each, one call of core.release.policy.suggestion (the one suggestion policy at the bundle's
+inside them; at each, one call of core.release.serving.policy.suggestion (the one suggestion policy at the bundle's
 recorded threshold: greedy completion through the KV cache to a natural boundary, then the choice) from the
 text before it, timed with time.perf_counter after one warm-up call; p50 and p95 by linear interpolation
-(core.release.latency.measure_suggestion_latency, the code `evaluate` reports). The n-gram and the rule are
+(core.release.evaluation.latency.measure_suggestion_latency, the code `evaluate` reports). The n-gram and the rule are
 trained on the same split and timed at the same positions with the same policy (the threshold changes which
 cut is chosen, not the work). Figures depend on the machine
 and its load: they are printed, never asserted.
@@ -18,13 +18,14 @@ import argparse
 
 import torch
 
-from core.model.training import document_stream
-from core.release.baselines import train_ngram, train_rule
-from core.release.eval_report import EvalConfig
-from core.release.held_out import held_out
-from core.release.latency import measure_suggestion_latency
-from core.release.policy import policy_from_manifest
-from core.release.transformer_predictor import load_predictor
+from core.model.batches import document_stream
+from core.release.baselines.ngram import train_ngram
+from core.release.baselines.rule import train_rule
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.held_out import held_out
+from core.release.evaluation.latency import measure_suggestion_latency
+from core.release.serving.policy import policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 
 
 def main() -> None:

@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from core.model.bundle import load_bundle  # noqa: E402
+from core.model.forward import next_token_logits  # noqa: E402
 from core.model.sampling import start_ids  # noqa: E402
-from core.release.forward import next_token_logits  # noqa: E402
-from core.release.policy import policy_from_manifest  # noqa: E402
-from core.release.transformer_predictor import TransformerPredictor  # noqa: E402
+from core.release.serving.policy import policy_from_manifest  # noqa: E402
+from core.release.serving.transformer_predictor import TransformerPredictor  # noqa: E402
 from core.telemetry.record import served_suggestion  # noqa: E402
 from core.telemetry.store import Event, TelemetryStore  # noqa: E402
 

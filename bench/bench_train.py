@@ -47,11 +47,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from reference_gpt import RefGPT, batch_losses, reference_optimizer, reference_train
 
+from core.model.batches import document_stream, sample_batch
 from core.model.corpus import load_corpus, split_documents
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
-from core.model.train_config import train_config_for
-from core.model.training import TrainConfig, document_stream, make_optimizer, sample_batch, train
+from core.model.train_config import TrainConfig, train_config_for
+from core.model.training import make_optimizer, train
 
 BATCH = 12
 VOCAB = 105  # the stdlib corpus's vocabulary (101 characters + 4 special tokens)

@@ -21,7 +21,7 @@
         options not given come from the bundle's generation policy.
 
     python -m core suggest --bundle DIR --prompt TEXT [--json]     (cli/suggest.py)
-        The one suggestion policy (core.release.policy) after TEXT: the suggestion, its probability, and
+        The one suggestion policy (core.release.serving.policy) after TEXT: the suggestion, its probability, and
         whether it clears the bundle's threshold, exactly as the Autocomplete page shows it.
     python -m core tune --bundle DIR                                (cli/suggest.py)
         Choose the suggestion threshold on the validation documents and record it in the manifest; `train`
@@ -135,8 +135,8 @@ def _run_train(args: argparse.Namespace) -> int:
     from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
     from core.model.gpt import PRESETS
     from core.model.leak import first_failed_probe
-    from core.model.runs import train_and_save, train_config_for
-    from core.model.train_config import check_train_size
+    from core.model.runs import train_and_save
+    from core.model.train_config import check_train_size, train_config_for
 
     ranks = from_env()  # a single process unless torchrun started this one; a half-set environment is refused
     timeout = timeout_seconds() if ranks.distributed else None  # a bad LAB_DIST_TIMEOUT_S: refused before any wait
@@ -184,8 +184,10 @@ def _run_train(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous)
     if path is None:  # a rank other than 0: rank 0 writes, tunes and reports
         return 0
-    if not args.no_tune:  # the suggestion threshold, chosen on the validation documents (core.release.tuning)
-        from core.release.tuning import tune_bundle
+    if (
+        not args.no_tune
+    ):  # the suggestion threshold, chosen on the validation documents (core.release.evaluation.tuning)
+        from core.release.evaluation.tuning import tune_bundle
 
         policy, _, _ = tune_bundle(path, corpus=corpus)
         print(f"suggestion threshold {policy.threshold} tuned on the validation documents", file=sys.stderr)

@@ -16,14 +16,14 @@ import torch
 from cli.progress import progress_bars
 from core import settings
 from core.model.bundle import BundleError, load_bundle
-from core.release.baseline_bundle import load_baseline, save_baseline, train_baseline
-from core.release.eval_report import EvalConfig
-from core.release.evaluation import evaluate_bundle, held_out
-from core.release.gate import check_release
-from core.release.ngram import DEFAULT_ORDER
-from core.release.registry import promote, rollback, status
-from core.release.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
-from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost
+from core.release.baselines.baseline_bundle import load_baseline, save_baseline, train_baseline
+from core.release.baselines.ngram import DEFAULT_ORDER
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.evaluation import evaluate_bundle, held_out
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, check_attention_cost
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
+from core.release.registry.registry import promote, rollback, status
 
 REGISTRY_HELP = "registry directory (default: LAB_REGISTRY_DIR, else the repository's registry/, as the app's)"
 
@@ -101,7 +101,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_attention_cost(p: argparse.ArgumentParser, what: str) -> None:
-    """--attention-cost C: keystrokes a suggestion shown and not taken costs (core.release.utility)."""
+    """--attention-cost C: keystrokes a suggestion shown and not taken costs (core.release.evaluation.utility)."""
     p.add_argument(
         "--attention-cost",
         type=float,

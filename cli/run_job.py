@@ -7,10 +7,10 @@ end, and everything it needs is in its run folder (job.json and the training tex
 what it writes. It trains on one torch thread: the machine's other cores serve the pages.
 
 The work is the page's: train (core.model.runs), tune the suggestion threshold on the validation documents
-(core.release.tuning, with a smaller typing budget than the CLI's so the run ends soon after its last step), then
-keep the run (core.model.run_record: run.json with the owner's hash, and an upload's text). It lives here, in the
-wing that may import both the model and the release wing. A failed tuning leaves the bundle untuned (the
-Autocomplete page says so); a record that cannot be written leaves the run listed for its session only.
+(core.release.evaluation.tuning, with a smaller typing budget than the CLI's so the run ends soon after its last step),
+then keep the run (core.model.run_record: run.json with the owner's hash, and an upload's text). It lives here, in the
+wing that may import both the model and the release wing. A failed tuning leaves the bundle untuned (the Autocomplete
+page says so); a record that cannot be written leaves the run listed for its session only.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from core.model.bundle import BundleError
 from core.model.corpus import STDLIB_SOURCE, CorpusError
 from core.model.run_events import progress_to_json, result_to_json
 from core.model.run_process import Work, read_job, serve
-from core.release.eval_report import EvalConfig
-from core.release.tuning import tune_bundle
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import tune_bundle
 
 TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained on the page (the CLI types 20,000)
 

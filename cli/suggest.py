@@ -5,8 +5,8 @@
                                                   most net keystrokes saved at that price) and record both;
                                                   prints the trade-off table, the chosen threshold marked
 
-The library is core.release.policy (what is offered) and core.release.tuning (the threshold); this module
-only parses arguments and prints. Every suggestion is recorded in the telemetry database (core.telemetry, surface
+The library is core.release.serving.policy (what is offered) and core.release.evaluation.tuning (the threshold); this
+module only parses arguments and prints. Every suggestion is recorded in the telemetry database (core.telemetry, surface
 'cli'); when that fails, stderr says so and the suggestion is printed as ever.
 """
 
@@ -18,10 +18,10 @@ import sys
 
 from cli.progress import progress_bars
 from cli.release import _threads, add_attention_cost, attention_cost_arg, format_table
-from core.release.eval_report import EvalConfig
-from core.release.policy import policy_from_manifest
-from core.release.transformer_predictor import load_predictor
-from core.release.tuning import tune_bundle
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import tune_bundle
+from core.release.serving.policy import policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 from core.telemetry.record import served_suggestion
 from core.telemetry.store import TelemetryStore
 

@@ -22,7 +22,8 @@ from core.model.gpt import GPT, PRESETS, ModelConfig, preset
 from core.model.kv_cache import KVCache
 from core.model.sampling import SampleConfig, generate, sample_next_token
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, train
+from core.model.train_config import TrainConfig
+from core.model.training import train
 
 __all__ = [
     "__version__",

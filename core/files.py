@@ -26,7 +26,7 @@
                                     telemetry databases when they are SQLite files.
 
 Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
-`current` pointer (core.release.registry) and the release rubric (core.release.gate) all use these.
+`current` pointer (core.release.registry.registry) and the release rubric (core.release.gate.gate) all use these.
 """
 
 from __future__ import annotations

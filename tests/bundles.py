@@ -13,7 +13,8 @@ from core.model.bundle import save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, train
+from core.model.train_config import TrainConfig
+from core.model.training import train
 
 TEXT = "def add(a, b):\n    return a + b\n"
 

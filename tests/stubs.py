@@ -4,7 +4,7 @@ each test's expected figures can be worked out on paper."""
 import torch
 
 from core.model.tokenizer import EOS_ID, CharTokenizer
-from core.release.typing_sim import Segment, TraceCut
+from core.release.evaluation.typing_sim import Segment, TraceCut
 
 TOK = CharTokenizer.from_text("ab c")
 
@@ -39,8 +39,8 @@ class Bigram:
                 c.append(int(t))
 
 
-# A trace for the price of attention (core.release.tuning, ui.tradeoff_view). Typing [1, 10): low-probability cuts at
-# 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is likely and right (2 saved).
+# A trace for the price of attention (core.release.evaluation.tuning, ui.tradeoff_view). Typing [1, 10): low-probability
+# cuts at 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is likely and right (2 saved).
 PRICED_TRACE = {
     1: (TraceCut(2, 0.1, False),),
     2: (TraceCut(2, 0.1, False),),

@@ -2,7 +2,8 @@
 
     walk(text)   the calls a new text on the Autocomplete page makes to serve its suggestion, traced
 
-A learner types `text`; the page's run is traced (threading.setprofile: AppTest runs the script in a thread) and two things are read off it:
+A learner types `text`; the page's run is traced (threading.setprofile: AppTest runs the script in a thread) and two
+things are read off it:
 
 - `wings`: the call stack at the model's first forward pass made for the suggestion (a frame in ui/suggestion_view.py
   on the stack), each frame named by its wing (ui and views count as one, "ui"; core/*.py is the kernel), runs of

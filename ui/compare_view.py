@@ -16,7 +16,8 @@ import streamlit as st
 from core.model.bundle import Bundle, BundleError
 from core.model.compare import align, attention_mask, describe, difference, lacks, small_edit
 from core.model.compare import table as compare_table
-from core.model.introspect import EncodedText, encode_for_model, head_summaries, weight_allowance
+from core.model.introspect import head_summaries, weight_allowance
+from core.model.prompt import EncodedText, encode_for_model
 from ui import cached, charts, models, params
 from ui.charts import masked
 from ui.companion import chart, matrix_table

@@ -21,7 +21,7 @@ from core.model.corpus import Corpus, CorpusError
 from core.model.gpt import GPT
 from core.model.run_events import Snapshot
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
-from core.release.held_out import held_out
+from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
 from ui.suggestion_view import telemetry_store
 

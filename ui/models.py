@@ -1,7 +1,7 @@
 """Which model bundle the pages use, loaded once per server, and the shared training queue.
 
 The sidebar offers, in this order: the released version from the registry (when anything was promoted;
-core.release.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
+core.release.registry.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
 fallback, and says why), the shipped default bundle, and the bundles this browser session trained
 (other sessions' runs are never listed). A bundle is loaded through core.model.bundle.load_bundle, which
 verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
@@ -30,9 +30,9 @@ from core.model.bundle import Bundle, BundleError, is_version, load_bundle
 from core.model.jobs import JobQueue
 from core.model.run_events import progress_from_json, result_from_json
 from core.model.run_record import find as find_run
-from core.release.baseline_bundle import BaselineBundle
-from core.release.registry import CURRENT, VERSIONS, Served, resolve_served
-from core.release.serving import version_dir
+from core.release.baselines.baseline_bundle import BaselineBundle
+from core.release.registry.registry import CURRENT, VERSIONS, Served, resolve_served
+from core.release.registry.served import version_dir
 from ui.params import MAX_QUOTED_CHARS, quoted
 from ui.text import escape_markdown
 

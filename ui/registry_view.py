@@ -1,6 +1,6 @@
 """The model registry as the Release page shows it: what is current and served, the versions, the log.
 
-Reads only (core.release.registry's read_current, list_versions, resolve_served, read_log); promoting and
+Reads only (core.release.registry.registry's read_current, list_versions, resolve_served, read_log); promoting and
 rolling back stay on the page, behind the teacher's confirmation. Versions, reasons and log entries come
 from the registry's files, so every markdown value is escaped and the tables are dataframes.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.release.registry import VersionInfo, list_versions, read_current, read_log, resolve_served
+from core.release.registry.registry import VersionInfo, list_versions, read_current, read_log, resolve_served
 from ui import projector
 from ui.text import escape_markdown
 

@@ -1,7 +1,7 @@
 """Promote and roll back through the registry for the Release page, and show what the action did.
 
 The page asks the teacher to confirm (ui.teacher) and then calls `promote_version` or `rollback_to`; each
-calls core.release.registry and keeps its outcome in this session (a message, the failed checks, the log
+calls core.release.registry.registry and keeps its outcome in this session (a message, the failed checks, the log
 line it appended) so that `show_action` can render it after the rerun that closes the dialog. A refusal or
 an error is an outcome to show, never a traceback.
 """
@@ -14,8 +14,8 @@ from typing import Any
 import streamlit as st
 
 from core.model.bundle import Bundle, BundleError
-from core.release.registry import RegistryError, promote, read_current, read_log, rollback
-from core.release.rubric import ReleaseCheck
+from core.release.gate.rubric import ReleaseCheck
+from core.release.registry.registry import RegistryError, promote, read_current, read_log, rollback
 from ui import models
 from ui.text import escape_markdown
 

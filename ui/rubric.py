@@ -1,13 +1,13 @@
 """The release gate's rubric, the gate's own figures against the baselines, and the quick comparison, as the
 Release page shows them.
 
-The rubric is core.release.gate's own (one row per check, with the figure it measured and the rule it is
+The rubric is core.release.gate.gate's own (one row per check, with the figure it measured and the rule it is
 held to) and a sentence per check saying what it guards against: measured in this session, or, until then,
 the one a check recorded for the same version (`recorded`: beside the bundle, or in the registry). The gate's
-figures against the baselines are the rubric summary's (core.release.comparison.summary per predictor, with
+figures against the baselines are the rubric summary's (core.release.evaluation.comparison.summary per predictor, with
 the 95% bootstrap intervals the keystrokes check decides on): exactly what `python -m core evaluate --compare`
 prints for the same config; `gate_chart` draws them as the Release page's picture. The quick comparison is
-core.release.evaluation's with the page's small caps: the transformer, the rule and the n-gram on the same
+core.release.evaluation.evaluation's with the page's small caps: the transformer, the rule and the n-gram on the same
 held-out positions, and top-1 accuracy per slice with its interval (a bootstrap over documents). Everything
 shown comes from a file or a model, so every markdown cell is escaped.
 """
@@ -20,15 +20,15 @@ import pandas as pd
 import streamlit as st
 
 from core.model.bundle import BundleError
-from core.release.comparison import Evaluation
-from core.release.eval_report import EvalReport, Interval, SliceMetrics
-from core.release.rubric import RUBRIC, Rubric, read_rubric, side_dir
-from core.release.serving import version_dir
+from core.release.evaluation.comparison import Evaluation
+from core.release.evaluation.eval_report import EvalReport, Interval, SliceMetrics
+from core.release.gate.rubric import RUBRIC, Rubric, read_rubric, side_dir
+from core.release.registry.served import version_dir
 from ui import charts, projector
 from ui.companion import chart
 from ui.text import escape_markdown
 
-# What each check of core.release.gate guards against, in a sentence for the team.
+# What each check of core.release.gate.gate guards against, in a sentence for the team.
 GUARDS = {
     "integrity": "Damaged, half-copied or edited files: every file's hash, the manifest fields, the tensor names "
     "and shapes, finite weights.",
@@ -53,7 +53,8 @@ PICTURE_PX = 340  # the gate's chart opens the page: short enough to sit on the 
 RUBRIC_COLUMNS = ["check", "result", "figure", "threshold", "guards against", "detail"]
 SLICE_COLUMNS = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
 PREDICTORS = {"rule": "rule", "ngram": "n-gram", "transformer": "transformer"}  # the gate's, in the order shown
-# (summary key, column): the figures of core.release.comparison.summary the gate's table shows, intervals split
+# (summary key, column): the figures of core.release.evaluation.comparison.summary the gate's table shows, intervals
+# split
 GATE_COLUMNS = (
     ("net_keystrokes_saved_per_100", "net keystrokes saved per 100 chars"),
     ("net_keystrokes_saved_ci", "net keystrokes 95% interval"),
@@ -135,8 +136,8 @@ def decided_on(figures: dict[str, dict]) -> tuple[str, str, str]:
 
 
 def gate_figures(summary: dict) -> dict[str, dict]:
-    """{shown name: core.release.comparison.summary} of the rule, the n-gram and the transformer, in that order;
-    empty unless all three are there with keystrokes measured (the checks that measure them ran)."""
+    """{shown name: core.release.evaluation.comparison.summary} of the rule, the n-gram and the transformer, in that
+    order; empty unless all three are there with keystrokes measured (the checks that measure them ran)."""
     predictors = summary.get("predictors") if isinstance(summary, dict) else None
     found = {name: (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
     if not all(isinstance(f, dict) and f.get("keystrokes_saved_per_100") is not None for f in found.values()):

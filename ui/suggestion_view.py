@@ -1,6 +1,6 @@
 """The suggestion on the Autocomplete page: the one suggestion policy as served, and the Accept action.
 
-    serve(predictor, text, manifest)        core.release.autocomplete.serve_suggestion at the bundle's recorded
+    serve(predictor, text, manifest)        core.release.serving.autocomplete.serve_suggestion at the bundle's recorded
                                             policy (what `python -m core suggest` prints), or None with a warning
                                             when the bundle's policy or the model cannot serve one
     show_offer(s, tokenizer)                the offered text, spaces and line breaks drawn, and quoted
@@ -32,9 +32,9 @@ import json
 import streamlit as st
 
 from core.model.tokenizer import CharTokenizer
-from core.release.autocomplete import serve_suggestion
-from core.release.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
-from core.release.predictor import Predictor
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import Predictor
 from core.telemetry import completions
 from core.telemetry.record import next_char_class, outcome, served_suggestion
 from core.telemetry.store import TelemetryStore, telemetry_location

@@ -1,17 +1,18 @@
 """The Release page's trade-off: what each suggestion threshold buys at a price of attention.
 
-    measured(path, version, attention_cost, typing_chars, corpus_key, _corpus)   core.release.tuning.tradeoff on
-                                the bundle's validation documents (cached per version, price and corpus)
+    measured(path, version, attention_cost, typing_chars, corpus_key, _corpus)
+                                core.release.evaluation.tuning.tradeoff on the bundle's validation documents (cached per
+                                version, price and corpus)
     figure(rows)                net and gross keystrokes saved per 100 characters (left axis) and the acceptance
                                 rate (right axis) against the threshold, the chosen threshold marked
     table(rows), summary(rows)  the chart's data table and its one-line summary
     render(rows, key=...)       the three through ui.companion.chart
 
-`rows` are core.release.tuning.tune_threshold's, one per threshold of the grid, figured by the simulated typist
-on the validation documents: the threshold a bundle records is the one with the most net keystrokes saved at its
-price (core.release.utility). A team that prices a glance higher reads off where its own optimum lies, and
-records it with `python -m core tune --bundle DIR --attention-cost C`. Nothing here is read from a user: the
-labels are the lab's own.
+`rows` are core.release.evaluation.tuning.tune_threshold's, one per threshold of the grid, figured by the simulated
+typist on the validation documents: the threshold a bundle records is the one with the most net keystrokes saved at its
+price (core.release.evaluation.utility). A team that prices a glance higher reads off where its own optimum lies, and
+records it with `python -m core tune --bundle DIR --attention-cost C`. Nothing here is read from a user: the labels are
+the lab's own.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.model.corpus import Corpus
-from core.release.eval_report import EvalConfig
-from core.release.tuning import tradeoff
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import tradeoff
 from ui import charts
 from ui.companion import chart
 
 NET, GROSS, ACCEPTANCE = "net keystrokes saved per 100 chars", "gross keystrokes saved per 100 chars", "acceptance rate"
-COLUMNS = {  # row key of core.release.tuning.tune_threshold -> the table's column
+COLUMNS = {  # row key of core.release.evaluation.tuning.tune_threshold -> the table's column
     "threshold": "threshold",
     "net_keystrokes_saved_per_100": NET,
     "keystrokes_saved_per_100": GROSS,

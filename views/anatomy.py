@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from core.model.architecture import architecture
-from core.model.introspect import encode_for_model
+from core.model.prompt import encode_for_model
 from core.model.tokenizer import SPECIAL_TOKENS
 from ui import charts, layout, params, projector
 from ui.companion import chart

@@ -1,4 +1,4 @@
-"""Autocomplete: the suggestion the bundle serves (core.release.autocomplete.serve_suggestion, the one policy
+"""Autocomplete: the suggestion the bundle serves (core.release.serving.autocomplete.serve_suggestion, the one policy
 of page, CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
 completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits.
 
@@ -15,10 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from core.classroom.checkpoint import Question
+from core.lessons import cache_parity, cache_timing
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
-from core.release import autocomplete as ac
-from core.release.baseline_bundle import BaselineBundle
-from core.release.transformer_predictor import TransformerPredictor
+from core.release.baselines.baseline_bundle import BaselineBundle
+from core.release.serving import autocomplete as ac
+from core.release.serving.transformer_predictor import TransformerPredictor
 from ui import cache_view, charts, fragment, layout, params, predict, projector, suggestion_view
 from ui.companion import chart
 from ui.models import require_bundle, selected_served
@@ -70,7 +71,7 @@ def _timings() -> dict:
 
 @st.cache_data(max_entries=32, show_spinner="Comparing cached and uncached logits step by step...")
 def _parity(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed: int):
-    return ac.parity_trace(_bundle.model, ids, length, SampleConfig(*filters), seed)
+    return cache_parity.parity_trace(_bundle.model, ids, length, SampleConfig(*filters), seed)
 
 
 def header(section: tuple[str, str]) -> None:
@@ -395,7 +396,7 @@ def explore(bundle) -> None:
             "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
             "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
             "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
-            f"but for the {ac.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
+            f"but for the {cache_timing.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
         )
         store = _timings()
         measured = store["by_version"].get(bundle.version)
@@ -407,10 +408,11 @@ def explore(bundle) -> None:
         if remeasure:
             with store["lock"]:  # one session measures at a time: two timings at once would time each other
                 with st.spinner(
-                    f"Timing generation with and without the cache ({ac.TIMING_REPEATS} repeats after a warm-up)..."
+                    f"Timing generation with and without the cache ({cache_timing.TIMING_REPEATS} repeats "
+                    "after a warm-up)..."
                 ):
-                    full = ac.measure_cache_latency(model)
-                    short = ac.measure_cache_latency(model, prompt_tokens=1)
+                    full = cache_timing.measure_cache_latency(model)
+                    short = cache_timing.measure_cache_latency(model, prompt_tokens=1)
                 store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
         if measured is None:
             st.info(

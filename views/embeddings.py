@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from core.classroom.checkpoint import Question
-from core.model.introspect import encode_for_model, projections
+from core.model.introspect import projections
+from core.model.prompt import encode_for_model
 from ui import charts, fragment, layout, params, predict, projector
 from ui.companion import chart, matrix_table
 from ui.models import Bundle, require_bundle

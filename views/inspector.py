@@ -10,14 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from core.classroom.checkpoint import Question
-from core.model.introspect import (
-    check_row,
-    encode_for_model,
-    head_summaries,
-    heaviest_keys,
-    projections,
-    weight_allowance,
-)
+from core.model.introspect import check_row, head_summaries, heaviest_keys, projections, weight_allowance
+from core.model.prompt import encode_for_model
 from ui import cached, charts, compare_view, fragment, layout, params, predict, projector
 from ui.charts import masked
 from ui.companion import chart, matrix_table

@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from core.model.corpus import CorpusError
-from core.release.eval_report import SLICE_FAMILIES
-from core.release.held_out import held_out
+from core.release.evaluation.eval_report import SLICE_FAMILIES
+from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
 from core.telemetry.store import SURFACES, StoreError
 from ui import charts, layout, model_cache, models, teacher

@@ -8,11 +8,11 @@ import streamlit as st
 from core.model import run_record
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
-from core.release.evaluation import EvalConfig, evaluate_bundle
-from core.release.gate import ReleasePolicy, check_release
-from core.release.policy import policy_from_manifest
-from core.release.rubric import Rubric
-from core.release.tuning import reprice
+from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
+from core.release.evaluation.tuning import reprice
+from core.release.gate.gate import ReleasePolicy, check_release
+from core.release.gate.rubric import Rubric
+from core.release.serving.policy import policy_from_manifest
 from ui import cost_view, layout, models, registry_view, release_actions, teacher, tradeoff_view
 from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 from ui.text import escape_markdown
@@ -24,7 +24,9 @@ POLICY = ReleasePolicy()
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)
 CHECKS_KEY, COMPARE_KEY, TRADEOFF_KEY = "rel_done_checks", "rel_done_compare", "rel_done_tradeoff"
 TRADEOFF_CHARS = 2000  # characters the trade-off's typist replays: a tenth of `tune`'s, so it takes about a minute
-MAX_PRICE = 5.0  # keystrokes: the slider's end; a full mental operator (1.35 s) is about five (core.release.utility)
+MAX_PRICE = (
+    5.0  # keystrokes: the slider's end; a full mental operator (1.35 s) is about five (core.release.evaluation.utility)
+)
 KEEP = 2  # results kept per session: a check holds an n-gram trained on the whole split (tens of MB)
 
 
@@ -145,10 +147,11 @@ def rubric_section(bundle, key: tuple) -> None:
 
 
 def tradeoff_section(bundle, corpus) -> None:
-    """What each suggestion threshold buys at a price of attention (core.release.utility), for the selected version.
+    """What each suggestion threshold buys at a price of attention (core.release.evaluation.utility), for the selected
+    version.
 
     The typist replays the validation documents once per version (about a minute for the shipped model: on
-    request, cached per server); moving the price re-prices that grid (core.release.tuning.reprice), which is
+    request, cached per server); moving the price re-prices that grid (core.release.evaluation.tuning.reprice), which is
     exactly what tuning at that price would give, at once."""
     recorded_policy = policy_from_manifest(bundle.manifest)
     st.caption(

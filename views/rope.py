@@ -5,7 +5,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import rope as rope_lab
-from core.model.introspect import encode_for_model
+from core.model.prompt import encode_for_model
 from ui import cached, charts, fragment, layout, params, predict, projector, rope_figure
 from ui.companion import chart, matrix_table
 from ui.models import selected_bundle

@@ -3,14 +3,14 @@
 import streamlit as st
 
 from core.lessons.overfit import NEAR_ZERO
-from core.model import run_record, runs
+from core.model import run_record, run_spec, runs, train_config
 from core.model.bundle import BundleError
 from core.model.bundle_checks import MANIFEST, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.run_spec import PYTHON_PROBE
-from core.release.registry import list_versions
+from core.release.registry.registry import list_versions
 from ui import layout, model_cache, models, params, training_view
 from ui.text import escape_markdown
 
@@ -317,7 +317,7 @@ with layout.picture():
         source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
     with preset_col:
         preset_name = params.selectbox(
-            "Model size (preset)", "train_preset", list(runs.APP_PRESETS), "tiny", format_func=preset_label
+            "Model size (preset)", "train_preset", list(run_spec.APP_PRESETS), "tiny", format_func=preset_label
         )
     with iters_col:
         iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
@@ -339,7 +339,7 @@ with layout.picture():
         if corpus is not None:
             vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
             st.caption(
-                f"About {runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
+                f"About {run_spec.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
                 f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
             )
         seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
@@ -374,14 +374,14 @@ with layout.picture():
                 vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)
                 st.caption(
                     f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
-                    f"{runs.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
+                    f"{run_spec.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
                     "vocabulary. The beginning:"
                 )
                 st.code(corpus.text[:300], language=None)
 
     # The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
     # are known (an upload too short for the model's context is said now, not after Start).
-    train_config = runs.train_config_for(
+    train_config = train_config.train_config_for(
         int(iters),
         max_seconds=float(seconds),
         seed=int(seed),

@@ -21,7 +21,8 @@ from core.model.batches import document_stream, next_token_loss, sample_batch
 from core.model.corpus import Corpus, split_documents
 from core.model.gpt import GPT, ModelConfig, preset
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, make_optimizer
+from core.model.train_config import TrainConfig
+from core.model.training import make_optimizer
 
 MAX_STEPS = 1000  # a form's number is bounded before the loop: ~1 s of the tiny preset per 100 steps
 NEAR_ZERO = 0.05  # nats per token: the batch is memorised (ln V is about 4.6 for the shipped vocabulary)

@@ -59,9 +59,6 @@ from core.model.bundle_checks import (
     read_manifest,
     read_tensors,
 )
-from core.model.bundle_checks import MAX_ABS_WEIGHT as MAX_ABS_WEIGHT
-from core.model.bundle_checks import MAX_BUNDLE_ENTRIES as MAX_BUNDLE_ENTRIES
-from core.model.bundle_checks import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
 from core.model.corpus import Corpus
 from core.model.gpt import GPT, ModelConfig
 from core.model.kv_cache import default_keep

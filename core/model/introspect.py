@@ -35,8 +35,6 @@ from core.attention import causal_mask, scaled_dot_product_attention
 from core.model.gpt import GPT, Block, ModelConfig
 
 # encode_for_model is re-exported: the pages import it from here
-from core.model.prompt import EncodedText as EncodedText
-from core.model.prompt import encode_for_model as encode_for_model
 from core.model.rope import apply_rope, rope_cos_sin
 
 # ---- q, k, v of one head ---------------------------------------------------------------------------

@@ -38,6 +38,18 @@ import torch
 from torch import Tensor
 
 
+def prompt_window(context_length: int, room: int = 0) -> int:
+    """The context window: how many of a prompt's last tokens the model reads when `room` more tokens will be appended
+    through the cache without the window sliding (0 for one next-token read, the suggestion's longest for a
+    suggestion): context_length - room, but never less than half the context (and at least one token). The one rule
+    every reader of a prompt uses (core.model.prompt.encode_for_model, the predictor, generation's first window)."""
+    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1:
+        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
+    if isinstance(room, bool) or not isinstance(room, int) or room < 0:
+        raise ValueError(f"room must be an integer >= 0, got {room!r}")
+    return max(context_length - room, context_length // 2, 1)
+
+
 def default_keep(context_length: int) -> int:
     """Tokens kept (re-encoded) when the window slides: half the context, at least one."""
     if not isinstance(context_length, int) or context_length < 1:

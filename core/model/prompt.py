@@ -1,8 +1,11 @@
 """How a text becomes the ids the model reads: the one rule every caller uses.
 
-    text (N characters) -> the last context_length characters -> ids (T,), T = min(N, context_length)
+    text (N characters) -> the last `window` characters -> ids (T,), T = min(N, window)
 
-- A text longer than the context keeps its LAST `context_length` tokens: the ones nearest the next
+where window = core.model.kv_cache.prompt_window(context_length, room): the whole context for one next-token read,
+less the room a cached continuation needs (a suggestion of up to `room` characters never slides the window).
+
+- A text longer than the window keeps its LAST `window` tokens: the ones nearest the next
   prediction, the ones generation, the inspector, the training snapshot and autocomplete all feed.
 - A character the vocabulary lacks becomes <unk> (`core.model.tokenizer.UNK_ID`); the result names
   those characters and the positions that hold them, so a page can say what the model did not see.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.model.kv_cache import prompt_window
 from core.model.tokenizer import UNK_ID, CharTokenizer
 
 
@@ -32,9 +36,10 @@ class EncodedText:
     pieces: tuple[str, ...]  # (T,) display_piece of each id ('␣' for a space, '<unk>' for an unseen char)
     unknown_chars: tuple[str, ...]  # distinct characters of the kept text outside the vocabulary (now <unk>)
     unknown_positions: tuple[int, ...]  # positions t (in ids) that hold <unk>
-    truncated: bool  # True when the text had more than context_length tokens
+    truncated: bool  # True when the text had more tokens than the model reads (`window`)
     original_length: int  # tokens in the whole text, before the cut
     context_length: int
+    window: int  # tokens the model reads of it: core.model.kv_cache.prompt_window(context_length, room)
 
     @property
     def T(self) -> int:
@@ -55,9 +60,11 @@ class EncodedText:
         return [f"{t} {piece}" for t, piece in enumerate(self.pieces)]
 
 
-def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -> EncodedText:
+def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int, room: int = 0) -> EncodedText:
     """Encode `text` as the model would see it: unseen characters become <unk>, and a text longer than
-    the context keeps only its last `context_length` tokens (the ones nearest the next prediction).
+    the window keeps only its last `window` tokens (the ones nearest the next prediction), where window =
+    core.model.kv_cache.prompt_window(context_length, room): the whole context for one next-token read (room 0),
+    less the `room` a cached continuation of that many tokens needs (a suggestion).
 
     An empty text gives an EncodedText with no ids (T = 0). Raises ValueError for a tokenizer that is
     not a CharTokenizer, a text that is not a str, or a context_length that is not an integer >= 1.
@@ -66,17 +73,17 @@ def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int) -
         raise ValueError(f"encode_for_model needs a CharTokenizer, got {type(tokenizer).__name__}")
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1:
-        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
-    kept_text = text[-context_length:]  # one character per token: the last T characters are the last T tokens
-    ids = tokenizer.encode(kept_text)  # (T,) T = min(N, context_length)
+    window = prompt_window(context_length, room)  # raises ValueError for a bad context_length or room
+    kept_text = text[-window:]  # one character per token: the last T characters are the last T tokens
+    ids = tokenizer.encode(kept_text)  # (T,) T = min(N, window)
     return EncodedText(
         text=kept_text,
         ids=tuple(ids),
         pieces=tuple(tokenizer.display_piece(i) for i in ids),
         unknown_chars=tuple(tokenizer.unknown_chars(kept_text)),
         unknown_positions=tuple(t for t, i in enumerate(ids) if i == UNK_ID),
-        truncated=len(text) > context_length,
+        truncated=len(text) > window,
         original_length=len(text),
         context_length=context_length,
+        window=window,
     )

@@ -40,11 +40,12 @@ from core.model.bundle_checks import read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, Corpus, CorpusError, corpus_from_text
 from core.model.distributed import Ranks
 from core.model.leak import first_failed_probe
-from core.model.run_events import Progress, RunResult, attention_snapshot
-from core.model.run_events import Snapshot as Snapshot  # re-exported: importers of runs.Snapshot
+from core.model.run_events import (
+    Progress,
+    RunResult,
+    attention_snapshot,
+)
 from core.model.run_record import BUNDLE, CORPUS_COPY
-from core.model.run_spec import APP_COMMAND as APP_COMMAND  # re-exported with the next two: the pages, the tests
-from core.model.run_spec import APP_PRESETS as APP_PRESETS
 from core.model.run_spec import (
     RunSpec,
     check_fits,
@@ -52,10 +53,10 @@ from core.model.run_spec import (
     load_run_corpus,
     preset_config,
 )
-from core.model.run_spec import parameter_count as parameter_count
 from core.model.tokenizer import CharTokenizer
-from core.model.train_config import TrainConfig
-from core.model.train_config import train_config_for as train_config_for  # re-exported: cli and the tests
+from core.model.train_config import (
+    TrainConfig,  # re-exported: cli and the tests
+)
 from core.model.training import EvalRecord, TrainEvent, TrainResult, train
 
 STEP_REPORT_SECONDS = 0.2

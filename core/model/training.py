@@ -52,10 +52,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 # document_stream, evaluate_loss, sample_batch, TrainConfig, learning_rate_at: re-exported (release, bench, tests)
-from core.model.batches import document_stream as document_stream
-from core.model.batches import evaluate_loss as evaluate_loss
-from core.model.batches import next_token_loss
-from core.model.batches import sample_batch as sample_batch
+from core.model.batches import document_stream, evaluate_loss, next_token_loss, sample_batch
 from core.model.corpus import Corpus, check_split_size, split_documents
 from core.model.distributed import (
     Ranks,
@@ -71,8 +68,7 @@ from core.model.distributed import (
 from core.model.gpt import GPT, ModelConfig
 from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model.tokenizer import CharTokenizer
-from core.model.train_config import TrainConfig as TrainConfig
-from core.model.train_config import learning_rate_at as learning_rate_at
+from core.model.train_config import TrainConfig, learning_rate_at
 
 
 @dataclass(frozen=True)

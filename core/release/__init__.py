@@ -1,14 +1,12 @@
-"""The release wing: serving a model and deciding whether it may be served.
+"""The release wing: serving a model and deciding whether it may be served, in five units.
 
-    autocomplete     the prompt, the word suggestion, a baseline's offer; re-exports the pieces below
-      forward, candidates, completion, cache_timing, parity
-    baselines        the rule and n-gram fallbacks; re-exports predictor, counts, ngram, rule, baseline_bundle
-    evaluation       held-out evaluation of any predictor; eval_report, transformer_predictor, slices,
-                     typing_sim, latency, comparison
-    gate             the release rubric: rubric (policy, records, rubric.json), checks (causality, cache,
-                     no-peek, canary)
-    registry         promote and rollback; serving (what is served, the checks a version passes),
-                     leftovers, registry_log, registry_status
+    serving      the suggestion as served: the prompt, the policy, the predictor interface (the transformer's
+                 included), the next characters, a streamed completion
+    evaluation   held-out evaluation of any predictor: the typist, slices, intervals, latency, the decision
+                 utility, the threshold's tuning, a bundle against its baselines
+    gate         the release rubric and its checks (causality, the KV cache, no peeking, the baselines)
+    registry     promote and rollback, the log, what is served and why, an interrupted promotion's leftovers
+    baselines    the rule and n-gram fallbacks and their bundles
 
 Imports the kernel and the model wing, never the lessons.
 """

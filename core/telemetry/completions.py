@@ -1,6 +1,6 @@
 """Completions, measured and recorded: the generated text a surface shows, as one telemetry event each.
 
-    served_completion(model, tokenizer, text, sample, ...)  core.release.completion.complete, timed and recorded
+    served_completion(model, tokenizer, text, sample, ...)  core.release.serving.completion.complete, timed and recorded
     recording_completion(...)     a context manager for a streamed generation (`python -m core generate`): feed it
                                   each GenerationStep, it records one completion event when the block ends
     record_completion(...)        one completion a surface showed, computed elsewhere (the Autocomplete page's,
@@ -23,11 +23,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE
+from core.model.forward import next_token_logits
 from core.model.gpt import GPT
 from core.model.sampling import SampleConfig, start_ids
 from core.model.tokenizer import EOS_ID, CharTokenizer
-from core.release.completion import Completion, complete
-from core.release.forward import next_token_logits
+from core.release.serving.completion import Completion, complete
 from core.telemetry.record import distribution_figures, error_text, input_quality, safe_slices
 from core.telemetry.store import Event, TelemetryStore
 
@@ -103,8 +103,8 @@ def served_completion(
     session: str | None = None,
     store: TelemetryStore | None = None,
 ) -> tuple[Completion, int | None]:
-    """core.release.completion.complete after `text` (templated), timed and recorded; the first step's
-    distribution comes from one more forward pass (core.release.forward.next_token_logits, what generation's
+    """core.release.serving.completion.complete after `text` (templated), timed and recorded; the first step's
+    distribution comes from one more forward pass (core.model.forward.next_token_logits, what generation's
     first step computes)."""
     ids = tokenizer.encode(template.replace("{prompt}", text))
     began = time.perf_counter()

@@ -18,9 +18,10 @@ Preprocessing is measured on the bundle's own corpus: reading it (and cutting it
 character vocabulary, splitting and encoding both sides into token streams, as training does.
 
 Serving is timed on `samples` seeded prefixes of the bundle's held-out documents, each one
-core.release.autocomplete.serve_suggestion call (the page's and `python -m core suggest`'s path): wall
+core.release.serving.autocomplete.serve_suggestion call (the page's and `python -m core suggest`'s path): wall
 milliseconds (perf_counter) and CPU seconds (thread_time on one torch thread, else process_time), after a warm-up
-call. core.release.latency keeps only percentiles and the queue needs every time, so the loop is its own here.
+call. core.release.evaluation.latency keeps only percentiles and the queue needs every time, so the loop is its own
+here.
 
 The request rate: measured from the telemetry database when it holds enough page traffic
 (core.telemetry.class_queue.measured_request_rate), else DEFAULT_RATE, an assumption: a learner typing about three
@@ -49,11 +50,11 @@ from core.model.corpus import Corpus, Document, split_documents
 from core.model.gpt import ModelConfig
 from core.model.tokenizer import CharTokenizer
 from core.progress import Progress, steps
-from core.release.autocomplete import serve_suggestion
-from core.release.held_out import held_out
-from core.release.policy import policy_from_manifest
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.typing_sim import MAX_CONTEXT
+from core.release.evaluation.held_out import held_out
+from core.release.evaluation.typing_sim import MAX_CONTEXT
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import policy_from_manifest
+from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.class_queue import MAX_LEARNERS, Queueing, class_queueing, measured_request_rate
 from core.telemetry.queueing import MAX_SERVERS
 

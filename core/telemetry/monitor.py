@@ -9,10 +9,10 @@
                                   the share shown (clearing the threshold)
     outcomes(rows, attention_cost)  per version: shown, matured, accepted; acceptance rate = accepted / matured
                                   among the shown suggestions whose outcome has matured; and the decision
-                                  utility the evaluation reports, live (core.release.utility): keystrokes saved
-                                  by the accepted ones (each suggestion's characters - 1), net of attention_cost
+                                  utility the evaluation reports, live (core.release.evaluation.utility): keystrokes
+                                  saved by the accepted ones (each suggestion's characters - 1), net of attention_cost
                                   for every one typed over, per matured suggestion
-    slices(rows, family)          the same figures per slice of the evaluation (core.release.slices), per version
+    slices(rows, family)          per version, the same figures per slice (core.release.evaluation.slices)
     drift(live_top1, reference_top1)  the population stability index of the live top-1 distribution against
                                   the release-time reference, and the verdict of DRIFT_RULE
     figures(rows, attention_cost) every figure above from one read (Figures), which the page caches on the store's
@@ -40,8 +40,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from core.release.slices import slice_names
-from core.release.utility import DEFAULT_ATTENTION_COST, net_saved
+from core.release.evaluation.slices import slice_names
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, net_saved
 from core.telemetry.store import MAX_READ, TelemetryStore
 
 BINS = tuple(round(0.1 * i, 1) for i in range(11))  # top-1 probability bins [0, 0.1), ..., [0.9, 1.0]
@@ -100,8 +100,8 @@ class OutcomeRow:
     accepted: int
     typed_other: int
     acceptance_rate: float | None  # accepted / matured
-    # the decision utility (core.release.utility), live: what the accepted suggestions saved, less the price of
-    # each one typed over. Per matured suggestion, since live traffic does not count the characters typed by hand
+    # the decision utility (core.release.evaluation.utility), live: what the accepted suggestions saved, less the price
+    # of each one typed over. Per matured suggestion, since live traffic does not count the characters typed by hand
     # (the evaluation's per-100-characters figure needs them); 0 < net_per_shown is a suggestion worth its look.
     saved: int = 0  # keystrokes: suggestion_chars - 1 of each accepted one
     net_saved: float = 0.0
@@ -302,8 +302,8 @@ def outcomes(rows: Sequence[dict], attention_cost: float = DEFAULT_ATTENTION_COS
 
 
 def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
-    """Per version, per slice of `family` (a core.release.eval_report.SLICE_FAMILIES name), in the evaluation's
-    reading order (core.release.slices.slice_names), UNLABELLED last."""
+    """Per version, per slice of `family` (a core.release.evaluation.eval_report.SLICE_FAMILIES name), in the
+    evaluation's reading order (core.release.evaluation.slices.slice_names), UNLABELLED last."""
     if family not in FAMILY_COLUMNS:
         raise ValueError(f"family must be one of {tuple(FAMILY_COLUMNS)}, got {family!r}")
     column = FAMILY_COLUMNS[family]

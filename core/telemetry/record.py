@@ -1,6 +1,6 @@
 """Serving, measured and recorded: what every surface calls instead of serving directly.
 
-    served_suggestion(predictor, text, policy, ...)  core.release.autocomplete.serve_suggestion, timed, with the
+    served_suggestion(predictor, text, policy, ...)  core.release.serving.autocomplete.serve_suggestion, timed, with the
                                   input quality and the next-character distribution's top-1 probability and
                                   entropy, recorded in the telemetry store -> (Suggestion, event id or None)
     measure_suggestion(...)       the same without a store -> (Suggestion, Observation, error): the traffic
@@ -31,11 +31,11 @@ from core.model.corpus import Document
 from core.model.gpt import GPT
 from core.model.prompt import encode_for_model
 from core.model.tokenizer import CharTokenizer
-from core.release.autocomplete import serve_suggestion
-from core.release.policy import Suggestion, SuggestionPolicy
-from core.release.predictor import Predictor
-from core.release.slices import char_class, slice_labels
-from core.release.typing_sim import MAX_CONTEXT
+from core.release.evaluation.slices import char_class, slice_labels
+from core.release.evaluation.typing_sim import MAX_CONTEXT
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import Suggestion, SuggestionPolicy
+from core.release.serving.predictor import Predictor
 from core.telemetry.store import MAX_ERROR_CHARS, Event, TelemetryStore
 
 
@@ -72,7 +72,7 @@ def context_of(predictor: Predictor) -> int:
 
 
 def position_slices(text: str) -> dict[str, str]:
-    """column_bucket and indent of the cursor after `text`, as core.release.slices.slice_labels labels the
+    """column_bucket and indent of the cursor after `text`, as core.release.evaluation.slices.slice_labels labels the
     next character's position: its line so far, followed by a placeholder character (its class is unknown until
     the learner types it; `outcome` time gives it)."""
     line = text.rsplit("\n", 1)[-1]
@@ -110,6 +110,9 @@ class _FirstRow:
 
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor:
         return self.inner.log_probs(ids, positions)
+
+    def reads(self, max_new: int) -> int:
+        return self.inner.reads(max_new)
 
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
         steps = self.inner.continuations(contexts, max_new)

@@ -96,7 +96,7 @@ class Event:
     shown: bool | None = None  # the suggestion clears the threshold
     error: str | None = None
     outcome: str | None = None  # OUTCOMES, when known at once (synthetic traffic)
-    char_class: str | None = None  # the evaluation's slices of the position (core.release.slices)
+    char_class: str | None = None  # the evaluation's slices of the position (core.release.evaluation.slices)
     column_bucket: str | None = None
     indent: str | None = None
     document: str | None = None

@@ -8,7 +8,7 @@ table `events` (core.telemetry.schema): when (UTC), where ('page', 'cli' or 'syn
 characters outside the vocabulary, cut to the context), the prediction (top-1 probability and entropy of the
 next-character distribution, the suggestion's length, shown or withheld by the threshold), latency, the error if
 serving failed, the outcome once it matures ('accepted' or 'typed_other'), and the evaluation's slices of the
-position (core.release.slices).
+position (core.release.evaluation.slices).
 
 Privacy: the learner's text is not stored. Its length is, and `prompt_hash`: sha256 over a random salt kept in
 this database (table `meta`) followed by the text, so equal texts can be counted without the hash revealing a

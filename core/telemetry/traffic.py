@@ -4,14 +4,14 @@
                                   top-1 probability; with store=None nothing is written (the release-time
                                   reference of core.telemetry.monitor.drift is such a replay of the held-out split)
 
-The typist is the evaluation's (core.release.typing_sim): the stretches it types are typing_segments of the
+The typist is the evaluation's (core.release.evaluation.typing_sim): the stretches it types are typing_segments of the
 documents (seeded), and at every position of a stretch it is served a suggestion, through
 core.telemetry.record.measure_suggestion, the path every surface serves through. It accepts a suggestion exactly
 when it is shown and the text goes on with it (skipping its characters), else types one character. A session
 types every `sessions`-th stretch of a seeded shuffle, the sessions taking turns; an event's outcome is decided
 from the real next characters, and its slices are slice_labels of the document at that position
-(core.release.slices). A stretch is typed from the start of its document (an empty text is a document start), so
-the model reads the document, not the ones before it. Everything is fixed by the seed but the latencies (and the
+(core.release.evaluation.slices). A stretch is typed from the start of its document (an empty text is a document start),
+so the model reads the document, not the ones before it. Everything is fixed by the seed but the latencies (and the
 times).
 """
 
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from core.model.bundle import Bundle
 from core.model.corpus import Document
-from core.release.baseline_bundle import BaselineBundle
-from core.release.eval_report import EvalConfig
-from core.release.policy import SuggestionPolicy, policy_from_manifest
-from core.release.predictor import Predictor
-from core.release.slices import slice_labels
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.typing_sim import typing_segments
+from core.release.baselines.baseline_bundle import BaselineBundle
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.slices import slice_labels
+from core.release.evaluation.typing_sim import typing_segments
+from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import Predictor
+from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.record import measure_suggestion, suggestion_event
 from core.telemetry.store import SURFACES, TelemetryStore
 

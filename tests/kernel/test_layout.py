@@ -1,10 +1,12 @@
-"""The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward, no module too long.
+"""The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward. A module is as long as its
+concept (docs/STYLE.md, "split by concept, never by a line count"): no line cap (issue 27).
 
     kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py,
              core/progress.py, core/jsonfile.py, core/database.py
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
-    release  core/release/    may import the kernel and the model wing (never the lessons)
+    release  core/release/    may import the kernel and the model wing (never the lessons); units serving,
+                              evaluation, gate, registry, baselines
     classroom core/classroom/ may import the kernel, the model and the lessons wings (the checkpoint's numbers)
     telemetry core/telemetry/ may import the kernel, the model and the release wings (what serving did, and its cost)
     cli      cli/             may import all of core
@@ -43,10 +45,6 @@ ALLOWED = {
     "ui": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
     "views": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
 }
-# A backstop, not a target: a module holds one concept whole (docs/STYLE.md, "split by concept, never by a line
-# count"). At 400 the ten largest modules sat within 40 lines of the cap and splits were made to stay under it
-# (issue 27); past 800 a module is almost surely two concepts.
-MAX_LINES = 800
 
 
 def wing(module: str) -> str | None:
@@ -121,9 +119,9 @@ def test_imports_only_run_downward():
 @pytest.mark.parametrize(
     "where, source",
     [
-        ("core/model/gpt.py", "from core.release.gate import check_release\n"),
-        ("core/release/policy.py", "from core.telemetry.store import telemetry_path\n"),
-        ("core/release/gate.py", "def f():\n    from core.lessons.masks import masked_softmax\n"),
+        ("core/model/gpt.py", "from core.release.gate.gate import check_release\n"),
+        ("core/release/serving/policy.py", "from core.telemetry.store import telemetry_path\n"),
+        ("core/release/gate/gate.py", "def f():\n    from core.lessons.masks import masked_softmax\n"),
         ("core/attention.py", "import core.model.gpt\n"),
         ("core/lessons/masks.py", "import streamlit as st\n"),
         ("core/model/bundle.py", "from cli.main import main\n"),
@@ -135,12 +133,7 @@ def test_an_import_against_the_direction_is_caught(where, source):
     assert violations(ROOT / where, source), f"{where} importing {source.strip()!r} was not caught"
 
 
-def test_every_folder_is_a_wing_and_every_module_is_readable_in_one_sitting():
+def test_every_folder_is_a_wing():
+    """A module is as long as its concept (no line cap: issue 27); what is checked is where it lives."""
     for path in first_party_files():
         assert wing(module_name(path)) is not None or module_name(path) in ("core", "core.__main__"), path
-    too_long = {
-        str(p.relative_to(ROOT)): n
-        for p in first_party_files()
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"

@@ -1,7 +1,8 @@
 """Windows has no O_NOFOLLOW, O_NONBLOCK or O_DIRECTORY, no fcntl, no process groups: the lab's file code must work
 without them, and no POSIX-only call may sit in the first-party source unguarded.
 
-(a) The run record (core.model.run_record), the file kernel (core.files) and the registry (core.release.registry)
+(a) The run record (core.model.run_record), the file kernel (core.files) and the registry
+(core.release.registry.registry)
     run with those `os` attributes deleted, as on Windows, and a run record that is a symlink (or a FIFO, or a file
     swapped for a link between the check and the open) is still refused.
 (b) The rule, held by parsing every module as tests/kernel/test_layout.py does:
@@ -32,10 +33,10 @@ from core import files
 from core.model import run_record
 from core.model.bundle import load_bundle
 from core.model.corpus import corpus_from_text
-from core.release import registry
-from core.release.eval_report import EvalConfig
-from core.release.gate import check_release
-from core.release.rubric import ReleasePolicy
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import ReleasePolicy
+from core.release.registry import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 # What Windows lacks (or only Windows has), by module. os.symlink exists there but needs a privilege most

@@ -18,8 +18,8 @@ from cli.main import main
 from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS, ModelConfig
-from core.release.baselines import COUNTS, load_baseline, save_baseline, train_baseline
-from core.release.gate import CheckResult, Rubric
+from core.release.baselines.baseline_bundle import COUNTS, load_baseline, save_baseline, train_baseline
+from core.release.gate.gate import CheckResult, Rubric
 
 TINY = dict(vocab_size=50, context_length=32, n_layer=2, n_head=2, d_model=32)
 

@@ -10,7 +10,8 @@ from bundles import TEXT, tiny_model
 from core.attention import causal_mask
 from core.model.compare import align, attention_mask, describe, difference, lacks, small_edit, table
 from core.model.gpt import PRESETS
-from core.model.introspect import attention_grid, encode_for_model, weight_allowance
+from core.model.introspect import attention_grid, weight_allowance
+from core.model.prompt import encode_for_model
 
 
 @pytest.fixture(scope="module")

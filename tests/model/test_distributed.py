@@ -39,7 +39,8 @@ from core.model.distributed import (
 )
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, learning_rate_at, make_optimizer, train
+from core.model.train_config import TrainConfig, learning_rate_at
+from core.model.training import make_optimizer, train
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB

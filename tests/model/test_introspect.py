@@ -18,12 +18,12 @@ from core.model.gpt import GPT, PRESETS
 from core.model.introspect import (
     attention_grid,
     check_row,
-    encode_for_model,
     head_summaries,
     heaviest_keys,
     projections,
     weight_allowance,
 )
+from core.model.prompt import encode_for_model
 from core.model.rope import apply_rope
 from core.model.tokenizer import UNK_ID, CharTokenizer
 

@@ -15,7 +15,8 @@ from core.attention import causal_mask
 from core.model import leak
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS
-from core.model.training import TrainConfig, train
+from core.model.train_config import TrainConfig
+from core.model.training import train
 
 V = 19
 OLD_EDITS = lambda L: sorted({1, L // 4, L // 2, 3 * L // 4, L - 1})  # noqa: E731 - the old check's positions

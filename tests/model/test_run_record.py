@@ -17,7 +17,7 @@ from core.model.corpus import corpus_from_text, split_documents
 from core.model.gpt import GPT, PRESETS
 from core.model.run_record import CORPUS_COPY, RECORD
 from core.model.tokenizer import CharTokenizer
-from core.release.held_out import held_out
+from core.release.evaluation.held_out import held_out
 
 TOKEN_A, TOKEN_B = "a" * 32, "b" * 32
 

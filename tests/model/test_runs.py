@@ -19,7 +19,7 @@ import torch
 import core.model.gpt
 from core.attention import causal_mask
 from core.files import install_dir
-from core.model import leak, run_record, runs
+from core.model import leak, run_record, run_spec, runs, train_config
 from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.corpus import CorpusError
 from core.model.gpt import GPT, PRESETS, preset
@@ -32,7 +32,7 @@ PROBE = "def f1(x):\n    return x"
 
 
 def quick(max_iters=6, **kw):
-    return runs.train_config_for(max_iters, batch_size=4, eval_iters=2, eval_interval=2, num_threads=1, **kw)
+    return train_config.train_config_for(max_iters, batch_size=4, eval_iters=2, eval_interval=2, num_threads=1, **kw)
 
 
 def run(tmp_path, cfg, name="run", should_stop=lambda: False):
@@ -56,7 +56,7 @@ def test_a_run_saves_a_loadable_bundle_that_says_it_came_from_the_app(causal_run
     bundle = load_bundle(result.bundle_path)
     assert bundle.safe and result.safe and result.unsafe_reason is None
     command = bundle.manifest["training"]["command"]
-    assert command[: len(runs.APP_COMMAND)] == list(runs.APP_COMMAND)
+    assert command[: len(run_spec.APP_COMMAND)] == list(run_spec.APP_COMMAND)
     assert command[command.index("--max-iters") + 1] == "6" and "--no-causal-mask" not in command
     assert bundle.manifest["training"]["config"] == dataclasses.asdict(quick())
     assert bundle.manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
@@ -194,8 +194,8 @@ def test_a_real_causal_run_passes_and_the_no_mask_run_is_flagged_against_it(caus
 
 
 def test_parameter_count_matches_the_model():
-    for name in runs.APP_PRESETS:
-        assert runs.parameter_count(PRESETS[name], 57) == GPT(preset(name, 57)).num_parameters()
+    for name in run_spec.APP_PRESETS:
+        assert run_spec.parameter_count(PRESETS[name], 57) == GPT(preset(name, 57)).num_parameters()
 
 
 def test_text_helpers():
@@ -225,7 +225,7 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tm
     """The structural detector needs no loss threshold: the untrained maskless model fails the probe at
     step 0, before its loss says anything, and the run ends there."""
     events = []
-    cfg = runs.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
+    cfg = train_config.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
     result = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "stopped")(events.append, lambda: False)
     assert result.metrics["stop_reason"] == "leak" and result.metrics["iters"] == 0 and not result.stopped
     evals = [e for e in events if e.kind == "eval"]
@@ -244,7 +244,7 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tm
 
 
 def test_with_the_leak_stop_off_the_run_goes_on_and_every_probe_fails(tmp_path):
-    cfg = runs.train_config_for(
+    cfg = train_config.train_config_for(
         20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False, leak_stop=False
     )
     work = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "free")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from core.model.batches import document_stream, evaluate_loss
 from core.model.bundle import WEIGHTS, load_bundle, verify_bundle
 from core.model.corpus import load_corpus, split_documents
 from core.model.gpt import PRESETS
 from core.model.sampling import SampleConfig, generate
-from core.model.training import document_stream, evaluate_loss
-from core.release.policy import policy_from_manifest
-from core.release.tuning import THRESHOLDS
+from core.release.evaluation.tuning import THRESHOLDS
+from core.release.serving.policy import policy_from_manifest
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "default"
 MAX_WEIGHT_BYTES = 8 * 1024 * 1024

@@ -6,7 +6,7 @@ polled on a timer after some later step."""
 
 import threading
 
-from core.model import runs
+from core.model import runs, train_config
 from core.model.jobs import STOPPED, JobQueue
 from core.model.run_events import progress_from_json, result_from_json
 
@@ -28,7 +28,7 @@ def test_a_run_asked_to_stop_at_step_k_ends_at_step_k_or_the_next(tmp_path):
         tmp_path, 1, entry="tests.model.stop_gate_fixture", read_event=progress_from_json, read_result=result_from_json
     )
     corpus = runs.load_run_corpus("toy.py", TEXT)
-    config = runs.train_config_for(ITERS, max_seconds=600, num_threads=1)
+    config = train_config.train_config_for(ITERS, max_seconds=600, num_threads=1)
     payload, files = runs.job_request(corpus, "tiny", config, corpus_label="toy.py")
     job = queue.submit("me", payload, name="held run", files=files)
     held = tmp_path / job / "held"

@@ -8,19 +8,12 @@ import pytest
 import torch
 
 from core.model import leak, training
+from core.model.batches import document_stream, evaluate_loss, sample_batch
 from core.model.corpus import Corpus, CorpusError, Document, corpus_from_text, fingerprint, split_documents
 from core.model.gpt import PRESETS
 from core.model.tokenizer import EOS_ID, CharTokenizer
-from core.model.training import (
-    TrainConfig,
-    TrainEvent,
-    document_stream,
-    evaluate_loss,
-    learning_rate_at,
-    make_optimizer,
-    sample_batch,
-    train,
-)
+from core.model.train_config import TrainConfig, learning_rate_at
+from core.model.training import TrainEvent, make_optimizer, train
 
 TINY = PRESETS["tiny"]  # context 32
 TOY_TEXT = "\n\n".join(

@@ -1,4 +1,4 @@
-"""core.release.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
+"""core.release.serving.autocomplete: candidates are the sampling distribution, cached == uncached (parity trace and
 completions, across the context boundary), the served suggestion is the policy's (probabilities worked out by
 hand on a bigram stand-in), prompts report what was cut or lost."""
 
@@ -13,26 +13,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.agreement import float64_copy, model_terms
+from core.lessons.cache_parity import parity_trace
+from core.lessons.cache_timing import TIMING_REPEATS, measure_cache_latency
 from core.model.bundle import save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
 from core.model.kv_cache import KVCache
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
-from core.release.autocomplete import (
-    TIMING_REPEATS,
+from core.release.serving.autocomplete import (
     baseline_candidates,
     code_point,
     complete,
-    measure_cache_latency,
     next_token_candidates,
-    parity_trace,
     prepare_prompt,
     serve_suggestion,
 )
-from core.release.policy import DEFAULT_POLICY, SuggestionPolicy
-from core.release.predictor import is_word_char
-from core.release.transformer_predictor import TransformerPredictor
+from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy
+from core.release.serving.predictor import is_word_char
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 TOK = CharTokenizer.from_text(TEXT)

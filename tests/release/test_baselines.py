@@ -13,19 +13,18 @@ from hypothesis import strategies as st
 from core.model.bundle import MANIFEST, BundleError, write_manifest
 from core.model.corpus import Document, corpus_from_text
 from core.model.tokenizer import CharTokenizer
-from core.release.baselines import (
+from core.release.baselines.baseline_bundle import (
     COUNTS,
-    NGramModel,
     load_any,
     load_baseline,
     save_baseline,
     train_baseline,
-    train_ngram,
-    train_rule,
     verify_any,
     verify_baseline,
 )
-from core.release.policy import SuggestionPolicy, propose, suggestion
+from core.release.baselines.ngram import NGramModel, train_ngram
+from core.release.baselines.rule import train_rule
+from core.release.serving.policy import SuggestionPolicy, propose, suggestion
 
 TEXT = "\n\n".join(f"def f{i}(self, x):\n    return self.value + x * {i % 5}\n" for i in range(40))
 TOK = CharTokenizer.from_text(TEXT)

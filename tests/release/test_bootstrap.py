@@ -1,4 +1,4 @@
-"""core.release.bootstrap: the document bootstrap against a loop written out here with the same seeded draws,
+"""core.release.evaluation.bootstrap: the document bootstrap against a loop written out here with the same seeded draws,
 and closed forms (equal ratios, two documents, one document)."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.release.bootstrap import MIN_DOCUMENTS, RESAMPLES, document_interval
+from core.release.evaluation.bootstrap import MIN_DOCUMENTS, RESAMPLES, document_interval
 
 
 def quantile_by_hand(values, q):

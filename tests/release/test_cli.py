@@ -14,10 +14,10 @@ import pytest
 from cli.main import COMMANDS, _Progress, main
 from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version, write_manifest
 from core.model.training import TrainEvent
-from core.release.autocomplete import serve_suggestion
-from core.release.policy import DEFAULT_POLICY, policy_from_manifest
-from core.release.transformer_predictor import load_predictor
-from core.release.tuning import THRESHOLDS
+from core.release.evaluation.tuning import THRESHOLDS
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import DEFAULT_POLICY, policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB

@@ -1,4 +1,4 @@
-"""core.release.evaluation: metrics against a hand computation (the typist shown the one suggestion policy),
+"""core.release.evaluation.evaluation: metrics against a hand computation (the typist shown the one suggestion policy),
 intervals by bootstrap over documents, the transformer behind the predictor interface, and the evaluation
 command's JSON."""
 
@@ -16,12 +16,13 @@ from core.model.bundle import save_bundle
 from core.model.corpus import Document, load_corpus, split_documents
 from core.model.gpt import GPT, PRESETS
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, train
-from core.release.bootstrap import document_interval
-from core.release.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
-from core.release.policy import DEFAULT_POLICY, SuggestionPolicy
-from core.release.predictor import continuations_by_log_probs
-from core.release.tuning import THRESHOLDS
+from core.model.train_config import TrainConfig
+from core.model.training import train
+from core.release.evaluation.bootstrap import document_interval
+from core.release.evaluation.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
+from core.release.evaluation.tuning import THRESHOLDS
+from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy
+from core.release.serving.predictor import continuations_by_log_probs
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
 FIRST = {"a": "b", "b": " ", " ": "a", "c": " ", "": "a"}  # the toy's most likely next character ("": <eos>)
@@ -90,7 +91,7 @@ def test_metrics_match_a_hand_computation_on_20_characters():
 
 
 def test_intervals_resample_documents():
-    """Every overall interval is core.release.bootstrap.document_interval of per-document sums, rebuilt here
+    """Every overall interval is core.release.evaluation.bootstrap.document_interval of per-document sums, rebuilt here
     from the per-document slices (each document's own figures times its own counts)."""
     texts = ["ab ab abc ac ab abab", "ab ab ab ab", "ac ac abc", "abab ab cab ab ab"]
     docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
@@ -237,7 +238,8 @@ def test_evaluate_json_has_every_field_and_uses_the_recorded_split(tmp_path, cap
         "documents",
     ):
         assert key in out["overall"], key
-    # the net figure is the gross less the price of each suggestion shown and not taken (core.release.utility)
+    # the net figure is the gross less the price of each suggestion shown and not taken
+    # (core.release.evaluation.utility)
     o, cost = out["overall"], out["policy"]["attention_cost"]
     assert cost == 1.0
     wrong = o["offered"] - o["accepted"]

@@ -1,5 +1,5 @@
-"""core.release.gate: the leak detector and the rubric, each check with its measured figure; the beats-the-baselines
-decision held to intervals worked out by hand, and the gate's figures held to the evaluation's."""
+"""core.release.gate.gate: the leak detector and the rubric, each check with its measured figure; the
+beats-the-baselines decision held to intervals worked out by hand, and the gate's figures held to the evaluation's."""
 
 import dataclasses
 import json
@@ -14,11 +14,13 @@ from core.model.bundle import MANIFEST, manifest_version, save_bundle, verify_bu
 from core.model.corpus import Document, load_corpus
 from core.model.gpt import PRESETS
 from core.model.tokenizer import CharTokenizer
-from core.model.training import TrainConfig, train
-from core.release.baselines import load_baseline
-from core.release.eval_report import Interval, MetricSet
-from core.release.evaluation import EvalConfig, evaluate_bundle
-from core.release.gate import (
+from core.model.train_config import TrainConfig
+from core.model.training import train
+from core.release.baselines.baseline_bundle import load_baseline
+from core.release.evaluation.eval_report import Interval, MetricSet
+from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
+from core.release.evaluation.tuning import record_policy
+from core.release.gate.gate import (
     DEFAULT_POLICY,
     RUBRIC,
     ReleasePolicy,
@@ -30,8 +32,7 @@ from core.release.gate import (
     versus_baselines,
     write_release_record,
 )
-from core.release.policy import SuggestionPolicy
-from core.release.tuning import record_policy
+from core.release.serving.policy import SuggestionPolicy
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(80))
 QUICK = EvalConfig(max_positions=500, typing_chars=300, segment_chars=100, latency_samples=0)

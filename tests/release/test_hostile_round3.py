@@ -19,7 +19,7 @@ import ui.models
 from cli.main import main
 from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version
 from core.model.tokenizer import CharTokenizer
-from core.release.registry import CURRENT, LOG, list_versions, promote, read_log, resolve_served
+from core.release.registry.registry import CURRENT, LOG, list_versions, promote, read_log, resolve_served
 
 # 1,000,000 bytes (under the registry's 1 MiB cap), as in the issue: json.loads recursed into RecursionError on it.
 DEEP = "[" * 500_000 + "]" * 500_000

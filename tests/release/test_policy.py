@@ -1,4 +1,4 @@
-"""core.release.policy: the greedy completion, its cuts and the choice, against stubs whose rows are written
+"""core.release.serving.policy: the greedy completion, its cuts and the choice, against stubs whose rows are written
 out by hand (every probability below is a product worked out here), the batch against one by one, and the
 refusal of bad policy records."""
 
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from core.agreement import allowance, float64_copy, model_terms
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
-from core.release.policy import (
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST
+from core.release.serving.policy import (
     DEFAULT_POLICY,
     MIN_THRESHOLD,
     Cut,
@@ -23,8 +24,7 @@ from core.release.policy import (
     propose_all,
     suggestion,
 )
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.utility import DEFAULT_ATTENTION_COST
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 TOK = CharTokenizer.from_text("x = return self\n(): abcdefy")
 V = TOK.vocab_size

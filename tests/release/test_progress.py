@@ -14,12 +14,12 @@ import pytest
 from cli.main import main
 from cli.progress import ENV_VAR, Bars, progress_bars, wanted
 from core.model.bundle import load_bundle
-from core.release.eval_report import EvalConfig
-from core.release.evaluation import evaluate_bundle
-from core.release.gate import GATE_STEPS, ReleasePolicy, check_release
-from core.release.held_out import held_out
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.tuning import THRESHOLDS, tune_bundle
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.evaluation import evaluate_bundle
+from core.release.evaluation.held_out import held_out
+from core.release.evaluation.tuning import THRESHOLDS, tune_bundle
+from core.release.gate.gate import GATE_STEPS, ReleasePolicy, check_release
+from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.cost import measure_serving
 
 ROOT = Path(__file__).resolve().parents[2]

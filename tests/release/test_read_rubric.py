@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.jsonfile import JsonFileError
-from core.release.rubric import RUBRIC, read_rubric
+from core.release.gate.rubric import RUBRIC, read_rubric
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "default.release" / RUBRIC
 

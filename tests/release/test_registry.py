@@ -1,4 +1,4 @@
-"""core.release.registry: the gate refuses a leaking model and current stays put, a tampered current version
+"""core.release.registry.registry: the gate refuses a leaking model and current stays put, a tampered current version
 falls back (to the last known-good version, then to the n-gram), rollback restores the previous version."""
 
 import ast
@@ -11,18 +11,17 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-import core.release.registry as registry
+import core.release.registry.registry as registry
 from cli.main import main
 from core.files import staged_dir
 from core.model.bundle import load_bundle, save_bundle, verify_bundle
 from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
-from core.model.training import TrainConfig, train
-from core.release.autocomplete import serve_suggestion
-from core.release.evaluation import EvalConfig
-from core.release.gate import ReleasePolicy, check_release
-from core.release.policy import policy_from_manifest
-from core.release.registry import (
+from core.model.train_config import TrainConfig
+from core.model.training import train
+from core.release.evaluation.evaluation import EvalConfig
+from core.release.gate.gate import ReleasePolicy, check_release
+from core.release.registry.registry import (
     CURRENT,
     RegistryError,
     promote,
@@ -32,6 +31,8 @@ from core.release.registry import (
     rollback,
     status,
 )
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import policy_from_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))

@@ -12,11 +12,11 @@ import pytest
 from test_registry import _version, make_bundles, make_checks
 
 import core.model.bundle
-import core.release.registry as registry
+import core.release.registry.registry as registry
 from cli.main import main
 from core.model.bundle import MANIFEST, manifest_version, write_manifest
 from core.model.gpt import GPT
-from core.release.registry import (
+from core.release.registry.registry import (
     CURRENT,
     RegistryError,
     promote,

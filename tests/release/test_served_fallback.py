@@ -11,12 +11,13 @@ import ui.models
 from core.model.bundle import save_bundle
 from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
-from core.model.training import TrainConfig, train
-from core.release.autocomplete import serve_suggestion
-from core.release.evaluation import EvalConfig
-from core.release.gate import ReleasePolicy
-from core.release.policy import policy_from_manifest
-from core.release.registry import promote, resolve_served
+from core.model.train_config import TrainConfig
+from core.model.training import train
+from core.release.evaluation.evaluation import EvalConfig
+from core.release.gate.gate import ReleasePolicy
+from core.release.registry.registry import promote, resolve_served
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import policy_from_manifest
 
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # A known-good version in seconds: only the beats-the-baselines comparison is waived (as in test_registry).

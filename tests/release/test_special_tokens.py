@@ -10,16 +10,16 @@ from core.model.corpus import Document
 from core.model.gpt import GPT, ModelOutput
 from core.model.sampling import NEVER_SAMPLED, SampleConfig
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from core.release.autocomplete import (
+from core.release.baselines.ngram import train_ngram
+from core.release.serving.autocomplete import (
     baseline_candidates,
     complete,
     next_token_candidates,
     prepare_prompt,
     serve_suggestion,
 )
-from core.release.ngram import train_ngram
-from core.release.policy import DEFAULT_POLICY, SuggestionPolicy, propose
-from core.release.transformer_predictor import TransformerPredictor
+from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, propose
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 NEVER = {PAD_ID, BOS_ID, UNK_ID}
 SPECIAL = NEVER | {EOS_ID}

@@ -1,11 +1,11 @@
 """The page, the CLI and the evaluation give the same suggestion for the same prompt.
 
-Three surfaces, one policy (core.release.policy): the Autocomplete page (AppTest), `python -m core suggest --json`
-(cli.main.main) and the evaluation's simulated typist (core.release.typing_sim.typing_trace on a one-document
-held-out text that starts with the prompt, read right after it, then choose_cut at the recorded threshold).
-The bundle is a tiny model trained briefly on a repetitive Python text, so it does suggest, with a tuned
-threshold recorded that some of these suggestions clear and some do not. Its prompt template is "{prompt}",
-the raw stream the evaluation reads.
+Three surfaces, one policy (core.release.serving.policy): the Autocomplete page (AppTest), `python -m core suggest
+--json` (cli.main.main) and the evaluation's simulated typist (core.release.evaluation.typing_sim.typing_trace on a
+one-document held-out text that starts with the prompt, read right after it, then choose_cut at the recorded threshold).
+The bundle is a tiny model trained briefly on a repetitive Python text, so it does suggest, with a tuned threshold
+recorded that some of these suggestions clear and some do not. Its prompt template is "{prompt}", the raw stream the
+evaluation reads.
 """
 
 import json
@@ -15,12 +15,12 @@ from apptest import open_page
 from bundles import train_tiny_bundle
 
 from cli.main import main as cli_main
+from core.model.batches import document_stream
 from core.model.corpus import Document
-from core.model.training import document_stream
-from core.release.policy import SuggestionPolicy, policy_from_manifest
-from core.release.transformer_predictor import load_predictor
-from core.release.tuning import record_policy
-from core.release.typing_sim import Segment, choose_cut, typing_trace
+from core.release.evaluation.tuning import record_policy
+from core.release.evaluation.typing_sim import Segment, choose_cut, typing_trace
+from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 

@@ -1,6 +1,6 @@
-"""core.release.tuning: the grid threshold that saves the most keystrokes net of the attention cost (worked out by
-hand at several prices, ties to the higher threshold), and recording a policy in a bundle's manifest (a new version
-that still loads; a bad edit refused)."""
+"""core.release.evaluation.tuning: the grid threshold that saves the most keystrokes net of the attention cost
+(worked out by hand at several prices, ties to the higher threshold), and recording a policy in a bundle's manifest (a
+new version that still loads; a bad edit refused)."""
 
 import json
 import shutil
@@ -12,11 +12,11 @@ from stubs import PRICED_TRACE, Bigram
 from core.model.bundle import MANIFEST, BundleError, manifest_version, save_bundle, write_manifest
 from core.model.corpus import Document, corpus_from_text
 from core.model.tokenizer import CharTokenizer
-from core.release.eval_report import EvalConfig
-from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
-from core.release.transformer_predictor import load_predictor
-from core.release.tuning import THRESHOLDS, record_policy, reprice, tune_bundle, tune_policy, tune_threshold
-from core.release.typing_sim import Segment, TraceCut
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import THRESHOLDS, record_policy, reprice, tune_bundle, tune_policy, tune_threshold
+from core.release.evaluation.typing_sim import Segment, TraceCut
+from core.release.serving.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 
 # The hand-made trace of test_typing_sim: typing [1, 6) and [8, 12) of a 12-position stream.
 TRACE = {

@@ -1,5 +1,5 @@
-"""core.release.typing_sim: the simulated typist counted by hand on a hand-made trace, the trace of a stub whose
-proposals are worked out by hand, and segments that share the typing out over every document."""
+"""core.release.evaluation.typing_sim: the simulated typist counted by hand on a hand-made trace, the trace of a stub
+whose proposals are worked out by hand, and segments that share the typing out over every document."""
 
 import math
 
@@ -9,9 +9,16 @@ from stubs import TOK, Bigram
 
 from core.model.corpus import Document
 from core.model.tokenizer import EOS_ID
-from core.release.eval_report import EvalConfig
-from core.release.policy import DEFAULT_POLICY
-from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_shares, typing_trace
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.typing_sim import (
+    Segment,
+    TraceCut,
+    simulate_typing,
+    typing_segments,
+    typing_shares,
+    typing_trace,
+)
+from core.release.serving.policy import DEFAULT_POLICY
 
 # Stream positions 0..11; the typist types [1, 6) and [8, 12). Every cut: (characters, probability, matches).
 TRACE = {

@@ -7,8 +7,9 @@ from pathlib import Path
 from core.model.bundle import save_bundle
 from core.model.corpus import Corpus, load_corpus, split_documents
 from core.model.gpt import PRESETS
-from core.model.training import TrainConfig, train
-from core.release.baseline_bundle import save_baseline, train_baseline
+from core.model.train_config import TrainConfig
+from core.model.training import train
+from core.release.baselines.baseline_bundle import save_baseline, train_baseline
 
 TOY = "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(60))
 VAL_FRACTION, SEED = 0.3, 0

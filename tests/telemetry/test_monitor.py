@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from core.release.baseline_bundle import load_baseline
+from core.release.baselines.baseline_bundle import load_baseline
 from core.telemetry import monitor
 from core.telemetry.store import TelemetryStore
 from core.telemetry.traffic import replay
@@ -118,8 +118,8 @@ def test_every_figure_per_version_is_the_databases_own_count(database):
 
 @pytest.mark.parametrize("cost", [0.0, 1.0, 2.5])
 def test_the_live_net_keystrokes_saved_are_the_databases_own_count(database, cost):
-    """core.release.utility's figure, live: the accepted suggestions' characters - 1, less the price of each shown
-    suggestion typed over, per matured one; counted here by SQL."""
+    """core.release.evaluation.utility's figure, live: the accepted suggestions' characters - 1, less the price of each
+    shown suggestion typed over, per matured one; counted here by SQL."""
     rows = monitor.load(database)
     for o in monitor.figures(rows, attention_cost=cost).outcomes:
         [(saved, other, matured)] = sql(

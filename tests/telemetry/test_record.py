@@ -14,13 +14,13 @@ from core.model.corpus import Document
 from core.model.prompt import encode_for_model
 from core.model.sampling import SampleConfig, generate, start_ids
 from core.model.tokenizer import EOS_ID
-from core.release.autocomplete import serve_suggestion
-from core.release.baseline_bundle import load_baseline
-from core.release.completion import complete
-from core.release.policy import MAX_CHARS, SuggestionPolicy, policy_from_manifest
-from core.release.slices import slice_labels
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.typing_sim import MAX_CONTEXT
+from core.release.baselines.baseline_bundle import load_baseline
+from core.release.evaluation.slices import slice_labels
+from core.release.evaluation.typing_sim import MAX_CONTEXT
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.completion import complete
+from core.release.serving.policy import MAX_CHARS, SuggestionPolicy, policy_from_manifest
+from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.completions import recording_completion, served_completion
 from core.telemetry.record import outcome, position_slices, served_suggestion
 from core.telemetry.store import TelemetryStore

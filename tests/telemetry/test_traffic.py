@@ -3,7 +3,7 @@ seed (but for latency and time), and outcomes that are the true ones of the text
 
 import pytest
 
-from core.release.baseline_bundle import load_baseline
+from core.release.baselines.baseline_bundle import load_baseline
 from core.telemetry.record import outcome
 from core.telemetry.store import TelemetryStore
 from core.telemetry.traffic import replay

@@ -32,9 +32,9 @@ def test_the_cached_suggestion_is_the_served_one_for_each_text_and_policy():
     import dataclasses
 
     from core.model.bundle import load_bundle
-    from core.release.autocomplete import serve_suggestion
-    from core.release.policy import SuggestionPolicy
-    from core.release.transformer_predictor import TransformerPredictor
+    from core.release.serving.autocomplete import serve_suggestion
+    from core.release.serving.policy import SuggestionPolicy
+    from core.release.serving.transformer_predictor import TransformerPredictor
     from ui.models import SHIPPED_DIR
     from ui.suggestion_view import cached_suggestion
 

@@ -3,7 +3,7 @@
 parity is shown below its tolerance, and long, empty, unseen and unsafe inputs are explained.
 
 With a briefly trained bundle (one that does suggest): the suggestion shown is the one suggestion policy's
-(core.release.autocomplete.serve_suggestion, and by hand from the model's own forward passes), Accept appends
+(core.release.serving.autocomplete.serve_suggestion, and by hand from the model's own forward passes), Accept appends
 exactly it, and hostile prompts never put a special token into the text shown."""
 
 import json
@@ -21,10 +21,10 @@ from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, preset
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer
-from core.release.autocomplete import serve_suggestion
-from core.release.policy import SuggestionPolicy, policy_from_manifest
-from core.release.transformer_predictor import load_predictor
-from core.release.tuning import record_policy
+from core.release.evaluation.tuning import record_policy
+from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
+from core.release.serving.transformer_predictor import load_predictor
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 LABEL = "tiny test bundle"
@@ -249,11 +249,11 @@ def test_cache_section_shows_medians_measured_now_at_a_long_window(bundle_path):
 def test_a_class_shares_one_cache_timing_until_someone_measures_again(bundle_path, monkeypatch):
     """Thirty sessions on one model must not time it thirty times: timing runs when someone asks, and the second
     session reads the first one's figures; "Measure again" times it anew for everyone."""
-    import core.release.autocomplete as ac
+    from core.lessons import cache_timing
 
     calls = []
-    real = ac.measure_cache_latency
-    monkeypatch.setattr(ac, "measure_cache_latency", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = cache_timing.measure_cache_latency
+    monkeypatch.setattr(cache_timing, "measure_cache_latency", lambda *a, **k: calls.append(1) or real(*a, **k))
     first = open_autocomplete(bundle_path)
     assert calls == []  # opening the page times nothing
     first.button(key="ac_measure_again").click().run()

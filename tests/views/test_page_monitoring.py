@@ -12,7 +12,7 @@ from apptest import all_text, figure, figures, open_page, table, unescaped
 from telemetry.helpers import held_out_documents, ngram_bundle, toy_corpus, transformer_bundle
 
 from core.model.bundle import load_bundle
-from core.release.baseline_bundle import load_baseline
+from core.release.baselines.baseline_bundle import load_baseline
 from core.telemetry.store import ENV, STORE_TEXT_ENV, Event, TelemetryStore
 from core.telemetry.traffic import replay
 from ui.teacher import ENV_VAR

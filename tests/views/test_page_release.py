@@ -23,10 +23,10 @@ from core.model import run_record
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text, load_corpus
 from core.model.runs import train_and_save
-from core.model.training import TrainConfig
-from core.release.evaluation import EvalConfig, evaluate_bundle
-from core.release.gate import ReleasePolicy, causality_check, check_release
-from core.release.registry import CURRENT, LOG, promote, read_current, read_log
+from core.model.train_config import TrainConfig
+from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
+from core.release.gate.gate import ReleasePolicy, causality_check, check_release
+from core.release.registry.registry import CURRENT, LOG, promote, read_current, read_log
 from ui.rubric import decided_on
 from ui.teacher import ENV_VAR
 
@@ -95,8 +95,8 @@ def no_secrets_file(tmp_path):
 
 @pytest.fixture
 def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file):
-    """A fresh registry whose current version is `older`, promoted through core.release.registry; the server operator
-    configured the teacher passcode PASSCODE (tests of the unconfigured page remove it)."""
+    """A fresh registry whose current version is `older`, promoted through core.release.registry.registry; the server
+    operator configured the teacher passcode PASSCODE (tests of the unconfigured page remove it)."""
     reg = tmp_path / "registry"
     result = promote(bundles["older"], reg, policy=SETUP_POLICY)
     assert result.promoted, result.reason
@@ -367,7 +367,8 @@ def forge_click(at, key) -> AppTest:
 
 
 def promote_good_and_reopen(bundles, registry) -> AppTest:
-    """`good` promoted over `older` through core.release.registry (so a rollback is possible), the page opened on it."""
+    """`good` promoted over `older` through core.release.registry.registry (so a rollback is possible), the page
+    opened on it."""
     assert promote(bundles["good"], registry, policy=SETUP_POLICY).promoted
     return open_release(bundles["good"])
 
@@ -555,9 +556,9 @@ def test_a_promoted_version_opens_on_the_rubric_the_registry_stored_and_another_
 
 def test_the_tradeoff_tab_measures_on_request_and_its_price_slider_equals_tuning_at_that_price(bundles, registry):
     """Nothing is measured until asked (it takes a minute for the shipped model); then the curve's figures are
-    core.release.tuning.tradeoff's at the bundle's price, and moving the price gives exactly what tuning at the
-    new price gives, chosen threshold included, without measuring again."""
-    from core.release.tuning import tradeoff
+    core.release.evaluation.tuning.tradeoff's at the bundle's price, and moving the price gives exactly what tuning at
+    the new price gives, chosen threshold included, without measuring again."""
+    from core.release.evaluation.tuning import tradeoff
 
     at = open_release(bundles["good"])
     assert not [f for f in figures_of(at) if "What each threshold buys" in json.dumps(f["layout"].get("title"))]

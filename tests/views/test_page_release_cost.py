@@ -10,7 +10,8 @@ import ui.models
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
-from core.model.training import TrainConfig, train
+from core.model.train_config import TrainConfig
+from core.model.training import train
 from ui import cost_view
 
 TEXT = "\n\n".join(f"def mul{i}(a, b):\n    return a * b + {i}\n" for i in range(60))

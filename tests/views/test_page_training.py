@@ -14,7 +14,7 @@ import torch
 from apptest import all_text, decode, figures, open_page, picture_figures
 from bundles import tiny_model
 
-from core.model import leak, run_record, runs
+from core.model import leak, run_record, runs, train_config
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.run_spec import PYTHON_PROBE
@@ -238,7 +238,12 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_wi
     assert "The loss does not show it yet" in text and f"{result.metrics['val_loss']:.3f} nats" in text
     corpus = runs.load_run_corpus("notes.txt", prose())
     snap = runs.attention_snapshot(
-        bundle.model, bundle.tokenizer, runs.default_probe(corpus, runs.train_config_for(200)), layer=0, head=0, step=0
+        bundle.model,
+        bundle.tokenizer,
+        runs.default_probe(corpus, train_config.train_config_for(200)),
+        layer=0,
+        head=0,
+        step=0,
     )
     assert snap.future_weight > 0.1 and f"{snap.future_weight:.1%} of each row's weight" in text
     assert "marked **unsafe**" in text and "causality probe failed" in text and not bundle.safe

@@ -1,4 +1,4 @@
-"""ui.tradeoff_view: the Release page's trade-off curve draws core.release.tuning's own figures, marks the
+"""ui.tradeoff_view: the Release page's trade-off curve draws core.release.evaluation.tuning's own figures, marks the
 threshold the tuning chose, and says the same in its summary and table."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 from stubs import PRICED_SEGMENTS, PRICED_TRACE
 
-from core.release.tuning import THRESHOLDS, tune_threshold
-from core.release.typing_sim import simulate_typing
+from core.release.evaluation.tuning import THRESHOLDS, tune_threshold
+from core.release.evaluation.typing_sim import simulate_typing
 from ui import tradeoff_view
 
 TRACE, SEGMENTS = PRICED_TRACE, PRICED_SEGMENTS  # tests/stubs.py: worked out on paper there

@@ -3,19 +3,19 @@
     typing_segments(documents, config)            (document, start, end) stream ranges the user types: about
                                                   typing_chars / len(documents) characters of *every* document
                                                   (typing_shares), in seeded segments of segment_chars
-    typing_trace(predictor, ids, segments, policy) the proposal (core.release.policy) at every position of the
+    typing_trace(predictor, ids, segments, policy) the proposal (core.release.serving.policy) at every position of the
                                                   segments, reduced to its cuts: (length, probability, matches)
     simulate_typing(trace, ids, segments, threshold, attention_cost)  per position: offered, accepted,
                                                   keystrokes saved (gross), net of the attention cost, characters
                                                   covered, with the suggestions a threshold shows
     sample_blocks(ranges, size, cap, seed)        whole seeded blocks of positions, at most about `cap` of them
 
-The trace is computed once and replayed for every threshold, so tuning a threshold (core.release.tuning)
+The trace is computed once and replayed for every threshold, so tuning a threshold (core.release.evaluation.tuning)
 costs one pass of the predictor. The typist: at each position the policy's choice is shown when its
 probability reaches the threshold; the user accepts exactly when the text goes on with it (one Tab instead of
 its k characters, saving k - 1) and goes on after it; otherwise types one character, and a suggestion it was
-shown and did not take costs it `attention_cost` keystrokes (core.release.utility, the one definition of the net
-figure). Shapes: N stream positions.
+shown and did not take costs it `attention_cost` keystrokes (core.release.evaluation.utility, the one definition of the
+net figure). Shapes: N stream positions.
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ import numpy as np
 
 from core.model.corpus import Document
 from core.progress import Progress, steps
-from core.release.eval_report import EvalConfig
-from core.release.policy import SuggestionPolicy, propose_all
-from core.release.predictor import Predictor
-from core.release.utility import DEFAULT_ATTENTION_COST, net_saved
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, net_saved
+from core.release.serving.policy import SuggestionPolicy, propose_all
+from core.release.serving.predictor import MAX_CONTEXT, Predictor
 
-MAX_CONTEXT = 1024  # tokens of context handed to a predictor: more than any model here looks at
-BATCH = 64  # positions proposed in one batch (core.release.policy.propose_all)
+BATCH = 64  # positions proposed in one batch (core.release.serving.policy.propose_all)
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def typing_trace(
 
 
 def choose_cut(cuts: Sequence[TraceCut], threshold: float) -> TraceCut | None:
-    """The shown cut at `threshold`: core.release.policy.Proposal.choose on a trace."""
+    """The shown cut at `threshold`: core.release.serving.policy.Proposal.choose on a trace."""
     confident = [c for c in cuts if c.probability >= threshold]
     if not confident:
         return None

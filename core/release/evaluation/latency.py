@@ -3,7 +3,8 @@
     measure_suggestion_latency(predictor, ids, config, policy)   p50 / p95 (linear interpolation) and mean
                                                                  wall-clock ms over `latency_samples` seeded
                                                                  positions after one warm-up call, each one
-                                                                 core.release.policy.suggestion call (batch of one)
+                                                                 core.release.serving.policy.suggestion call (batch of
+                                                                 one)
 
 Timing is reported, never decides a test (bench/bench_latency.py prints the same figures).
 """
@@ -17,10 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.model.tokenizer import EOS_ID
-from core.release.eval_report import EvalConfig, Latency
-from core.release.policy import SuggestionPolicy, suggestion
-from core.release.predictor import Predictor
-from core.release.typing_sim import MAX_CONTEXT
+from core.release.evaluation.eval_report import EvalConfig, Latency
+from core.release.evaluation.typing_sim import MAX_CONTEXT
+from core.release.serving.policy import SuggestionPolicy, suggestion
+from core.release.serving.predictor import Predictor
 
 
 def measure_suggestion_latency(

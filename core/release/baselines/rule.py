@@ -2,7 +2,7 @@
 
 With w the word being typed (the run of word characters just before the cursor), its next-character
 distribution mixes the next letters of the training words that extend w with the add-k unigram ("the
-most frequent next character"); the suggestion policy (core.release.policy) completes greedily from it, so
+most frequent next character"); the suggestion policy (core.release.serving.policy) completes greedily from it, so
 it offers the rest of the most frequent extension, letter by letter:
 
     P(c|w) = lam n(w, c) / n(w) + (1 - lam) P_0(c),    lam = n(w) / (n(w) + e(w) + 1)
@@ -21,11 +21,11 @@ from collections.abc import Generator, Sequence
 import numpy as np
 from torch import Tensor
 
+from core.model.batches import document_stream
 from core.model.corpus import Document
 from core.model.tokenizer import CharTokenizer
-from core.model.training import document_stream
-from core.release.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
-from core.release.predictor import check_positions, continuations_by_log_probs, is_word_char
+from core.release.baselines.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
+from core.release.serving.predictor import check_positions, continuations_by_log_probs, is_word_char
 
 MAX_WORD_CHARS = 40  # the rule looks at most this far back for the word being typed
 

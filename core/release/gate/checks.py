@@ -7,7 +7,7 @@
     versus_baselines  the loss floor against the n-gram, and the two "beats baselines" checks: a pure function
                       of the evaluation's MetricSets (the served policy's net keystrokes saved, with the intervals)
 
-Each returns core.release.rubric.CheckResult with its measured figure; core.release.gate's docstring states
+Each returns core.release.gate.rubric.CheckResult with its measured figure; core.release.gate.gate's docstring states
 the rules. Shapes use the legend of `core/__init__.py`: B batch, T positions, L context length, V vocabulary.
 """
 
@@ -26,10 +26,10 @@ from core.model.corpus import Document
 from core.model.gpt import GPT
 from core.model.leak import causality_probe
 from core.model.sampling import SampleConfig, generate
-from core.release.bootstrap import MIN_DOCUMENTS
-from core.release.eval_report import Interval, MetricSet
-from core.release.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run
-from core.release.transformer_predictor import TransformerPredictor
+from core.release.evaluation.bootstrap import MIN_DOCUMENTS
+from core.release.evaluation.eval_report import Interval, MetricSet
+from core.release.gate.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 
 def causality_check(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> CheckResult:
@@ -210,7 +210,7 @@ class _Figures:
     name: str
     loss: float
     loss_ci: Interval | None
-    keys: float  # net keystrokes saved per 100 characters (core.release.utility: gross less the attention cost)
+    keys: float  # net keystrokes saved per 100 characters (core.release.evaluation.utility: gross, less attention)
     keys_ci: Interval | None
     documents: int
 
@@ -234,8 +234,8 @@ def versus_baselines(
       plausible: vs n-gram         loss >= ngram_floor_ratio x the n-gram's loss (a leak, not skill, beats that)
       beats baselines: loss        loss below every baseline's (the better baseline's)
       beats baselines: keystrokes  the lower end of the transformer's 95% interval of NET keystrokes saved per 100
-                                   characters (core.release.utility: less the attention cost of every suggestion
-                                   shown and not taken) above the upper end of EVERY baseline's interval
+                                   characters (core.release.evaluation.utility: less the attention cost of every
+                                   suggestion shown and not taken) above the upper end of EVERY baseline's interval
                                    (intervals that do not overlap); a missing interval (fewer than MIN_DOCUMENTS
                                    documents) fails
 

@@ -1,6 +1,6 @@
 """What an evaluation is asked for and what it reports: EvalConfig, MetricSet, slices, latency, EvalReport.
 
-The metrics and their intervals are described in core.release.evaluation; these are the frozen records
+The metrics and their intervals are described in core.release.evaluation.evaluation; these are the frozen records
 a page, the command line and the release gate read.
 """
 
@@ -54,7 +54,7 @@ class Interval:
 class MetricSet:
     positions: int  # scored next-character positions
     loss: float | None  # nats per character
-    loss_ci: Interval | None  # every interval: bootstrap over documents (core.release.bootstrap)
+    loss_ci: Interval | None  # every interval: bootstrap over documents (core.release.evaluation.bootstrap)
     bits_per_char: float | None
     top1: float | None
     top1_ci: Interval | None
@@ -69,8 +69,9 @@ class MetricSet:
     keystrokes_saved_ci: Interval | None
     shown_per_100: float | None  # suggestions shown per 100 characters covered
     documents: int  # documents with scored or typed positions in this set
-    # the decision utility (core.release.utility): gross less the attention cost of each suggestion not taken, at
-    # the policy's attention_cost (EvalReport.policy records it); what thresholds are tuned on and the gate decides on
+    # the decision utility (core.release.evaluation.utility): gross less the attention cost of each suggestion not
+    # taken, at the policy's attention_cost (EvalReport.policy records it); what thresholds are tuned on and the gate
+    # decides on
     net_keystrokes_saved_per_100: float | None = None
     net_keystrokes_saved_ci: Interval | None = None
 
@@ -112,9 +113,11 @@ class EvalReport:
     overall: MetricSet
     slices: tuple[SliceMetrics, ...]
     worst: tuple[WorstSlice, ...]
-    latency: Latency | None  # one suggestion as served (core.release.latency)
+    latency: Latency | None  # one suggestion as served (core.release.evaluation.latency)
     policy: dict  # the SuggestionPolicy the typist was shown suggestions with (to_dict)
-    tuning: tuple[dict, ...] = ()  # a baseline's threshold grid, tuned for this comparison (core.release.tuning)
+    tuning: tuple[
+        dict, ...
+    ] = ()  # a baseline's threshold grid, tuned for this comparison (core.release.evaluation.tuning)
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0
 

@@ -6,7 +6,7 @@
     per_100(value, covered)                    100 * value / covered, None when nothing was covered
 
 A suggestion is worth its interruption only if what it saves pays for the look it takes. The simulated typist
-(core.release.typing_sim) saves k - 1 keystrokes when it accepts a k-character suggestion (one Tab), and pays
+(core.release.evaluation.typing_sim) saves k - 1 keystrokes when it accepts a k-character suggestion (one Tab), and pays
 `attention_cost` keystrokes for every suggestion it is shown and does not take: the time to read it and go on
 typing. The figure every surface reports and every threshold is tuned on is
 

@@ -5,17 +5,15 @@ Everything here is built on `core.model.sampling`, so the numbers the app shows 
     prepare_prompt        text -> the ids the model sees (core.model.prompt.encode_for_model: the last
                           context_length tokens, characters the vocabulary lacks become <unk>), after the
                           bundle's prompt template; an empty prompt starts from <eos> (core.model.sampling.start_ids)
-    serve_suggestion      the one suggestion policy (core.release.policy) after a text, for any predictor:
+    serve_suggestion      the one suggestion policy (core.release.serving.policy) after a text, for any predictor:
                           the offer, its probability, whether it clears the threshold
     baseline_candidates   the next characters of a baseline predictor (the registry's n-gram fallback)
 
 and, re-exported here for the pages (one concept per module):
 
-    core.release.candidates    next_token_candidates, code_point, Candidate
-    core.release.completion    complete, Completion
-    core.release.cache_timing  measure_cache_latency, CacheTiming (the KV-cache lesson's measurement)
-    core.release.parity        parity_trace, ParityTrace, ParityStep (cached against uncached, in float64)
-    core.release.forward       next_token_logits (generation's first step)
+    core.release.serving.candidates    next_token_candidates, code_point, Candidate
+    core.release.serving.completion    complete, Completion
+    core.model.forward                 next_token_logits (generation's first step)
 
 A character tokenizer maps one character to one token, so "the last N tokens" of a prompt are its
 last N characters. Shapes use the legend of `core/__init__.py`: T positions, V vocabulary size.
@@ -28,45 +26,27 @@ from dataclasses import dataclass
 import torch
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
+from core.model.forward import next_token_logits
 from core.model.gpt import ModelConfig
 from core.model.prompt import encode_for_model
 from core.model.sampling import NEVER_SAMPLED, start_ids
 from core.model.tokenizer import EOS_ID, CharTokenizer
-from core.release.cache_timing import (
-    MAX_TIMING_REPEATS,
-    TIMING_NEW_TOKENS,
-    TIMING_REPEATS,
-    TIMING_WARMUP,
-    CacheTiming,
-    measure_cache_latency,
-)
-from core.release.candidates import Candidate, code_point, next_token_candidates
-from core.release.completion import Completion, complete
-from core.release.forward import next_token_logits
-from core.release.parity import ParityStep, ParityTrace, parity_trace
-from core.release.policy import Suggestion, SuggestionPolicy, suggestion
-from core.release.predictor import Predictor
-from core.release.typing_sim import MAX_CONTEXT
+from core.release.evaluation.typing_sim import MAX_CONTEXT
+from core.release.serving.candidates import Candidate, code_point, next_token_candidates
+from core.release.serving.completion import Completion, complete
+from core.release.serving.policy import Suggestion, SuggestionPolicy, suggestion
+from core.release.serving.predictor import Predictor
 
 __all__ = [
-    "MAX_TIMING_REPEATS",
-    "TIMING_NEW_TOKENS",
-    "TIMING_REPEATS",
-    "TIMING_WARMUP",
-    "CacheTiming",
     "Candidate",
     "Completion",
-    "ParityStep",
-    "ParityTrace",
     "Prompt",
     "Suggestion",
     "baseline_candidates",
     "code_point",
     "complete",
-    "measure_cache_latency",
     "next_token_candidates",
     "next_token_logits",
-    "parity_trace",
     "prepare_prompt",
     "serve_suggestion",
 ]
@@ -144,7 +124,7 @@ def prepare_prompt(
 def serve_suggestion(
     predictor: Predictor, text: str, policy: SuggestionPolicy, *, template: str = DEFAULT_PROMPT_TEMPLATE
 ) -> Suggestion:
-    """The one suggestion policy (core.release.policy) after `text`, as the page and `python -m core suggest`
+    """The one suggestion policy (core.release.serving.policy) after `text`, as the page and `python -m core suggest`
     show it: the prompt template applied, characters the vocabulary lacks read as <unk>, the last MAX_CONTEXT
     tokens kept (each predictor reads what it can of them, exactly as in the evaluation's typist)."""
     if not isinstance(text, str):

@@ -1,6 +1,6 @@
 """Held-out evaluation of any predictor: loss, accuracy, keystrokes saved as served, slice reliability, latency.
 
-Every predictor (the transformer, the n-gram, the rule: see `core.release.predictor.Predictor`) is scored by
+Every predictor (the transformer, the n-gram, the rule: see `core.release.serving.predictor.Predictor`) is scored by
 the same code on the same positions of the same held-out documents: the validation side of
 `split_documents(corpus, val_fraction, seed)` with the split the bundle's manifest records in
 training.config (defaults 0.1 / 0 when a manifest has none, with a warning). The documents become one
@@ -11,23 +11,23 @@ Metrics (all on stream positions t >= 1, the token at t predicted from the token
   loss / ln 2.
 * top-1 / top-3 accuracy: the target is among the 1 / 3 most likely tokens (ties: lower id first).
 * keystrokes saved, as served: a simulated user types about `typing_chars` characters, shared out over every
-  held-out document (core.release.typing_sim). At each position the one suggestion policy
-  (core.release.policy) proposes a completion to a natural boundary; it is shown when its probability
+  held-out document (core.release.evaluation.typing_sim). At each position the one suggestion policy
+  (core.release.serving.policy) proposes a completion to a natural boundary; it is shown when its probability
   reaches the predictor's threshold (the transformer's: the one its bundle records; a baseline's: tuned
-  here on the validation documents by core.release.tuning, as the transformer's was when it was trained).
+  here on the validation documents by core.release.evaluation.tuning, as the transformer's was when it was trained).
   The user accepts exactly when the text goes on with it, one keystroke (Tab) instead of its k characters.
   Keystrokes saved per 100 characters (gross) = 100 * sum(k - 1 over accepted) / characters covered; net
   keystrokes saved per 100 characters = the same less the policy's attention_cost for every suggestion shown
-  and not taken (core.release.utility: the figure thresholds are tuned on and the gate decides on); acceptance
-  rate = accepted / shown; suggestions shown per 100 characters.
-* intervals: every one by bootstrap over documents (core.release.bootstrap), since neighbouring characters
+  and not taken (core.release.evaluation.utility: the figure thresholds are tuned on and the gate decides on);
+  acceptance rate = accepted / shown; suggestions shown per 100 characters.
+* intervals: every one by bootstrap over documents (core.release.evaluation.bootstrap), since neighbouring characters
   of a document are far from independent.
 * slices: char_class of the target (letter, digit, whitespace, punctuation, end of document), column
   (its position in the line, bucketed), indent (the depth of its line's indentation, 4 spaces or a tab
   per level) and document. Typing figures are attributed to the slice of the position where a
   suggestion was shown (savings, offers) and of each covered character (characters). The worst slice
   by top-1 accuracy and by loss is named among slices with at least `min_slice_positions` positions.
-* latency: wall-clock time of one suggestion as served (core.release.latency), p50 and p95.
+* latency: wall-clock time of one suggestion as served (core.release.evaluation.latency), p50 and p95.
 
 Caps keep a run to minutes on two cores: `max_positions` scored positions (seeded whole chunks of
 `chunk` positions) and `typing_chars` simulated characters (seeded segments of `segment_chars`, rounded up
@@ -44,11 +44,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from core.model.batches import document_stream
 from core.model.corpus import Corpus, Document
-from core.model.training import document_stream
 from core.progress import Progress, steps, within
-from core.release.comparison import COMPARISON_ROWS, Evaluation, comparison_table
-from core.release.eval_report import (
+from core.release.baselines.ngram import train_ngram
+from core.release.baselines.rule import train_rule
+from core.release.evaluation.comparison import COMPARISON_ROWS, Evaluation, comparison_table
+from core.release.evaluation.eval_report import (
     DEFAULT_EVAL,
     SLICE_FAMILIES,
     EvalConfig,
@@ -59,13 +61,9 @@ from core.release.eval_report import (
     SliceMetrics,
     WorstSlice,
 )
-from core.release.held_out import HeldOut, held_out
-from core.release.latency import measure_suggestion_latency
-from core.release.ngram import train_ngram
-from core.release.policy import DEFAULT_POLICY, SuggestionPolicy, policy_from_manifest
-from core.release.predictor import Predictor
-from core.release.rule import train_rule
-from core.release.slices import (
+from core.release.evaluation.held_out import HeldOut, held_out
+from core.release.evaluation.latency import measure_suggestion_latency
+from core.release.evaluation.slices import (
     CHAR_CLASSES,
     COLUMN_BUCKETS,
     char_class,
@@ -74,9 +72,17 @@ from core.release.slices import (
     slice_names,
     worst_slices,
 )
-from core.release.transformer_predictor import TransformerPredictor, load_predictor
-from core.release.tuning import tune_policy
-from core.release.typing_sim import MAX_CONTEXT, sample_blocks, simulate_typing, typing_segments, typing_trace
+from core.release.evaluation.tuning import tune_policy
+from core.release.evaluation.typing_sim import (
+    MAX_CONTEXT,
+    sample_blocks,
+    simulate_typing,
+    typing_segments,
+    typing_trace,
+)
+from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import Predictor
+from core.release.serving.transformer_predictor import TransformerPredictor, load_predictor
 
 __all__ = [
     "CHAR_CLASSES",

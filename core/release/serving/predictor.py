@@ -9,8 +9,10 @@ It works on token ids of the model's CharTokenizer, so every predictor is scored
                                                     P(next | contexts[b]); the (B,) tokens sent in are appended
                                                     and the next rows yielded, at most max_new times (fewer
                                                     when a model's context leaves less room: the caller stops)
+    reads(max_new) -> int                           how many of a context's last tokens continuations reads
+                                                    (the transformer: core.model.kv_cache.prompt_window)
 
-What is suggested from those rows is the one suggestion policy of core.release.policy. A *word character*
+What is suggested from those rows is the one suggestion policy of core.release.serving.policy. A *word character*
 is a letter, a digit or "_" (`is_word_char`). Shapes: P positions, V vocabulary size.
 """
 
@@ -23,6 +25,8 @@ import torch
 from torch import Tensor
 
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+
+MAX_CONTEXT = 1024  # tokens of context handed to a predictor: more than any model here looks at
 
 
 def is_word_char(c: str) -> bool:
@@ -39,6 +43,8 @@ class Predictor(Protocol):
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor: ...
 
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]: ...
+
+    def reads(self, max_new: int) -> int: ...
 
 
 def word_ids(tokenizer: CharTokenizer) -> frozenset[int]:

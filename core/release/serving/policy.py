@@ -25,8 +25,8 @@ characters saves k - 1 keystrokes when the text goes on with it, and a cut short
 offered.
 
 The threshold is chosen on the validation documents to maximise the net keystrokes saved at the policy's
-`attention_cost` (core.release.utility: every suggestion shown and not taken costs that many keystrokes;
-core.release.tuning) and recorded, with that price, in the bundle's manifest under generation["suggestion"]
+`attention_cost` (core.release.evaluation.utility: every suggestion shown and not taken costs that many keystrokes;
+core.release.evaluation.tuning) and recorded, with that price, in the bundle's manifest under generation["suggestion"]
 (`policy_from_manifest`; a record without a price reads the default, DEFAULT_ATTENTION_COST). Probabilities are
 float64 products of float64 softmax rows. Shapes: V vocabulary size.
 """
@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 
 from core.model.sampling import start_ids
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
-from core.release.predictor import Predictor, is_word_char
-from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, check_attention_cost
+from core.release.serving.predictor import Predictor, is_word_char
 
 POLICY_VERSION = 1
 MAX_CHARS = 24  # longest suggestion: a long identifier, or a short idiom such as "):\n        return "
@@ -54,10 +54,10 @@ class SuggestionPolicy:
     threshold: float = DEFAULT_THRESHOLD
     max_chars: int = MAX_CHARS
     min_chars: int = MIN_CHARS
-    tuned: bool = False  # the threshold was chosen on validation documents (core.release.tuning)
+    tuned: bool = False  # the threshold was chosen on validation documents (core.release.evaluation.tuning)
     version: int = POLICY_VERSION
     attention_cost: float = (
-        DEFAULT_ATTENTION_COST  # keystrokes per suggestion shown and not taken (core.release.utility)
+        DEFAULT_ATTENTION_COST  # keystrokes per suggestion shown and not taken (core.release.evaluation.utility)
     )
 
     def __post_init__(self) -> None:

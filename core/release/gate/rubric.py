@@ -21,10 +21,10 @@ from typing import Any
 from core.files import write_json_atomic
 from core.jsonfile import read_json_file
 from core.model.corpus import Corpus
-from core.release.baseline_bundle import save_baseline
-from core.release.eval_report import EvalConfig
-from core.release.ngram import DEFAULT_ORDER, NGramModel
-from core.release.policy import SuggestionPolicy
+from core.release.baselines.baseline_bundle import save_baseline
+from core.release.baselines.ngram import DEFAULT_ORDER, NGramModel
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.serving.policy import SuggestionPolicy
 
 RUBRIC = "rubric.json"
 FALLBACK = "ngram"

@@ -1,4 +1,4 @@
-"""The transformer behind the predictor interface of core.release.predictor, and loading any bundle as one.
+"""The transformer behind the predictor interface of core.release.serving.predictor, and loading any bundle as one.
 
     TransformerPredictor(model, tokenizer)   log_probs in windows of at most context_length tokens; continuation
                                              row by row from one KV cache
@@ -18,10 +18,11 @@ from torch import Tensor
 
 from core.model.bundle import BundleError
 from core.model.gpt import GPT
+from core.model.kv_cache import prompt_window
 from core.model.tokenizer import CharTokenizer
-from core.release.baseline_bundle import BaselineBundle, load_any
-from core.release.policy import policy_from_manifest
-from core.release.predictor import Predictor, check_positions
+from core.release.baselines.baseline_bundle import BaselineBundle, load_any
+from core.release.serving.policy import policy_from_manifest
+from core.release.serving.predictor import Predictor, check_positions
 
 
 class TransformerPredictor:
@@ -52,6 +53,10 @@ class TransformerPredictor:
             rows.append(F.log_softmax(logits.double(), dim=-1))
         return torch.cat(rows) if rows else torch.empty(0, self.tokenizer.vocab_size, dtype=torch.float64)  # (P, V)
 
+    def reads(self, max_new: int) -> int:
+        """The context window of a continuation of max_new tokens: core.model.kv_cache.prompt_window."""
+        return prompt_window(self.model.config.context_length, max_new)
+
     @torch.no_grad()
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
         """Rows from one KV cache per group of contexts of equal length. Each context is cut to its last
@@ -60,7 +65,7 @@ class TransformerPredictor:
         L = self.model.config.context_length
         if max_new < 1:
             raise ValueError(f"max_new must be >= 1, got {max_new}")
-        kept = max(L - max_new, L // 2, 1)  # context tokens the model reads
+        kept = self.reads(max_new)  # context tokens the model reads
         max_new = min(max_new, L - kept)  # rows it can still give without sliding
         cut = [list(c[-kept:]) for c in contexts]
         if any(not c for c in cut):
@@ -85,7 +90,7 @@ class TransformerPredictor:
 
 def load_predictor(path: str | os.PathLike) -> tuple[Predictor, dict]:
     """(predictor, manifest) for a bundle directory of any kind; a suggestion policy that the manifest records
-    and that is not valid (core.release.policy.policy_from_manifest) is refused with a BundleError."""
+    and that is not valid (core.release.serving.policy.policy_from_manifest) is refused with a BundleError."""
     loaded = load_any(path)
     try:
         policy_from_manifest(loaded.manifest)

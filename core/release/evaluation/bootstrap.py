@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.release.eval_report import Interval
+from core.release.evaluation.eval_report import Interval
 
 RESAMPLES = 2000
 MIN_DOCUMENTS = 2  # one document resampled is itself: no interval

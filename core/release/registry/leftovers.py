@@ -4,7 +4,7 @@
     .current.<random>.tmp                    the temporary sibling of `current` (core.files.write_json_atomic)
 
 `find_leftovers` lists them (`release status` shows them); `remove` deletes one, read-only files included.
-The registry removes them under its lock (core.release.registry), so never one still in progress.
+The registry removes them under its lock (core.release.registry.registry), so never one still in progress.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.model.bundle import VERSION_LENGTH
-from core.release.serving import CURRENT, VERSIONS
+from core.release.registry.served import CURRENT, VERSIONS
 
 MAX_COUNTED_FILES = 10_000  # files counted for a leftover's size (ours hold 8)
 # tempfile.mkdtemp / mkstemp name their files with 8 characters of [a-z0-9_]

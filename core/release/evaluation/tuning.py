@@ -13,7 +13,7 @@ suggestions cost, on the validation documents.
                                               and record it, with the price it was tuned at, in its manifest
                                               (generation["suggestion"]); a new version
 
-The figure maximised is core.release.utility's net keystrokes saved per 100 characters at the policy's
+The figure maximised is core.release.evaluation.utility's net keystrokes saved per 100 characters at the policy's
 attention_cost (the bundle's recorded price, or the default): a suggestion shown and not taken costs that many
 keystrokes, so a higher price moves the threshold up and shows fewer, likelier suggestions.
 
@@ -31,17 +31,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.files import write_json_atomic
+from core.model.batches import document_stream
 from core.model.bundle import MANIFEST, BundleError, manifest_version
 from core.model.corpus import Corpus, Document
-from core.model.training import document_stream
 from core.progress import Progress, steps
-from core.release.eval_report import DEFAULT_EVAL, EvalConfig
-from core.release.held_out import held_out
-from core.release.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
-from core.release.predictor import Predictor
-from core.release.transformer_predictor import load_predictor
-from core.release.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
-from core.release.utility import DEFAULT_ATTENTION_COST, check_attention_cost, net_saved, per_100
+from core.release.evaluation.eval_report import DEFAULT_EVAL, EvalConfig
+from core.release.evaluation.held_out import held_out
+from core.release.evaluation.typing_sim import Segment, TraceCut, simulate_typing, typing_segments, typing_trace
+from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, check_attention_cost, net_saved, per_100
+from core.release.serving.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import Predictor
+from core.release.serving.transformer_predictor import load_predictor
 
 THRESHOLDS: tuple[float, ...] = (MIN_THRESHOLD,) + tuple(round(0.05 * k, 2) for k in range(2, 20))
 

@@ -33,20 +33,20 @@
   plausible: vs n-gram  held-out loss >= 0.25 x the n-gram's: a character model of this size does
                    not get four times better than a 5-gram; a leaking one does.
   beats baselines: loss   lower held-out loss than the better of the rule and the n-gram
-  beats baselines: keystrokes   net keystrokes saved per 100 characters as served (core.release.policy, the
-                   one suggestion policy; core.release.utility: gross less the attention cost the bundle records
-                   for every suggestion shown and not taken): the lower end of the transformer's 95% interval
-                   (bootstrap over documents) above the upper end of the rule's AND the n-gram's. The transformer
-                   is shown suggestions at the threshold its manifest records (an untuned bundle at the default,
-                   and the rubric says so); each baseline, trained on the same training documents, at the
-                   threshold tuned for it at the same price on the validation documents (core.release.tuning).
-                   The figures are core.release.evaluation's own (evaluate_predictor), so `python -m core
-                   evaluate --compare` prints the same numbers for the same EvalConfig; the rubric's summary
-                   keeps each predictor's core.release.comparison.summary.
+  beats baselines: keystrokes   net keystrokes saved per 100 characters as served (core.release.serving.policy, the
+                   one suggestion policy; core.release.evaluation.utility: gross less the attention cost the bundle
+                   records for every suggestion shown and not taken): the lower end of the transformer's 95% interval
+                   (bootstrap over documents) above the upper end of the rule's AND the n-gram's. The transformer is
+                   shown suggestions at the threshold its manifest records (an untuned bundle at the default, and the
+                   rubric says so); each baseline, trained on the same training documents, at the threshold tuned for it
+                   at the same price on the validation documents (core.release.evaluation.tuning). The figures are
+                   core.release.evaluation.evaluation's own (evaluate_predictor), so `python -m core evaluate --compare`
+                   prints the same numbers for the same EvalConfig; the rubric's summary keeps each predictor's
+                   core.release.evaluation.comparison.summary.
   named fallback   the n-gram baseline trained on the same split saves and loads back as a bundle
 
-Any failure fails the rubric. The policy and the records are core.release.rubric; the model checks
-(causality, cache, no-peek, canary) are core.release.checks; this module runs them all in order.
+Any failure fails the rubric. The policy and the records are core.release.gate.rubric; the model checks
+(causality, cache, no-peek, canary) are core.release.gate.checks; this module runs them all in order.
 Where the rubric goes: a bundle directory must hold exactly the files its manifest lists (verify_bundle
 refuses any other), so nothing is written into it. `write_release_record` writes a side directory beside
 it, `<bundle>.release/rubric.json` (and, on request, the fallback `ngram/` bundle); the registry keeps its
@@ -65,12 +65,18 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from core.model.batches import document_stream
 from core.model.bundle import BundleError, load_bundle, verify_bundle
 from core.model.corpus import Corpus, CorpusError
-from core.model.training import document_stream
 from core.progress import Progress
-from core.release.baseline_bundle import load_baseline, save_baseline
-from core.release.checks import (
+from core.release.baselines.baseline_bundle import load_baseline, save_baseline
+from core.release.baselines.ngram import NGramModel, train_ngram
+from core.release.baselines.rule import train_rule
+from core.release.evaluation.comparison import summary as predictor_summary
+from core.release.evaluation.eval_report import EvalConfig, EvalReport
+from core.release.evaluation.evaluation import HeldOut, evaluate_predictor, held_out, untuned_warning
+from core.release.evaluation.tuning import tune_policy
+from core.release.gate.checks import (
     BASELINE_CHECKS,
     cache_checks,
     canary_check,
@@ -79,13 +85,7 @@ from core.release.checks import (
     peek_check,
     versus_baselines,
 )
-from core.release.comparison import summary as predictor_summary
-from core.release.eval_report import EvalConfig, EvalReport
-from core.release.evaluation import HeldOut, evaluate_predictor, held_out, untuned_warning
-from core.release.ngram import NGramModel, train_ngram
-from core.release.policy import SuggestionPolicy, policy_from_manifest
-from core.release.predictor import Predictor
-from core.release.rubric import (
+from core.release.gate.rubric import (
     DEFAULT_POLICY,
     EXIT_FAILED,
     FALLBACK,
@@ -98,9 +98,9 @@ from core.release.rubric import (
     side_dir,
     write_release_record,
 )
-from core.release.rule import train_rule
-from core.release.transformer_predictor import TransformerPredictor
-from core.release.tuning import tune_policy
+from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import Predictor
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -277,8 +277,8 @@ def _tuned_report(
 
 
 def _summary(split: HeldOut, reports: dict[str, EvalReport], ev: EvalConfig, served: SuggestionPolicy) -> dict:
-    """What the figures were measured on and, per predictor, core.release.comparison.summary (the Release page's
-    table of the gate's figures, and what `evaluate --compare --json` prints for the same EvalConfig)."""
+    """What the figures were measured on and, per predictor, core.release.evaluation.comparison.summary (the
+    Release page's table of the gate's figures, and what `evaluate --compare --json` prints for the same EvalConfig)."""
     return {
         "held_out": split.describe(),
         "warnings": list(reports["transformer"].warnings),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.release.eval_report import EvalReport
+from core.release.evaluation.eval_report import EvalReport
 
 # (field of MetricSet or latency key, label, which way is better)
 COMPARISON_ROWS = (

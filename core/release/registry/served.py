@@ -13,7 +13,7 @@ records a passed rubric of that version, and its bundle loads with that version.
     read_current, list_versions               the pointer and the versions, read and checked
     load_version(reg, version)                the bundle of a version that may be served, else BundleError
 
-The layout of a registry and how it changes: core.release.registry.
+The layout of a registry and how it changes: core.release.registry.registry.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from core.jsonfile import read_json_file
 from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
-from core.release.baseline_bundle import BaselineBundle, load_baseline
-from core.release.predictor import Predictor
-from core.release.rubric import RUBRIC
-from core.release.transformer_predictor import TransformerPredictor
+from core.release.baselines.baseline_bundle import BaselineBundle, load_baseline
+from core.release.gate.rubric import RUBRIC
+from core.release.serving.predictor import Predictor
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 CURRENT = "current"
 VERSIONS = "versions"

@@ -17,11 +17,11 @@ from collections.abc import Generator, Sequence
 import numpy as np
 from torch import Tensor
 
+from core.model.batches import document_stream
 from core.model.corpus import Document
 from core.model.tokenizer import CharTokenizer
-from core.model.training import document_stream
-from core.release.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
-from core.release.predictor import check_positions, continuations_by_log_probs
+from core.release.baselines.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
+from core.release.serving.predictor import check_positions, continuations_by_log_probs
 
 DEFAULT_ORDER = 5
 MAX_ORDER = 12  # counting cost grows with the order; no character model here needs more

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
-from core.release.predictor import word_ids
+from core.release.serving.predictor import MAX_CONTEXT, word_ids
 
 SPECIAL_BASE = 0xE000  # special token id i is written as chr(SPECIAL_BASE + i) in count keys
 DEFAULT_ADD_K = 0.5
@@ -24,6 +24,10 @@ class KeyedCounts:
     """Shared by both baselines: the token <-> key-character mapping and the add-k unigram."""
 
     kind = ""
+
+    def reads(self, max_new: int) -> int:
+        """A baseline reads what it needs of the last MAX_CONTEXT tokens (its order, or the word being typed)."""
+        return MAX_CONTEXT
 
     def __init__(self, tokenizer: CharTokenizer, unigram: dict[str, int], add_k: float):
         if not (isinstance(add_k, (int, float)) and math.isfinite(add_k) and add_k > 0):

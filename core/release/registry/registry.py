@@ -11,18 +11,18 @@ and what to serve when the current version cannot be loaded.
                                       version, reason (and actor, why when the caller gave them)
       .lock                           held (filelock, portable to Windows) while the registry changes
 
-`promote` runs the release rubric (core.release.gate.check_release) first; a bundle that fails is refused,
+`promote` runs the release rubric (core.release.gate.gate.check_release) first; a bundle that fails is refused,
 the refusal is logged with the failed checks, and `current` stays where it was. A version directory is
 installed by copying into a staged sibling `versions/.<version>.<8 characters>.tmp` (core.files.staged_dir)
 and renaming it into place (core.files.install_dir), and is never changed or removed afterwards; `current`
 is rewritten whole (core.files.write_json_atomic), so a reader sees the old pointer or the new one. A
 process killed mid-promotion leaves its staged directory: `status` lists such leftovers and the next
-promote or rollback removes them (under the lock, so never one in progress: core.release.leftovers).
+promote or rollback removes them (under the lock, so never one in progress: core.release.registry.leftovers).
 Nothing here deletes what a user trained: the promoted bundle is copied, never moved, and a refused
 bundle is left untouched where it was.
 
-What is served, and the checks a version passes first, are the read side: core.release.serving (its names
-are re-exported here); the log is core.release.registry_log, `status` core.release.registry_status.
+What is served, and the checks a version passes first, are the read side: core.release.registry.served (its names
+are re-exported here); the log is core.release.registry.registry_log, `status` core.release.registry.registry_status.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from filelock import FileLock, Timeout
 from core.files import install_dir, staged_dir, write_json, write_json_atomic
 from core.model.bundle import BundleError, is_version, load_bundle
 from core.model.corpus import Corpus
-from core.release.baseline_bundle import read_kind, save_baseline
-from core.release.gate import check_release
-from core.release.leftovers import Leftover, find_leftovers, remove
-from core.release.registry_log import LOG, now, read_log
-from core.release.registry_log import append_log as _log  # a module global: tests make it fail
-from core.release.registry_status import RegistryStatus, status
-from core.release.rubric import DEFAULT_POLICY, RUBRIC, ReleaseCheck, ReleasePolicy, Rubric
-from core.release.serving import (
+from core.release.baselines.baseline_bundle import read_kind, save_baseline
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import DEFAULT_POLICY, RUBRIC, ReleaseCheck, ReleasePolicy, Rubric
+from core.release.registry.leftovers import Leftover, find_leftovers, remove
+from core.release.registry.registry_log import LOG, now, read_log
+from core.release.registry.registry_log import append_log as _log  # a module global: tests make it fail
+from core.release.registry.registry_status import RegistryStatus, status
+from core.release.registry.served import (
     BUNDLE,
     CURRENT,
     FALLBACK,

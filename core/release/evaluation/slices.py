@@ -3,7 +3,7 @@
     slice_labels(documents)       family -> the slice name of every stream position: char_class of the target,
                                   column (bucketed), indent (4 spaces or a tab per level), document
     metrics(token, typing, mask, document, config)  the MetricSet of the positions in `mask`, every interval
-                                  by bootstrap over documents (core.release.bootstrap)
+                                  by bootstrap over documents (core.release.evaluation.bootstrap)
     worst_slices(slices, config)  the slice lowest by top-1 and highest by loss, among slices that are big enough
 
 Shapes: N stream positions.
@@ -17,8 +17,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.model.corpus import Document
-from core.release.bootstrap import document_interval
-from core.release.eval_report import SLICE_FAMILIES, EvalConfig, Interval, MetricSet, SliceMetrics, WorstSlice
+from core.release.evaluation.bootstrap import document_interval
+from core.release.evaluation.eval_report import (
+    SLICE_FAMILIES,
+    EvalConfig,
+    Interval,
+    MetricSet,
+    SliceMetrics,
+    WorstSlice,
+)
 
 COLUMN_BUCKETS = ((0, 0), (1, 3), (4, 7), (8, 15), (16, 31), (32, 63), (64, math.inf))
 CHAR_CLASSES = ("letter", "digit", "whitespace", "punctuation", "end of document")
@@ -93,7 +100,7 @@ def worst_slices(slices: Sequence[SliceMetrics], config: EvalConfig) -> tuple[Wo
 
 def metrics(token: dict, typing: dict, mask: np.ndarray, document: np.ndarray, config: EvalConfig) -> MetricSet:
     """The figures of the positions in `mask` (N,) bool; `document` (N,) int is each position's document,
-    the unit every interval resamples (core.release.bootstrap)."""
+    the unit every interval resamples (core.release.evaluation.bootstrap)."""
     sel = mask[token["pos"]]
     nll, c1, c3 = token["nll"][sel], token["top1"][sel], token["top3"][sel]
     n = int(sel.sum())

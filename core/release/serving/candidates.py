@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from core.model.forward import next_token_logits
 from core.model.gpt import GPT
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, next_token_distribution
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
-from core.release.forward import next_token_logits
 
 
 def code_point(tokenizer: CharTokenizer, token_id: int) -> str:

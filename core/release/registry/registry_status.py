@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.release.leftovers import Leftover, find_leftovers
-from core.release.registry_log import read_log
-from core.release.serving import Served, VersionInfo, list_versions, read_current, resolve_served
+from core.release.registry.leftovers import Leftover, find_leftovers
+from core.release.registry.registry_log import read_log
+from core.release.registry.served import Served, VersionInfo, list_versions, read_current, resolve_served
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@
 
 A baseline bundle holds kind "ngram" or "rule", the tokenizer, the corpus fingerprint, the split in
 training.config, and the counts in `counts.json`, whose sha256 the manifest lists (count keys: see
-core.release.counts). No pickle anywhere.
+core.release.baselines.counts). No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from core.model.bundle import (
 )
 from core.model.corpus import Corpus, split_documents
 from core.model.tokenizer import CharTokenizer
-from core.release.counts import DEFAULT_ADD_K, key_alphabet
-from core.release.ngram import DEFAULT_ORDER, NGramModel, train_ngram
-from core.release.policy import MAX_CHARS, SuggestionPolicy
-from core.release.predictor import is_word_char
-from core.release.rule import MAX_WORD_CHARS, RuleModel, train_rule
+from core.release.baselines.counts import DEFAULT_ADD_K, key_alphabet
+from core.release.baselines.ngram import DEFAULT_ORDER, NGramModel, train_ngram
+from core.release.baselines.rule import MAX_WORD_CHARS, RuleModel, train_rule
+from core.release.serving.policy import MAX_CHARS, SuggestionPolicy
+from core.release.serving.predictor import is_word_char
 
 COUNTS = "counts.json"
 # A 5-gram table of the stdlib corpus is tens of MB of JSON; 256 MiB bounds what a loader reads at all.
@@ -105,8 +105,8 @@ def save_baseline(
 ) -> Path:
     """Write a baseline bundle atomically (core.files.staged_dir, loaded back, install_dir) and return its path.
 
-    `suggestion` (its tuned threshold: core.release.tuning) is recorded as generation["suggestion"]; without it
-    the bundle serves at the untuned default. An existing bundle at out_dir is replaced; any other non-empty
+    `suggestion` (its tuned threshold: core.release.evaluation.tuning) is recorded as generation["suggestion"]; without
+    it the bundle serves at the untuned default. An existing bundle at out_dir is replaced; any other non-empty
     directory is refused."""
     architecture: dict[str, object]
     counts: dict[str, object]

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from core.agreement import Agreement, agreement, float64_copy, model_terms
+from core.model.forward import closing, eval_mode, forward_last
 from core.model.gpt import GPT
 from core.model.kv_cache import default_keep, next_window_start
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, check_seed, generate, sample_next_token, start_ids
-from core.release.forward import closing, eval_mode, forward_last
 
 
 @dataclass(frozen=True)
