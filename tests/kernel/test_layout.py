@@ -1,7 +1,7 @@
 """The layout of docs/ARCHITECTURE.md: every folder one concern, imports only downward. A module is as long as its
 concept (docs/STYLE.md, "split by concept, never by a line count"): no line cap (issue 27).
 
-    kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py,
+    kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py, core/numbers.py,
              core/progress.py, core/jsonfile.py, core/database.py
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
@@ -24,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = {
+    "core.numbers",
     "core.attention",
     "core.handcheck",
     "core.agreement",

@@ -1,0 +1,48 @@
+"""Numbers from outside and numbers reported: the one integer check and the one percentile rule.
+
+    is_int(x)                          an int that is not a bool (True is an int to Python, never a count here)
+    integer(name, value, low, high)    `value` when is_int and low <= value <= high, else a ValueError that names
+                                       it, says what it must be and quotes what it was
+    percentile(values, q)              the nearest-rank q-th percentile: the smallest value with at least q% of the
+                                       values at or below it; None for no values
+
+Why nearest rank: every percentile the lab prints (a latency's p50 and p95, a queue's waits, the live monitor) is
+then one of the values measured, found by hand by sorting them and counting ceil(q / 100 * n) from the bottom;
+an interpolated percentile can report a time no request took. numpy's `method="inverted_cdf"` is the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+
+def is_int(x: object) -> bool:
+    """An int that is not a bool."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def integer(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
+    """`value` if it is an integer (not a bool) within [low, high] (either bound may be None), else ValueError."""
+    in_range = is_int(value) and (low is None or value >= low) and (high is None or value <= high)  # type: ignore[operator]
+    if not in_range:
+        if low is not None and high is not None:
+            want = f"an integer in {low}..{high}"
+        elif low is not None:
+            want = f"an integer >= {low}"
+        elif high is not None:
+            want = f"an integer <= {high}"
+        else:
+            want = "an integer"
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The nearest-rank q-th percentile (0 < q <= 100) of `values`; None when there are none."""
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 100:
+        raise ValueError(f"q must lie in (0, 100], got {q!r}")
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
