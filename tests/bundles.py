@@ -32,13 +32,19 @@ def tiny_model(seed=0, spread=20.0):
     return model.eval(), tok
 
 
-def train_tiny_bundle(path, iters=12):
-    """A tiny model trained for a few steps on a small Python text, saved as a bundle at `path` (for page tests)."""
+def train_tiny_bundle(path, iters=12, context_length=None):
+    """A tiny model trained for a few steps on a small Python text, saved as a bundle at `path` (for page tests);
+    `context_length` replaces the tiny preset's (32), e.g. by the shipped model's 128 for the context-window tests."""
     corpus = corpus_from_text("toy.py", "\n\n".join(f"def add{i}(a, b):\n    return a + b * {i}\n" for i in range(60)))
     config = TrainConfig(
         batch_size=4, max_iters=iters, warmup_iters=1, eval_interval=iters, eval_iters=1, num_threads=1
     )
-    result = train(PRESETS["tiny"], config, corpus)
+    preset = (
+        PRESETS["tiny"]
+        if context_length is None
+        else dataclasses.replace(PRESETS["tiny"], context_length=context_length)
+    )
+    result = train(preset, config, corpus)
     return save_bundle(
         path,
         result.model,

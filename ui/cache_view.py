@@ -1,8 +1,8 @@
 """The KV cache's evidence on the Autocomplete page: what it saves (timed now) and that it changes nothing.
 
-`show_timing` draws core.lessons.cache_timing's measurement: per-step milliseconds with and without the cache
-after a prompt that fills the context, and the same medians for a one-character prompt beside it (where the
-cache barely helps). `show_parity` draws core.lessons.cache_parity's trace: per step the float64 logit difference
+`show_timing` draws the KV-cache lesson's measurement (core.lessons.kv_cache): per-step milliseconds with and without
+the cache after a prompt that fills the context, and the same medians for a one-character prompt beside it (where the
+cache barely helps). `show_parity` draws the lesson's parity trace: per step the float64 logit difference
 that decides, its allowance, and the float32 figure of the model as served, then the verdict.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.lessons.cache_parity import ParityTrace
-from core.lessons.cache_timing import CacheTiming
+from core.lessons.kv_cache import CacheTiming, ParityTrace
 from core.model.tokenizer import CharTokenizer
 from ui import charts, projector
 from ui.companion import chart

@@ -1,4 +1,4 @@
-"""Read one row: the release checkpoint. A row of the tensor result against the hand computation.
+"""Read one row: row t of the tensor attention result against the same row computed by hand.
 
 `read_row` runs causal attention on one sequence with the tensor code and row t of it with
 core.handcheck (plain Python floats), and says whether the two agree. The verdict compares in float64:

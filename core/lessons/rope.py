@@ -41,6 +41,7 @@ from core.model.rope import (
     split_half_permutation,
     to_split_half,
 )
+from core.numbers import is_int
 
 SEED = 0  # the page's fixed q, k come from torch.Generator().manual_seed(SEED)
 # The verdicts use core.agreement's allowance in float64. The offset check: the spread of q·k across absolute
@@ -136,7 +137,7 @@ def rotate_pair(q: Tensor, k: Tensor, m: int, n: int, pair: int, base: float = 1
     check_position("n", n)
     check_base(base)
     D = q.shape[0]
-    if not isinstance(pair, int) or isinstance(pair, bool) or not 0 <= pair < D // 2:
+    if not is_int(pair) or not 0 <= pair < D // 2:
         raise ValueError(f"pair must be an integer in 0..{D // 2 - 1} (D = {D} has {D // 2} pairs), got {pair!r}")
     q64, k64 = q.to(torch.float64), k.to(torch.float64)  # (D,) each
     q_rot = _rotate(q64, [m], base)[0]  # (D,)
@@ -211,7 +212,7 @@ def offset_scores(
         raise ValueError(f"q and k must have the same width, got {tuple(q.shape)} and {tuple(k.shape)}")
     check_base(base)
     offsets, positions = list(offsets), list(positions)
-    if not offsets or any(not isinstance(r, int) or isinstance(r, bool) for r in offsets):
+    if not offsets or any(not is_int(r) for r in offsets):
         raise ValueError(f"offsets must be a non-empty sequence of integers m - n, got {offsets[:5]!r}")
     if not positions:
         raise ValueError("positions must hold at least one absolute position")

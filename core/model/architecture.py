@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from core.model.forward import eval_mode
 from core.model.gpt import GPT, Block
+from core.numbers import is_int
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,10 @@ def _own_parameters(module: torch.nn.Module, seen: set[int]) -> int:
     return count
 
 
-@torch.no_grad()
 def architecture(model: GPT, T: int | None = None) -> tuple[Part, ...]:
     """The model's parts in the order data flows, from one forward pass of T tokens (default: its context)."""
     T = model.config.context_length if T is None else T
-    if not isinstance(T, int) or not 1 <= T <= model.config.context_length:
+    if not is_int(T) or not 1 <= T <= model.config.context_length:
         raise ValueError(f"T must be an integer in 1..{model.config.context_length}, got {T!r}")
     parts: list[tuple[str, str, torch.nn.Module]] = [("token embedding", "ids to vectors", model.token_embedding)]
     blocks: list[Block] = list(model.blocks)  # type: ignore[arg-type]  # a ModuleList of Blocks
@@ -59,14 +60,13 @@ def architecture(model: GPT, T: int | None = None) -> tuple[Part, ...]:
         shapes[id(module)] = (tuple(inputs[0].shape), tuple(out.shape))
 
     handles = [module.register_forward_hook(hook) for _, _, module in parts]
-    was_training = model.training
     try:
-        model.eval()
-        model(torch.zeros(1, T, dtype=torch.long, device=model.token_embedding.weight.device))
+        with eval_mode(model):
+            idx = torch.zeros(1, T, dtype=torch.long, device=model.token_embedding.weight.device)  # (1, T)
+            model(idx)  # (1, T, V): the hooks record every part's shapes
     finally:
         for handle in handles:
             handle.remove()
-        model.train(was_training)
     seen: set[int] = set()
     return tuple(
         Part(name, what, shapes[id(module)][0], shapes[id(module)][1], _own_parameters(module, seen))

@@ -22,8 +22,10 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from core.model.corpus import Document
+from core.model.forward import eval_mode
 from core.model.gpt import GPT
 from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.numbers import is_int
 
 
 def document_stream(documents: Sequence[Document], tokenizer: CharTokenizer) -> Tensor:
@@ -50,7 +52,6 @@ def sample_batch(
     return window[:, :-1], window[:, 1:]  # (B, T), (B, T)
 
 
-@torch.no_grad()
 def evaluate_loss(
     model: GPT,
     token_stream: Tensor,
@@ -73,20 +74,16 @@ def evaluate_loss(
     if iters < 1 or batch_size < 1:
         raise ValueError(f"iters and batch_size must be >= 1, got iters={iters}, batch_size={batch_size}")
     index, count = shard
-    if not (isinstance(index, int) and isinstance(count, int) and 0 <= index < count):
+    if not (is_int(index) and is_int(count) and 0 <= index < count):
         raise ValueError(f"shard must be (index, count) with 0 <= index < count, got {shard!r}")
     T = model.config.context_length if context_length is None else context_length
     generator = torch.Generator().manual_seed(seed)
-    was_training = model.training
-    model.eval()
-    try:
-        total = 0.0
+    total = 0.0
+    with eval_mode(model):
         for i in range(iters):
             x, y = sample_batch(token_stream, batch_size, T, generator)  # (B, T), (B, T)
             if i % count == index:
                 total += next_token_loss(model, x, y, fast_attention=fast_attention).item()
-    finally:
-        model.train(was_training)
     return total / iters
 
 

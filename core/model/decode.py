@@ -11,7 +11,7 @@ arithmetic, and lost to a sampler that recomputes the whole window. `decode` doe
                               table computed once
     attention                 PyTorch's fused F.scaled_dot_product_attention over the cached keys; a
                               one-token step sees every key, so it needs no mask at all
-    KV cache                  k and v written straight into its buffers, committed once after every layer
+    KV cache                  KVCache.write for every layer (no per-layer checks), KVCache.commit once after
     autograd                  off (torch.inference_mode), so no graph is recorded
 
 GPT.forward runs it when called with a cache and fast_attention=True, after its checks: generation, the
@@ -107,12 +107,8 @@ def decode(model: GPT, idx: Tensor, cache: KVCache) -> Tensor:
     for layer, (norm_attn, qkv_w, proj_w, norm_mlp, fc_w, fc_proj_w) in enumerate(layers):
         qkv = F.linear(F.layer_norm(x, (C,), *norm_attn), qkv_w).view(B, T, 3, H, D)  # (B, T, 3, H, D)
         q, k, v = rotate_qkv(qkv, rotation)  # (B, H, T, D) each, q and k rotated
-        keys, values = cache.layer_k[layer], cache.layer_v[layer]  # (B, H, capacity, D) each
-        keys.narrow(2, start, T).copy_(k)  # into the buffer
-        values.narrow(2, start, T).copy_(v)
-        out = F.scaled_dot_product_attention(
-            q, keys.narrow(2, 0, S), values.narrow(2, 0, S), attn_mask=mask, is_causal=is_causal
-        )  # (B, H, T, D)
+        keys, values = cache.write(layer, k, v)  # (B, H, S, D) each: the cached positions, then these T
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=is_causal)  # (B, H, T, D)
         x = torch.addmm(x, out.transpose(1, 2).reshape(B * T, C), proj_w.t())  # (B T, C): x + out W_proj^T
         h = F.gelu(F.linear(F.layer_norm(x, (C,), *norm_mlp), fc_w))  # (B T, R C)
         x = torch.addmm(x, h, fc_proj_w.t())  # (B T, C)

@@ -1,7 +1,9 @@
-"""The next token's logits, the way the autocomplete pages and the parity trace read them.
+"""The next token's logits, the way the autocomplete pages and the KV cache's parity read them.
 
-    window(model, ids)          the ids the model sees next: the last context_length of them, (<eos>,) if none
-    eval_mode(model)            eval mode and no gradients for a block, the training flag restored after
+    window(model, ids)          the ids the model sees next: its context window with no room
+                                (core.model.kv_cache.window_start), (<eos>,) if none
+    eval_mode(model)            eval mode and no gradients for a block, the training flag restored after: the one
+                                helper every evaluation, generation and measurement of a model uses
     forward_last(model, window) the logits (V,) after `window`, recomputed from scratch (no cache)
     next_token_logits           window + eval_mode, then generation's first step: core.model.decode on a fresh
                                 cache, so the page's bars are exactly what generate draws its first token from
@@ -20,27 +22,32 @@ import torch
 from torch import Tensor
 
 from core.model.gpt import GPT
-from core.model.sampling import start_ids
+from core.model.kv_cache import window_start
+from core.model.prompt import start_ids
 
 Step = TypeVar("Step")
 
 
 def window(model: GPT, ids: Sequence[int]) -> list[int]:
-    """The ids the model sees for the next token: the last context_length of them, <eos> if none."""
+    """The ids the model sees for the next token: the context window with no room (core.model.kv_cache.prompt_window,
+    the last context_length of them), <eos> if none."""
     kept = start_ids(ids)
     V, L = model.config.vocab_size, model.config.context_length
     if min(kept) < 0 or max(kept) >= V:
         raise ValueError(f"ids must lie in 0..{V - 1}, got min {min(kept)}, max {max(kept)}")
-    return kept[-L:]
+    return kept[window_start(len(kept), L) :]
 
 
 @contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Eval mode without gradients for the block; the model's training flag is restored afterwards."""
+def eval_mode(model: torch.nn.Module, *, no_grad: bool = True) -> Iterator[None]:
+    """Eval mode (no dropout) for the block, without gradients; the model's training flag is restored afterwards.
+
+    no_grad=False leaves autograd as it is: a generator that yields inside the block (core.model.sampling.generate)
+    passes it, since a no_grad open at a yield would switch gradients off in its caller's code between steps."""
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
             yield
     finally:
         model.train(was_training)

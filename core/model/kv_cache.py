@@ -1,4 +1,13 @@
-"""A key/value cache for generation, and the policy for going past the context length.
+"""The KV cache, one concept in one module: the cache itself, every write to its buffers, and the window policy.
+
+    prompt_window(L, room)         how many of a prompt's last tokens the model reads: the context window, written once
+    window_start(N, L, room)       where that window begins in N tokens (the ids the model reads are ids[start:])
+    default_keep, next_window_start   the sliding window past the context (slide, reset, re-encode the last `keep`)
+    KVCache                        per-layer k and v, preallocated; `append` (the teaching path, checked per layer)
+                                   and `write` + `commit` (core.model.decode's fast path, checked once per pass)
+
+Whether cached and uncached generation agree is measured once, by core.model.sampling.cache_parity, and decided by
+core.agreement's rule (float64); the KV-cache lesson and the release gate both read that measurement.
 
 Why a cache: when generating, the keys and values of earlier tokens never change (the model is causal),
 so each new token needs only its own q, k, v. The cache stores every layer's k and v; a step feeds one
@@ -19,8 +28,8 @@ meta-llama's model.py:
 
 Past the context length: sliding window, re-encoded. The model only ever sees positions
 0 .. context_length - 1 (the range RoPE was trained on), so the cache holds at most context_length
-tokens. The tokens the model sees are `ids[start:]`; generation starts with start = max(0, N - L)
-(N tokens so far, L = context_length). When feeding the next token would make the window longer than
+tokens. The tokens the model sees are `ids[start:]`; generation starts with start = window_start(N, L), that is
+max(0, N - L) (N tokens so far, L = context_length). When feeding the next token would make the window longer than
 L, the window slides: start = N - keep, the cache is reset, and the last `keep` tokens are encoded
 again from scratch at positions 0 .. keep - 1. The window then grows one token per step until it is
 full again. `keep` defaults to L // 2 (`default_keep`): a re-encode every L // 2 + 1 steps, while the
@@ -37,23 +46,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from core.numbers import integer, is_int
+
 
 def prompt_window(context_length: int, room: int = 0) -> int:
     """The context window: how many of a prompt's last tokens the model reads when `room` more tokens will be appended
     through the cache without the window sliding (0 for one next-token read, the suggestion's longest for a
     suggestion): context_length - room, but never less than half the context (and at least one token). The one rule
     every reader of a prompt uses (core.model.prompt.encode_for_model, the predictor, generation's first window)."""
-    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1:
-        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
-    if isinstance(room, bool) or not isinstance(room, int) or room < 0:
-        raise ValueError(f"room must be an integer >= 0, got {room!r}")
+    integer("context_length", context_length, 1)
+    integer("room", room, 0)
     return max(context_length - room, context_length // 2, 1)
+
+
+def window_start(n_tokens: int, context_length: int, room: int = 0) -> int:
+    """Where the context window begins in a prompt of `n_tokens` tokens: ids[window_start(...):] are the last
+    prompt_window(context_length, room) of them (all of them when the prompt is shorter). Every cut of a prompt's ids
+    (generation's first window, the next-token read, the predictor's continuations) is this one."""
+    integer("n_tokens", n_tokens, 0)
+    return max(0, n_tokens - prompt_window(context_length, room))
 
 
 def default_keep(context_length: int) -> int:
     """Tokens kept (re-encoded) when the window slides: half the context, at least one."""
-    if not isinstance(context_length, int) or context_length < 1:
-        raise ValueError(f"context_length must be an integer >= 1, got {context_length!r}")
+    integer("context_length", context_length, 1)
     return max(1, context_length // 2)
 
 
@@ -77,7 +93,9 @@ class KVCache:
 
     `append(layer, k_new, v_new)` writes the T new positions of one layer and returns that layer's
     keys and values so far, views of shape (B, H, S, D). Layers are appended in order 0 .. n_layer - 1
-    once per forward pass; `length` counts the positions every layer holds.
+    once per forward pass; `length` counts the positions every layer holds. The fast path (core.model.decode)
+    checks once per pass instead of once per layer: `write(layer, k_new, v_new)` for every layer, then `commit(T)`.
+    Every write to the buffers `k` and `v` is one of these two methods.
     """
 
     def __init__(
@@ -93,8 +111,7 @@ class KVCache:
     ):
         sizes = dict(n_layer=n_layer, batch_size=batch_size, n_head=n_head, head_dim=head_dim, capacity=capacity)
         for name, value in sizes.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            integer(name, value, 1)
         shape = (n_layer, batch_size, n_head, capacity, head_dim)  # (n_layer, B, H, capacity, D)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -134,7 +151,7 @@ class KVCache:
 
     def append(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Store k_new, v_new (B, H, T, D) of `layer` after its cached positions; return (B, H, S, D) views."""
-        if not isinstance(layer, int) or not 0 <= layer < self.n_layer:
+        if not is_int(layer) or not 0 <= layer < self.n_layer:
             raise ValueError(f"layer must lie in 0..{self.n_layer - 1}, got {layer!r}")
         _, B, H, _, D = self.k.shape
         for name, x in (("k_new", k_new), ("v_new", v_new)):
@@ -160,10 +177,21 @@ class KVCache:
         S = start + T
         return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
 
+    def write(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """The fast path's append: store k_new, v_new (B, H, T, D) of `layer` after the committed positions and
+        return that layer's (B, H, S, D) views, S = length + T, without counting them (commit(T) counts every layer at
+        once). Nothing is checked here: core.model.decode checks ids, batch and room once per forward pass
+        (GPT._check_idx) and calls this for every layer in order, then commit(T)."""
+        start, T = self._lengths[layer], k_new.shape[2]  # every layer starts at the committed length
+        keys, values = self.layer_k[layer], self.layer_v[layer]  # (B, H, capacity, D) each
+        keys.narrow(2, start, T).copy_(k_new)
+        values.narrow(2, start, T).copy_(v_new)
+        return keys.narrow(2, 0, start + T), values.narrow(2, 0, start + T)  # (B, H, S, D) each
+
     def commit(self, T: int) -> None:
-        """Count T new positions in every layer at once: core.model.decode writes them into `k` and `v`
-        itself (after checking the room once per forward pass) and commits when every layer is written."""
-        if not isinstance(T, int) or isinstance(T, bool) or not 1 <= T <= self.remaining:
+        """Count T new positions in every layer at once, after `write` has stored them in every layer (the fast
+        path, core.model.decode)."""
+        if not is_int(T) or not 1 <= T <= self.remaining:
             raise ValueError(f"cannot commit {T!r} positions: the cache holds {self.length} of {self.capacity}")
         if len(set(self._lengths)) != 1:
             raise ValueError(f"layers hold different numbers of positions {self._lengths}: append them in order")

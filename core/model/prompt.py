@@ -13,18 +13,28 @@ less the room a cached continuation needs (a suggestion of up to `room` characte
 
 A character tokenizer maps one character to one token, so the cut is made on the text before encoding
 (the last N tokens are the last N characters): the work is bounded by context_length, not by the text.
-An empty text gives no ids (T = 0); a caller that must feed the model something (sampling, autocomplete)
-starts from <eos> with `core.model.sampling.start_ids`.
+An empty text gives no ids (T = 0); a caller that must feed the model something (generation, the next-token
+read, autocomplete) starts from <eos> with `start_ids`, a document start.
 
 Shapes use the legend of `core/__init__.py`: T positions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.model.kv_cache import prompt_window
-from core.model.tokenizer import UNK_ID, CharTokenizer
+from core.model.kv_cache import prompt_window, window_start
+from core.model.tokenizer import EOS_ID, UNK_ID, CharTokenizer
+
+# Training joins documents as "doc <eos> doc <eos> ...", so <eos> is what the model has seen right before
+# the start of a document. An empty prompt starts there; <bos> never occurs in training data.
+EMPTY_PROMPT_ID = EOS_ID
+
+
+def start_ids(prompt_ids: Sequence[int]) -> list[int]:
+    """The ids the model starts from: the prompt's, or [<eos>] (a document start) when it is empty."""
+    return [int(i) for i in prompt_ids] or [EMPTY_PROMPT_ID]
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ def encode_for_model(tokenizer: CharTokenizer, text: str, context_length: int, r
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
     window = prompt_window(context_length, room)  # raises ValueError for a bad context_length or room
-    kept_text = text[-window:]  # one character per token: the last T characters are the last T tokens
+    kept_text = text[window_start(len(text), context_length, room) :]  # one character per token: the last T of each
     ids = tokenizer.encode(kept_text)  # (T,) T = min(N, window)
     return EncodedText(
         text=kept_text,

@@ -20,15 +20,22 @@ Hostile numbers are bounded here, so a link, a form, a command line or a bundle 
 generation crash or run without end (constants below, each with its reason): a temperature below
 MIN_TEMPERATURE is greedy, max_new_tokens is at most MAX_NEW_TOKENS, top_k at most MAX_TOP_K.
 
-`generate` streams one `GenerationStep` per new token. Past the context length it slides the window
-the way `core.model.kv_cache` documents (reset and re-encode the last `keep` tokens), with or without the
-cache, so both paths produce the same tokens. An empty prompt starts from <eos> (see start_ids). Generation does not
-stop at <eos> by itself: the caller sees each token and stops the loop when it wants. It never yields a
-<pad>, <bos> or <unk> unless the caller asks for them (suppress=()).
+`generate` streams one `GenerationStep` per new token. Its first window is the context window of
+core.model.kv_cache (`window_start`); past the context length it slides the window the way that module documents
+(reset and re-encode the last `keep` tokens), with or without the cache, so both paths produce the same tokens. An
+empty prompt starts from <eos> (core.model.prompt.start_ids). Generation does not stop at <eos> by itself: the caller
+sees each token and stops the loop when it wants. It never yields a <pad>, <bos> or <unk> unless the caller asks for
+them (suppress=()).
+
+`cache_parity` is the one measurement of the KV cache's parity: a generation through the cache and, at every step,
+the same window recomputed without it, on a float64 copy of the model (and the model as given beside it, a figure).
+The KV-cache lesson (core.lessons.kv_cache.parity_trace) and the release gate (core.release.gate.checks.cache_checks)
+both read it and decide with core.agreement.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -37,10 +44,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from core.agreement import float64_copy
 from core.attention import softmax
+from core.model.forward import closing, eval_mode, forward_last
 from core.model.gpt import GPT
-from core.model.kv_cache import KVCache, default_keep, next_window_start
-from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from core.model.kv_cache import KVCache, default_keep, next_window_start, window_start
+from core.model.prompt import start_ids
+from core.model.tokenizer import BOS_ID, PAD_ID, UNK_ID
+from core.numbers import is_int
 
 # A temperature below MIN_TEMPERATURE is greedy (the same as 0, argmax). At temperature T a token whose logit
 # lies d below the largest gets probability at most exp(-d / T). float32's exp is exactly 0 below about -103
@@ -65,13 +76,9 @@ SEED_LIMIT = 2**63
 NEVER_SAMPLED: tuple[int, ...] = (PAD_ID, BOS_ID, UNK_ID)
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def check_seed(seed) -> int:
     """`seed` if it is an integer in 0 .. SEED_LIMIT - 1, else a ValueError saying so."""
-    if not _is_int(seed) or not 0 <= seed < SEED_LIMIT:
+    if not is_int(seed) or not 0 <= seed < SEED_LIMIT:
         raise ValueError(f"seed must be an integer from 0 to 2**63 - 1 = {SEED_LIMIT - 1}, got {seed!r}")
     return seed
 
@@ -97,7 +104,7 @@ class SampleConfig:
         _check_filters(self.temperature, self.top_k, self.top_p)
         # frozen: the greedy fallback is written once, here, so every user of the config sees the same value
         object.__setattr__(self, "temperature", effective_temperature(self.temperature))
-        if not _is_int(self.max_new_tokens) or not 0 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+        if not is_int(self.max_new_tokens) or not 0 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(
                 f"max_new_tokens must be an integer from 0 to {MAX_NEW_TOKENS} (MAX_NEW_TOKENS; "
                 f"generate longer texts in several calls), got {self.max_new_tokens!r}"
@@ -111,7 +118,7 @@ class SampleConfig:
 def _check_filters(temperature: float, top_k: int | None, top_p: float | None) -> float:
     """Validate the filters; return the effective temperature (0.0 = greedy)."""
     temperature = effective_temperature(temperature)
-    if top_k is not None and (not _is_int(top_k) or not 1 <= top_k <= MAX_TOP_K):
+    if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= MAX_TOP_K):
         raise ValueError(
             f"top_k must be None or an integer from 1 to {MAX_TOP_K} (values above the vocabulary "
             f"keep every token), got {top_k!r}"
@@ -136,7 +143,7 @@ def _allowed(logits: Tensor, suppress: Sequence[int]) -> Tensor:
     """Bool (..., V): True for every id not in `suppress`."""
     V = logits.shape[-1]
     ids = list(suppress)
-    if not all(_is_int(i) and 0 <= i < V for i in ids):
+    if not all(is_int(i) and 0 <= i < V for i in ids):
         raise ValueError(f"suppress must hold token ids in 0..{V - 1}, got {ids!r}")
     allowed = torch.ones(V, dtype=torch.bool, device=logits.device)  # (V,)
     allowed[ids] = False
@@ -215,16 +222,6 @@ def sample_next_token(
     return _draw(probs, generator, greedy=greedy)
 
 
-# Training joins documents as "doc <eos> doc <eos> ...", so <eos> is what the model has seen right before
-# the start of a document. An empty prompt starts there; <bos> never occurs in training data.
-EMPTY_PROMPT_ID = EOS_ID
-
-
-def start_ids(prompt_ids: Sequence[int]) -> list[int]:
-    """The ids generation starts from: the prompt's, or [<eos>] (a document start) when it is empty."""
-    return [int(i) for i in prompt_ids] or [EMPTY_PROMPT_ID]
-
-
 @dataclass(frozen=True)
 class GenerationStep:
     token: int  # the new token id
@@ -267,7 +264,7 @@ def generate(
     config = model.config
     L = config.context_length
     keep = default_keep(L) if keep is None else keep
-    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= L:
+    if not is_int(keep) or not 1 <= keep <= L:
         raise ValueError(f"keep must be an integer in 1..context_length={L}, got {keep!r}")
     ids = start_ids(prompt_ids)
     if min(ids) < 0 or max(ids) >= config.vocab_size:
@@ -282,10 +279,10 @@ def _generate(model, ids, sample, generator, use_cache, keep, allowed) -> Iterat
     L = model.config.context_length
     device = allowed.device
     cache = model.new_cache(batch_size=1) if use_cache else None
-    start = max(0, len(ids) - L)  # the window the model sees is ids[start:]
-    was_training = model.training
-    model.eval()
-    try:
+    start = window_start(len(ids), L)  # the window the model sees is ids[start:], the last L
+    # Eval mode for the whole generation, but autograd left as it is: a no_grad open at a yield would switch
+    # gradients off in the caller's code between steps (no_grad wraps each forward pass instead, _last_logits).
+    with eval_mode(model, no_grad=False):
         for step in range(sample.max_new_tokens):
             began = time.perf_counter()
             new_start = next_window_start(len(ids), start, L, keep)
@@ -313,8 +310,6 @@ def _generate(model, ids, sample, generator, use_cache, keep, allowed) -> Iterat
                 position=len(ids) - 1,
                 context=len(ids) - 1 - start,
             )
-    finally:
-        model.train(was_training)
 
 
 def _last_logits(model: GPT, idx: Tensor, cache: KVCache | None) -> Tensor:
@@ -323,3 +318,100 @@ def _last_logits(model: GPT, idx: Tensor, cache: KVCache | None) -> Tensor:
     `with no_grad()` would leave gradients disabled in the caller's code."""
     with torch.no_grad():
         return model(idx, cache=cache, fast_attention=cache is not None).logits[0, -1]  # (V,)
+
+
+@dataclass(frozen=True)
+class CacheParityStep:
+    """One generation step computed through the KV cache and without it (`cache_parity`)."""
+
+    step: int
+    position: int  # index of the new token in prompt + generated tokens
+    token: int  # drawn from the cached logits: generate's own token (on the float64 copy)
+    uncached_token: int  # drawn from the uncached logits with the generator in the state the cached draw started from
+    cached: Tensor  # (V,) float64: generate's logits through the cache (the fast path, core.model.decode)
+    uncached: Tensor  # (V,) float64: the same window recomputed from scratch (the teaching forward pass)
+    cached_as_given: Tensor  # (V,) the model in its own dtype (float32 as served), through its own cache
+    uncached_as_given: Tensor  # (V,) the model in its own dtype, the same window from scratch
+    reencoded: bool  # the window slid at this step (core.model.kv_cache.next_window_start, recomputed here)
+    context: int  # tokens the model saw for this step
+    window_agrees: bool  # generate's own window (reencoded, context) matches the policy recomputed here
+
+    @property
+    def token_differs(self) -> bool:
+        return self.token != self.uncached_token
+
+
+def cache_parity(
+    model: GPT,
+    ids: Sequence[int],
+    n_steps: int,
+    sample: SampleConfig,
+    seed: int | None = 0,
+    *,
+    keep: int | None = None,
+) -> tuple[CacheParityStep, ...]:
+    """Cached against uncached generation, step by step: the one computation of the KV cache's parity.
+
+    A generation of n_steps tokens after `ids` runs through the cache (generate) on a float64 copy of the model
+    (core.agreement.float64_copy); at every step the window the sliding-window policy gives
+    (core.model.kv_cache.next_window_start, recomputed here, not read from generate) is recomputed from scratch on the
+    same copy, so the comparison holds across the context boundary. The uncached token is drawn from the uncached
+    logits with the generator in the state the cached draw started from: any difference comes from the logits, never
+    from the randomness. The model as given (float32 as served) walks the same windows through its own cache and from
+    scratch beside it: a figure. Both paths continue from the cached token. Nothing is decided here: the callers
+    compare with core.agreement (float64 decides)."""
+    if not is_int(n_steps) or n_steps < 0:
+        raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
+    if not isinstance(sample, SampleConfig):
+        raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
+    run = dataclasses.replace(sample, max_new_tokens=n_steps)  # n_steps bounded by MAX_NEW_TOKENS here
+    if seed is None and not sample.greedy:
+        raise ValueError(f"sampling at temperature {sample.temperature} needs a seed")
+    generator = torch.Generator().manual_seed(0 if seed is None else check_seed(seed))  # unused when greedy
+    L = model.config.context_length
+    keep = default_keep(L) if keep is None else keep
+    device = next(model.parameters()).device
+    model64 = float64_copy(model)  # a deep copy of the same class, in float64
+    cache = model.new_cache(batch_size=1)  # the model as given walks the same windows through its own cache
+    prefix = start_ids(ids)
+    start = window_start(len(prefix), L)  # the window is prefix[start:], as in generate
+    steps: list[CacheParityStep] = []
+    cached = generate(model64, prefix, run, generator=generator, use_cache=True, keep=keep)
+    with closing(cached):
+        for i in range(n_steps):
+            state = generator.get_state()  # before this step's draw
+            step = next(cached)
+            new_start = next_window_start(len(prefix), start, L, keep)
+            reencoded, start = new_start != start, new_start
+            window = prefix[start:]
+            with eval_mode(model64):
+                uncached = forward_last(model64, window)  # (V,) float64, from scratch
+            replay = None if sample.greedy else torch.Generator().set_state(state)
+            uncached_token = int(
+                sample_next_token(
+                    uncached, replay, sample.temperature, sample.top_k, sample.top_p, suppress=NEVER_SAMPLED
+                )
+            )
+            if i == 0 or reencoded:
+                cache.reset()
+            feed = window if cache.length == 0 else window[-1:]  # prefill, or the newest token only
+            with eval_mode(model):
+                cached_as_given = model(torch.tensor([feed], device=device), cache, fast_attention=True).logits[0, -1]
+                uncached_as_given = forward_last(model, window)  # (V,)
+            steps.append(
+                CacheParityStep(
+                    step=i,
+                    position=step.position,
+                    token=step.token,
+                    uncached_token=uncached_token,
+                    cached=step.logits,
+                    uncached=uncached,
+                    cached_as_given=cached_as_given,  # (V,)
+                    uncached_as_given=uncached_as_given,
+                    reencoded=reencoded,
+                    context=len(window),
+                    window_agrees=step.reencoded == reencoded and step.context == len(window),
+                )
+            )
+            prefix.append(step.token)  # both paths continue from the cached choice
+    return tuple(steps)

@@ -1,13 +1,17 @@
-"""core.model.kv_cache: storage, rotated keys, bottom-right mask, cached == uncached, the sliding window."""
+"""core.model.kv_cache: storage (append, and the fast path's write + commit), rotated keys, bottom-right mask,
+cached == uncached, the context window (prompt_window, window_start), the sliding window, and parity measured once
+(core.model.sampling.cache_parity)."""
+
+import copy
 
 import pytest
 import torch
 
 from core.agreement import agreement, model_terms
 from core.model.gpt import GPT, preset
-from core.model.kv_cache import KVCache, default_keep, next_window_start
+from core.model.kv_cache import KVCache, default_keep, next_window_start, prompt_window, window_start
 from core.model.rope import apply_rope
-from core.model.sampling import SampleConfig, generate
+from core.model.sampling import SampleConfig, cache_parity, generate
 
 V = 20
 
@@ -114,6 +118,75 @@ def test_mask_with_a_cache_is_bottom_right_aligned():
         assert_agree(w, w_full[..., 4:, :], model)
 
 
+def test_write_then_commit_stores_what_append_stores():
+    """The fast path's write (every layer, then one commit) leaves the buffers and the length as append does."""
+    B, H, D, n_layer = 2, 3, 4, 2
+    by_append, by_write = (KVCache(n_layer, B, H, D, capacity=8, dtype=torch.float64) for _ in range(2))
+    g = torch.Generator().manual_seed(0)
+    for T in (3, 1, 2):
+        new = [(torch.randn(B, H, T, D, generator=g), torch.randn(B, H, T, D, generator=g)) for _ in range(n_layer)]
+        before = by_write.length
+        for layer, (k, v) in enumerate(new):
+            k_a, v_a = by_append.append(layer, k, v)
+            k_w, v_w = by_write.write(layer, k, v)
+            assert by_write.length == before  # counted only by commit
+            assert torch.equal(k_w, k_a) and torch.equal(v_w, v_a)  # (B, H, S, D) each
+            assert torch.equal(k_w[:, :, -T:], k.double()) and k_w.shape[2] == before + T
+        by_write.commit(T)
+        assert by_write.length == by_append.length == before + T
+    assert torch.equal(by_write.k[:, :, :, :6], by_append.k[:, :, :, :6])
+    with pytest.raises(ValueError, match="commit"):
+        by_write.commit(3)  # 6 of 8 held: no room for 3
+
+
+def test_decode_writes_the_cache_only_through_kv_cache():
+    """Every write to the cache's buffers is KVCache's own: a fast forward pass calls write once per layer."""
+    model = spread_model()
+    calls = []
+    real = KVCache.write
+
+    def counted(self, layer, k_new, v_new):
+        calls.append((layer, k_new.shape[2]))
+        return real(self, layer, k_new, v_new)
+
+    cache = model.new_cache()
+    with torch.no_grad(), pytest.MonkeyPatch.context() as m:
+        m.setattr(KVCache, "write", counted)
+        model(random_ids(1, 5), cache, fast_attention=True)
+        model(random_ids(1, 1, seed=1), cache, fast_attention=True)
+    n = model.config.n_layer
+    assert calls == [(layer, 5) for layer in range(n)] + [(layer, 1) for layer in range(n)]
+    assert cache.length == 6
+
+
+# ---- the context window ---------------------------------------------------------------------
+
+
+def test_prompt_window_by_hand():
+    """The context window: context_length - room, never below half the context, at least one token."""
+    assert prompt_window(128, 24) == 104  # the shipped model before a suggestion of up to 24 characters
+    assert prompt_window(128, 100) == 64  # half the context, not 28
+    assert prompt_window(128) == prompt_window(128, 0) == 128  # one next-token read: the whole context
+    assert prompt_window(1) == prompt_window(1, 5) == 1
+    assert prompt_window(3, 2) == 1 and prompt_window(32, 24) == 16
+    for L, room in ((0, 0), (True, 0), (1.5, 0), ("128", 0), (128, -1), (128, True), (128, 2.0), (128, None)):
+        with pytest.raises(ValueError, match="context_length|room"):
+            prompt_window(L, room)
+
+
+def test_window_start_cuts_to_the_last_window_tokens():
+    assert window_start(200, 128) == 72 and window_start(128, 128) == 0 and window_start(0, 128) == 0
+    assert window_start(110, 128, 24) == 6 and window_start(104, 128, 24) == 0 and window_start(200, 128, 100) == 136
+    ids = list(range(200))
+    for n in (0, 1, 64, 104, 105, 128, 129, 200):
+        for room in (0, 24, 100):
+            kept = ids[:n][window_start(n, 128, room) :]
+            assert kept == ids[:n][len(ids[:n]) - min(n, prompt_window(128, room)) :]  # the last min(n, window)
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ValueError, match="n_tokens"):
+            window_start(bad, 128)
+
+
 # ---- the sliding-window policy -----------------------------------------------------------------
 
 
@@ -202,3 +275,58 @@ def test_a_broken_cache_fails_parity_by_orders_of_magnitude(bug, monkeypatch):
         pieces += [model(idx[:, t : t + 1], cache=cache).logits for t in range(5, L)]
     a = agreement(torch.cat(pieces, dim=1), full, terms=model_terms(model.config))
     assert not a.passed and a.ratio > 1e6, a.describe()
+
+
+# ---- parity, measured once (core.model.sampling.cache_parity) -----------------------------------
+
+
+def test_cache_parity_matches_the_written_out_uncached_reference_across_the_boundary():
+    """cache_parity's uncached logits and tokens are the windowed reference written out above (float64), its cached
+    logits agree with them by core.agreement's rule, and the model as given walks the same windows beside it."""
+    model = spread_model().float()  # as served; cache_parity decides on its own float64 copy
+    prompt = random_ids(1, 10, seed=4)[0].tolist()
+    steps = cache_parity(model, prompt, 60, SampleConfig(temperature=0.0))
+    reference = copy.deepcopy(model).double()
+    tokens, logits, slid = windowed_greedy_reference(reference, prompt, 60, default_keep(32))
+    assert [s.token for s in steps] == [s.uncached_token for s in steps] == tokens
+    assert [s.reencoded for s in steps] == slid and sum(slid) >= 2  # 70 tokens through a 32-token context
+    assert all(s.window_agrees for s in steps)
+    for s, ref in zip(steps, logits):
+        assert s.cached.dtype == s.uncached.dtype == torch.float64 and s.cached_as_given.dtype == torch.float32
+        assert_agree(s.uncached, ref, model)
+        assert_agree(s.cached, s.uncached, model)
+        assert float((s.cached_as_given.double() - s.uncached).abs().max()) < 1e-3  # float32: close, not decided
+
+
+def test_cache_parity_sees_a_broken_fast_path_write(monkeypatch):
+    """A fast path that stores every key one position off: the measurement moves by whole units."""
+    real = KVCache.write
+
+    def broken(self, layer, k_new, v_new):
+        k, v = real(self, layer, k_new, v_new)  # (B, H, S, D) each
+        return (torch.roll(k, shifts=1, dims=2) if k.shape[2] > 1 else k), v
+
+    model = spread_model().float()
+    monkeypatch.setattr(KVCache, "write", broken)
+    steps = cache_parity(model, random_ids(1, 6, seed=2)[0].tolist(), 5, SampleConfig(temperature=0.0))
+    worst = max(float((s.cached - s.uncached).abs().max()) for s in steps)
+    assert worst > 1e-3
+    assert not agreement(
+        torch.stack([s.cached for s in steps]),
+        torch.stack([s.uncached for s in steps]),
+        terms=model_terms(model.config),
+    ).passed
+
+
+def test_cache_parity_refuses_bad_arguments_before_any_work():
+    model = spread_model()
+    for kwargs, words in (
+        (dict(n_steps=-1, sample=SampleConfig()), "n_steps"),
+        (dict(n_steps=True, sample=SampleConfig()), "n_steps"),
+        (dict(n_steps=3, sample="greedy"), "SampleConfig"),
+        (dict(n_steps=10**9, sample=SampleConfig()), "max_new_tokens"),
+        (dict(n_steps=3, sample=SampleConfig(temperature=1.0), seed=None), "seed"),
+        (dict(n_steps=3, sample=SampleConfig(), seed=-1), "seed"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            cache_parity(model, [4], **kwargs)

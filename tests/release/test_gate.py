@@ -336,3 +336,29 @@ def test_release_check_command_exits_non_zero_and_writes_the_rubric(bundles, tmp
     assert printed["passed"] is False and printed["written_to"] == str(out)
     assert json.loads((out / RUBRIC).read_text())["checks"][0]["name"] == "integrity"
     assert verify_bundle(bundles["good"]) == []
+
+
+def test_the_cache_checks_read_the_one_parity_measurement_and_fail_a_broken_fast_path(monkeypatch):
+    """cache_checks decides core.model.sampling.cache_parity (the KV-cache lesson's measurement too): a random tiny
+    model passes over more than one context; a fast path that stores every key one position off fails by whole
+    units, on the logits and on the tokens."""
+    from bundles import tiny_model
+
+    from core.model.kv_cache import KVCache
+    from core.release.gate.checks import cache_checks
+
+    model, _ = tiny_model()
+    logits, greedy = cache_checks(model)
+    assert (logits.name, greedy.name) == ("cache logits", "cache greedy")
+    assert logits.passed and logits.value <= 1e-10 and "eps(float64)" in logits.threshold
+    assert greedy.passed and greedy.value == 32 + 8 and "window slide" in logits.detail
+    real = KVCache.write
+
+    def broken(self, layer, k_new, v_new):
+        k, v = real(self, layer, k_new, v_new)  # (B, H, S, D) each
+        return (torch.roll(k, shifts=1, dims=2) if k.shape[2] > 1 else k), v
+
+    monkeypatch.setattr(KVCache, "write", broken)
+    logits, greedy = cache_checks(model)
+    assert not logits.passed and logits.value > 1e-3
+    assert not greedy.passed and "first difference" in greedy.detail

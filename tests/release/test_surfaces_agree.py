@@ -6,6 +6,11 @@ one-document held-out text that starts with the prompt, read right after it, the
 The bundle is a tiny model trained briefly on a repetitive Python text, so it does suggest, with a tuned threshold
 recorded that some of these suggestions clear and some do not. Its prompt template is "{prompt}", the raw stream the
 evaluation reads.
+
+Long prompts (issue 27): a second bundle with the shipped model's context (128) is asked after prompts of 110 and 128
+characters (longer than the 104 a suggestion reads, prompt_window(128, 24), but within the context) and of 200 (longer
+than the context). The surfaces still agree, and the ids the model is fed for the suggestion are exactly the
+EncodedText the prompt is described by (core.model.prompt.encode_for_model with room = the policy's longest suggestion).
 """
 
 import json
@@ -17,6 +22,8 @@ from bundles import train_tiny_bundle
 from cli.main import main as cli_main
 from core.model.batches import document_stream
 from core.model.corpus import Document
+from core.model.gpt import GPT
+from core.model.prompt import encode_for_model
 from core.release.evaluation.tuning import record_policy
 from core.release.evaluation.typing_sim import Segment, choose_cut, typing_trace
 from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
@@ -33,6 +40,12 @@ PROMPTS = {
     "mid-line": "def add7(a, b):\n    return a + ",
     "mid-signature": "def add3(",
 }
+LONG_CONTEXT = 128  # the shipped model's: a suggestion of up to 24 characters reads the last max(128 - 24, 64) = 104
+# The training text's pattern, long enough to cut any prompt length from its end (which is mid-line, where it suggests)
+PATTERN = (
+    "".join(f"def add{i}(a, b):\n    return a + b * {i}\n\n" for i in range(3, 12)) + "def add7(a, b):\n    return a + "
+)
+LONG_PROMPTS = {f"{n} characters": PATTERN[-n:] for n in (110, 128, 200)}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +55,15 @@ def bundle(tmp_path_factory):
     predictor, manifest = load_predictor(path)
     assert manifest["prompt_template"] == "{prompt}"  # what the evaluation's stream reads
     assert policy_from_manifest(manifest) == SuggestionPolicy(threshold=THRESHOLD, tuned=True)
+    return path, predictor
+
+
+@pytest.fixture(scope="module")
+def long_bundle(tmp_path_factory):
+    path = train_tiny_bundle(tmp_path_factory.mktemp("long") / "bundle", iters=ITERS, context_length=LONG_CONTEXT)
+    record_policy(path, SuggestionPolicy(threshold=THRESHOLD, tuned=True))
+    predictor, _ = load_predictor(path)
+    assert predictor.model.config.context_length == LONG_CONTEXT
     return path, predictor
 
 
@@ -78,7 +100,55 @@ def from_evaluation(predictor, prompt, rest):
 
 @pytest.mark.parametrize("prompt", PROMPTS.values(), ids=PROMPTS.keys())
 def test_page_cli_and_evaluation_give_the_same_suggestion(bundle, prompt, capsys):
-    path, predictor = bundle
+    assert_surfaces_agree(*bundle, prompt, capsys)
+
+
+@pytest.mark.parametrize("prompt", LONG_PROMPTS.values(), ids=LONG_PROMPTS.keys())
+def test_page_cli_and_evaluation_agree_after_prompts_longer_than_the_window(long_bundle, prompt, capsys):
+    assert len(prompt) in (110, 128, 200)
+    assert_surfaces_agree(*long_bundle, prompt, capsys)
+
+
+def record_prefills(monkeypatch) -> list[list[int]]:
+    """Every row of ids the model is fed as the first positions of a KV cache (a continuation's prompt), in order."""
+    fed: list[list[int]] = []
+    real = GPT.forward
+
+    def forward(self, idx, cache=None, **kwargs):
+        if cache is not None and cache.length == 0:
+            fed.extend(idx.tolist())  # (B, T) -> B rows of T ids
+        return real(self, idx, cache, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", forward)
+    return fed
+
+
+@pytest.mark.parametrize("n", [110, 128, 200])
+def test_the_model_reads_exactly_the_ids_the_prompt_is_described_by(long_bundle, n, capsys, monkeypatch):
+    """What the model reads for a suggestion (the ids fed to its KV cache, captured at GPT.forward) is the EncodedText
+    of encode_for_model(..., room=max_chars): its `window` is 104 of 128 by hand, and a prompt of 105-128 characters is
+    `truncated`. Under the old rule (a prompt described by its last 128 characters, room 0, while the suggestion read
+    104) the description of a 110- or 128-character prompt says "not truncated" and names ids the model never reads."""
+    path, predictor = long_bundle
+    prompt, tok = PATTERN[-n:], predictor.tokenizer
+    max_chars = SuggestionPolicy().max_chars
+    encoded = encode_for_model(tok, prompt, LONG_CONTEXT, room=max_chars)
+    assert (max_chars, encoded.window) == (24, 104)  # by hand: max(128 - 24, 128 // 2, 1)
+    assert encoded.ids == tuple(tok.encode(prompt[n - 104 :]))  # the last 104 characters, one token each
+    assert encoded.truncated and encoded.dropped == n - 104 and encoded.original_length == n
+
+    fed = record_prefills(monkeypatch)
+    steps = predictor.continuations([tok.encode(prompt)], max_chars)  # the whole text: the predictor cuts it
+    next(steps)
+    steps.close()
+    assert fed == [list(encoded.ids)]
+
+    fed.clear()
+    from_cli(path, prompt, capsys)  # the served suggestion, as the CLI computes it
+    assert fed and all(row == list(encoded.ids) for row in fed), (len(encoded.ids), [len(row) for row in fed])
+
+
+def assert_surfaces_agree(path, predictor, prompt, capsys):
     cli = from_cli(path, prompt, capsys)
     page = from_page(path, prompt)
     assert cli["suggestion"], "the trained bundle should suggest something after this prompt"

@@ -7,8 +7,10 @@
   causality        core.model.leak.causality_probe: token j of seeded random sequences is edited, for EVERY
                    position j, and no logit at a position < j may move by more than rounding allows
                    (core.agreement, float64 copy of the model); the figure is the largest such move
-  cache logits     logits computed token by token through the KV cache equal the full forward pass, both
-                   on a float64 copy of the model, within core.agreement's allowance (derived from
+  cache logits     at every step of a greedy generation of L + 8 tokens, the logits computed through the KV
+                   cache equal the same window recomputed in full (core.model.sampling.cache_parity, what the
+                   KV-cache lesson shows too), both on a float64 copy of the model, within core.agreement's
+                   allowance (derived from
                    float64's epsilon and the length of the model's sums); the float32 difference is shown
                    beside it, never decides
   cache greedy     greedy generation with and without the cache gives identical tokens, over more

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from core.model.bundle import BundleError
 from core.model.gpt import GPT
-from core.model.kv_cache import prompt_window
+from core.model.kv_cache import prompt_window, window_start
 from core.model.tokenizer import CharTokenizer
 from core.release.baselines.baseline_bundle import BaselineBundle, load_any
 from core.release.serving.policy import policy_from_manifest
@@ -59,15 +59,15 @@ class TransformerPredictor:
 
     @torch.no_grad()
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
-        """Rows from one KV cache per group of contexts of equal length. Each context is cut to its last
-        max(L - max_new, L // 2) tokens, so the window never slides while tokens are appended
-        (core.model.kv_cache); a model whose context leaves less room than max_new yields fewer rows."""
+        """Rows from one KV cache per group of contexts of equal length. Each context is cut to its context window,
+        the last self.reads(max_new) = core.model.kv_cache.prompt_window(L, max_new) tokens, so the window never
+        slides while tokens are appended; a model whose context leaves less room than max_new yields fewer rows."""
         L = self.model.config.context_length
         if max_new < 1:
             raise ValueError(f"max_new must be >= 1, got {max_new}")
         kept = self.reads(max_new)  # context tokens the model reads
+        cut = [list(c[window_start(len(c), L, max_new) :]) for c in contexts]  # the last `kept` (or fewer) of each
         max_new = min(max_new, L - kept)  # rows it can still give without sliding
-        cut = [list(c[-kept:]) for c in contexts]
         if any(not c for c in cut):
             raise ValueError("every context needs at least one token (an empty text starts from <eos>)")
         groups: dict[int, list[int]] = {}  # context length -> indices of the contexts that long
