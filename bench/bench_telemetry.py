@@ -2,12 +2,13 @@
 
     python bench/bench_telemetry.py [--n 200] [--bundle DIR]
 
-Serves the same N prompts (prefixes of a Python text) through core.telemetry.record.served_suggestion with
-store=None and with a fresh TelemetryStore in a temporary folder, interleaved in rounds so drift of the machine
-hits both sides alike, and prints both totals and the overhead per suggestion; then the store's own write alone
-(TelemetryStore.record), a write that opens and closes its own connection (the pattern the store moved away from),
-and the extra forward pass served_completion makes for a completion's distribution. Default bundle: the shipped
-one (models/default), else a tiny model trained for a few steps.
+Serves the same N prompts (prefixes of a Python text) through core.release.serving.autocomplete.suggest, without
+recording and then recorded (core.telemetry.record.record_suggestion) in a fresh TelemetryStore in a temporary
+folder, interleaved in rounds so drift of the machine hits both sides alike, and prints both totals and the overhead
+per suggestion; then the store's own write alone (TelemetryStore.record), a write that opens and closes its own
+connection (the pattern the store moved away from), and the extra forward pass served_completion makes for a
+completion's distribution. Default bundle: the shipped one (models/default), else a tiny model trained for a few
+steps.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from core.model.bundle import load_bundle  # noqa: E402
 from core.model.forward import next_token_logits  # noqa: E402
-from core.model.sampling import start_ids  # noqa: E402
+from core.model.prompt import start_ids  # noqa: E402
+from core.release.serving.autocomplete import prompt_for, suggest  # noqa: E402
 from core.release.serving.policy import policy_from_manifest  # noqa: E402
 from core.release.serving.transformer_predictor import TransformerPredictor  # noqa: E402
-from core.telemetry.record import served_suggestion  # noqa: E402
+from core.telemetry.record import record_suggestion  # noqa: E402
 from core.telemetry.store import Event, TelemetryStore  # noqa: E402
 
 TEXT = '''def add(a, b):
@@ -70,8 +72,9 @@ def main() -> None:
     for i, prompt in enumerate(prompts):  # interleaved: one of each per prompt, the order alternating
         for side in ("without", "with") if i % 2 == 0 else ("with", "without"):
             began = time.perf_counter()
-            served_suggestion(predictor, prompt, policy, template=template, version=bundle.version, surface="cli",
-                              store=store if side == "with" else None)  # fmt: skip
+            measured = suggest(predictor, prompt_for(predictor, prompt, policy, template=template), policy)
+            if side == "with":
+                record_suggestion(store, measured, version=bundle.version, surface="cli")
             seconds[side] += time.perf_counter() - began
     assert store.count() == args.n and store.health().ok, store.health()
     n = args.n

@@ -20,9 +20,10 @@ from cli.progress import progress_bars
 from cli.release import _threads, add_attention_cost, attention_cost_arg, format_table
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.tuning import tune_bundle
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
 from core.release.serving.transformer_predictor import load_predictor
-from core.telemetry.record import served_suggestion
+from core.telemetry.record import record_suggestion
 from core.telemetry.store import TelemetryStore
 
 
@@ -45,11 +46,11 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
 def _run_suggest(args: argparse.Namespace) -> int:
     predictor, manifest = load_predictor(args.bundle)
     policy = policy_from_manifest(manifest)
+    prompt = prompt_for(predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"))
+    measured = suggest(predictor, prompt, policy)
     store = TelemetryStore()
-    s, event_id = served_suggestion(
-        predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"),
-        version=manifest["version"], surface="cli", store=store,
-    )  # fmt: skip
+    event_id = record_suggestion(store, measured, version=manifest["version"], surface="cli")
+    s = measured.suggestion_or_raise()  # an error in serving: recorded above, raised here
     if event_id is None:
         print(f"note: telemetry is not being recorded: {store.health().last_error}", file=sys.stderr)
     record = {**s.to_dict(), "predictor": predictor.kind, "version": manifest["version"]}

@@ -32,7 +32,7 @@ def other_models(shown: str) -> dict[str, Bundle]:
     found, seen = {}, {shown}
     for label, path in models.choices().items():
         if path is None:  # the registry's served version: a transformer, or a baseline without attention
-            release = models.served()
+            release = models.served_version()
             candidate = None if release is None else release.bundle
         else:
             try:

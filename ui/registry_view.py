@@ -1,6 +1,6 @@
 """The model registry as the Release page shows it: what is current and served, the versions, the log.
 
-Reads only (core.release.registry.registry's read_current, list_versions, resolve_served, read_log); promoting and
+Reads only (core.release.registry.registry's read_current, list_versions, resolve_version, read_log); promoting and
 rolling back stay on the page, behind the teacher's confirmation. Versions, reasons and log entries come
 from the registry's files, so every markdown value is escaped and the tables are dataframes.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.release.registry.registry import VersionInfo, list_versions, read_current, read_log, resolve_served
+from core.release.registry.registry import VersionInfo, list_versions, read_current, read_log, resolve_version
 from ui import projector
 from ui.text import escape_markdown
 
@@ -21,7 +21,7 @@ def show_status(reg: Path) -> None:
     """Three figures (current, served now, how many promoted), why this is served, and the versions table."""
     current = read_current(reg)
     versions = list_versions(reg, verify=True)
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     a, b, c = st.columns(3)
     # metric values are markdown: the pointer's version comes from a file
     a.metric("Current version", escape_markdown(current["version"]) if current else "none")

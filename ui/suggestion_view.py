@@ -1,24 +1,33 @@
 """The suggestion on the Autocomplete page: the one suggestion policy as served, and the Accept action.
 
-    serve(predictor, text, manifest)        core.release.serving.autocomplete.serve_suggestion at the bundle's recorded
-                                            policy (what `python -m core suggest` prints), or None with a warning
-                                            when the bundle's policy or the model cannot serve one
+    page_prompt(predictor, text, manifest)  the page's one encoding of the text (core.release.serving.autocomplete
+                                            .prompt_for at the bundle's policy): what "what the model sees" shows, what
+                                            the suggestion, the next-token bars and the completion read, and what
+                                            telemetry records of it
+    suggestion_for(predictor, prompt, manifest)   core.release.serving.autocomplete.suggest at the bundle's recorded
+                                            policy (what `python -m core suggest` prints), recorded in the telemetry;
+                                            or None with a warning when the bundle's policy or the model cannot
+                                            serve one
     show_offer(s, tokenizer)                the offered text, spaces and line breaks drawn, and quoted
     accept_button(key, text, s)             "Accept suggestion": appends s.text to the text area `key`
     show_verdict(s)                         whether it clears the threshold ("shown" / "not shown"), and why
     show_numbers(s)                         its probability, the threshold and whether it was tuned, the keystrokes it
                                             saves, the record `python -m core suggest --json` prints
-    offer(predictor, text, manifest, key)   serve, show_offer, accept_button: what the page's picture holds beside
-                                            the text box; returns the suggestion for show_verdict and show_numbers
-    section(predictor, text, manifest, key) offer, show_verdict, show_numbers (a page with room for all in one column)
-    record_completion(bundle, text, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
+    offer(predictor, prompt, manifest, key)   suggestion_for, show_offer, accept_button: what the page's picture
+                                            holds beside the text box; returns the suggestion for show_verdict and
+                                            show_numbers
+    section(predictor, prompt, manifest, key) offer, show_verdict, show_numbers (a page with room for all in one
+                                            column)
+    record_completion(bundle, prompt, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
 
 Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
 is drawn again with the appended text. It appends only when the text area still holds the text the suggestion
 was made for: had the learner edited it in the same moment, nothing they typed is replaced or lost.
 
-Telemetry (core.telemetry): each suggestion served is recorded once per new (version, text) of a session, not on
-every rerun (a rerun shows `cached_suggestion`, the same greedy suggestion computed once per server), and its
+Telemetry (core.telemetry) observes the serving call: the page calls core.release.serving.autocomplete.suggest, then
+core.telemetry.record.record_suggestion with what it measured, so one suggestion crosses ui -> release -> model and
+the text is encoded once (page_prompt). Each suggestion served is recorded once per new (version, text) of a session,
+not on every rerun (a rerun shows `cached_suggestion`, the same greedy suggestion computed once per server), and its
 outcome when the learner's next text decides it (core.telemetry.record.outcome): the ids of the undecided ones are
 kept in the session (PENDING_KEY). A telemetry failure changes nothing that is served:
 the suggestion is shown, with a caption saying telemetry is not being recorded and why.
@@ -32,11 +41,11 @@ import json
 import streamlit as st
 
 from core.model.tokenizer import CharTokenizer
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import Prompt, prompt_for, suggest
 from core.release.serving.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
 from core.telemetry import completions
-from core.telemetry.record import next_char_class, outcome, served_suggestion
+from core.telemetry.record import next_char_class, outcome, record_suggestion
 from core.telemetry.store import TelemetryStore, telemetry_location
 from ui import models, warmup
 from ui.text import escape_markdown
@@ -56,8 +65,19 @@ STOP_REASONS = {
 }
 
 
-def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
-    """The suggestion the bundle serves after `text`, or None after a warning saying why there is none."""
+def page_prompt(predictor: Predictor, text: str, manifest: dict) -> Prompt:
+    """`text` encoded once for the page: the bundle's template applied, cut to the window the predictor reads before a
+    suggestion of the bundle's policy (the whole context when that policy is unusable: no suggestion reads it)."""
+    try:
+        policy: SuggestionPolicy | None = policy_from_manifest(manifest)
+    except ValueError:  # suggestion_for says so where the suggestion would be
+        policy = None
+    return prompt_for(predictor, text, policy, template=manifest.get("prompt_template", "{prompt}"))
+
+
+def suggestion_for(predictor: Predictor, prompt: Prompt, manifest: dict) -> Suggestion | None:
+    """The suggestion the bundle serves after `prompt` (page_prompt), or None after a warning saying why there is
+    none."""
     try:
         policy = policy_from_manifest(manifest)
     except ValueError as e:
@@ -66,15 +86,16 @@ def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
             "suggestion. Tune it again: `python -m core tune --bundle DIR`."
         )
         return None
-    template = manifest.get("prompt_template", "{prompt}")
     try:
         version = manifest.get("version")
-        if isinstance(version, str) and (st.session_state.get(RECORDED_KEY) == (version, text) or warmup.visiting()):
+        if isinstance(version, str) and (
+            st.session_state.get(RECORDED_KEY) == (version, prompt.text) or warmup.visiting()
+        ):
             # recorded already (a rerun the text did not cause), or no learner's request: what serving computes
-            return cached_suggestion(predictor, version, text, policy, dataclasses.astuple(policy), template)
-        if st.session_state.get(RECORDED_KEY) == (version, text):
-            return serve_suggestion(predictor, text, policy, template=template)  # a bundle without a version
-        return _served_and_recorded(predictor, text, policy, template, manifest)
+            return cached_suggestion(predictor, version, prompt.ids, prompt, policy, dataclasses.astuple(policy))
+        if st.session_state.get(RECORDED_KEY) == (version, prompt.text):
+            return suggest(predictor, prompt, policy).suggestion_or_raise()  # a bundle without a version
+        return _suggested_and_recorded(predictor, prompt, policy, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
         st.warning(f"This model cannot offer a suggestion: {escape_markdown(e)}.")
         return None
@@ -82,13 +103,14 @@ def serve(predictor: Predictor, text: str, manifest: dict) -> Suggestion | None:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def cached_suggestion(
-    _predictor: Predictor, version: str, text: str, _policy: SuggestionPolicy, policy: tuple, template: str
+    _predictor: Predictor, version: str, ids: tuple, _prompt: Prompt, _policy: SuggestionPolicy, policy: tuple
 ) -> Suggestion:
-    """serve_suggestion for the bundle whose version is `version`, once per server for each text, policy (its
-    fields, `policy`) and template: the policy is greedy, so a rerun the text did not cause (a slider beside it) and
-    another learner's same text get the same suggestion; serving it again cost a few model steps every rerun. The
-    request that records the suggestion (`_served_and_recorded`) still serves it, and times it, as the CLI does."""
-    return serve_suggestion(_predictor, text, _policy, template=template)
+    """suggest(...)'s suggestion for the bundle whose version is `version`, once per server for each prompt (its ids,
+    `ids`, the template applied) and policy (its fields, `policy`): the policy is greedy, so a rerun the text did
+    not cause (a slider beside it) and another learner's same text get the same suggestion; serving it again cost a
+    few model steps every rerun. The request that records the suggestion (`_suggested_and_recorded`) still serves
+    it, and times it, as the CLI does."""
+    return suggest(_predictor, _prompt, _policy).suggestion_or_raise()
 
 
 @st.cache_resource(max_entries=4)
@@ -101,24 +123,28 @@ def telemetry_store() -> TelemetryStore:
     return _store(telemetry_location())
 
 
-def _served_and_recorded(
-    predictor: Predictor, text: str, policy: SuggestionPolicy, template: str, manifest: dict
+def _suggested_and_recorded(
+    predictor: Predictor, prompt: Prompt, policy: SuggestionPolicy, manifest: dict
 ) -> Suggestion:
-    """served_suggestion (surface 'page'), after the outcomes this text decides; raises serving's ValueError."""
+    """suggest, then record_suggestion (surface 'page') with what it measured, after the outcomes this text decides;
+    raises serving's ValueError (recorded first)."""
     store = telemetry_store()
     version = str(manifest.get("version") or "unknown")
     try:
-        recorded = _mature(store, text)
+        recorded = _mature(store, prompt.text)
     except Exception:  # noqa: BLE001 - telemetry never changes what is served
         recorded = False
-    s, event_id = served_suggestion(
-        predictor, text, policy, template=template, version=version, surface="page", session=models.session_id(),
-        store=store,
-    )  # fmt: skip
-    st.session_state[RECORDED_KEY] = (manifest.get("version"), text)
+    measured = suggest(predictor, prompt, policy)
+    try:
+        event_id = record_suggestion(store, measured, version=version, surface="page", session=models.session_id())
+    except Exception as e:  # noqa: BLE001 - telemetry never changes what is served
+        store.report_failure(e)
+        event_id = None
+    s = measured.suggestion_or_raise()
+    st.session_state[RECORDED_KEY] = (manifest.get("version"), prompt.text)
     if event_id is not None and s.text:
         pending = st.session_state.setdefault(PENDING_KEY, [])
-        pending.append((event_id, s.text, text))
+        pending.append((event_id, s.text, prompt.text))
         del pending[:-MAX_PENDING]
     if event_id is None or not recorded:
         why = store.health().last_error or "the telemetry database could not be written"
@@ -146,20 +172,21 @@ def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
     return "".join(tokenizer.display_piece(i) for i in tokenizer.encode(s.text))
 
 
-def offer(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
-    """The suggestion for the text in the text area `key`: served, shown, with its Accept button. Compact, so it
-    sits beside the text box on the page's first screen; whether an editor offers it is `show_verdict`."""
+def offer(predictor: Predictor, prompt: Prompt, manifest: dict, key: str) -> Suggestion | None:
+    """The suggestion for the text in the text area `key` (its page_prompt, `prompt`): served, shown, with its Accept
+    button. Compact, so it sits beside the text box on the page's first screen; whether an editor offers it is
+    `show_verdict`."""
     st.markdown("**Suggestion** (what Tab would insert)")
-    s = serve(predictor, text, manifest)
+    s = suggestion_for(predictor, prompt, manifest)
     if s is not None:
         show_offer(s, predictor.tokenizer)
-    accept_button(key, text, s)
+    accept_button(key, prompt.text, s)
     return s
 
 
-def section(predictor: Predictor, text: str, manifest: dict, key: str) -> Suggestion | None:
+def section(predictor: Predictor, prompt: Prompt, manifest: dict, key: str) -> Suggestion | None:
     """The whole suggestion block for the text in the text area `key`: served, shown, with its Accept button."""
-    s = offer(predictor, text, manifest, key)
+    s = offer(predictor, prompt, manifest, key)
     if s is not None:
         show_verdict(s)
         show_numbers(s)
@@ -251,18 +278,18 @@ def accept_button(key: str, text: str, s: Suggestion | None) -> None:
         st.caption(f"This session: {accepted} suggestion(s) accepted, {saved} keystroke(s) saved.")
 
 
-def record_completion(bundle, text: str, shown, waited_ms: float, settings: tuple) -> None:
-    """The completion this session was shown, into the telemetry, once per new request (a rerun caused by another
-    widget records nothing); the latency is what this session waited (a cached completion: the lookup)."""
-    request = (bundle.version, text, settings, shown.use_cache)
+def record_completion(bundle, prompt: Prompt, shown, waited_ms: float, settings: tuple) -> None:
+    """The completion this session was shown, after `prompt` (page_prompt: the ids it was generated from), into the
+    telemetry, once per new request (a rerun caused by another widget records nothing); the latency is what this
+    session waited (a cached completion: the lookup)."""
+    request = (bundle.version, prompt.text, settings, shown.use_cache)
     if st.session_state.get(COMPLETION_RECORDED) == request or warmup.visiting():
         return
     st.session_state[COMPLETION_RECORDED] = request
     store = telemetry_store()
-    template = bundle.manifest.get("prompt_template", "{prompt}")
     recorded = completions.record_completion(
-        store, bundle.model, bundle.tokenizer, text, shown, waited_ms,
-        template=template, version=bundle.version, surface="page", session=models.session_id(),
+        store, bundle.model, prompt, shown, waited_ms, version=bundle.version, surface="page",
+        session=models.session_id(),
     )  # fmt: skip
     if recorded is None:
         why = store.health().last_error or "the telemetry database could not be written"

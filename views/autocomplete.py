@@ -1,11 +1,14 @@
-"""Autocomplete: the suggestion the bundle serves (core.release.serving.autocomplete.serve_suggestion, the one policy
-of page, CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
+"""Autocomplete: the suggestion the bundle serves (core.release.serving.autocomplete.suggest, the one policy of page,
+CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
 completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits.
 
 Picture first (ui.layout): the text box, the suggestion beside it and the next-character chart under it fill the
 first screen. The chart asks first: until the learner has predicted the top probability it draws the model's logits
 for the same characters (the scores the sampler turns into those probabilities), then the probabilities themselves.
-The completion, the cache's timing and the parity check are in tabs."""
+The completion, the cache's timing and the parity check are in tabs.
+
+The text is encoded once (ui.suggestion_view.page_prompt: the window the suggestion reads, the context less its
+longest), and "what the model sees", the suggestion, the bars and the completion all read that one prompt."""
 
 import math
 import threading
@@ -15,14 +18,14 @@ import pandas as pd
 import streamlit as st
 
 from core.classroom.checkpoint import Question
-from core.lessons import cache_parity, cache_timing
+from core.lessons import kv_cache
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release.baselines.baseline_bundle import BaselineBundle
 from core.release.serving import autocomplete as ac
 from core.release.serving.transformer_predictor import TransformerPredictor
 from ui import cache_view, charts, fragment, layout, params, predict, projector, suggestion_view
 from ui.companion import chart
-from ui.models import require_bundle, selected_served
+from ui.models import require_bundle, selected_model
 from ui.text import escape_markdown
 
 # (header, anchor) of the page's sections after the picture, each in its own tab
@@ -71,7 +74,7 @@ def _timings() -> dict:
 
 @st.cache_data(max_entries=32, show_spinner="Comparing cached and uncached logits step by step...")
 def _parity(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed: int):
-    return cache_parity.parity_trace(_bundle.model, ids, length, SampleConfig(*filters), seed)
+    return kv_cache.parity_trace(_bundle.model, ids, length, SampleConfig(*filters), seed)
 
 
 def header(section: tuple[str, str]) -> None:
@@ -106,7 +109,7 @@ BARS_NOTE = (
 )
 chart_height = PROJECTED_CHART_HEIGHT if projector.on() else CHART_HEIGHT
 
-fallback = selected_served()
+fallback = selected_model()
 if isinstance(fallback, BaselineBundle):
     # The registry could not load any transformer version and serves its named fallback: the service
     # still suggests, from the n-gram; the transformer views below do not apply to it.
@@ -119,7 +122,8 @@ if isinstance(fallback, BaselineBundle):
         with left:
             text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
         with right:
-            suggestion_view.section(fallback.predictor, text, fallback.manifest, PROMPT_KEY)
+            fallback_prompt = suggestion_view.page_prompt(fallback.predictor, text, fallback.manifest)
+            suggestion_view.section(fallback.predictor, fallback_prompt, fallback.manifest, PROMPT_KEY)
         candidates = ac.baseline_candidates(fallback.predictor, text)
         labels = [c.piece for c in candidates]
         probs = [c.prob for c in candidates]
@@ -155,15 +159,18 @@ def explore(bundle) -> None:
     drive, so a change of one of them reruns this fragment only, not app.py's sidebar (ui.fragment, issue 26). What
     the page draws outside it (the title, the unsafe-bundle warning) depends on the bundle alone."""
     tok, model, arch = bundle.tokenizer, bundle.model, bundle.config
+    predictor = TransformerPredictor(model, tok)
     with layout.picture():  # the text box and the suggestion, then the chart with its controls and question beside it
         left, right = st.columns([3, 2])
         plot, side = st.columns([3, 2])  # the chart first: projector mode stacks these columns, chart on top
     with left:
         text = params.text_area(PROMPT_LABEL, PROMPT_KEY, DEFAULT_PROMPT, height=100)
-        prompt = ac.prepare_prompt(bundle, text)
+        prompt = suggestion_view.page_prompt(predictor, text, bundle.manifest)  # the one encoding of the text
+        room = arch.context_length - prompt.window
         st.caption(
-            f"What the model sees ({len(prompt.ids)} of at most {arch.context_length} tokens; "
-            "␣ is a space, ↵ a newline):"
+            f"What the model sees ({len(prompt.ids)} of at most {prompt.window} tokens"
+            + (f": its context of {arch.context_length} less {room} for the longest suggestion" if room else "")
+            + "; ␣ is a space, ↵ a newline):"
         )
         st.code("".join(prompt.pieces), language=None)
         if prompt.empty:
@@ -174,8 +181,8 @@ def explore(bundle) -> None:
             )
         if prompt.truncated:
             st.warning(
-                f"The prompt has {prompt.n_tokens} characters, but this model sees at most {arch.context_length}: "
-                f"it was cut to its last {arch.context_length} characters (the first {prompt.dropped} are not seen)."
+                f"The prompt has {prompt.n_tokens} characters, but this model sees at most {prompt.window}: "
+                f"it was cut to its last {prompt.window} characters (the first {prompt.dropped} are not seen)."
             )
         if prompt.unknown_chars:
             codes = ", ".join(f"U+{ord(c):04X}" for c in prompt.unknown_chars)
@@ -194,7 +201,7 @@ def explore(bundle) -> None:
                 key="ac_unknown_table",
             )
     with right:
-        offered = suggestion_view.offer(TransformerPredictor(model, tok), text, bundle.manifest, PROMPT_KEY)
+        offered = suggestion_view.offer(predictor, prompt, bundle.manifest, PROMPT_KEY)
 
     with side:
         if offered is not None:  # under the suggestion (beside the text box), not between the text box and the chart
@@ -362,7 +369,7 @@ def explore(bundle) -> None:
         asked = time.perf_counter()
         shown = _completion(bundle, bundle.version, prompt.ids, filter_values, length, seed, use_cache)
         waited_ms = 1000 * (time.perf_counter() - asked)  # a cached completion: the lookup
-        suggestion_view.record_completion(bundle, text, shown, waited_ms, (filter_values, length, seed))
+        suggestion_view.record_completion(bundle, prompt, shown, waited_ms, (filter_values, length, seed))
 
         ended = "the model ended the text (`<eos>`)" if shown.stop_reason == "eos" else f"the length limit of {length}"
         st.markdown(
@@ -396,7 +403,7 @@ def explore(bundle) -> None:
             "per-call overhead can outweigh the multiplications the cache saves. And past the context length the "
             "window slides: the cache is reset and the last half of the window is read again, so that step costs as "
             "much as an uncached one. The saving shows when the window is long: below, the prompt fills the context "
-            f"but for the {cache_timing.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
+            f"but for the {kv_cache.TIMING_NEW_TOKENS} new characters, and for contrast a prompt of one character."
         )
         store = _timings()
         measured = store["by_version"].get(bundle.version)
@@ -408,11 +415,11 @@ def explore(bundle) -> None:
         if remeasure:
             with store["lock"]:  # one session measures at a time: two timings at once would time each other
                 with st.spinner(
-                    f"Timing generation with and without the cache ({cache_timing.TIMING_REPEATS} repeats "
+                    f"Timing generation with and without the cache ({kv_cache.TIMING_REPEATS} repeats "
                     "after a warm-up)..."
                 ):
-                    full = cache_timing.measure_cache_latency(model)
-                    short = cache_timing.measure_cache_latency(model, prompt_tokens=1)
+                    full = kv_cache.measure_cache_latency(model)
+                    short = kv_cache.measure_cache_latency(model, prompt_tokens=1)
                 store["by_version"][bundle.version] = measured = (full, short, time.strftime("%H:%M:%S"))
         if measured is None:
             st.info(

@@ -9,11 +9,12 @@ is rendered as markdown or HTML unescaped (versions and document names come from
 import pandas as pd
 import streamlit as st
 
+from core.database import StoreError
 from core.model.corpus import CorpusError
 from core.release.evaluation.eval_report import SLICE_FAMILIES
 from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
-from core.telemetry.store import SURFACES, StoreError
+from core.telemetry.store import SURFACES
 from ui import charts, layout, model_cache, models, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store
@@ -297,7 +298,7 @@ if figures is not None and figures.events:
             f"documents replayed through the same serving path ({monitor.REFERENCE_EVENTS} suggestions, seed "
             f"{monitor.REFERENCE_SEED}). **The rule:** {monitor.DRIFT_RULE}"
         )
-        source = models.selected_served()
+        source = models.selected_model()
         if source is None:
             st.info("No model is selected, so there is no version to compare: pick one in the sidebar.")
         else:
@@ -353,7 +354,7 @@ with tabs[FILL]:
             seed = cols[1].number_input("Seed", 0, 2**31 - 1, 1, 1, key="mon_fill_seed")
             sessions = cols[2].number_input("Simulated users", 1, 20, 3, 1, key="mon_fill_sessions")
             if st.button("Fill with synthetic traffic", key="mon_fill", type="primary"):
-                source = models.selected_served()
+                source = models.selected_model()
                 if source is None:
                     st.warning("No model is selected: pick one in the sidebar first.")
                 else:

@@ -3,8 +3,9 @@
     served_completion(model, tokenizer, text, sample, ...)  core.release.serving.completion.complete, timed and recorded
     recording_completion(...)     a context manager for a streamed generation (`python -m core generate`): feed it
                                   each GenerationStep, it records one completion event when the block ends
-    record_completion(...)        one completion a surface showed, computed elsewhere (the Autocomplete page's,
-                                  cached per server): what it waited for it, and the first step's distribution
+    record_completion(...)        one completion a surface showed, computed elsewhere from a prompt it had encoded
+                                  (the Autocomplete page's, cached per server): what it waited for it, and the first
+                                  step's distribution; the prompt is not encoded again
 
 The event is core.telemetry.record's kind of event with kind "completion": the input quality, the first step's
 top-1 probability and entropy (the first generation step's logits when streamed, else one extra forward pass,
@@ -25,10 +26,12 @@ from torch import Tensor
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE
 from core.model.forward import next_token_logits
 from core.model.gpt import GPT
-from core.model.sampling import SampleConfig, start_ids
+from core.model.prompt import encode_for_model, start_ids
+from core.model.sampling import SampleConfig
 from core.model.tokenizer import EOS_ID, CharTokenizer
+from core.release.serving.autocomplete import Prompt, distribution_figures
 from core.release.serving.completion import Completion, complete
-from core.telemetry.record import distribution_figures, error_text, input_quality, safe_slices
+from core.telemetry.record import error_text, safe_slices
 from core.telemetry.store import Event, TelemetryStore
 
 
@@ -74,10 +77,8 @@ def recording_completion(
             probs = None if recorder.first_logits is None else F.softmax(recorder.first_logits.double(), dim=-1)
             store.record(
                 _completion_event(
-                    tokenizer,
-                    context_length,
+                    text_quality(tokenizer, text, template, context_length),
                     text,
-                    template,
                     probs,
                     recorder.tokens,
                     latency_ms,
@@ -115,10 +116,8 @@ def served_completion(
             latency_ms = 1000 * (time.perf_counter() - began)
             store.record(
                 _completion_event(
-                    tokenizer,
-                    model.config.context_length,
+                    text_quality(tokenizer, text, template, model.config.context_length),
                     text,
-                    template,
                     None,
                     0,
                     latency_ms,
@@ -133,48 +132,51 @@ def served_completion(
     if store is None:
         return done, None
     probs = F.softmax(next_token_logits(model, start_ids(ids)).double(), dim=-1)  # (V,)
-    event = _completion_event(
-        tokenizer, model.config.context_length, text, template, probs, len(done.tokens), latency_ms, None,
-        version, surface, session,
-    )  # fmt: skip
+    quality = text_quality(tokenizer, text, template, model.config.context_length)
+    event = _completion_event(quality, text, probs, len(done.tokens), latency_ms, None, version, surface, session)
     return done, store.record(event)
 
 
 def record_completion(
     store: TelemetryStore,
     model: GPT,
-    tokenizer: CharTokenizer,
-    text: str,
+    prompt: Prompt,
     done: Completion,
     latency_ms: float,
     *,
-    template: str = DEFAULT_PROMPT_TEMPLATE,
     version: str,
     surface: str,
     session: str | None = None,
 ) -> int | None:
-    """Record `done`, a completion after `text` that a surface showed after waiting `latency_ms` for it (a cached
-    one: the lookup); the first step's distribution from one forward pass, as served_completion's."""
+    """Record `done`, a completion after `prompt` (core.release.serving.autocomplete.prepare_prompt: the ids the
+    completion read) that a surface showed after waiting `latency_ms` for it (a cached one: the lookup); the first
+    step's distribution from one forward pass over those ids, as served_completion's. The input quality is the
+    prompt's own: nothing is encoded again."""
     try:
-        ids = tokenizer.encode(template.replace("{prompt}", text))
-        probs = F.softmax(next_token_logits(model, start_ids(ids)).double(), dim=-1)  # (V,)
+        probs = F.softmax(next_token_logits(model, list(prompt.ids)).double(), dim=-1)  # (V,)
     except Exception as e:  # noqa: BLE001 - recording never changes what is served
         store.report_failure(e)
         return None
+    quality = (len(prompt.text), prompt.unseen, prompt.truncated)
     event = _completion_event(
-        tokenizer, model.config.context_length, text, template, probs, len(done.tokens), latency_ms, None,
-        version, surface, session,
+        quality, prompt.text, probs, len(done.tokens), latency_ms, None, version, surface, session
     )  # fmt: skip
     return store.record(event)
 
 
-def _completion_event(
-    tokenizer, context_length, text, template, probs, tokens, latency_ms, error, version, surface, session
-) -> Event:
+def text_quality(tokenizer: CharTokenizer, text: str, template: str, context_length: int) -> tuple[int, int, bool]:
+    """(characters typed, unseen characters the model reads, truncated) for `text` after `template`, read with the
+    whole context (a streamed completion's first step); (len(text), 0, False) when the text or template is unusable
+    (serving says so already)."""
     try:
-        chars, unseen, truncated = input_quality(tokenizer, text, template, context_length)
-    except Exception:  # noqa: BLE001 - as observe_suggestion
-        chars, unseen, truncated = len(text) if isinstance(text, str) else 0, 0, False
+        encoded = encode_for_model(tokenizer, template.replace("{prompt}", text), context_length)  # (T,)
+    except Exception:  # noqa: BLE001 - recording never changes what is served
+        return (len(text) if isinstance(text, str) else 0), 0, False
+    return len(text), len(encoded.unknown_positions), encoded.truncated
+
+
+def _completion_event(quality, text, probs, tokens, latency_ms, error, version, surface, session) -> Event:
+    chars, unseen, truncated = quality
     top1, entropy = distribution_figures(probs) if probs is not None else (None, None)
     where = safe_slices(text)
     return Event(

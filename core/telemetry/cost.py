@@ -18,10 +18,10 @@ Preprocessing is measured on the bundle's own corpus: reading it (and cutting it
 character vocabulary, splitting and encoding both sides into token streams, as training does.
 
 Serving is timed on `samples` seeded prefixes of the bundle's held-out documents, each one
-core.release.serving.autocomplete.serve_suggestion call (the page's and `python -m core suggest`'s path): wall
-milliseconds (perf_counter) and CPU seconds (thread_time on one torch thread, else process_time), after a warm-up
-call. core.release.evaluation.latency keeps only percentiles and the queue needs every time, so the loop is its own
-here.
+core.release.serving.autocomplete prompt_for and suggest (the page's and `python -m core suggest`'s path: the prompt
+encoded, the suggestion served): wall milliseconds (perf_counter) and CPU seconds (thread_time on one torch thread,
+else process_time), after a warm-up call; p50 and p95 are nearest-rank (core.numbers.percentile).
+core.release.evaluation.latency keeps only percentiles and the queue needs every time, so the loop is its own here.
 
 The request rate: measured from the telemetry database when it holds enough page traffic
 (core.telemetry.class_queue.measured_request_rate), else DEFAULT_RATE, an assumption: a learner typing about three
@@ -49,11 +49,12 @@ from core.model.bundle import BundleError, load_bundle
 from core.model.corpus import Corpus, Document, split_documents
 from core.model.gpt import ModelConfig
 from core.model.tokenizer import CharTokenizer
+from core.numbers import integer, is_int, percentile
 from core.progress import Progress, steps
 from core.release.evaluation.held_out import held_out
-from core.release.evaluation.typing_sim import MAX_CONTEXT
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
+from core.release.serving.predictor import MAX_CONTEXT
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.class_queue import MAX_LEARNERS, Queueing, class_queueing, measured_request_rate
 from core.telemetry.queueing import MAX_SERVERS
@@ -177,12 +178,6 @@ def _number(name: str, value: object, low: float, high: float, *, open_low: bool
     return float(value)
 
 
-def _integer(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return value
-
-
 # ---- storage ------------------------------------------------------------------------------------
 
 
@@ -263,7 +258,7 @@ def _training(manifest: dict, config: ModelConfig, parameters: int) -> Training:
     tokens = iters * batch * config.context_length
     per_token, flops = training_flops(config, parameters, tokens)
     threads = train_config.get("num_threads")
-    threads = threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
+    threads = threads if is_int(threads) and threads >= 1 else None
     step_seconds = tokens / tps
     basis = (
         f"wall seconds x {threads} torch thread(s): the manifest records wall-clock time, not CPU time"
@@ -308,18 +303,20 @@ def measure_serving(
         prompts.append(d.text[max(0, t - MAX_CONTEXT) : t])
     threads = torch.get_num_threads()
     clock, clock_name = (time.thread_time, "thread_time") if threads == 1 else (time.process_time, "process_time")
-    serve_suggestion(predictor, prompts[0], policy, template=template)  # warm-up: first-call allocations
-    wall_ms, cpu = [], 0.0
+    suggest(predictor, prompt_for(predictor, prompts[0], policy, template=template), policy).suggestion_or_raise()
+    wall_ms, cpu = [], 0.0  # the warm-up above: first-call allocations
     for text in steps(prompts, progress, "timing suggestions"):
         w0, c0 = time.perf_counter(), clock()
-        serve_suggestion(predictor, text, policy, template=template)
+        suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
         cpu += clock() - c0
         wall_ms.append((time.perf_counter() - w0) * 1000.0)
+    p50, p95 = percentile(wall_ms, 50), percentile(wall_ms, 95)  # nearest rank: each one a time measured
+    assert p50 is not None and p95 is not None  # samples >= MIN_SAMPLES
     return Serving(
         samples=samples,
         threads=threads,
-        service_p50_ms=float(np.percentile(wall_ms, 50)),
-        service_p95_ms=float(np.percentile(wall_ms, 95)),
+        service_p50_ms=p50,
+        service_p95_ms=p95,
         service_mean_ms=float(np.mean(wall_ms)),
         cpu_seconds_per_1000=cpu / samples * 1000.0,
         wall_seconds_per_1000=float(np.mean(wall_ms)),  # mean ms per suggestion = seconds per 1,000
@@ -351,14 +348,14 @@ def cost_report(
     `telemetry` (else DEFAULT_RATE); `corpus` None reads the source the manifest names; `cores` None is this
     machine's; `progress` hears the timed suggestions. Every input is bounded first: a bad one raises ValueError
     naming it and its range."""
-    learners = _integer("learners", learners, 1, MAX_LEARNERS)
+    learners = integer("learners", learners, 1, MAX_LEARNERS)
     if rate is not None:
         rate = _number("rate", rate, 0.0, MAX_RATE)
     target_ms = _number("latency_target_ms", latency_target_ms, 0.0, MAX_LATENCY_TARGET_MS)
-    samples = _integer("samples", samples, MIN_SAMPLES, MAX_SAMPLES)
-    seed = _integer("seed", seed, 0, 2**31 - 1)
-    cores = _integer("cores", (os.cpu_count() or 1) if cores is None else cores, 1, MAX_SERVERS)
-    training_slots = _integer("training_slots", training_slots, 0, MAX_TRAINING_SLOTS)
+    samples = integer("samples", samples, MIN_SAMPLES, MAX_SAMPLES)
+    seed = integer("seed", seed, 0, 2**31 - 1)
+    cores = integer("cores", (os.cpu_count() or 1) if cores is None else cores, 1, MAX_SERVERS)
+    training_slots = integer("training_slots", training_slots, 0, MAX_TRAINING_SLOTS)
     training_per_hour = _number("training_per_hour", training_per_hour, 0.0, MAX_TRAINING_PER_HOUR, open_low=False)
     registry = Path(registry)
     server = isinstance(telemetry, str) and "://" in telemetry  # LAB_DATABASE_URL: never shown with its password

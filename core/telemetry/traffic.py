@@ -6,7 +6,7 @@
 
 The typist is the evaluation's (core.release.evaluation.typing_sim): the stretches it types are typing_segments of the
 documents (seeded), and at every position of a stretch it is served a suggestion, through
-core.telemetry.record.measure_suggestion, the path every surface serves through. It accepts a suggestion exactly
+core.release.serving.autocomplete.suggest, the call every surface serves through. It accepts a suggestion exactly
 when it is shown and the text goes on with it (skipping its characters), else types one character. A session
 types every `sessions`-th stretch of a seeded shuffle, the sessions taking turns; an event's outcome is decided
 from the real next characters, and its slices are slice_labels of the document at that position
@@ -23,14 +23,16 @@ from dataclasses import dataclass
 
 from core.model.bundle import Bundle
 from core.model.corpus import Document
+from core.numbers import integer
 from core.release.baselines.baseline_bundle import BaselineBundle
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.slices import slice_labels
 from core.release.evaluation.typing_sim import typing_segments
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
 from core.release.serving.transformer_predictor import TransformerPredictor
-from core.telemetry.record import measure_suggestion, suggestion_event
+from core.telemetry.record import suggestion_event
 from core.telemetry.store import SURFACES, TelemetryStore
 
 MAX_EVENTS = 5000  # suggestions one replay serves at most
@@ -68,10 +70,8 @@ def replay(
     takes the default policy and "{prompt}" unless given)."""
     predictor, policy, template, version = _serving(source, policy, template, version)
     for name, value, high in (("max_events", max_events, MAX_EVENTS), ("sessions", sessions, MAX_SESSIONS)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-            raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        integer(name, value, 1, high)
+    integer("seed", seed, 0)
     if surface not in SURFACES:
         raise ValueError(f"surface must be one of {SURFACES}, got {surface!r}")
     documents = [d for d in documents if isinstance(d, Document) and d.text]
@@ -112,7 +112,8 @@ def replay(
                 del typists[k]
                 continue
             text = doc.text[:i]
-            served, seen, error = measure_suggestion(predictor, text, policy, template=template)
+            measured = suggest(predictor, prompt_for(predictor, text, policy, template=template), policy)
+            served, error = measured.suggestion, measured.error
             slices = {
                 "char_class": str(marks["char_class"][i]),
                 "column_bucket": str(marks["column"][i]),
@@ -120,14 +121,14 @@ def replay(
                 "document": doc.name,
             }
             event = suggestion_event(
-                predictor, text, policy, seen, served, version=version, surface=surface,
-                session=f"synthetic-{seed}-{k}", slices=slices, typed_next=doc.text[i:],
+                measured, version=version, surface=surface, session=f"synthetic-{seed}-{k}", slices=slices,
+                typed_next=doc.text[i:],
             )  # fmt: skip
             counts["events"] += 1
             if store is not None and store.record(event) is not None:
                 counts["recorded"] += 1
-            if seen.top1_prob is not None:
-                top1.append(seen.top1_prob)
+            if measured.top1_prob is not None:
+                top1.append(measured.top1_prob)
             moves[k] = 1  # typed one character
             if error is not None or served is None:
                 counts["errors"] += 1

@@ -323,7 +323,7 @@ def test_the_registry_promotes_serves_and_rolls_back_without_the_posix_flags(
     reg = tmp_path / "registry"
     result = registry.promote(trained_bundle_path, reg, check=check)
     assert result.promoted and registry.read_current(reg)["version"] == check.rubric.version
-    served = registry.resolve_served(reg)
+    served = registry.resolve_version(reg)
     assert served.version == check.rubric.version
     assert not registry.rollback(reg).switched  # nothing earlier: refused and logged, not raised
     assert [e["event"] for e in registry.read_log(reg)] == ["promote", "rollback-refused"]

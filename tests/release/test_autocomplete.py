@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.agreement import float64_copy, model_terms
-from core.lessons.cache_parity import parity_trace
-from core.lessons.cache_timing import TIMING_REPEATS, measure_cache_latency
+from core.lessons.kv_cache import TIMING_REPEATS, measure_cache_latency, parity_trace
 from core.model.bundle import save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
@@ -22,20 +21,27 @@ from core.model.kv_cache import KVCache
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 from core.release.serving.autocomplete import (
+    Prompt,
     baseline_candidates,
     code_point,
     complete,
     next_token_candidates,
     prepare_prompt,
-    serve_suggestion,
+    prompt_for,
+    suggest,
 )
-from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy
+from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, suggestion
 from core.release.serving.predictor import is_word_char
 from core.release.serving.transformer_predictor import TransformerPredictor
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 TOK = CharTokenizer.from_text(TEXT)
 V = TOK.vocab_size
+
+
+def served(predictor, text, policy, template="{prompt}"):
+    """The suggestion a surface serves after `text`: the prompt encoded once (prompt_for), then suggest."""
+    return suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
 
 
 def spread_model(seed=0, cls=GPT):
@@ -135,9 +141,13 @@ def test_bad_arguments_raise_value_errors_naming_them():
             complete(model, TOK, [4], SampleConfig(max_new_tokens=3), seed=seed)
     predictor = TransformerPredictor(model, TOK)
     with pytest.raises(ValueError, match="text must be a str"):
-        serve_suggestion(predictor, None, DEFAULT_POLICY)
+        prompt_for(predictor, None, DEFAULT_POLICY)
     with pytest.raises(ValueError, match="template must be a str containing"):
-        serve_suggestion(predictor, "def", DEFAULT_POLICY, template="# no slot")
+        prompt_for(predictor, "def", DEFAULT_POLICY, template="# no slot")
+    with pytest.raises(ValueError, match="prompt must be a Prompt"):
+        suggest(predictor, "def", DEFAULT_POLICY)
+    with pytest.raises(ValueError, match="policy must be a SuggestionPolicy"):
+        suggest(predictor, prompt_for(predictor, "def", DEFAULT_POLICY), None)
     for k in (0, True, 2.5):
         with pytest.raises(ValueError, match="k must be an integer >= 1"):
             baseline_candidates(predictor, "def", k=k)
@@ -394,28 +404,90 @@ STEP = math.exp(10) / (math.exp(10) + V - 1)  # P(the successor), float64 by han
         (1.0, "in(x):\ndef main(x):\ndef", 23, False),  # none clears: not shown, the best of all reported
     ],
 )
-def test_served_suggestion_by_hand_on_a_bigram(threshold, want, k, shown):
+def test_the_suggestion_by_hand_on_a_bigram(threshold, want, k, shown):
     assert V == 28 and STEP**8 >= 0.99 > STEP**9 and STEP**4 >= 0.995 > STEP**5  # the premises above
-    s = serve_suggestion(TransformerPredictor(BigramStub(), TOK), "def ma", SuggestionPolicy(threshold=threshold))
+    s = served(TransformerPredictor(BigramStub(), TOK), "def ma", SuggestionPolicy(threshold=threshold))
     assert s.completion == "in(x):\ndef main(x):\ndef " and s.stop_reason == "limit"
     assert (s.text, s.shown, s.threshold, s.saves) == (want, shown, threshold, k - 1)
     assert s.probability == pytest.approx(STEP**k, rel=1e-6)  # float32 logits, float64 softmax
 
 
-def test_served_suggestion_applies_the_template_and_reads_unknown_characters_as_unk():
+def test_the_suggestion_applies_the_template_and_reads_unknown_characters_as_unk():
     predictor = TransformerPredictor(BigramStub(), TOK)
     policy = SuggestionPolicy(threshold=0.99)
-    assert serve_suggestion(predictor, "de", policy, template="{prompt}f ma").text == "in(x):\n"
-    assert serve_suggestion(predictor, "de", policy).text == "f main(x"  # cuts 2, 6, 7, 8 clear: the longest
+    assert served(predictor, "de", policy, template="{prompt}f ma").text == "in(x):\n"
+    assert served(predictor, "de", policy).text == "f main(x"  # cuts 2, 6, 7, 8 clear: the longest
     # '€' is <unk>, whose row is all zeros: uniform, 1/V < MIN_THRESHOLD, so nothing is proposed
-    s = serve_suggestion(predictor, "def m€", policy)
+    s = served(predictor, "def m€", policy)
     assert (s.text, s.completion, s.stop_reason, s.shown) == ("", "", "unlikely", False)
     end = BigramStub({"m": "a", "a": "i", "i": EOS_ID})
-    s = serve_suggestion(TransformerPredictor(end, TOK), "m", SuggestionPolicy(threshold=0.5))
+    s = served(TransformerPredictor(end, TOK), "m", SuggestionPolicy(threshold=0.5))
     assert (s.completion, s.stop_reason, s.text) == ("ai", "end of document", "ai")  # the document ends there
 
 
-def test_served_suggestion_is_a_prefix_of_the_greedy_completion():
+def test_suggest_measures_the_row_its_first_character_is_chosen_from_by_hand_on_a_bigram():
+    """After "def ma" the stub's row is e^10 on 'i' and 1 elsewhere (V entries): top-1 STEP, entropy by hand."""
+    predictor = TransformerPredictor(BigramStub(), TOK)
+    policy = SuggestionPolicy(threshold=0.5)
+    prompt = prompt_for(predictor, "def ma", policy)
+    measured = suggest(predictor, prompt, policy)
+    z = math.exp(10) + V - 1
+    entropy = -(math.exp(10) / z * math.log(math.exp(10) / z) + (V - 1) / z * math.log(1 / z))
+    assert measured.top1_prob == pytest.approx(STEP, rel=1e-6) and measured.entropy_nats == pytest.approx(
+        entropy, rel=1e-5
+    )
+    assert measured.prompt is prompt and measured.predictor == "transformer" and measured.policy == policy
+    assert measured.error is None and measured.latency_ms > 0
+    assert measured.suggestion_or_raise() == served(predictor, "def ma", policy)
+
+
+class Broken:
+    """A predictor whose every forward pass fails."""
+
+    kind = "broken"
+    tokenizer = TOK
+
+    def reads(self, max_new):
+        return 1024
+
+    def log_probs(self, ids, positions):
+        raise RuntimeError("weights went missing")
+
+    def continuations(self, contexts, max_new):
+        raise RuntimeError("weights went missing")
+        yield
+
+
+def test_an_error_in_serving_is_measured_and_raised_again():
+    prompt = prompt_for(Broken(), "def", DEFAULT_POLICY)
+    measured = suggest(Broken(), prompt, DEFAULT_POLICY)
+    assert measured.suggestion is None and isinstance(measured.error, RuntimeError) and measured.top1_prob is None
+    assert measured.latency_ms >= 0 and measured.prompt.text == "def"
+    with pytest.raises(RuntimeError, match="weights went missing"):
+        measured.suggestion_or_raise()
+
+
+@pytest.mark.parametrize("n", [10, 40, 41, 50, 64, 65, 100])
+def test_the_prompt_is_the_window_the_suggestion_reads(n):
+    """The stub's context is 64 and a suggestion may add 24 tokens, so a suggestion reads the last 40: a prompt of
+    41 to 64 characters is truncated (what the issue found for 105-128 characters of a context of 128), and the
+    prompt of prompt_for is prepare_prompt's with room for the longest suggestion."""
+    model = BigramStub()
+    predictor = TransformerPredictor(model, TOK)
+    text = (TEXT * 3)[:n]
+    prompt = prompt_for(predictor, text, DEFAULT_POLICY)
+    assert prompt == prepare_prompt(TOK, text, model.config, room=DEFAULT_POLICY.max_chars)
+    assert prompt.window == 40 == predictor.reads(DEFAULT_POLICY.max_chars) and prompt.context_length == 64
+    assert list(prompt.ids) == TOK.encode(text)[-40:]
+    assert prompt.truncated == (n > 40) and prompt.dropped == max(0, n - 40)
+    # what the suggestion reads: the same as the policy fed the whole text (the predictor keeps the same window)
+    assert served(predictor, text, DEFAULT_POLICY) == suggestion(predictor, TOK.encode(text), DEFAULT_POLICY)
+    whole = prompt_for(predictor, text, None)  # one next-token read: the whole context
+    assert whole.window == 64 and list(whole.ids) == TOK.encode(text)[-64:] and whole.truncated == (n > 64)
+    assert isinstance(whole, Prompt)
+
+
+def test_the_suggestion_is_a_prefix_of_the_greedy_completion():
     """The policy extends greedily over visible tokens, as temperature 0 generation does, and stops earlier
     (end of document, too unlikely, or max_chars). The transformer's continuation reads the last
     max(context_length - max_chars, context_length // 2) = 16 tokens of the prompt, so the prompts here are
@@ -426,7 +498,7 @@ def test_served_suggestion_is_a_prefix_of_the_greedy_completion():
     texts = ["class Po", "def ", "import", "x + 1", "    ret", "(x):\n"]
     completions = []
     for text in texts:
-        s = serve_suggestion(predictor, text, SuggestionPolicy(threshold=0.05))
+        s = served(predictor, text, SuggestionPolicy(threshold=0.05))
         full = complete(model, TOK, TOK.encode(text), greedy, stop_at_eos=True)
         assert full.text.startswith(s.completion) and s.completion.startswith(s.text), (text, s, full.text)
         if s.text:  # a cut ends a word (or a run of punctuation, or a line), judged on what greedy writes next

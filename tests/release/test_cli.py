@@ -15,9 +15,15 @@ from cli.main import COMMANDS, _Progress, main
 from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version, write_manifest
 from core.model.training import TrainEvent
 from core.release.evaluation.tuning import THRESHOLDS
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import DEFAULT_POLICY, policy_from_manifest
 from core.release.serving.transformer_predictor import load_predictor
+
+
+def suggestion_after(predictor, text, policy, template="{prompt}"):
+    """The suggestion a surface serves after `text`: the prompt encoded once (prompt_for), then the one serving call."""
+    return suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
+
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(80))  # ~3 kB
@@ -374,14 +380,14 @@ def test_train_tunes_the_suggestion_threshold(trained):
 
 
 @pytest.mark.parametrize("prompt", ["def add", "    return a", "", "x€"])
-def test_suggest_json_is_serve_suggestion(trained, capsys, prompt):
+def test_suggest_json_is_the_served_suggestion(trained, capsys, prompt):
     _, out, _ = trained
     assert main(["suggest", "--bundle", str(out), "--prompt", prompt, "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.out.count("\n") == 1 and captured.err == ""
     printed = json.loads(captured.out)
     predictor, manifest = load_predictor(out)
-    s = serve_suggestion(predictor, prompt, policy_from_manifest(manifest), template=manifest["prompt_template"])
+    s = suggestion_after(predictor, prompt, policy_from_manifest(manifest), template=manifest["prompt_template"])
     assert (printed["suggestion"], printed["probability"], printed["shown"]) == (s.text, s.probability, s.shown)
     assert (printed["threshold"], printed["threshold_tuned"]) == (s.threshold, True)
     assert printed["version"] == manifest["version"] and printed["predictor"] == "transformer"
@@ -394,7 +400,7 @@ def test_suggest_in_a_subprocess_prints_the_same_suggestion(trained):
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
     predictor, manifest = load_predictor(out)
-    s = serve_suggestion(predictor, "def add", policy_from_manifest(manifest))
+    s = suggestion_after(predictor, "def add", policy_from_manifest(manifest))
     assert printed["suggestion"] == s.text and printed["probability"] == pytest.approx(s.probability, rel=1e-4)
     text = run("suggest", "--bundle", str(out), "--prompt", "def add")
     assert text.returncode == 0 and text.stdout.splitlines()[0] == f"suggestion: {json.dumps(s.text)}"

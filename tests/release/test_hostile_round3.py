@@ -19,7 +19,7 @@ import ui.models
 from cli.main import main
 from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version
 from core.model.tokenizer import CharTokenizer
-from core.release.registry.registry import CURRENT, LOG, list_versions, promote, read_log, resolve_served
+from core.release.registry.registry import CURRENT, LOG, list_versions, promote, read_log, resolve_version
 
 # 1,000,000 bytes (under the registry's 1 MiB cap), as in the issue: json.loads recursed into RecursionError on it.
 DEEP = "[" * 500_000 + "]" * 500_000
@@ -69,7 +69,7 @@ def one_error_line(err: str, *words: str) -> None:
 def test_a_deeply_nested_current_falls_back_to_the_last_known_good_and_the_commands_say_so(bundles, reg, capsys):
     va, vb = _version(bundles["a"]), _version(bundles["b"])
     overwrite(reg / CURRENT, DEEP)
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     # Both versions still pass their checks; with no readable pointer the newest promoted one is the known-good one.
     assert served.kind == "transformer" and served.version == vb and served.degraded
     assert "the current pointer is unreadable" in served.reason and "nested 500,000 levels deep" in served.reason
@@ -85,7 +85,7 @@ def test_a_deeply_nested_current_falls_back_to_the_last_known_good_and_the_comma
 def test_a_deeply_nested_rubric_of_the_current_version_serves_the_one_before(bundles, reg):
     va, vb = _version(bundles["a"]), _version(bundles["b"])
     overwrite(reg / "versions" / vb / "rubric.json", DEEP)
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert (served.version, served.kind, served.degraded) == (va, "transformer", True)
     assert f"versions/{vb}/rubric.json is missing or unreadable (JsonFileError: nested 500,000" in served.reason
 
@@ -99,7 +99,7 @@ def test_a_deeply_nested_record_and_log_line_are_read_past(bundles, reg, capsys)
     assert read_log(reg) == [*before, {"event": "note", "version": None}]
     versions = {v.version: v for v in list_versions(reg, verify=True)}
     assert versions[va].promoted is None and versions[va].verifies  # the record is unreadable; the version is fine
-    assert resolve_served(reg).version == vb and not resolve_served(reg).degraded
+    assert resolve_version(reg).version == vb and not resolve_version(reg).degraded
     code, out, err = cli(capsys, "release", "status", "--registry", reg)
     assert code == 0 and err == "" and f"served: transformer {vb} -- serving the current version" in out
 

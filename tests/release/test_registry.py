@@ -27,16 +27,22 @@ from core.release.registry.registry import (
     promote,
     read_current,
     read_log,
-    resolve_served,
+    resolve_version,
     rollback,
     status,
 )
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
+
+
+def suggestion_after(predictor, text, policy, template="{prompt}"):
+    """The suggestion a surface serves after `text`: the prompt encoded once (prompt_for), then the one serving call."""
+    return suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
+
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
-# Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/test_release.py).
+# Known-good models in seconds: only the beats-the-n-gram comparison is waived (see tests/release/test_gate.py).
 POLICY = ReleasePolicy(
     require_beats_baseline=False, evaluation=EvalConfig(max_positions=256, typing_chars=80, latency_samples=0)
 )
@@ -115,7 +121,7 @@ def test_a_model_trained_without_the_mask_is_refused_and_current_stays(bundles, 
     assert {"causality", "cache logits"} <= set(refusal["failed"]) and "causality" in refusal["reason"]
     assert not (reg / "versions" / _version(bundles["leak"])).exists()
     assert verify_bundle(bundles["leak"]) == []  # nothing the user trained is deleted or changed
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert (served.version, served.degraded) == (_version(bundles["a"]), False)
 
 
@@ -124,19 +130,19 @@ def test_a_tampered_current_version_falls_back_to_known_good_then_to_the_ngram(b
     va, vb = _version(bundles["a"]), _version(bundles["b"])
     assert promote(bundles["a"], reg, check=checks["a"]).promoted
     assert promote(bundles["b"], reg, check=checks["b"]).promoted
-    assert resolve_served(reg).version == vb
+    assert resolve_version(reg).version == vb
     _tamper(reg / "versions" / vb / "bundle")
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert (served.version, served.kind, served.degraded) == (va, "transformer", True)
     assert f"current version {vb} fails to load or verify" in served.reason
     assert f"last known-good version {va}" in served.reason
     _tamper(reg / "versions" / va / "bundle")
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.kind == "ngram" and served.degraded and "n-gram baseline" in served.reason
     assert served.bundle.version in served.reason
     # the fallback still serves the one suggestion policy: its probability is the product of its own rows
     fallback = served.predictor
-    s = serve_suggestion(fallback, "def g1(y):\n    ret", policy_from_manifest(served.bundle.manifest))
+    s = suggestion_after(fallback, "def g1(y):\n    ret", policy_from_manifest(served.bundle.manifest))
     ids = fallback.tokenizer.encode("def g1(y):\n    ret" + s.text)
     n = len(s.text)
     rows = fallback.log_probs(ids, range(len(ids) - n, len(ids))).exp()  # (n, V)
@@ -154,7 +160,7 @@ def test_rollback_restores_the_previous_version_and_logs_everything(bundles, che
     assert (read_current(reg)["version"], read_current(reg)["history"]) == (vb, [va])
     result = rollback(reg, reason="users saw bad suggestions")
     assert result.switched and (result.version, result.previous) == (va, vb)
-    assert read_current(reg)["version"] == va and resolve_served(reg).version == va
+    assert read_current(reg)["version"] == va and resolve_version(reg).version == va
     assert not rollback(reg).switched  # nothing older than the first version
     events = [(e["event"], e["version"]) for e in read_log(reg)]
     assert events == [("promote", va), ("promote", vb), ("rollback", va), ("rollback-refused", va)]
@@ -277,7 +283,9 @@ def test_nothing_the_app_imports_uses_fcntl():
                 names = [str(node.args[0].value)] if called in ("__import__", "import_module") else []
             offences += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "fcntl"]
     assert offences == []
-    assert len(files) > 20 and (ROOT / "core" / "release" / "registry.py") in files  # the walk saw the registry
+    assert (
+        len(files) > 20 and (ROOT / "core" / "release" / "registry" / "registry.py") in files
+    )  # the walk saw the registry
 
 
 # ---- who and why -----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A hostile or broken registry, found by trying it: a `current` pointer that names a path, a version
 directory that is a link or holds another bundle, a version the gate refused placed by hand, a huge
-architecture, leftovers of a killed promotion, a read-only log. resolve_served falls back with a reason
+architecture, leftovers of a killed promotion, a read-only log. resolve_version falls back with a reason
 naming what was wrong (never raises); bad input on the command line exits 2."""
 
 import json
@@ -22,7 +22,7 @@ from core.release.registry.registry import (
     promote,
     read_current,
     read_log,
-    resolve_served,
+    resolve_version,
     rollback,
     status,
 )
@@ -82,7 +82,7 @@ def test_a_current_pointer_naming_a_path_is_not_served(bundles, checks, reg, cap
     shutil.copytree(bundles["leak"], evil / "bundle")
     (evil / "rubric.json").write_text(json.dumps(forged_rubric("../../evil")))
     point(reg, "../../evil", [va])
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert (served.version, served.kind, served.degraded) == (va, "transformer", True)
     assert "current pointer's version '../../evil' is not a version name (16 lowercase hex digits" in served.reason
     assert served_from_versions(reg, served) and read_current(reg) is None
@@ -93,7 +93,7 @@ def test_a_current_pointer_naming_a_path_is_not_served(bundles, checks, reg, cap
 def test_a_history_entry_naming_a_path_is_not_trusted(bundles, checks, reg):
     va = _version(bundles["a"])
     point(reg, va, ["../../evil"])
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.version == va and served.degraded and "history entry '../../evil'" in served.reason
     result = rollback(reg)  # would have switched to ../../evil
     assert not result.switched and "history entry '../../evil' is not a version name" in result.reason
@@ -116,7 +116,7 @@ def test_a_version_directory_that_is_a_link_is_not_served(bundles, checks, reg, 
     assert promote(bundles["b"], reg, check=checks["b"]).promoted
     shutil.move(reg / "versions" / vb, tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", reg / "versions" / vb)  # the same files, reached through a link
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.version == va and served.degraded
     assert f"current version {vb} fails to load or verify (versions/{vb} is a symbolic link" in served.reason
     point(reg, va)
@@ -132,7 +132,7 @@ def test_a_version_whose_bundle_is_linked_is_not_served(bundles, checks, reg, tm
     shutil.move(vdir / "bundle", tmp_path / "b-bundle")
     os.symlink(tmp_path / "b-bundle", vdir / "bundle")
     point(reg, vb, [_version(bundles["a"])])
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.version == _version(bundles["a"]) and "holds a symbolic link" in served.reason
 
 
@@ -140,13 +140,13 @@ def test_a_version_directory_holding_another_version_is_not_served(bundles, chec
     va = _version(bundles["a"])
     vdir = install_by_hand(reg, OTHER, reg / "versions" / va / "bundle", dict(forged_rubric(va)))
     point(reg, OTHER, [va])
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert (
         served.version == va
         and f"rubric.json does not record a passed release rubric of version {OTHER}" in served.reason
     )
     (vdir / "rubric.json").write_text(json.dumps(forged_rubric(OTHER)))  # now the rubric agrees, the bundle does not
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.version == va and f"versions/{OTHER} holds a bundle of version {va}, not {OTHER}" in served.reason
 
 
@@ -155,10 +155,10 @@ def test_a_version_the_gate_refused_is_not_served_even_under_its_own_name(bundle
     assert not checks["leak"].rubric.passed
     install_by_hand(reg, vleak, bundles["leak"], checks["leak"].rubric.to_dict())  # the rubric it failed
     point(reg, vleak, [va])
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.version == va and f"rubric of version {vleak}" in served.reason
     (reg / "versions" / vleak / "rubric.json").unlink()  # no rubric at all
-    assert "rubric.json is missing or unreadable" in resolve_served(reg).reason
+    assert "rubric.json is missing or unreadable" in resolve_version(reg).reason
     point(reg, va)
     result = rollback(reg, to=vleak)
     assert not result.switched and f"version {vleak} does not load" in result.reason
@@ -176,7 +176,7 @@ def test_a_huge_architecture_as_current_falls_back_without_allocating_it(bundles
     write_manifest(huge, m)
     install_by_hand(reg, m["version"], huge, forged_rubric(m["version"]))
     point(reg, m["version"], [va])
-    served = resolve_served(reg)  # never raises
+    served = resolve_version(reg)  # never raises
     assert served.version == va and served.degraded and "MAX_CONTEXT_LENGTH" in served.reason
     assert built == [served.bundle.config]  # the only model built is the fallback's
 
@@ -201,7 +201,7 @@ def test_leftovers_of_a_killed_promotion_are_listed_then_removed(bundles, checks
     assert sorted(v["path"] for v in json.loads(capsys.readouterr().out)["leftovers"]) == names
     assert main(["release", "status", "--registry", str(reg)]) == 0
     assert f"leftover of an interrupted promotion: {names[1]} (3,000 bytes)" in capsys.readouterr().out
-    assert resolve_served(reg).version == va  # a leftover is never a candidate
+    assert resolve_version(reg).version == va  # a leftover is never a candidate
     # A rollback, even a refused one (no earlier version), takes the lock: the leftovers go first.
     assert main(["release", "rollback", "--registry", str(reg)]) == 1
     out = capsys.readouterr().out

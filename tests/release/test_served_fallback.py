@@ -15,9 +15,15 @@ from core.model.train_config import TrainConfig
 from core.model.training import train
 from core.release.evaluation.evaluation import EvalConfig
 from core.release.gate.gate import ReleasePolicy
-from core.release.registry.registry import promote, resolve_served
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.registry.registry import promote, resolve_version
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
+
+
+def suggestion_after(predictor, text, policy, template="{prompt}"):
+    """The suggestion a surface serves after `text`: the prompt encoded once (prompt_for), then the one serving call."""
+    return suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
+
 
 TEXT = "\n\n".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(80))
 # A known-good version in seconds: only the beats-the-baselines comparison is waived (as in test_registry).
@@ -76,7 +82,7 @@ def test_a_tampered_current_version_falls_back_to_the_ngram_with_a_banner_and_st
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
-    served = resolve_served(reg)
+    served = resolve_version(reg)
     assert served.kind == "ngram" and served.degraded
 
     # app.py draws the banner above every page; AppTest keeps app.py's own elements only on the first page.
@@ -88,7 +94,7 @@ def test_a_tampered_current_version_falls_back_to_the_ngram_with_a_banner_and_st
     assert "Serving the ngram baseline" in all_text(at)
     # the fallback's suggestion is the one policy's, at the threshold its manifest records (computed apart here)
     manifest = served.bundle.manifest
-    expected = serve_suggestion(served.bundle.predictor, "def main(", policy_from_manifest(manifest))
+    expected = suggestion_after(served.bundle.predictor, "def main(", policy_from_manifest(manifest))
     if expected.text:
         assert f"Quoted: {json.dumps(expected.text, ensure_ascii=False)}" in [t.value.split(" (")[0] for t in at.text]
     else:

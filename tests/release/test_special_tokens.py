@@ -16,7 +16,8 @@ from core.release.serving.autocomplete import (
     complete,
     next_token_candidates,
     prepare_prompt,
-    serve_suggestion,
+    prompt_for,
+    suggest,
 )
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, propose
 from core.release.serving.transformer_predictor import TransformerPredictor
@@ -78,7 +79,7 @@ def test_the_stubs_really_prefer_special_tokens():
 def test_suggestions_never_hold_a_special_token(text, threshold):
     policy = SuggestionPolicy(threshold=threshold)
     for predictor in PREDICTORS:
-        s = serve_suggestion(predictor, text, policy)
+        s = suggest(predictor, prompt_for(predictor, text, policy), policy).suggestion_or_raise()
         assert set(s.text) <= set(TOK.chars) and set(s.completion) <= set(TOK.chars)
         assert s.completion.startswith(s.text)
         proposal = propose(predictor, TOK.encode(text)[-1024:], policy)

@@ -1,6 +1,7 @@
-"""core.telemetry.record: what is served is exactly serve_suggestion's, the recorded distribution is the model's
-own (an independent float64 softmax of its logits), input quality is counted, errors are recorded and raised, a
-broken store changes nothing served, and outcomes mature by the stated rule."""
+"""core.telemetry.record: what is recorded is what the one serving call (core.release.serving.autocomplete.suggest)
+measured, the recorded distribution is the model's own (an independent float64 softmax of its logits), input quality
+is counted over the window the suggestion reads, errors are recorded and raised, a broken store changes nothing
+served, and outcomes mature by the stated rule."""
 
 import json
 import math
@@ -11,18 +12,19 @@ from bundles import tiny_model
 
 from core.agreement import allowance, float64_copy, model_terms
 from core.model.corpus import Document
-from core.model.prompt import encode_for_model
-from core.model.sampling import SampleConfig, generate, start_ids
+from core.model.kv_cache import prompt_window
+from core.model.prompt import encode_for_model, start_ids
+from core.model.sampling import SampleConfig, generate
 from core.model.tokenizer import EOS_ID
 from core.release.baselines.baseline_bundle import load_baseline
 from core.release.evaluation.slices import slice_labels
 from core.release.evaluation.typing_sim import MAX_CONTEXT
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.completion import complete
 from core.release.serving.policy import MAX_CHARS, SuggestionPolicy, policy_from_manifest
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.completions import recording_completion, served_completion
-from core.telemetry.record import outcome, position_slices, served_suggestion
+from core.telemetry.record import outcome, position_slices, record_suggestion
 from core.telemetry.store import TelemetryStore
 
 from .helpers import TOY, ngram_bundle, toy_corpus
@@ -36,6 +38,18 @@ def ngram(tmp_path_factory):
     return load_baseline(ngram_bundle(root, toy_corpus(root)))
 
 
+def served(predictor, text, policy):
+    """What a surface serves after `text` (the prompt encoded once, then the one serving call)."""
+    return suggest(predictor, prompt_for(predictor, text, policy), policy).suggestion_or_raise()
+
+
+def served_and_recorded(predictor, text, policy, *, store, version="v", surface="cli", session=None):
+    """As the page and the CLI do it: suggest, record what it measured, then raise a serving error again."""
+    measured = suggest(predictor, prompt_for(predictor, text, policy), policy)
+    event_id = record_suggestion(store, measured, version=version, surface=surface, session=session)
+    return measured.suggestion_or_raise(), event_id
+
+
 def independent_figures(logits: torch.Tensor) -> tuple[float, float]:
     """Top-1 probability and entropy of softmax(logits) with math, term by term, in float64."""
     values = [float(v) for v in logits.double()]
@@ -46,20 +60,20 @@ def independent_figures(logits: torch.Tensor) -> tuple[float, float]:
     return max(probs), -math.fsum(p * math.log(p) for p in probs if p > 0)
 
 
-def test_the_suggestion_is_serve_suggestions_and_each_one_is_recorded(ngram, trained_bundle, tmp_path):
+def test_the_recorded_suggestion_is_the_served_one_and_each_one_is_recorded(ngram, trained_bundle, tmp_path):
     store = TelemetryStore(tmp_path / "t.db")
     transformer = TransformerPredictor(trained_bundle.model, trained_bundle.tokenizer)
     for predictor, manifest in ((ngram.predictor, ngram.manifest), (transformer, trained_bundle.manifest)):
         policy = policy_from_manifest(manifest)
         for text in PROMPTS:
-            s, event_id = served_suggestion(
+            s, event_id = served_and_recorded(
                 predictor, text, policy, version=manifest["version"], surface="cli", session="s", store=store
             )
-            assert s == serve_suggestion(predictor, text, policy) and event_id is not None
+            assert s == served(predictor, text, policy) and event_id is not None
     rows = store.rows()
     assert len(rows) == 2 * len(PROMPTS)
     assert [r["suggestion_chars"] for r in rows[: len(PROMPTS)]] == [
-        len(serve_suggestion(ngram.predictor, t, policy_from_manifest(ngram.manifest)).text) for t in PROMPTS
+        len(served(ngram.predictor, t, policy_from_manifest(ngram.manifest)).text) for t in PROMPTS
     ]
     assert {r["predictor"] for r in rows} == {"ngram", "transformer"} and all(r["latency_ms"] > 0 for r in rows)
     assert any(r["shown"] == 1 for r in rows) and any(r["shown"] == 0 for r in rows)  # both cases were met
@@ -74,7 +88,7 @@ def test_the_recorded_distribution_is_an_independent_float64_softmax_of_the_mode
     store = TelemetryStore(tmp_path / "t.db")
     kept = max(config.context_length - MAX_CHARS, config.context_length // 2, 1)  # what continuations reads
     for text in PROMPTS:
-        served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="cli", store=store)
+        served_and_recorded(predictor, text, SuggestionPolicy(), store=store)
         ids = start_ids(encode_for_model(tok, text, MAX_CONTEXT).ids)[-kept:]
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0, -1]  # (V,) uncached, float64
@@ -89,23 +103,31 @@ def test_the_recorded_distribution_is_an_independent_float64_softmax_of_the_mode
     ids = start_ids(encode_for_model(tok, text, MAX_CONTEXT).ids)[-kept:]
     with torch.no_grad():
         shifted = independent_figures(model(torch.tensor([ids[:-1]])).logits[0, -1])
-    served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="cli", store=store)
+    served_and_recorded(predictor, text, SuggestionPolicy(), store=store)
     row = store.rows()[-1]
     assert abs(row["top1_prob"] - shifted[0]) + abs(row["entropy_nats"] - shifted[1]) > 1e3 * tol
 
 
-def test_input_quality_counts_unseen_characters_and_the_cut_to_the_context(trained_bundle, tmp_path):
+def test_input_quality_counts_unseen_characters_and_the_cut_to_the_window_the_suggestion_reads(
+    trained_bundle, tmp_path
+):
+    """A suggestion reads the last prompt_window(L, MAX_CHARS) tokens, so a text longer than that but within the
+    context (the issue's 105-128 characters of 128) is truncated: the flag describes what the suggestion reads."""
     store = TelemetryStore(tmp_path / "t.db")
     predictor = TransformerPredictor(trained_bundle.model, trained_bundle.tokenizer)
     L = trained_bundle.config.context_length
+    window = prompt_window(L, MAX_CHARS)
+    assert window < L
     vocab = set(trained_bundle.tokenizer.chars)
-    texts = ["é∑ é", "x" * (L + 5) + "é", "def add(a, b):"]
+    texts = ["é∑ é", "x" * (L + 5) + "é", "def add(a, b):", "é" + "x" * (window - 1), "é" + "x" * window]
+    texts.append("é" * (L - window) + "x" * (window - 1))  # between the window and the context: truncated
     for text in texts:
-        served_suggestion(predictor, text, SuggestionPolicy(), version="v", surface="page", store=store)
-    for text, row in zip(texts, store.rows()):
+        served_and_recorded(predictor, text, SuggestionPolicy(), surface="page", store=store)
+    for text, row in zip(texts, store.rows(), strict=True):
         assert row["prompt_chars"] == len(text)
-        assert row["unseen_chars"] == sum(c not in vocab for c in text[-L:])  # what the model reads
-        assert row["truncated"] == (len(text) > L)
+        assert row["unseen_chars"] == sum(c not in vocab for c in text[-window:])  # what the suggestion reads
+        assert row["truncated"] == (len(text) > window)
+    assert [r["truncated"] for r in store.rows()] == [False, True, False, False, True, True]
 
 
 class Broken:
@@ -115,6 +137,9 @@ class Broken:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+
+    def reads(self, max_new):
+        return MAX_CONTEXT
 
     def log_probs(self, ids, positions):
         raise RuntimeError("weights went missing")
@@ -127,8 +152,7 @@ class Broken:
 def test_an_error_in_serving_is_recorded_and_raised_as_before(trained_bundle, tmp_path):
     store = TelemetryStore(tmp_path / "t.db")
     with pytest.raises(RuntimeError, match="weights went missing"):
-        served_suggestion(Broken(trained_bundle.tokenizer), "def", SuggestionPolicy(), version="v", surface="cli",
-                          store=store)  # fmt: skip
+        served_and_recorded(Broken(trained_bundle.tokenizer), "def", SuggestionPolicy(), store=store)
     [row] = store.rows()
     assert row["error"] == "RuntimeError: weights went missing" and row["top1_prob"] is None
     assert row["shown"] is None and row["prompt_chars"] == 3
@@ -139,8 +163,8 @@ def test_a_broken_store_changes_nothing_that_is_served(ngram, tmp_path):
     store = TelemetryStore(tmp_path / "file" / "t.db")
     policy = policy_from_manifest(ngram.manifest)
     for text in PROMPTS:
-        s, event_id = served_suggestion(ngram.predictor, text, policy, version="v", surface="page", store=store)
-        assert s == serve_suggestion(ngram.predictor, text, policy) and event_id is None
+        s, event_id = served_and_recorded(ngram.predictor, text, policy, surface="page", store=store)
+        assert s == served(ngram.predictor, text, policy) and event_id is None
     assert store.health().failed == len(PROMPTS)
 
 
@@ -217,3 +241,30 @@ def test_the_command_line_records_suggest_and_generate(trained_bundle_path, tmp_
     assert suggestion["version"] == printed["version"] == generated["version"]
     assert suggestion["suggestion_chars"] == len(printed["suggestion"]) and suggestion["prompt_chars"] == len(prompt)
     assert generated["suggestion_chars"] == len(completion) and generated["top1_prob"] is not None
+
+
+def test_a_shown_completion_is_recorded_from_the_prompt_it_read_without_encoding_it_again(trained_bundle, tmp_path):
+    """record_completion takes the page's prompt (prepare_prompt with room for the longest suggestion): its input
+    quality is that prompt's, and the first step's distribution is the model's after exactly its ids."""
+    from core.release.serving.autocomplete import prepare_prompt
+    from core.telemetry.completions import record_completion
+
+    bundle = trained_bundle
+    L = bundle.config.context_length
+    window = prompt_window(L, MAX_CHARS)
+    text = "é" + ("def add(a, b):\n    return a + b\n" * 8)[: L - 2]  # longer than the window, within the context
+    prompt = prepare_prompt(bundle, text, room=MAX_CHARS)
+    assert prompt.window == window and prompt.truncated and prompt.unseen == 0  # the é is cut
+    sample = SampleConfig(temperature=0.0, max_new_tokens=5)
+    done = complete(bundle.model, bundle.tokenizer, prompt.ids, sample)
+    store = TelemetryStore(tmp_path / "t.db")
+    assert record_completion(store, bundle.model, prompt, done, 1.5, version="v", surface="page") is not None
+    [row] = store.rows()
+    assert (row["prompt_chars"], row["unseen_chars"], row["truncated"]) == (len(text), 0, 1)
+    assert (row["suggestion_chars"], row["latency_ms"], row["kind"]) == (len(done.tokens), 1.5, "completion")
+    ids = bundle.tokenizer.encode(text)[-window:]
+    with torch.no_grad():
+        logits = bundle.model(torch.tensor([ids])).logits[0, -1]  # (V,) a plain forward over the window
+    top1, entropy = independent_figures(logits)
+    tol = allowance(torch.float32, model_terms(bundle.config) + bundle.config.vocab_size, float(logits.abs().max()))
+    assert abs(row["top1_prob"] - top1) <= tol and abs(row["entropy_nats"] - entropy) <= tol

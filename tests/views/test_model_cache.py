@@ -27,12 +27,12 @@ def test_vocabulary_size_is_the_tokenizers_for_the_text(text):
 
 
 def test_the_cached_suggestion_is_the_served_one_for_each_text_and_policy():
-    """ui.suggestion_view.cached_suggestion (a rerun's suggestion) against core's serve_suggestion, for several texts
-    and two policies: the policy's fields are part of the key, so a re-tuned threshold is never served stale."""
+    """ui.suggestion_view.cached_suggestion (a rerun's suggestion) against core's suggest, for several texts and two
+    policies: the policy's fields are part of the key, so a re-tuned threshold is never served stale."""
     import dataclasses
 
     from core.model.bundle import load_bundle
-    from core.release.serving.autocomplete import serve_suggestion
+    from core.release.serving.autocomplete import prompt_for, suggest
     from core.release.serving.policy import SuggestionPolicy
     from core.release.serving.transformer_predictor import TransformerPredictor
     from ui.models import SHIPPED_DIR
@@ -44,7 +44,8 @@ def test_the_cached_suggestion_is_the_served_one_for_each_text_and_policy():
     served = []
     for text in ("def main(", "import o", "def main("):
         for policy in (loose, strict, loose):
-            s = cached_suggestion(predictor, shipped.version, text, policy, dataclasses.astuple(policy), "{prompt}")
-            assert s == serve_suggestion(predictor, text, policy, template="{prompt}")
+            prompt = prompt_for(predictor, text, policy)
+            s = cached_suggestion(predictor, shipped.version, prompt.ids, prompt, policy, dataclasses.astuple(policy))
+            assert s == suggest(predictor, prompt, policy).suggestion_or_raise()
             served.append(s)
     assert len({(s.text, s.shown) for s in served}) > 1  # texts and policies give different suggestions

@@ -3,7 +3,7 @@
 parity is shown below its tolerance, and long, empty, unseen and unsafe inputs are explained.
 
 With a briefly trained bundle (one that does suggest): the suggestion shown is the one suggestion policy's
-(core.release.serving.autocomplete.serve_suggestion, and by hand from the model's own forward passes), Accept appends
+(core.release.serving.autocomplete.suggest, and by hand from the model's own forward passes), Accept appends
 exactly it, and hostile prompts never put a special token into the text shown."""
 
 import json
@@ -22,9 +22,9 @@ from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, preset
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer
 from core.release.evaluation.tuning import record_policy
-from core.release.serving.autocomplete import serve_suggestion
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
-from core.release.serving.transformer_predictor import load_predictor
+from core.release.serving.transformer_predictor import TransformerPredictor, load_predictor
 
 TEXT = "def main(x):\n    return x + 1\n\nimport os\nclass Point:\n    pass\n"
 LABEL = "tiny test bundle"
@@ -45,7 +45,7 @@ def _save(path, unsafe_reason=None):
         model.eval(),
         tok,
         metrics={},
-        command=["tests/test_page_autocomplete.py"],
+        command=["tests/views/test_page_autocomplete.py"],
         corpus=corpus_from_text("toy.py", TEXT),
         unsafe_reason=unsafe_reason,
     )
@@ -249,11 +249,11 @@ def test_cache_section_shows_medians_measured_now_at_a_long_window(bundle_path):
 def test_a_class_shares_one_cache_timing_until_someone_measures_again(bundle_path, monkeypatch):
     """Thirty sessions on one model must not time it thirty times: timing runs when someone asks, and the second
     session reads the first one's figures; "Measure again" times it anew for everyone."""
-    from core.lessons import cache_timing
+    from core.lessons import kv_cache
 
     calls = []
-    real = cache_timing.measure_cache_latency
-    monkeypatch.setattr(cache_timing, "measure_cache_latency", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = kv_cache.measure_cache_latency
+    monkeypatch.setattr(kv_cache, "measure_cache_latency", lambda *a, **k: calls.append(1) or real(*a, **k))
     first = open_autocomplete(bundle_path)
     assert calls == []  # opening the page times nothing
     first.button(key="ac_measure_again").click().run()
@@ -326,7 +326,8 @@ def test_a_link_with_an_unusable_temperature_never_shows_a_traceback(bundle_path
 @pytest.mark.parametrize(
     "prompt, message",
     [
-        ("x + 1 " * 10, "it was cut to its last 32 characters (the first 28 are not seen)"),
+        # the tiny context of 32 less the longest suggestion (24), never below half of it: a window of 16
+        ("x + 1 " * 10, "it was cut to its last 16 characters (the first 44 are not seen)"),
         ("", "starts from the `<eos>`"),
         ("def €(x):", "U+20AC"),
     ],
@@ -379,7 +380,9 @@ def tuned_path(suggesting_path, tmp_path_factory):
 def served(path, text):
     """What core serves for `text`: the reference the page must show."""
     predictor, manifest = load_predictor(path)
-    return serve_suggestion(predictor, text, policy_from_manifest(manifest), template=manifest["prompt_template"])
+    policy = policy_from_manifest(manifest)
+    prompt = prompt_for(predictor, text, policy, template=manifest["prompt_template"])
+    return suggest(predictor, prompt, policy).suggestion_or_raise()
 
 
 def with_prompt(path, text) -> AppTest:
@@ -515,3 +518,32 @@ def test_hostile_prompts_show_no_special_token_in_text(suggesting_path, prompt):
     pieces, probs = bars(reveal(at))
     assert not {"<pad>", "<bos>", "<unk>"} & set(pieces)  # <eos> may be listed: it ends a completion
     assert all(math.isfinite(p) for p in probs)
+
+
+def test_a_prompt_longer_than_the_window_is_shown_and_recorded_as_the_suggestion_reads_it(tmp_path, monkeypatch):
+    """The shipped model (context 128) reads the last 128 - 24 = 104 characters before a suggestion of up to 24: for a
+    prompt of 110 characters "what the model sees", the truncation warning, the telemetry's `truncated` and the
+    suggestion all describe those 104 characters (issue 27: they used to describe 110)."""
+    from core.model.kv_cache import prompt_window
+    from core.release.serving.policy import suggestion
+    from core.telemetry.store import TelemetryStore
+    from ui.models import SHIPPED_DIR
+
+    monkeypatch.setenv("LAB_TELEMETRY_DB", str(tmp_path / "t.db"))
+    shipped = load_bundle(SHIPPED_DIR)
+    policy = policy_from_manifest(shipped.manifest)
+    window = prompt_window(shipped.config.context_length, policy.max_chars)
+    text = ("def add(a, b):\n    return a + b\n" * 5)[:110]
+    assert (shipped.config.context_length, policy.max_chars, window) == (128, 24, 104)
+    at = open_page("autocomplete", {"ac_length": "20"}, bundle=("shipped", SHIPPED_DIR))
+    at.text_area(key="ac_prompt").set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [c.value for c in at.code][0] == text[-window:].replace(" ", "␣").replace("\n", "↵")
+    page = all_text(at)
+    assert f"What the model sees ({window} of at most {window} tokens" in page
+    assert f"it was cut to its last {window} characters (the first {110 - window} are not seen)" in page
+    event = [r for r in TelemetryStore(tmp_path / "t.db").rows() if r["kind"] == "suggestion"][-1]  # the 110
+    assert (event["prompt_chars"], event["truncated"]) == (110, 1)
+    ids = shipped.tokenizer.encode(text)  # the whole text: the predictor keeps the window itself
+    want = suggestion(TransformerPredictor(shipped.model, shipped.tokenizer), ids, policy)
+    assert page_record(at)["suggestion"] == want.text and event["suggestion_chars"] == len(want.text)

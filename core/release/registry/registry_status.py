@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.release.registry.leftovers import Leftover, find_leftovers
 from core.release.registry.registry_log import read_log
-from core.release.registry.served import Served, VersionInfo, list_versions, read_current, resolve_served
+from core.release.registry.served import ServedVersion, VersionInfo, list_versions, read_current, resolve_version
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class RegistryStatus:
     current: str | None
     history: tuple[str, ...]
     versions: tuple[VersionInfo, ...]  # oldest promotion first
-    served: Served
+    served: ServedVersion
     log: tuple[dict, ...]  # the latest entries, oldest first
     leftovers: tuple[Leftover, ...] = ()  # of interrupted promotions; the next promote or rollback removes them
 
@@ -44,7 +44,7 @@ def status(registry: str | os.PathLike = "registry", *, log_tail: int = 10) -> R
         current["version"] if current else None,
         tuple(current["history"]) if current else (),
         tuple(list_versions(reg, verify=True)),
-        resolve_served(reg),
+        resolve_version(reg),
         tuple(read_log(reg)[-log_tail:] if log_tail else ()),
         tuple(find_leftovers(reg)),
     )

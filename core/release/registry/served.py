@@ -5,7 +5,7 @@ core.model.bundle.manifest_version gives (16 lowercase hex digits; every `histor
 too), its directory is a real directory inside versions/ (no symbolic link), its stored rubric.json
 records a passed rubric of that version, and its bundle loads with that version.
 
-    resolve_served(registry)   the current version if it passes those checks; otherwise the last known-good
+    resolve_version(registry)   the current version if it passes those checks; otherwise the last known-good
                                version (a promoted version that passes them: the earlier currents, latest
                                first, then any other promoted version, newest first); otherwise the n-gram
                                fallback stored with a version. `reason` names what is served and why, for the
@@ -44,7 +44,9 @@ Loaded = TypeVar("Loaded")
 
 
 @dataclass(frozen=True)
-class Served:
+class ServedVersion:
+    """The version the registry serves now (resolve_version): its bundle, its kind, and why it and not another."""
+
     bundle: Bundle | BaselineBundle | None  # what to serve; None when nothing loads
     version: str | None
     kind: str | None  # "transformer", "ngram" or None
@@ -70,20 +72,20 @@ class VersionInfo:
     problem: str
 
 
-def resolve_served(registry: str | os.PathLike = "registry") -> Served:
+def resolve_version(registry: str | os.PathLike = "registry") -> ServedVersion:
     """What to serve now, and why (see the module docstring). Reads only; never raises for a bad registry."""
     reg = Path(registry)
     current, problem = pointer(reg)
     stored = [v.version for v in reversed(list_versions(reg))]  # newest first
     if current is None:
         if not stored and not problem:
-            return Served(None, None, None, f"nothing has been promoted to {str(reg)!r} yet", True)
+            return ServedVersion(None, None, None, f"nothing has been promoted to {str(reg)!r} yet", True)
         why, failed = problem or "the current pointer is missing", None
     else:
         failed = current["version"]
         try:
             bundle = load_version(reg, failed)
-            return Served(bundle, failed, "transformer", f"serving the current version {failed}", False)
+            return ServedVersion(bundle, failed, "transformer", f"serving the current version {failed}", False)
         except BundleError as e:
             why = f"the current version {failed} fails to load or verify ({short(e)})"
     order = list(reversed(current["history"])) if current else []
@@ -93,13 +95,15 @@ def resolve_served(registry: str | os.PathLike = "registry") -> Served:
             bundle = load_version(reg, version)
         except BundleError:
             continue
-        return Served(bundle, version, "transformer", f"{why}; serving the last known-good version {version}", True)
+        return ServedVersion(
+            bundle, version, "transformer", f"{why}; serving the last known-good version {version}", True
+        )
     for owner in ([failed] if failed else []) + candidates:
         try:
             baseline = read_version(reg, owner, FALLBACK, load_baseline)
         except BundleError:
             continue
-        return Served(
+        return ServedVersion(
             baseline,
             baseline.version,
             "ngram",
@@ -107,7 +111,7 @@ def resolve_served(registry: str | os.PathLike = "registry") -> Served:
             f"(the named fallback of version {owner})",
             True,
         )
-    return Served(None, None, None, f"{why}; no known-good version and no n-gram fallback loads", True)
+    return ServedVersion(None, None, None, f"{why}; no known-good version and no n-gram fallback loads", True)
 
 
 def read_current(registry: str | os.PathLike) -> dict | None:
@@ -117,7 +121,7 @@ def read_current(registry: str | os.PathLike) -> dict | None:
 
 def list_versions(registry: str | os.PathLike, *, verify: bool = False) -> list[VersionInfo]:
     """Installed versions (directories named as versions), oldest promotion first; with verify=True each
-    is checked as resolve_served checks it, to say whether it can be served."""
+    is checked as resolve_version checks it, to say whether it can be served."""
     root = Path(registry) / VERSIONS
     try:
         vdirs = [d for d in root.iterdir() if is_version(d.name) and d.is_dir()] if root.is_dir() else []

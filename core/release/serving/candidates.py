@@ -16,6 +16,7 @@ from core.model.forward import next_token_logits
 from core.model.gpt import GPT
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, next_token_distribution
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
+from core.numbers import is_int
 
 
 def code_point(tokenizer: CharTokenizer, token_id: int) -> str:
@@ -48,7 +49,7 @@ def next_token_candidates(
     if not isinstance(sample, SampleConfig):
         raise ValueError(f"sample must be a SampleConfig, got {type(sample).__name__}")
     V = model.config.vocab_size
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+    if k is not None and (not is_int(k) or k < 1):
         raise ValueError(f"k must be None or an integer >= 1, got {k!r}")
     logits = next_token_logits(model, ids)  # (V,)
     probs: list[float] = next_token_distribution(

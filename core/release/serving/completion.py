@@ -6,7 +6,6 @@ complete(model, tokenizer, ids, sample)   up to sample.max_new_tokens tokens aft
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,12 +23,6 @@ class Completion:
     reencoded_steps: tuple[int, ...]  # steps at which the window slid (cache reset, last `keep` re-encoded)
     use_cache: bool
     stop_reason: str  # "eos" (the model ended the text) or "length" (max_new_tokens reached)
-
-    @property
-    def mean_ms_per_token(self) -> float | None:
-        """Mean step time in milliseconds; None when no token was generated."""
-        s = self.per_token_seconds
-        return 1000 * math.fsum(s) / len(s) if s else None
 
 
 def complete(

@@ -34,10 +34,13 @@ float64 products of float64 softmax rows. Shapes: V vocabulary size.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from core.model.sampling import start_ids
+from torch import Tensor
+
+from core.model.prompt import start_ids
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer
+from core.numbers import integer, is_int
 from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, check_attention_cost
 from core.release.serving.predictor import Predictor, is_word_char
 
@@ -67,11 +70,10 @@ class SuggestionPolicy:
             raise ValueError(f"threshold must lie in {MIN_THRESHOLD}..1, got {self.threshold!r}")
         for name, low, high in (("max_chars", 1, 256), ("min_chars", 1, 256)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+            integer(name, value, low, high)
         if self.min_chars > self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
-        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version != POLICY_VERSION:
+        if not is_int(self.version) or self.version != POLICY_VERSION:
             raise ValueError(
                 f"suggestion policy version {self.version!r} is not {POLICY_VERSION}, the one this lab serves"
             )
@@ -150,6 +152,8 @@ class Proposal:
     probabilities: tuple[float, ...]  # (k,) P(completion[:j + 1]) for each j
     cuts: tuple[Cut, ...]  # the allowed cuts of at least min_chars characters, shortest first
     stop_reason: str  # "end of document", "unlikely" (below MIN_THRESHOLD) or "limit" (max_chars)
+    # (V,) float64 P(next | context): the first row the completion was chosen from, kept for what serving measures
+    next_probs: Tensor | None = field(default=None, compare=False, repr=False)
 
     def choose(self, threshold: float) -> Choice:
         confident = [c for c in self.cuts if c.probability >= threshold]
@@ -179,6 +183,7 @@ def propose_all(
     after: list[int | None] = [None] * B  # the visible token that was rejected as unlikely: what follows the text
     p = [1.0] * B
     rows = next(steps)  # (B, V) float64: P(next | context)
+    first = rows  # (B, V) kept: the row each completion's first character is chosen from
     for j in range(policy.max_chars if rows.shape[1] > N_SPECIAL else 0):
         tokens = N_SPECIAL + rows[:, N_SPECIAL:].argmax(dim=1)  # (B,) most likely visible token, lowest id on ties
         for b, token in enumerate(tokens.tolist()):
@@ -201,7 +206,7 @@ def propose_all(
             break
     steps.close()
     proposals = []
-    for completion, probs, stop, nxt in zip(completions, probabilities, stops, after):
+    for b, (completion, probs, stop, nxt) in enumerate(zip(completions, probabilities, stops, after)):
         text = predictor.tokenizer.decode(completion)
         following = "" if nxt is None else predictor.tokenizer.decode([nxt])
         cuts = tuple(
@@ -209,7 +214,7 @@ def propose_all(
             for k in range(policy.min_chars, len(completion) + 1)
             if _is_boundary(text + following, k, ends=stop == "end of document")
         )
-        proposals.append(Proposal(tuple(completion), tuple(probs), cuts, stop))
+        proposals.append(Proposal(tuple(completion), tuple(probs), cuts, stop, first[b]))  # first[b]: (V,)
     return proposals
 
 
@@ -252,9 +257,12 @@ class Suggestion:
 
 def suggestion(predictor: Predictor, ids: Sequence[int], policy: SuggestionPolicy = DEFAULT_POLICY) -> Suggestion:
     """propose() and choose() at the policy's threshold, as text."""
-    proposal = propose(predictor, ids, policy)
+    return suggestion_of(propose(predictor, ids, policy), policy, predictor.tokenizer)
+
+
+def suggestion_of(proposal: Proposal, policy: SuggestionPolicy, tok: CharTokenizer) -> Suggestion:
+    """The Suggestion a proposal gives at the policy's threshold: its chosen cut, as text."""
     choice = proposal.choose(policy.threshold)
-    tok: CharTokenizer = predictor.tokenizer
     text = tok.decode(list(choice.cut.tokens)) if choice.cut else ""
     probability = choice.cut.probability if choice.cut else 0.0
     return Suggestion(
