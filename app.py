@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from ui import export, follow, live_class, models, projector, warmup
+from ui import export, follow, live_class, models, projector, startup, warmup
+
+startup.start()  # first: the server process's own set-up, once (torch threads, the heap frozen; ui/startup.py)
 
 # Before any widget: projector mode (the toggle, or a first visit's link) starts with the sidebar collapsed.
 st.set_page_config(page_title="Attention Lab", layout="wide", initial_sidebar_state=projector.sidebar_state())
@@ -43,4 +45,4 @@ export.view_button(page.title)
 models.banner()
 follow.sync(page.url_path)  # a learner following the teacher is brought to the teacher's page and widgets
 page.run()
-warmup.settle(page.url_path)  # after a page's first run here: its imports, model and caches out of the GC's walk
+startup.settle(page.url_path)  # after a page's first run here: its imports, model and caches out of the GC's walk

@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE / "bench"))
 
 import conftest  # noqa: E402
 from before_after import add_side_arguments, both_sides, side_by_side, strip_before, use_root  # noqa: E402
-from bench_pages import WIDGETS, pages  # noqa: E402
+from bench_pages import WIDGETS, pages, percentile  # noqa: E402
 from conftest import _APP_IDLE_JS, CHROMIUM_ARGS, VIEWPORT, chromium_path, open_page, streamlit_server  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
@@ -93,13 +93,6 @@ def moves(root: Path) -> list[Move]:
         for stem, title in pages(root / "app.py")
         if stem in WIDGETS
     ]
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def check_widget(page, move: Move) -> None:
@@ -162,8 +155,8 @@ def measure(root: Path, wanted: set[str], repeats: int, show) -> dict:
                 row = {
                     "page": move.title,
                     "widget": f"{move.kind} {move.key}",
-                    "p50": percentile(ms, 0.5),
-                    "p95": percentile(ms, 0.95),
+                    "p50": percentile(ms, 50),
+                    "p95": percentile(ms, 95),
                     "charts": len(nodes),
                     "DOM nodes": sum(nodes),
                     "nodes per chart": "+".join(map(str, nodes)) or "-",

@@ -111,8 +111,8 @@ def pct(xs: list[float], q: float) -> float:
 def line(workers: int, sessions: int, r: Results, elapsed: float) -> str:
     return (
         f"{workers} worker{'s' if workers > 1 else ' '} {sessions:3d} learners: "
-        f"first run p50 {pct(r.first_run, 0.5):5.2f} / p95 {pct(r.first_run, 0.95):5.2f} s   "
-        f"rerun p50 {pct(r.rerun, 0.5):5.2f} / p95 {pct(r.rerun, 0.95):5.2f} s   errors {len(r.errors)}   "
+        f"first run p50 {pct(r.first_run, 50):5.2f} / p95 {pct(r.first_run, 95):5.2f} s   "
+        f"rerun p50 {pct(r.rerun, 50):5.2f} / p95 {pct(r.rerun, 95):5.2f} s   errors {len(r.errors)}   "
         f"isolation {'ok' if not r.isolation else 'FAILED'}   ({elapsed:.0f} s)"
     )
 
@@ -122,10 +122,10 @@ def row(workers: int, sessions: int, r: Results, elapsed: float) -> dict:
     return {
         "workers": workers,
         "learners": sessions,
-        "first p50": pct(r.first_run, 0.5),
-        "first p95": pct(r.first_run, 0.95),
-        "rerun p50": pct(r.rerun, 0.5),
-        "rerun p95": pct(r.rerun, 0.95),
+        "first p50": pct(r.first_run, 50),
+        "first p95": pct(r.first_run, 95),
+        "rerun p50": pct(r.rerun, 50),
+        "rerun p95": pct(r.rerun, 95),
         "errors": len(r.errors),
         "isolation": "ok" if not r.isolation else "FAILED",
         "seconds": elapsed,
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
             for sessions in tries:
                 r, elapsed = one_class(workers, sessions, args)
                 print("   " + line(workers, sessions, r, elapsed), file=out, flush=True)
-                if r.errors or not r.rerun or pct(r.rerun, 0.95) >= RERUN_P95_TARGET_S:
+                if r.errors or not r.rerun or pct(r.rerun, 95) >= RERUN_P95_TARGET_S:
                     break
                 best = sessions
             largest[str(workers)] = best if best is not None else f"fewer than {tries[0]}"

@@ -203,7 +203,7 @@ def pct(xs: list[float], q: float) -> str:
 def summary(name: str, xs: list[float]) -> str:
     if not xs:
         return f"{name:<8} no samples"
-    return f"{name:<8} n={len(xs):<4} p50 {pct(xs, 0.5)} s   p95 {pct(xs, 0.95)} s   max {max(xs):5.2f} s"
+    return f"{name:<8} n={len(xs):<4} p50 {pct(xs, 50)} s   p95 {pct(xs, 95)} s   max {max(xs):5.2f} s"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -224,7 +224,7 @@ def summary(name: str, xs: list[float]) -> str:
     if not xs:
         return f"{name:<14} no samples"
     return (
-        f"{name:<14} n={len(xs):<4} p50 {percentile(xs, 0.5):6.2f} s   p95 {percentile(xs, 0.95):6.2f} s   "
+        f"{name:<14} n={len(xs):<4} p50 {percentile(xs, 50):6.2f} s   p95 {percentile(xs, 95):6.2f} s   "
         f"max {max(xs):6.2f} s"
     )
 

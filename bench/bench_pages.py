@@ -15,7 +15,7 @@ sides see what a fresh server shows.
 What it measures, per page of app.py's navigation (views/*.py, in navigation order):
 - The page is opened as tests/apptest.py's `open_page` does (run app.py, switch to the page), with the
   shipped default bundle selected in the sidebar (what a fresh server shows). torch runs on one thread,
-  like the server (ui.models sets LAB_TORCH_THREADS, default 1).
+  like the server (ui.startup sets LAB_TORCH_THREADS, default 1).
 - Warm-up: that first run, one plain rerun, and one change of the page's widget (below, WIDGETS: from its
   default, the second value, to the first), so the imports, the model load (st.cache_resource) and the first
   computation of both values are not counted.
@@ -134,6 +134,20 @@ def harness():
     return module
 
 
+def _numbers():
+    """This tree's core/numbers.py, loaded by its path: every bench summarises both sides of a comparison by the
+    lab's one percentile rule (nearest rank), while the `core` on sys.path is the measured tree's and may predate
+    it."""
+    spec = importlib.util.spec_from_file_location("bench_numbers", HERE / "core" / "numbers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+percentile = _numbers().percentile  # percentile(values, q): nearest rank, q in (0, 100]
+
+
 def share_script_cache() -> None:
     """One ScriptCache for every AppTest run of this process, as a server keeps one (see the docstring)."""
     from streamlit.runtime.scriptrunner import script_runner
@@ -199,14 +213,6 @@ def clear_cache_data() -> None:
         logging.disable(logging.NOTSET)
 
 
-def percentile(xs: list[float], q: float) -> float:
-    """The q-quantile by linear interpolation between order statistics (numpy's default)."""
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 def bench_page(app: Path, stem: str, repeats: int, cold: bool, apptest) -> tuple[str, str, list[float]]:
     """(widget changed, mode, seconds of each timed rerun) of one page."""
     at = open_page(app, stem)
@@ -233,7 +239,7 @@ def bench_page(app: Path, stem: str, repeats: int, cold: bool, apptest) -> tuple
 
 def measure(root: Path, wanted: set[str], modes: list[str], repeats: int, recompile: bool, show) -> dict:
     """Every wanted page of `root`'s app in every mode; `show(row)` is called as each row is done."""
-    os.environ.setdefault("LAB_TORCH_THREADS", "1")  # as the server (ui.models)
+    os.environ.setdefault("LAB_TORCH_THREADS", "1")  # as the server (ui.startup)
     os.environ["LAB_WARMUP"] = "0"  # no server to warm here (see the docstring)
     fresh_stores()
     from streamlit import config, logger
@@ -260,7 +266,7 @@ def measure(root: Path, wanted: set[str], modes: list[str], repeats: int, recomp
             widget, kind, times = bench_page(app, stem, repeats, mode == "cold", apptest)
             ms = [1000 * t for t in times]
             row.update({"widget": widget, "mode": kind})
-            row.update({f"{mode} p50": percentile(ms, 0.5), f"{mode} p95": percentile(ms, 0.95)})
+            row.update({f"{mode} p50": percentile(ms, 50), f"{mode} p95": percentile(ms, 95)})
         rows.append(row)
         show(row)
     caches = " and ".join({"warm": "warm", "cold": "cleared before each change"}[m] for m in modes)

@@ -13,7 +13,7 @@ docs/ARCHITECTURE.md lists every module and its concept.
 """
 
 # The lab's version, equal to pyproject.toml's (tests/kernel/test_version.py); `python -m core --version` prints it.
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from core.model.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle

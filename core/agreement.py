@@ -35,6 +35,8 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
+from core.numbers import is_int
+
 M = TypeVar("M", bound=torch.nn.Module)
 
 SAFETY = 16
@@ -45,7 +47,7 @@ def allowance(dtype: torch.dtype, terms: int, scale: float = 1.0) -> float:
     """SAFETY * eps(dtype) * terms * max(1, scale): the largest difference rounding alone explains."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
-    if not isinstance(terms, int) or isinstance(terms, bool) or terms < 1:
+    if not is_int(terms) or terms < 1:
         raise ValueError(f"terms must be an integer >= 1 (the length of the longest sum), got {terms!r}")
     if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
         raise ValueError(f"scale must be a finite number >= 0, got {scale!r}")

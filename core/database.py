@@ -3,6 +3,8 @@ server (LAB_DATABASE_URL), behind one SQLAlchemy Engine each, with one schema ve
 
     URL_ENV                         LAB_DATABASE_URL: postgresql://user:password@host:5432/lab; when set, the class
                                     results and the telemetry both live in that database (each in its own tables)
+    StoreError                      a store's database cannot be read or written (the class and the telemetry
+                                    database alike); the message says which, why and what to do
     location(path_env, default)     where a store lives: the URL when LAB_DATABASE_URL is set, else its SQLite path
     Database(where, *, what, timeout_ms, error)
                                     one store's database: `where` a path (SQLite) or a URL (PostgreSQL)
@@ -98,6 +100,11 @@ def parse_url(raw: str, error: Callable[[str], Exception]) -> URL:
             "supported (unset it to keep SQLite files)"
         )
     return url.set(drivername="postgresql+psycopg")
+
+
+class StoreError(Exception):
+    """A store's database (the class or the telemetry database) cannot be read or written; the message names it,
+    says why and what to do. Both stores give it to their Database as `error`, so a page catches one class."""
 
 
 def server_name(url: URL) -> str:

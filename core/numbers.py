@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TypeGuard
 
 
-def is_int(x: object) -> bool:
-    """An int that is not a bool."""
+def is_int(x: object) -> TypeGuard[int]:
+    """An int that is not a bool (a TypeGuard, so a type checker reads `x` as an int where this held)."""
     return isinstance(x, int) and not isinstance(x, bool)
 
 
 def integer(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
     """`value` if it is an integer (not a bool) within [low, high] (either bound may be None), else ValueError."""
-    in_range = is_int(value) and (low is None or value >= low) and (high is None or value <= high)  # type: ignore[operator]
+    in_range = is_int(value) and (low is None or value >= low) and (high is None or value <= high)
     if not in_range:
         if low is not None and high is not None:
             want = f"an integer in {low}..{high}"

@@ -9,7 +9,7 @@
 
 A number that is not an integer in its range raises SettingError, whose message names the variable, the value
 given (cut to 40 characters), the range and the default, so the operator knows what to change. The server
-(ui.models) shows that message and uses the default; the CLI stops with it.
+(ui.startup) uses the default and shows that message above every page; the CLI stops with it.
 
 Settings that belong to one wing are read there, next to what they set: LAB_CLASS_DB (core.classroom.store),
 LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (core.model.run_record), LAB_DIST_TIMEOUT_S
@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from core.numbers import is_int
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository: the defaults do not depend on the working directory
 MAX_TRAINING_RUNS = 64  # far above what one machine trains at once; bounds the number read
@@ -91,6 +93,6 @@ def teacher_passcode(environ: Mapping[str, str] | None = None, secrets: Mapping[
             value = secrets.get(PASSCODE_ENV, "")
         except (OSError, ValueError):  # StreamlitSecretNotFoundError (a FileNotFoundError), a bad TOML or file
             value = ""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         value = str(value)
     return value if isinstance(value, str) and value.strip() else ""

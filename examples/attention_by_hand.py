@@ -1,7 +1,7 @@
 """LESSON.md's worked example, exactly as a learner types it: causal attention for four tokens.
 
 Run:  python examples/attention_by_hand.py
-Its printed weights are pinned by tests/test_examples.py against the pure-Python hand-check.
+Its printed weights are pinned by tests/kernel/test_examples.py against the pure-Python hand-check.
 """
 
 import math

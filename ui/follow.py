@@ -34,7 +34,7 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from core.classroom.live import MAX_PARAMS, PAGE, PARAM_KEY, TeacherView
-from core.classroom.store import StoreError
+from core.database import StoreError
 from core.model.bundle import is_version
 from ui import live_class, models, params, projector
 from ui.text import escape_markdown

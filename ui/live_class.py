@@ -28,7 +28,8 @@ import streamlit as st
 
 from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
-from core.classroom.store import StoreError, class_db_location
+from core.classroom.store import class_db_location
+from core.database import StoreError
 from ui import charts, export, join, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown

@@ -1,11 +1,11 @@
 """Which model bundle the pages use, loaded once per server, and the shared training queue.
 
 The sidebar offers, in this order: the released version from the registry (when anything was promoted;
-core.release.registry.registry.resolve_served picks the current version, else the last known-good one, else the n-gram
+core.release.registry.registry.resolve_version picks the current version, else the last known-good one, else the n-gram
 fallback, and says why), the shipped default bundle, and the bundles this browser session trained
 (other sessions' runs are never listed). A bundle is loaded through core.model.bundle.load_bundle, which
 verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
-verified again. Pages call `require_bundle()` (a transformer) or `selected_served()` (anything that
+verified again. Pages call `require_bundle()` (a transformer) or `selected_model()` (anything that
 can suggest). The training queue is not in this process: `job_queue()` reads and writes it in the runs folder.
 
 The selected model's exact version is in the URL (`?model=<version>`), so a shared link (or a reload)
@@ -19,11 +19,9 @@ selection is a baseline or does not load, `require_bundle` falls back to the reg
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
-import torch
 
 from core import settings
 from core.model.bundle import Bundle, BundleError, is_version, load_bundle
@@ -31,9 +29,10 @@ from core.model.jobs import JobQueue
 from core.model.run_events import progress_from_json, result_from_json
 from core.model.run_record import find as find_run
 from core.release.baselines.baseline_bundle import BaselineBundle
-from core.release.registry.registry import CURRENT, VERSIONS, Served, resolve_served
+from core.release.registry.registry import CURRENT, VERSIONS, ServedVersion, resolve_version
 from core.release.registry.served import version_dir
 from ui.params import MAX_QUOTED_CHARS, quoted
+from ui.startup import SETTING_PROBLEMS, setting
 from ui.text import escape_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,28 +41,11 @@ SHIPPED_LABEL = "Shipped default (Python standard library)"
 RUNS_DIR = settings.runs_dir()
 REGISTRY_DIR = settings.registry_dir()
 RELEASED_LABEL = "Released version (registry)"
-SETTING_PROBLEMS: list[str] = []  # LAB_* values the server could not use; banner() shows them on every page
-
-
-def _setting(read: Callable[[], int], default: int) -> int:
-    try:
-        return read()
-    except settings.SettingError as e:
-        SETTING_PROBLEMS.append(f"{e}. Using {default} until the server restarts.")
-        return default
-
-
-MAX_RUNNING = _setting(settings.max_training_runs, 1)
+MAX_RUNNING = setting(settings.max_training_runs, 1)
 RUN_ENTRY = "cli.run_job"  # the module a training run's own process runs (`python -m cli.run_job RUN_DIR SLOTS`)
 _SESSION_BUNDLES = "lab_session_bundles"
 PIN = "model"  # the query parameter holding the selected model's version
 _PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until the learner picks a model
-
-# One torch thread for the server: a page's forward passes on this small model are small matmuls that a
-# second thread barely speeds up, while a background training run or another class member needs that
-# core. (Measured by the autocomplete work with the machine under load: 5.8 ms/token on one thread,
-# 57 ms/token on two.) LAB_TORCH_THREADS overrides it.
-torch.set_num_threads(_setting(settings.torch_threads, 1))
 
 
 def session_id() -> str:
@@ -119,20 +101,20 @@ def _registry_identity() -> tuple:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Resolving the released version...")
-def _served(registry: str, identity: tuple) -> Served:
-    return resolve_served(registry)
+def _resolved_version(registry: str, identity: tuple) -> ServedVersion:
+    return resolve_version(registry)
 
 
-def served() -> Served | None:
+def served_version() -> ServedVersion | None:
     """What the registry serves now, or None when nothing was ever promoted."""
     if not ((REGISTRY_DIR / CURRENT).exists() or (REGISTRY_DIR / VERSIONS).is_dir()):
         return None
-    return _served(str(REGISTRY_DIR), _registry_identity())
+    return _resolved_version(str(REGISTRY_DIR), _registry_identity())
 
 
 def choices() -> dict[str, Path | None]:
     """Sidebar label -> bundle directory (None for the registry's served version, resolved on use)."""
-    options: dict[str, Path | None] = {RELEASED_LABEL: None} if served() is not None else {}
+    options: dict[str, Path | None] = {RELEASED_LABEL: None} if served_version() is not None else {}
     if SHIPPED_DIR.is_dir():
         options[SHIPPED_LABEL] = SHIPPED_DIR
     for label, path in session_bundles():
@@ -156,7 +138,7 @@ def version_of(label: str, options: dict[str, Path | None]) -> str | None:
     """The exact version behind a sidebar label (None when it does not load)."""
     path = options.get(label)
     if path is None:
-        release = served()
+        release = served_version()
         return None if release is None else release.version
     try:
         return load(path).version
@@ -230,7 +212,7 @@ def sidebar() -> None:
             st.query_params[PIN] = version
         path = options[label]
         if path is None:
-            release = served()
+            release = served_version()
             if release is None:  # the registry was emptied since `choices()`: nothing to describe
                 return
             if isinstance(release.bundle, Bundle):
@@ -253,7 +235,7 @@ def banner() -> None:
         st.warning(escape_markdown(problem))  # the message quotes the operator's value
     if st.session_state.get("lab_bundle", next(iter(choices()), None)) != RELEASED_LABEL:
         return
-    release = served()
+    release = served_version()
     if release is not None and release.degraded:
         st.warning(
             f"Serving {release.kind or 'nothing'} version {escape_markdown(release.version or '(none)')}: "
@@ -261,7 +243,7 @@ def banner() -> None:
         )  # the reason quotes files of the registry
 
 
-def selected_served() -> Bundle | BaselineBundle | None:
+def selected_model() -> Bundle | BaselineBundle | None:
     """The selected model, which may be a baseline when the registry had to fall back to one."""
     options = choices()
     label = st.session_state.get("lab_bundle")
@@ -270,7 +252,7 @@ def selected_served() -> Bundle | BaselineBundle | None:
         return None
     path = options[label]
     if path is None:
-        release = served()
+        release = served_version()
         return None if release is None else release.bundle
     try:
         return load(path)
@@ -280,7 +262,7 @@ def selected_served() -> Bundle | BaselineBundle | None:
 
 def selected_bundle() -> Bundle | None:
     """The selected transformer bundle (None when nothing usable, or when a baseline is served)."""
-    model = selected_served()
+    model = selected_model()
     return model if isinstance(model, Bundle) else None
 
 
@@ -288,7 +270,7 @@ def _fallbacks() -> list[tuple[str, Bundle]]:
     """Transformers a page can show instead, in order: the registry's served one (current, else last
     known-good), then the shipped default."""
     found: list[tuple[str, Bundle]] = []
-    release = served()
+    release = served_version()
     if release is not None and isinstance(release.bundle, Bundle):
         found.append(
             (f"the registry's {'current' if not release.degraded else 'last known-good'} version", release.bundle)
@@ -304,7 +286,7 @@ def _fallbacks() -> list[tuple[str, Bundle]]:
 def require_bundle() -> Bundle:
     """The selected transformer bundle; else a fallback with a banner saying why and what is shown; a message
     and a stop of this page's run only when no transformer loads at all."""
-    model = selected_served()
+    model = selected_model()
     if isinstance(model, Bundle):
         return model
     why = (

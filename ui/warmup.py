@@ -12,18 +12,9 @@ browser does (Streamlit's protocol, `/_stcore/stream`), and the caches are warm 
     visit(url, pages)   open each page once in one session; returns a WarmUp with the seconds and the errors.
     python -m ui.warmup [--url URL]   wait until the lab answers, then open its default page once, which starts
                         the server's own warm-up: `make run` does this, so the caches warm before anyone arrives.
-    settle(page)        app.py calls it after every page run; the first run of each page on a server freezes what
-                        is alive then out of the garbage collector's sight (below).
 
-Settling (issue 26): after every script run a server calls gc.collect(2) (`runner.postScriptGC`) while it holds
-the GIL, and a full collection walks every tracked object: the imported modules (torch, Plotly, pandas), the
-loaded models and the warm caches, about 40,000 objects here, 20-30 ms of every rerun on this machine, which no
-learner's change touches. What is alive after a page's first run on the server is mostly that (the page's
-imports, its model, its default view's cache entries), so `settle` moves it to the permanent generation with
-gc.freeze() (the standard library's recipe for a server's start-up objects), once per page per server process: a
-full collection then walks only what reruns allocate. Frozen objects are still freed when nothing refers to them;
-only a reference cycle among them that later becomes garbage stays until the process ends, bounded by what the
-pages' first runs allocated.
+What a page's first run leaves alive (its model, its default view's cache entries) is frozen out of the garbage
+collector's walk by ui/startup.py's `settle`, which app.py calls after every page run.
 
 The warm-up's session opens its pages with WARMUP_QUERY in the address (`visiting()` is then true), and the pages
 record none of what it is served in the telemetry: it is not a learner's request.
@@ -35,8 +26,6 @@ one line to the server's log when it ends ("warm-up: 9 pages in 4.1 s, 0 errors"
 from __future__ import annotations
 
 import argparse
-import functools
-import gc
 import logging
 import os
 import sys
@@ -160,18 +149,6 @@ def start() -> None:
     """Start the server's warm-up if it has not started yet and LAB_WARMUP does not turn it off."""
     if enabled():
         _started()
-
-
-@functools.cache  # not st.cache_resource: clearing the caches (a test's fixture does) must not freeze again
-def _settled(page: str) -> bool:
-    """Once per page per process: at most one freeze per page of app.py's navigation."""
-    gc.freeze()
-    return True
-
-
-def settle(page: str) -> None:
-    """After a run of `page` (app.py's page.run()): on the first one of this server, freeze what is alive."""
-    _settled(page)
 
 
 def _wait_until_ready(url: str, timeout: float) -> bool:

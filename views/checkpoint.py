@@ -13,12 +13,12 @@ from core.classroom.results import PASS_MARK, passes, summarise, to_csv
 from core.classroom.store import (
     MAX_LEARNER,
     ClassStore,
-    StoreError,
     check_class_code,
     check_learner,
     class_db_location,
     new_attempt,
 )
+from core.database import StoreError
 from ui import charts, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown, link_if_registered, verdict

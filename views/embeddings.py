@@ -29,6 +29,38 @@ def signed_range(z) -> float:
     return max(values, default=0.0)
 
 
+def token_map(
+    rows: list[list[float]],
+    labels: list[str],
+    dims: list[str],
+    *,
+    title: str,
+    width: str,
+    value_name: str,
+    summary: str,
+    key: str,
+    **heatmap,
+) -> None:
+    """One row per token, one column per dimension of `width` ("c" for the model's, "d" for a head's): the signed
+    heatmap, its data table (token, dimension, value) and its one-line summary, as every such map on this page."""
+    chart(
+        charts.heatmap(
+            rows,
+            title=title,
+            x_labels=dims,
+            y_labels=labels,
+            x_title=f"{'model' if width == 'c' else 'head'} dimension {width}",
+            y_title="token",
+            signed=True,
+            height=height(len(labels)),
+            **heatmap,
+        ),
+        matrix_table(rows, labels, dims, row_name="token", col_name=f"dimension {width}", value_name=value_name),
+        summary,
+        key=key,
+    )
+
+
 st.title("Embeddings and projections")
 st.caption(
     "A text through the loaded model, up to the scores of one head. Pick the text, layer and head here; "
@@ -159,21 +191,14 @@ def page_section(bundle: Bundle) -> None:
                 if repeats
                 else ""
             )
-            chart(
-                charts.heatmap(
-                    embeddings,
-                    title=f"token embedding rows (T × C = {T} × {C})",
-                    x_labels=dims,
-                    y_labels=labels,
-                    x_title="model dimension c",
-                    y_title="token",
-                    signed=True,
-                    height=height(T),
-                ),
-                matrix_table(
-                    embeddings, labels, dims, row_name="token", col_name="dimension c", value_name="embedding"
-                ),
-                f"{T} tokens × {C} dimensions; values from {min(min(r) for r in embeddings):.3f} to "
+            token_map(
+                embeddings,
+                labels,
+                dims,
+                title=f"token embedding rows (T × C = {T} × {C})",
+                width="c",
+                value_name="embedding",
+                summary=f"{T} tokens × {C} dimensions; values from {min(min(r) for r in embeddings):.3f} to "
                 f"{max(max(r) for r in embeddings):.3f}{repeat_text}.",
                 key="emb_embeddings",
             )
@@ -192,20 +217,15 @@ def page_section(bundle: Bundle) -> None:
                 "Block 0 reads the embeddings; every later block reads the residual stream, the embeddings "
                 "plus what the earlier blocks added."
             )
-            chart(
-                charts.heatmap(
-                    normed,
-                    title=f"LayerNorm(block {layer} input) (T × C = {T} × {C})",
-                    x_labels=dims,
-                    y_labels=labels,
-                    x_title="model dimension c",
-                    y_title="token",
-                    signed=True,
-                    height=height(T),
-                ),
-                matrix_table(normed, labels, dims, row_name="token", col_name="dimension c", value_name="normed input"),
-                f"The normalised input of block {layer}: {T} rows of {C} numbers, each row with mean 0 and variance 1 "
-                "before the learned scale and shift.",
+            token_map(
+                normed,
+                labels,
+                dims,
+                title=f"LayerNorm(block {layer} input) (T × C = {T} × {C})",
+                width="c",
+                value_name="normed input",
+                summary=f"The normalised input of block {layer}: {T} rows of {C} numbers, each row with mean 0 and "
+                "variance 1 before the learned scale and shift.",
                 key="emb_normed",
             )
         after_rope = params.toggle("Show Q and K after RoPE (what the scores use)", "emb_rope", True)
@@ -220,26 +240,19 @@ def page_section(bundle: Bundle) -> None:
             columns, ("Q", "K", "V"), (q_rows, k_rows, v_rows), (when, when, "never rotated")
         ):
             with column:
-                chart(
-                    charts.heatmap(
-                        rows,
-                        title=f"{name} (T × D = {T} × {D}), {note}",
-                        x_labels=head_dims,
-                        y_labels=labels,
-                        x_title="head dimension d",
-                        y_title="token",
-                        signed=True,
-                        zmin=-bound,
-                        zmax=bound,
-                        height=height(T),
-                        x_axis=dict(title=None, side="bottom"),  # narrow: keep the title clear
-                    ),
-                    matrix_table(
-                        rows, labels, head_dims, row_name="token", col_name="dimension d", value_name=name.lower()
-                    ),
-                    f"{name} of layer {layer}, head {head} {note}: {T} rows of {D} numbers, from "
+                token_map(
+                    rows,
+                    labels,
+                    head_dims,
+                    title=f"{name} (T × D = {T} × {D}), {note}",
+                    width="d",
+                    value_name=name.lower(),
+                    summary=f"{name} of layer {layer}, head {head} {note}: {T} rows of {D} numbers, from "
                     f"{min(min(r) for r in rows):.3f} to {max(max(r) for r in rows):.3f}.",
                     key=f"emb_{name.lower()}",
+                    zmin=-bound,
+                    zmax=bound,
+                    x_axis=dict(title=None, side="bottom"),  # narrow: keep the title clear
                 )
         st.caption(f"The three maps share one colour scale (−{bound:.2f} to {bound:.2f}), so their magnitudes compare.")
 

@@ -1,4 +1,4 @@
-"""Read one row: the release checkpoint. One query's weights, checked to sum to one, and its output by hand.
+"""Read one row: one query's attention weights, checked to sum to one, and its output computed by hand.
 
 Every control is in the address bar (row_src, row_seed, row_T, row_D, row_t), so another page can link
 to a given row with its own numbers.

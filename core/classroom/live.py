@@ -192,7 +192,7 @@ def _upsert(conn: Connection, table: Table, values: dict, keys: Sequence[str], r
 class LiveClass:
     """Live class sessions on the class database at `path` (as ClassStore: a SQLite file, a postgresql:// URL, or
     None for LAB_DATABASE_URL / LAB_CLASS_DB / ./class.db). Every method checks its input first (ValueError with
-    what to do) and raises store.StoreError when the database cannot be used."""
+    what to do) and raises core.database.StoreError when the database cannot be used."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.store = ClassStore(path)  # its Database, schema and damage handling, written once there
@@ -202,16 +202,13 @@ class LiveClass:
     def notice(self) -> str | None:
         return self.store.notice
 
-    def _transaction(self, *, write: bool = False):
-        return self.store.transaction(write=write)
-
     # ---- the teacher's session ----------------------------------------------------------------------------
 
     def open_session(self) -> str:
         """A new session and its code, never used before on this database."""
         while True:
             code = "".join(secrets.choice(SESSION_ALPHABET) for _ in range(SESSION_LENGTH))
-            with self._transaction(write=True) as conn:
+            with self.store.transaction(write=True) as conn:
                 if conn.execute(select(LIVE_SESSIONS.c.code).where(LIVE_SESSIONS.c.code == code)).first() is None:
                     conn.execute(LIVE_SESSIONS.insert().values(code=code, opened_at=_now()))
                     return code
@@ -219,7 +216,7 @@ class LiveClass:
     def close_session(self, code: str) -> None:
         """No answer or join is taken after this; the learners' pages see it at their next poll."""
         code = check_session_code(code)
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             conn.execute(
                 update(LIVE_SESSIONS)
                 .where(LIVE_SESSIONS.c.code == code, LIVE_SESSIONS.c.closed_at.is_(None))
@@ -228,7 +225,7 @@ class LiveClass:
 
     def is_open(self, code: str) -> bool:
         code = check_session_code(code)
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             found = conn.execute(select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)).first()
         return found is not None and found[0] is None
 
@@ -250,7 +247,7 @@ class LiveClass:
         """A learner id for `name` in the open session `code`; the name is shown to the teacher only."""
         code, name = check_session_code(code), check_name(name)
         learner = uuid.uuid4().hex
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             _require_open(conn, code)
             joined = conn.execute(select(func.count()).where(LIVE_LEARNERS.c.code == code)).scalar() or 0
             if joined >= MAX_LEARNERS:
@@ -271,7 +268,7 @@ class LiveClass:
             raise ValueError("the answer is empty: type or choose one")
         if len(answer) > MAX_ANSWER or not answer.isprintable():
             raise ValueError(f"an answer is at most {MAX_ANSWER} printable characters on one line")
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             joined = conn.execute(
                 select(LIVE_SESSIONS.c.closed_at)
                 .select_from(LIVE_LEARNERS.join(LIVE_SESSIONS, LIVE_LEARNERS.c.code == LIVE_SESSIONS.c.code))
@@ -299,14 +296,14 @@ class LiveClass:
 
     def round(self, code: str, question: str) -> Round:
         code, question = check_session_code(code), _check_question(question)
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             return _current(conn, code, question)
 
     def new_round(self, code: str, question: str, fingerprint: str | None = None) -> int:
         """Start the question's next round (the teacher, after the room discussed); returns its number."""
         code, question = check_session_code(code), _check_question(question)
         kept = None if fingerprint is None else _check_fingerprint(fingerprint)
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             self._bump(conn, code)
             number = _current(conn, code, question).number + 1  # round 1 needs no row: rounds() counts from 1
             _upsert(conn, LIVE_ROUNDS, dict(code=code, question=question, round=number, revealed=0, fingerprint=kept),
@@ -317,7 +314,7 @@ class LiveClass:
         """Reveal the current round's answer to everyone (the teacher); `fingerprint` names the teacher's version."""
         code, question = check_session_code(code), _check_question(question)
         kept = None if fingerprint is None else _check_fingerprint(fingerprint)
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             self._bump(conn, code)
             now = _current(conn, code, question)
             _upsert(
@@ -335,7 +332,7 @@ class LiveClass:
             _check_question(question),
             _check_fingerprint(fingerprint),
         )
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             kept = {
                 r.round: r
                 for r in conn.execute(
@@ -374,7 +371,7 @@ class LiveClass:
         if not isinstance(page, str) or not PAGE.fullmatch(page):
             raise ValueError("not a page of the lab: a page's url_path is lower-case letters, digits and '_'")
         body = json.dumps(_check_params(params), ensure_ascii=False, sort_keys=True)
-        with self._transaction(write=True) as conn:
+        with self.store.transaction(write=True) as conn:
             self._bump(conn, code)
             found = conn.execute(
                 update(LIVE_SESSIONS)
@@ -388,7 +385,7 @@ class LiveClass:
     def view(self, code: str) -> TeacherView | None:
         """The teacher's last published view of an open session; None before the first publish or once closed."""
         code = check_session_code(code)
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             found = conn.execute(
                 select(
                     LIVE_SESSIONS.c.page, LIVE_SESSIONS.c.params, LIVE_SESSIONS.c.view_seq, LIVE_SESSIONS.c.view_at
@@ -401,7 +398,7 @@ class LiveClass:
     def pulse(self, code: str) -> int:
         """A counter that reveal, new_round, publish and close bump (0 for an unknown code): one cheap read."""
         code = check_session_code(code)
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             found = conn.execute(select(LIVE_SESSIONS.c.pulse).where(LIVE_SESSIONS.c.code == code)).scalar()
         return int(found or 0)
 
@@ -412,7 +409,7 @@ class LiveClass:
         Cells a spreadsheet would run as a formula are quoted (results.safe_cell)."""
         code = check_session_code(code)
         a, learner = LIVE_ANSWERS.c, LIVE_LEARNERS.c
-        with self._transaction() as conn:
+        with self.store.transaction() as conn:
             rows = conn.execute(
                 select(a.question, a.round, learner.name, a.answer, a.correct, a.fingerprint, a.at)
                 .select_from(LIVE_ANSWERS.join(LIVE_LEARNERS, a.learner == learner.id))

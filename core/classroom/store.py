@@ -42,7 +42,7 @@ from sqlalchemy import (
     select,
 )
 
-from core.database import Database, location
+from core.database import Database, StoreError, location
 
 DEFAULT_PATH = "class.db"
 ENV = "LAB_CLASS_DB"
@@ -130,10 +130,6 @@ def _add_live_class(conn: Connection) -> None:
 
 MIGRATIONS = (_create, _add_live_class)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-class StoreError(Exception):
-    """The class database cannot be used; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from core.model.gpt import GPT, ModelConfig
 from core.model.kv_cache import default_keep
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import CharTokenizer
+from core.numbers import is_int
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
@@ -161,7 +162,7 @@ def save_bundle(
     launch = list(command) if launch_command is None else launch_command
     if not isinstance(launch, (list, tuple)) or not all(isinstance(a, str) for a in launch):
         raise BundleError(f"launch_command must be a list of strings (argv), got {launch_command!r}")
-    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise BundleError(f"world_size must be an integer >= 1, got {world_size!r}")
     if "{prompt}" not in prompt_template:
         raise BundleError(f"prompt_template must contain '{{prompt}}', got {prompt_template!r}")

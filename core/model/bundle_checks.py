@@ -33,6 +33,7 @@ from core.jsonfile import JsonFileError, read_json
 from core.model.gpt import ModelConfig
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import CharTokenizer
+from core.numbers import is_int
 
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
@@ -81,7 +82,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 def expected_tensors(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     """What a bundle of `config` stores, in closed form (nothing is allocated): name -> shape in the
-    order of GPT(config).state_dict(), and alias -> stored name for the tied LM head. tests/test_bundle.py
+    order of GPT(config).state_dict(), and alias -> stored name for the tied LM head. tests/model/test_bundle.py
     holds it to the tensors of a real GPT(config) for every preset."""
     V, C, R = config.vocab_size, config.d_model, config.mlp_ratio * config.d_model
     shapes: dict[str, tuple[int, ...]] = {"token_embedding.weight": (V, C)}
@@ -153,7 +154,7 @@ def check_fields(manifest: Any) -> list[str]:
             problems.append(f"{MANIFEST}: field 'training.command' must be a list of strings")
         # world_size and launch_command (a distributed run, core.model.distributed): optional, older bundles lack them
         size = training.get("world_size", 1)
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if not is_int(size) or size < 1:
             problems.append(f"{MANIFEST}: field 'training.world_size' must be an integer >= 1, got {size!r}"[:200])
         launch = training.get("launch_command", [])
         if not isinstance(launch, list) or not all(isinstance(a, str) for a in launch):

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from core.attention import causal_mask
 from core.model.gpt import ModelConfig
+from core.numbers import integer
 
 Matrix = Sequence[Sequence[float]]
 BoolMatrix = Sequence[Sequence[bool]]
@@ -42,8 +43,7 @@ def lacks(config: ModelConfig, layer: int, head: int) -> str | None:
 
 def attention_mask(config: ModelConfig, T: int) -> list[list[bool]]:
     """(T, T) True = may attend, as the model's forward pass masks: causal, or every key for a causal=False model."""
-    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
-        raise ValueError(f"T must be an integer >= 1, got {T!r}")
+    integer("T", T, 1)
     mask = causal_mask(T) if config.causal else torch.ones(T, T, dtype=torch.bool)  # (T, T)
     return mask.tolist()
 

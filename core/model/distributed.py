@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from core.numbers import is_int
+
 DEFAULT_TIMEOUT_S = 120.0  # how long a collective waits for a missing rank before failing
 MAX_TIMEOUT_S = 3600.0
 MAX_WORLD_SIZE = 4096  # far above any classroom; bounds the numbers read from the environment
@@ -62,7 +64,7 @@ class Ranks:
     def __post_init__(self):
         for name in ("rank", "world_size", "local_rank"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not is_int(value):
                 raise DistributedError(f"{name} must be an integer, got {value!r}")
         if not 1 <= self.world_size <= MAX_WORLD_SIZE:
             raise DistributedError(f"world_size must lie in 1..{MAX_WORLD_SIZE}, got {self.world_size}")

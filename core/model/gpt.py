@@ -39,6 +39,7 @@ from core.attention import causal_mask, scaled_dot_product_attention
 from core.model.decode import decode
 from core.model.kv_cache import KVCache
 from core.model.rope import rope_rotations, rope_table, rotate_pairs, rotate_qkv
+from core.numbers import integer
 
 # Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
 # is allocated. Each is far above the largest preset ("large": context 256, 6 layers, 6 heads, d_model 192, mlp
@@ -76,8 +77,7 @@ class ModelConfig:
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model", "mlp_ratio"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+            integer(name, value)
             if value < (0 if name == "vocab_size" else 1):
                 raise ValueError(f"{name} must be {'>= 0' if name == 'vocab_size' else '>= 1'}, got {value}")
             bound_name, bound = _BOUNDS[name]

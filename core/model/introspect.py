@@ -36,6 +36,7 @@ from core.model.gpt import GPT, Block, ModelConfig
 
 # encode_for_model is re-exported: the pages import it from here
 from core.model.rope import apply_rope, rope_cos_sin
+from core.numbers import is_int
 
 # ---- q, k, v of one head ---------------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ def _idx(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
 def _check_layer_head(model: GPT, layer: int, head: int) -> None:
     L, H = model.config.n_layer, model.config.n_head
     for name, value, n in (("layer", layer, L), ("head", head, H)):
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n:
+        if not is_int(value) or not 0 <= value < n:
             raise ValueError(
                 f"{name} must be an integer in 0..{n - 1} (the model has {L} layers, {H} heads), got {value!r}"
             )
@@ -191,7 +192,7 @@ def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
     if not isinstance(weights, Tensor) or tuple(weights.shape) != (T, T):
         got = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
         raise ValueError(f"weights must be the (T, T) = ({T}, {T}) weights of this head, got {got}")
-    if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < T:
+    if not is_int(t) or not 0 <= t < T:
         raise ValueError(f"query row t must be an integer in 0..{T - 1}, got {t!r}")
     allowed = [s for s in range(T) if bool(proj.mask[t, s])]  # keys query t may see
     forbidden = [s for s in range(T) if not bool(proj.mask[t, s])]

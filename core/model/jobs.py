@@ -62,6 +62,7 @@ from core.model.run_process import (
     same,
 )
 from core.model.run_record import owner_hash
+from core.numbers import is_int
 from core.process import own_group
 
 QUEUED, RUNNING = "queued", "running"
@@ -374,7 +375,7 @@ class JobQueue:
     def pid(self, job_id: str) -> int | None:
         """The run process's id once it has started (for the operator and the tests)."""
         pid = self._parsed(job_id).pid
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        return pid if is_int(pid) else None
 
 
 # ---- files -------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import torch
 
 from core.agreement import DECIDING_DTYPE, Agreement, allowance, float64_copy, model_terms
 from core.model.gpt import GPT
+from core.numbers import integer, is_int
 
 # The leak rule's symptom (see leak_verdict).
 LEAK_FLOOR_NATS = 0.4
@@ -90,11 +91,10 @@ def causality_probe(model: GPT, *, sequences: int = 2, length: int | None = None
         )
     config = model.config
     L = config.context_length if length is None else length
-    if not _is_int(L) or not 2 <= L <= config.context_length:
+    if not is_int(L) or not 2 <= L <= config.context_length:
         raise ValueError(f"length must be an integer in 2..context_length={config.context_length}, got {length!r}")
-    if not _is_int(sequences) or not 1 <= sequences <= MAX_PROBE_SEQUENCES:
-        raise ValueError(f"sequences must be an integer in 1..{MAX_PROBE_SEQUENCES}, got {sequences!r}")
-    if not _is_int(seed) or not 0 <= seed < 2**63:
+    integer("sequences", sequences, 1, MAX_PROBE_SEQUENCES)
+    if not is_int(seed) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be an integer in 0..2^63 - 1, got {seed!r}")
     V = config.vocab_size
     if V < 2:
@@ -253,7 +253,3 @@ def causal_reference(
         ):
             found = r.history
     return found
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)

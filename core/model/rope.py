@@ -30,12 +30,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from core.numbers import is_int
+
 # ---- the validators: written once, used here and by core.lessons.rope ---------------------------
 
 
 def check_width(D: object) -> None:
     """ValueError unless D is an even integer >= 2 (RoPE rotates pairs)."""
-    if not isinstance(D, int) or isinstance(D, bool) or D < 2 or D % 2:
+    if not is_int(D) or D < 2 or D % 2:
         raise ValueError(f"RoPE needs an even head width D >= 2 (it rotates pairs), got D={D!r}")
 
 
@@ -47,7 +49,7 @@ def check_base(base: object) -> None:
 
 def check_position(name: str, value: object) -> None:
     """ValueError unless value is an integer absolute position >= 0; `name` says which one it is."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not is_int(value) or value < 0:
         raise ValueError(f"{name} must be an integer position >= 0, got {value!r}")
 
 

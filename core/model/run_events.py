@@ -31,6 +31,7 @@ from core.model.leak import CausalityProbe
 from core.model.prompt import encode_for_model
 from core.model.tokenizer import CharTokenizer
 from core.model.training import EvalRecord
+from core.numbers import is_int
 
 # ---- events and results --------------------------------------------------------------------------
 
@@ -225,7 +226,7 @@ def _float(x: Any) -> float:
 
 
 def _int(x: Any) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
+    if not is_int(x):
         raise ValueError(f"expected an integer, got {type(x).__name__}")
     return x
 

@@ -34,6 +34,7 @@ from core.files import read_regular_file, write_bytes_atomic, write_json_atomic
 from core.jsonfile import read_json
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, Corpus, CorpusError, corpus_from_text
+from core.numbers import is_int
 
 RECORD = "run.json"
 CORPUS_COPY = "corpus.txt"
@@ -257,7 +258,7 @@ def enforce_cap(runs_dir: str | os.PathLike, max_bytes: int, keep_versions: set[
     """While the runs directory holds more than `max_bytes`, remove the oldest recorded run whose version is
     not in `keep_versions` (the released ones) and that is not being written (a staged file in it); return the
     removed records, oldest first. Runs without a record (still training, or not the page's) are never removed."""
-    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+    if not is_int(max_bytes) or max_bytes < 0:
         raise ValueError(f"max_bytes must be a non-negative int, got {max_bytes!r}")
     root = Path(runs_dir)
     total = _dir_bytes(root)
@@ -325,7 +326,7 @@ def _parse(run_dir: Path, raw: Any) -> RunRecord | None:
         return None
     if isinstance(created, bool) or not isinstance(created, (int, float)) or not math.isfinite(created):
         return None
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if not is_int(size) or size < 0:
         return None
     if _inside(run_dir, run_dir / bundle) is None or not (run_dir / bundle).is_dir():
         return None

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from core.model.sampling import check_seed
+from core.numbers import integer
 
 # B x T of one training step: what autograd keeps grows with it (about 20 C-wide vectors per token and layer, and
 # the T x T attention maps through core.attention). At 8,192 tokens one step of the largest preset (T = 256)
@@ -51,8 +52,7 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+            integer(name, value)
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -127,8 +127,7 @@ def train_config_for(
     """The TrainConfig of a run, the CLI's and the app's alike: about ten evaluations (every max_iters / 10
     steps, at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10,
     and the leak stop on (the first evaluation whose causality probe fails ends the run)."""
-    if not isinstance(max_iters, int) or isinstance(max_iters, bool) or max_iters < 1:
-        raise ValueError(f"max_iters must be an integer >= 1, got {max_iters!r}")
+    integer("max_iters", max_iters, 1)
     return TrainConfig(
         batch_size=batch_size,
         max_iters=max_iters,

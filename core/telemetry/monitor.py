@@ -18,10 +18,10 @@
     figures(rows, attention_cost) every figure above from one read (Figures), which the page caches on the store's
                                   stamp() so a rerun with nothing new recorded computes none of them again
 
-Percentiles are nearest-rank: the p-th percentile of n sorted values v_1 <= ... <= v_n is v_k with
-k = ceil(p / 100 * n) (at least 1), a value that was actually measured. Latency figures include the requests that
-failed (the learner waited for them too). A row with no slice label (a page suggestion whose next character is
-not typed yet has no char_class) is counted under UNLABELLED.
+Percentiles are nearest-rank (core.numbers.percentile): the p-th percentile of n sorted values v_1 <= ... <= v_n is
+v_k with k = ceil(p / 100 * n) (at least 1), a value that was actually measured. Latency figures include the
+requests that failed (the learner waited for them too). A row with no slice label (a page suggestion whose next
+character is not typed yet has no char_class) is counted under UNLABELLED.
 
 Drift: the release-time reference is the version's held-out split replayed through the same serving path
 (core.telemetry.traffic.replay with store=None, REFERENCE_SEED, REFERENCE_EVENTS), since the evaluation report
@@ -40,6 +40,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from core.numbers import percentile
 from core.release.evaluation.slices import slice_names
 from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, net_saved
 from core.telemetry.store import MAX_READ, TelemetryStore
@@ -151,16 +152,6 @@ def load(
 
 def versions(rows: Sequence[dict]) -> list[str]:
     return list(dict.fromkeys(r["version"] for r in rows))
-
-
-def percentile(values: Iterable[float], q: float) -> float | None:
-    """Nearest rank (see the module docstring); None for no values."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    if not 0 < q <= 100:
-        raise ValueError(f"q must lie in (0, 100], got {q!r}")
-    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -19,7 +19,8 @@ operator can turn text storage on with LAB_TELEMETRY_STORE_TEXT=1 (the last MAX_
 Never in the way of serving: `TelemetryStore.record` and `set_outcome` never raise. A write that fails (a full
 disk, a lock held past WRITE_TIMEOUT_MS, a damaged or read-only file, a database from a newer lab, a file past
 LAB_TELEMETRY_MAX_BYTES) returns None and is counted; `health()` reports the counts and the last reason, for the
-page to show. Reads (`rows`, `count`) raise StoreError with a message instead, for the Monitoring page.
+page to show. Reads (`rows`, `count`) raise core.database.StoreError with a message instead, for the Monitoring
+page.
 
 Schema: core.telemetry.schema's tables, one definition for both engines; core.telemetry.schema.MIGRATIONS[i]
 brings version i to i + 1, applied by core.database in one transaction, so schema 2 is one more entry. A database
@@ -43,7 +44,7 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, func, select, update
 
-from core.database import Database, location
+from core.database import Database, StoreError, location
 from core.files import DAMAGED_SQLITE, damaged_sqlite
 from core.telemetry import schema
 from core.telemetry.schema import (
@@ -69,7 +70,6 @@ __all__ = [
     "SURFACES",
     "Event",
     "Health",
-    "StoreError",
     "TelemetryStore",
     "telemetry_path",
 ]
@@ -87,10 +87,6 @@ MAX_READ = 200_000  # events a reader loads at most (the most recent)
 
 
 T = TypeVar("T")
-
-
-class StoreError(Exception):
-    """The telemetry database cannot be read; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

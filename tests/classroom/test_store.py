@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from core.classroom.results import passes, summarise, to_csv
-from core.classroom.store import SCHEMA_VERSION, ClassStore, StoreError, class_db_location, new_attempt
-from core.database import URL_ENV
+from core.classroom.store import SCHEMA_VERSION, ClassStore, class_db_location, new_attempt
+from core.database import URL_ENV, StoreError
 
 
 def test_answers_are_kept_and_read_back_with_the_schema_version(engine):

@@ -149,10 +149,13 @@ def test_a_huge_finite_weight_is_refused_naming_the_tensor(bundle_copy):
 
 def test_a_large_but_plausible_weight_still_loads(bundle_copy):
     def bump(t):
-        t["blocks.0.attn.qkv.weight"][1, 1] = -core.model.bundle.MAX_ABS_WEIGHT  # the bound itself is allowed
+        t["blocks.0.attn.qkv.weight"][1, 1] = -core.model.bundle_checks.MAX_ABS_WEIGHT  # the bound itself is allowed
 
     rewrite_tensors(bundle_copy, bump)
-    assert load_bundle(bundle_copy).model.blocks[0].attn.qkv.weight[1, 1].item() == -core.model.bundle.MAX_ABS_WEIGHT
+    assert (
+        load_bundle(bundle_copy).model.blocks[0].attn.qkv.weight[1, 1].item()
+        == -core.model.bundle_checks.MAX_ABS_WEIGHT
+    )
 
 
 def test_release_check_of_a_huge_weight_gives_a_rubric_in_valid_json(bundle_copy, tmp_path, capsys):
@@ -227,7 +230,7 @@ def test_an_oversized_manifest_is_refused_before_it_is_read(bundle_copy, monkeyp
 
 
 def test_a_directory_with_endless_entries_is_refused_without_listing_them(bundle_copy):
-    for i in range(core.model.bundle.MAX_BUNDLE_ENTRIES):
+    for i in range(core.model.bundle_checks.MAX_BUNDLE_ENTRIES):
         (bundle_copy / f"junk{i}").write_text("x")
-    message = refused(bundle_copy, f"more than {core.model.bundle.MAX_BUNDLE_ENTRIES} entries")
+    message = refused(bundle_copy, f"more than {core.model.bundle_checks.MAX_BUNDLE_ENTRIES} entries")
     assert "junk1" not in message

@@ -1,7 +1,8 @@
 """core.model.leak: the causality probe (every edited position, against a loop-by-loop oracle, on causal, maskless
 and subtly leaking models), the leak rule over evaluations, and each loss-symptom rule at its boundary
 (a loss exactly at a threshold passes), on hand-written histories; real runs against it are in
-tests/test_runs.py. The probe's time on the shipped `default` preset is measured and stated in core/model/leak.py."""
+tests/model/test_runs.py. The probe's time on the shipped `default` preset is measured and stated in
+core/model/leak.py."""
 
 import dataclasses
 from types import SimpleNamespace

@@ -1,6 +1,6 @@
 """core.model.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
 (the causality probe at every evaluation; the probe itself and the loss rules at their boundaries are in
-tests/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
+tests/model/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
 training, never replaced without overwrite."""
 
 import dataclasses

@@ -10,7 +10,7 @@ import threading
 import pytest
 from sqlalchemy import Connection, text
 
-from core.database import URL_ENV
+from core.database import URL_ENV, StoreError
 from core.telemetry import schema
 from core.telemetry.store import (
     DEFAULT_MAX_BYTES,
@@ -18,7 +18,6 @@ from core.telemetry.store import (
     MAX_BYTES_ENV,
     STORE_TEXT_ENV,
     Event,
-    StoreError,
     TelemetryStore,
     telemetry_path,
 )

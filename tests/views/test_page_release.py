@@ -67,7 +67,7 @@ def bundles(tmp_path_factory):
     root = tmp_path_factory.mktemp("release_page")
     (root / "copy.txt").write_text(copy_text())
     corpus = load_corpus(root / "copy.txt")
-    command = ["tests/test_page_release.py"]
+    command = ["tests/views/test_page_release.py"]
     _, good = train_and_save(corpus, "tiny", _config(300, True), root / "good", command=command)
     _, leak = train_and_save(corpus, "tiny", _config(100, False), root / "leak", command=command)
     # An earlier known-good version: the same weights under other metrics, so another version hash.
@@ -321,7 +321,7 @@ def test_a_run_kept_with_its_text_is_checked_without_an_upload(bundles, registry
         good.model,
         good.tokenizer,
         metrics=good.manifest["training"]["metrics"],
-        command=["tests/test_page_release.py", "kept run"],
+        command=["tests/views/test_page_release.py", "kept run"],
         corpus=upload,
         train_config=_config(300, True),
     )

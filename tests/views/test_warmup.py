@@ -43,17 +43,3 @@ def test_a_server_that_does_not_answer_is_reported_not_raised():
 def test_the_command_refuses_a_lab_on_another_machine(capsys):
     assert warmup.main(["--url", "http://example.org:8501"]) == 2
     assert "this machine's lab" in capsys.readouterr().err
-
-
-def test_settle_freezes_once_per_page(monkeypatch):
-    """What a page's first run left alive moves out of the collector's sight once; a later run of the same page
-    freezes nothing more (its garbage stays collectable), another page's first run does."""
-    warmup._settled.cache_clear()
-    frozen: list[int] = []
-    monkeypatch.setattr(warmup.gc, "freeze", lambda: frozen.append(1))  # the real one is process-wide
-    warmup.settle("masks")
-    warmup.settle("masks")
-    assert len(frozen) == 1
-    warmup.settle("rope")
-    assert len(frozen) == 2
-    warmup._settled.cache_clear()

@@ -37,6 +37,7 @@ from core.model.bundle import (
 )
 from core.model.corpus import Corpus, split_documents
 from core.model.tokenizer import CharTokenizer
+from core.numbers import is_int
 from core.release.baselines.counts import DEFAULT_ADD_K, key_alphabet
 from core.release.baselines.ngram import DEFAULT_ORDER, NGramModel, train_ngram
 from core.release.baselines.rule import MAX_WORD_CHARS, RuleModel, train_rule
@@ -264,7 +265,7 @@ def _inspect_baseline_files(path: Path) -> tuple[list[str], BaselineBundle | Non
     problems = [
         f"{MANIFEST}: field {k!r} is missing or not {t.__name__}"
         for k, t in _BASELINE_FIELDS.items()
-        if not isinstance(manifest.get(k), t) or (t is int and isinstance(manifest.get(k), bool))
+        if not (is_int(manifest.get(k)) if t is int else isinstance(manifest.get(k), t))
     ]
     if problems:
         return problems, None
@@ -310,7 +311,7 @@ def _predictor_from_counts(kind: str, tokenizer: CharTokenizer, counts: dict, ar
         for key, c in table.items():
             if (length is not None and len(key) != length) or not set(key) <= alphabet:
                 raise ValueError(f"{what}: key {key!r} is not a {length or 'n'}-token key of this vocabulary")
-            if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+            if not is_int(c) or c < 1:
                 raise ValueError(f"{what}: count of {key!r} must be a positive integer, got {c!r}")
         return table
 

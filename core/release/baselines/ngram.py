@@ -20,6 +20,7 @@ from torch import Tensor
 from core.model.batches import document_stream
 from core.model.corpus import Document
 from core.model.tokenizer import CharTokenizer
+from core.numbers import integer
 from core.release.baselines.counts import DEFAULT_ADD_K, KeyedCounts, key_alphabet, stack_log
 from core.release.serving.predictor import check_positions, continuations_by_log_probs
 
@@ -86,8 +87,7 @@ def train_ngram(
     documents: Sequence[Document], tokenizer: CharTokenizer, *, order: int = DEFAULT_ORDER, add_k: float = DEFAULT_ADD_K
 ) -> NGramModel:
     """Count every 1..order-gram of the documents' token stream (documents joined by <eos>)."""
-    if not isinstance(order, int) or isinstance(order, bool) or not 1 <= order <= MAX_ORDER:
-        raise ValueError(f"order must be an integer in 1..{MAX_ORDER}, got {order!r}")
+    integer("order", order, 1, MAX_ORDER)
     keys = key_alphabet(tokenizer)
     s = "".join(keys[i] for i in document_stream(documents, tokenizer).tolist())
     ngrams = [dict(Counter(s[i : i + m + 1] for i in range(len(s) - m))) for m in range(order)]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.numbers import integer
+
 SLICE_FAMILIES = ("char_class", "column", "indent", "document")
 
 
@@ -35,8 +37,7 @@ class EvalConfig:
         ):
             value = getattr(self, name)
             low = 0 if name in ("seed", "latency_samples", "typing_chars") else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            integer(name, value, low)
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must lie in (0, 1), got {self.confidence!r}")
 

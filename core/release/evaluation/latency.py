@@ -1,6 +1,6 @@
 """The latency of one suggestion as served: from a context to the policy's choice, timed as a user waits for it.
 
-    measure_suggestion_latency(predictor, ids, config, policy)   p50 / p95 (linear interpolation) and mean
+    measure_suggestion_latency(predictor, ids, config, policy)   p50 / p95 (nearest rank, core.numbers) and mean
                                                                  wall-clock ms over `latency_samples` seeded
                                                                  positions after one warm-up call, each one
                                                                  core.release.serving.policy.suggestion call (batch of
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.model.tokenizer import EOS_ID
+from core.numbers import percentile
 from core.release.evaluation.eval_report import EvalConfig, Latency
 from core.release.evaluation.typing_sim import MAX_CONTEXT
 from core.release.serving.policy import SuggestionPolicy, suggestion
@@ -40,4 +41,6 @@ def measure_suggestion_latency(
         began = time.perf_counter()
         suggestion(predictor, context, policy)
         times.append((time.perf_counter() - began) * 1000)
-    return Latency(float(np.percentile(times, 50)), float(np.percentile(times, 95)), float(np.mean(times)), len(times))
+    p50, p95 = percentile(times, 50), percentile(times, 95)
+    assert p50 is not None and p95 is not None  # latency_samples >= 1, so times is not empty
+    return Latency(p50, p95, float(np.mean(times)), len(times))
