@@ -3,6 +3,7 @@
     python lab.py run [--port 8501]      make .venv, install the lab, serve it on http://localhost:PORT
     python lab.py class [--workers N]    the same, then serve a class: Streamlit workers behind HAProxy on the network
     python lab.py test [pytest args]     make .venv with the test tools, Chromium, HAProxy and PostgreSQL; run pytest
+                                         (no args: every test, the ones without a browser on every core first)
     python lab.py lint                   ruff (lint and format) and mypy, as pyproject.toml sets them
     python lab.py setup [--dev]          only make the environment (--venv DIR, --python EXE for another Python)
 
@@ -34,6 +35,11 @@ PIP = ["-m", "pip", "install", "--disable-pip-version-check", "--retries", "1"]
 CHROMIUM = ("chromium", "chromium")
 HAPROXY = ("haproxy", "haproxy")
 POSTGRESQL = ("initdb", "postgresql")
+# `test` with no pytest arguments runs every test in two runs. First the tests without a browser, spread over the
+# cores by pytest-xdist (at most 4 workers: each trains its own session fixtures). Then the browser and install tests,
+# one at a time on a quiet machine: a click in Chromium is lost now and then when both cores are busy.
+ALONE = ["tests/e2e", "tests/install"]
+MAX_WORKERS = 4
 
 
 def venv_python(venv: Path) -> Path:
@@ -152,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     # test
     system_programs([CHROMIUM, HAPROXY, POSTGRESQL], "the test suite (browser, proxy and database tests)")
     py = setup(venv, args.python, dev=True)
-    return run([str(py), "-m", "pytest", *extra])
+    return max(run([str(py), "-m", "pytest", *pytest_args]) for pytest_args in test_runs(extra))
+
+
+def test_runs(extra: list[str]) -> list[list[str]]:
+    """The pytest runs of `test`: the arguments given, as one run, or every test in the two runs ALONE describes."""
+    if extra:
+        return [extra]
+    workers = min(MAX_WORKERS, os.cpu_count() or 1)
+    return [["-n", str(workers), *(f"--ignore={folder}" for folder in ALONE)], ALONE]
 
 
 if __name__ == "__main__":
