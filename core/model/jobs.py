@@ -261,6 +261,11 @@ class JobQueue:
             raise JobError(f"no run with id {job_id!r} on this server")
         parsed = self._parsed(job_id)
         run_dir = self.runs_dir / job_id
+        alive = parsed.end is None and parsed.started is not None and held(run_dir / ALIVE)
+        if parsed.end is None and parsed.started is not None and not alive:
+            # The process writes its end line, then lets go of alive.lock: a run that ended between the read above and
+            # the lock's check is read again, not called dead.
+            parsed = self._parsed(job_id)
         result, error, finished, place = None, None, None, 0
         if parsed.end is not None:
             end = parsed.end
@@ -273,7 +278,7 @@ class JobQueue:
                 except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
                     state, error = FAILED, f"its result could not be read back ({err})"
         elif parsed.started is not None:
-            state = RUNNING if held(run_dir / ALIVE) else FAILED
+            state = RUNNING if alive else FAILED
             if state == FAILED:
                 error = "its process stopped without finishing (killed, or out of memory); nothing was saved"
         elif (self.runs_dir / LINE / f"{job.key}.json").exists() and held(self.runs_dir / LINE / f"{job.key}.lock"):
