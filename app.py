@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import export, follow, live_class, models, projector, startup, warmup
+from ui import export, follow, fragment, live_class, models, projector, startup, warmup
 
 startup.start()  # first: the server process's own set-up, once (torch threads, the heap frozen; ui/startup.py)
 
@@ -35,6 +35,7 @@ PAGES = {
 }
 
 page = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" fold
+fragment.remember_page(page)  # the page a polling fragment's tick belongs to (ui/fragment.py, polled)
 warmup.start()  # the first run of a server computes every lab page's default view in the background (ui/warmup.py)
 models.sidebar()
 live_class.sidebar()  # a class session: join with its code, or (teacher) open one

@@ -145,16 +145,23 @@ def change_as_browser(at: AppTest, kind: str, key: str, value) -> list:
     return signatures(rerun_fragment(at, fragment_id))
 
 
-def rerun_fragment(at: AppTest, fragment_id: str):
+def rerun_fragment(
+    at: AppTest, fragment_id: str, page_script_hash: str | None = None, states=None, query_string: str | None = None
+):
     """Run only the fragment `fragment_id`, sending every widget's value as the browser would; returns the elements that
     run produced, and leaves the AppTest holding the whole page (the browser keeps it and replaces the fragment's
-    part)."""
+    part). `page_script_hash`, `states`, `query_string`: the page the browser believes it shows, its widgets' values
+    and its URL's query, when not the session's (a run_every tick sent before the browser heard of a st.switch_page,
+    ui.fragment.polled)."""
     from streamlit.testing.v1 import local_script_runner
 
     full_tree = at._tree
-    states = full_tree.get_widget_states()  # every widget of the page, as the browser sends them
+    if states is None:
+        states = full_tree.get_widget_states()  # every widget of the page, as the browser sends them
     plain = local_script_runner.RerunData
-    local_script_runner.RerunData = lambda *a, **kw: plain(*a, **kw, fragment_id=fragment_id)
+    browser = {"page_script_hash": page_script_hash, "query_string": query_string}
+    browser = {k: v for k, v in browser.items() if v is not None}
+    local_script_runner.RerunData = lambda *a, **kw: plain(*a, **{**kw, **browser}, fragment_id=fragment_id)
     try:
         at._run(states)
     finally:

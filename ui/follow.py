@@ -23,6 +23,9 @@ browser's values, which can be older than the ones just applied), as does a mode
 in the URL differs from the applied one). The next run turns the toggle off and says how to rejoin; while
 following, a fragment checks for it every POLL_S (no database read), since a widget in a page's fragment reruns
 only that fragment.
+
+Both polls, and ui.live_class's, are ui.fragment.polled: a tick the browser sent before it heard of this module's
+st.switch_page would otherwise be run as a run of the page the learner left, and blank the followed page.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from core.classroom.live import MAX_PARAMS, PAGE, PARAM_KEY, TeacherView
 from core.database import StoreError
 from core.model.bundle import is_version
-from ui import live_class, models, params, projector
+from ui import fragment, live_class, models, params, projector
 from ui.text import escape_markdown
 
 TOGGLE_KEY = "follow_teacher"  # the learner's sidebar toggle
@@ -110,7 +113,7 @@ def _publish(code: str, page_path: str) -> None:
     st.session_state.pop(_NOTE, None)
 
 
-@st.fragment(run_every=POLL_S)
+@fragment.polled(POLL_S)
 def _teacher_poll(code: str, page_path: str) -> None:
     """Every POLL_S: publish a widget change made inside a page's fragment (which does not run app.py)."""
     _publish(code, page_path)
@@ -170,7 +173,7 @@ def _learner(code: str, page_path: str) -> None:
             st.info(escape_markdown(note))
 
 
-@st.fragment(run_every=POLL_S)
+@fragment.polled(POLL_S)
 def _own_move_poll() -> None:
     """Every POLL_S while following: a widget moved inside a page's fragment reran only that fragment; the whole page
     reruns so that the toggle goes off and the learner is told."""

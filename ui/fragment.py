@@ -1,10 +1,14 @@
-"""A section of a page that reruns alone when one of its own widgets moves (st.fragment), view export kept whole.
+"""Fragments (st.fragment): a section of a page that reruns alone when one of its own widgets moves, view export
+kept whole; and a fragment that polls (run_every), kept on the page it was drawn on.
 
     @fragment.section
     def picture_section() -> None:
         ...  # the widgets that drive this section, and everything that depends on them
 
     picture_section()
+
+    @fragment.polled(1.0)       # or fragment.polled(seconds)(func)(args): st.fragment(func, run_every=seconds)
+    def poll() -> None: ...
 
 A widget drawn inside an st.fragment makes the browser ask for a rerun of that fragment only: app.py (the
 sidebar), the page's other sections and their computations do not run. That is correct only when every element
@@ -15,6 +19,16 @@ The one run-scoped thing a fragment run would leave stale is the sidebar's "Down
 (ui.export): app.py starts an empty list of the run's charts and every chart joins it, but a fragment run does
 not run app.py, so the section's new charts would pile up after the old ones. `section` records where its
 charts sit in that list in a whole-script run and, in a fragment run, puts the new charts in their place.
+
+A polled fragment's tick that runs on a page this session has left (`polled`). The browser sends each tick with
+the page it believes it shows. When the server changes page itself (st.switch_page: a learner following the
+teacher), a tick the browser sent before it heard of the new page is queued behind the new page's run and then run
+as a run of the old page: Streamlit (1.67) tells the browser the page is the old one again, and the browser clears
+the new page's main area, which stays blank until the next whole-script run (seen in tests/e2e/test_follow.py: a
+follower's Masks page blank, sidebar whole). app.py records each whole-script run's page (`remember_page`); a tick
+that finds itself on another page does not run its body but switches back to that page, so the page is drawn again
+at once; its URL-bound widgets keep their values (tests/views/test_follow.py: a follower's page comes back with the
+teacher's values).
 """
 
 from __future__ import annotations
@@ -24,11 +38,13 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from ui import export
 
 _SPANS = "_fragment_export_spans"  # session key: {section name: (start, end)} of its charts in the view list
+_PAGE = "_fragment_page"  # session key: (page_script_hash, st.navigation's page) of the last whole-script run
 
 
 def _fragment_run() -> bool:
@@ -70,3 +86,41 @@ def section(func: Callable[..., None]) -> Callable[..., None]:
             spans[name] = (start, start + len(kept))
 
     return st.fragment(run)
+
+
+def remember_page(page: StreamlitPage) -> None:
+    """app.py, with st.navigation's page: the page of this whole-script run, the one a polled fragment's tick belongs
+    to. The page object itself is kept: a fragment run has no registry of the app's pages to look a path up in, and
+    st.switch_page takes the object as it is."""
+    ctx = get_script_run_ctx()
+    if ctx is not None and not ctx.fragment_ids_this_run:
+        st.session_state[_PAGE] = (ctx.page_script_hash, page)  # the hash st.navigation resolved for this run
+
+
+def left_page() -> StreamlitPage | None:
+    """In a fragment run: the page this session is on when the run is one of another page (a tick sent before a
+    switch_page, see the module docstring); None when the run is on its page, or the page is not known."""
+    ctx = get_script_run_ctx()
+    kept = st.session_state.get(_PAGE)
+    if ctx is None or not ctx.fragment_ids_this_run or kept is None:
+        return None
+    page_script_hash, page = kept
+    return None if ctx.page_script_hash == page_script_hash else page
+
+
+def polled(run_every: float | None) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """st.fragment(run_every=...) whose tick on a page this session has left switches back to its page (the URL's
+    query parameters kept) instead of running: see the module docstring. Same fragment identity as st.fragment's
+    (functools.wraps keeps the module and name it is keyed on)."""
+
+    def wrap(func: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> None:
+            page = left_page()
+            if page is not None:
+                st.switch_page(page, query_params=st.query_params.to_dict())
+            func(*args, **kwargs)
+
+        return st.fragment(run, run_every=run_every)
+
+    return wrap

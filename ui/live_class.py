@@ -30,7 +30,7 @@ from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
 from core.classroom.store import class_db_location
 from core.database import StoreError
-from ui import charts, export, join, projector, teacher
+from ui import charts, export, fragment, join, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown
 
@@ -184,7 +184,7 @@ def sidebar() -> None:
             from ui import follow  # here: ui.follow imports this module
 
             following = bool(st.session_state.get(follow.TOGGLE_KEY))
-            st.fragment(_poll, run_every=FOLLOW_POLL_S if following else POLL_S)(joined.code)
+            fragment.polled(FOLLOW_POLL_S if following else POLL_S)(_poll)(joined.code)
 
 
 def _learner(joined: Learner) -> None:
@@ -333,7 +333,7 @@ def revealed(question: str) -> bool:
     return now.revealed
 
 
-@st.fragment(run_every=ROOM_POLL_S)
+@fragment.polled(ROOM_POLL_S)
 def room(question: Question, fingerprint: str) -> None:
     """The teacher's view of the room's answers to `question` in the current round (and the previous one beside it,
     so the shift after a discussion shows), counted for the teacher's own version of the question, never with a name;

@@ -11,7 +11,7 @@ from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.run_spec import PYTHON_PROBE
 from core.release.registry.registry import list_versions
-from ui import layout, model_cache, models, params, training_view
+from ui import fragment, layout, model_cache, models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
@@ -426,7 +426,7 @@ with layout.picture():
         if view is not None and view.state in FINISHED:
             register(view, st.session_state.get(RUNS_KEY, {}).get(job_id, {}))
         polling = view is not None and view.state not in FINISHED
-        st.fragment(show_run, run_every=1.0 if polling else None)(job_id, polling)
+        fragment.polled(1.0 if polling else None)(show_run)(job_id, polling)
 
 overfit_tab, about_tab = layout.more(["Tiny-batch overfit", "What the page shows"])
 with about_tab:

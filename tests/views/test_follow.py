@@ -8,12 +8,14 @@ not fire run_every (TESTING.md): a plain run() stands for the rerun ui.live_clas
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text, rerun_fragment
+from tests.apptest import APP, all_text, fragment_of, rerun_fragment
 from ui import follow
 from ui.live_class import LEARNER_KEY, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
@@ -126,6 +128,30 @@ def test_a_follower_comes_back_to_a_page_it_saw_with_the_teachers_values(live):
     live.publish(code, "temperature", {"temperature": "0.35"})
     ok(at.run())
     assert at.slider(key="temperature").value == pytest.approx(0.35)
+
+
+def test_a_stale_tick_after_a_follow_draws_the_teachers_page_again_with_its_values(live):
+    """The blank page tests/e2e/test_follow.py once showed: the learner's poll ticked from the start page while the
+    server switched to the teacher's page; Streamlit ran that tick as a run of the start page, which cleared the new
+    page on screen. ui.fragment.polled switches back, and the page comes back with the teacher's values (the tick
+    carried the start page's widgets and URL, as the browser sends them)."""
+    from ui import fragment
+
+    code = live.open_session()
+    at = learner(live, code)  # on the start page
+    start_page, shown = at.session_state[fragment._PAGE][0], at._tree.get_widget_states()  # what the browser shows
+    url = urlencode(at.query_params, doseq=True)
+    live.publish(code, "masks", {"mask_len0": "3"})
+    ok(at.run())  # the pulse poll's rerun: the follower is brought to Masks
+    assert at.slider(key="mask_len0").value == 3
+    sections = {fragment_of(at, w) for w in at.slider}
+    polls = [f for f in at._fragment_storage._fragments if f not in sections]  # the sidebar's polls (pulse, own move)
+    assert polls
+    tree = rerun_fragment(at, polls[0], start_page, shown, url)  # a tick the browser sent from the start page
+    assert not tree.exception, [e.value for e in tree.exception]
+    assert [t.value for t in tree.title] == ["Masks"]  # the page drawn again, whole
+    assert [s.value for s in tree.slider if s.key == "mask_len0"] == [3]  # with the teacher's value
+    assert at.toggle(key=follow.TOGGLE_KEY).value  # still following
 
 
 HOSTILE = {
