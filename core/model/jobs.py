@@ -261,11 +261,13 @@ class JobQueue:
             raise JobError(f"no run with id {job_id!r} on this server")
         parsed = self._parsed(job_id)
         run_dir = self.runs_dir / job_id
-        alive = parsed.end is None and parsed.started is not None and held(run_dir / ALIVE)
-        if parsed.end is None and parsed.started is not None and not alive:
-            # The process writes its end line, then lets go of alive.lock: a run that ended between the read above and
-            # the lock's check is read again, not called dead.
-            parsed = self._parsed(job_id)
+        alive = False
+        if parsed.end is None and parsed.started is not None:
+            alive = held(run_dir / ALIVE)
+            if not alive:
+                # The process writes its end line, then lets go of alive.lock: a run that ended between the read above
+                # and the lock's check is read again, not called dead.
+                parsed = self._parsed(job_id)
         result, error, finished, place = None, None, None, 0
         if parsed.end is not None:
             end = parsed.end

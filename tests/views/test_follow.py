@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text, fragment_of, rerun_fragment
+from tests.apptest import APP, all_text, rerun_fragment
 from ui import follow
 from ui.live_class import LEARNER_KEY, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
@@ -144,9 +144,9 @@ def test_a_stale_tick_after_a_follow_draws_the_teachers_page_again_with_its_valu
     live.publish(code, "masks", {"mask_len0": "3"})
     ok(at.run())  # the pulse poll's rerun: the follower is brought to Masks
     assert at.slider(key="mask_len0").value == 3
-    sections = {fragment_of(at, w) for w in at.slider}
-    polls = [f for f in at._fragment_storage._fragments if f not in sections]  # the sidebar's polls (pulse, own move)
-    assert polls
+    with_widgets = {m.fragment_id for m in at._session_state._state._new_widget_state.widget_metadata.values()}
+    polls = [f for f in at._fragment_storage._fragments if f not in with_widgets]  # the sidebar's polls: no widgets
+    assert len(polls) == 2, polls  # the pulse poll (ui.live_class) and the own-move poll (ui.follow)
     tree = rerun_fragment(at, polls[0], start_page, shown, url)  # a tick the browser sent from the start page
     assert not tree.exception, [e.value for e in tree.exception]
     assert [t.value for t in tree.title] == ["Masks"]  # the page drawn again, whole
