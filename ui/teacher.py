@@ -6,16 +6,25 @@ Streamlit secrets, `.streamlit/secrets.toml`); with none set, the actions are re
 compared in constant time, never echoed, never put in the URL, and never kept: the input is cleared as
 soon as it is checked, and the session keeps only the boolean "teacher unlocked".
 
-Guessing is slowed down per browser session and per server (a script once tried 8 passcodes a second).
-Counted over the last WINDOW_S, in a session (wrong passcodes in a row) and on the server (everyone's): the
-first FREE_TRIES are answered at once (a teacher's typos); after each further one the next attempt waits
-1, 2, 4 ... s (at most MAX_DELAY_S); SESSION_LIMIT in a session, or SERVER_LIMIT on the server, lock out for
-LOCKOUT_S (that session, or everyone), a right passcode included. An attempt refused for that is not compared
-at all, and the page says only "Too many wrong passcodes: try again in N s", never whether a guess was close.
-The server's failures are the times in a small JSON file (LAB_TEACHER_ATTEMPTS, default
-`teacher_attempts.json` beside the class database), changed under a file lock, so every worker process of
-one machine counts them together; it holds at most SERVER_LIMIT times. Every wrong passcode is logged (never
-the guess). The clock is the module's `clock` (wall time: the workers share it), which tests replace.
+Guessing is throttled per browser session and per server, as OWASP's authentication guidance asks, and never so
+that the teacher is kept out because others guessed wrong (a lockout of everyone was: one wrong guess every five
+minutes kept it shut for a lesson):
+- a session: the first FREE_TRIES wrong passcodes in a row (within WINDOW_S) are answered at once (a teacher's typos);
+  after each further one the next attempt waits 1, 2, 4 ... s (at most MAX_DELAY_S); SESSION_LIMIT in a row lock
+  that session out for LOCKOUT_S, a right passcode included (a teacher who mistyped that often opens a new tab);
+- the server, every worker together: it holds SERVER_FREE guesses; each wrong passcode spends one, and one comes back
+  every SERVER_INTERVAL_S. With none left an attempt is refused uncompared and counts for nothing, so in any t
+  seconds at most SERVER_FREE + t / SERVER_INTERVAL_S wrong passcodes are compared (70 in an hour, 1,450 a day) from
+  any number of sessions, workers or clients, and once the guesses stop the right one is compared within
+  SERVER_INTERVAL_S.
+Each attempt is one critical section across workers (a burst of 100 at once once got 28 compared): under a file lock
+the server's record is read, a guess is spent and written, and only then is the passcode compared (the guess is given
+back if it was right). It never fails open: when the lock is not had within LOCK_TIMEOUT_S, or the record cannot be
+read or written, nothing is compared and the page says the passcode cannot be checked right now. A refused attempt is
+told only "Too many wrong passcodes: try again in N s", never whether a guess was close. The record is two numbers
+(the guesses left and when) in a small JSON file, LAB_TEACHER_ATTEMPTS (default `teacher_attempts.json` beside the
+class database). Every wrong passcode is logged (never the guess). The clock is the module's `clock` (wall time: the
+workers share it), which tests replace.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +58,14 @@ MAX_REASON_CHARS = 300
 ATTEMPTS_ENV = "LAB_TEACHER_ATTEMPTS"
 ATTEMPTS_FILE = "teacher_attempts.json"
 FREE_TRIES = 3  # wrong passcodes in a row a session types with no wait: a teacher's typos
-MAX_DELAY_S = 60  # the longest wait between two attempts short of a lockout
+MAX_DELAY_S = 60  # the longest wait between two attempts of a session short of its lockout
 SESSION_LIMIT = 5  # wrong passcodes in a row that lock a session out
-SERVER_LIMIT = 10  # wrong passcodes on the server within WINDOW_S that lock everyone out
-WINDOW_S = 600.0
-LOCKOUT_S = 300.0
-LOCK_TIMEOUT_S = 10.0  # how long a worker waits for another to finish writing the record
-MAX_ATTEMPTS_BYTES = 4096  # the record holds SERVER_LIMIT times: a few hundred bytes
+WINDOW_S = 600.0  # a session's wrong passcodes older than this no longer count
+LOCKOUT_S = 300.0  # a session's lockout
+SERVER_FREE = 10  # the server's guesses: wrong passcodes it compares at once, from every session together
+SERVER_INTERVAL_S = 60.0  # then one guess comes back per interval: the longest the teacher waits once guessing stops
+LOCK_TIMEOUT_S = 5.0  # how long an attempt waits for the others' (each holds the lock for a read, a write, a compare)
+MAX_ATTEMPTS_BYTES = 4096  # the record is two numbers: a few dozen bytes
 
 clock: Callable[[], float] = time.time
 log = logging.getLogger(__name__)
@@ -108,8 +119,9 @@ def unlocked() -> bool:
 
 
 def _try_unlock(input_key: str = _INPUT_KEY) -> None:
-    """The Unlock button's callback: refuse while a wait or lockout runs (without comparing), else check the passcode
-    typed into `input_key`; keep only the outcome, empty the field."""
+    """The Unlock button's callback: refuse while this session waits or is locked out, else make one attempt on the
+    server's record (AttemptsRecord.attempt), which compares the passcode typed into `input_key` only if a guess is
+    left; keep only the outcome, empty the field."""
     typed = st.session_state.get(input_key) or ""
     st.session_state[input_key] = ""  # the passcode leaves the session before the page runs
     st.session_state[UNLOCKED_KEY] = False
@@ -117,21 +129,29 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
         st.session_state[_NOTE_KEY] = "Type the teacher passcode first."
         return
     now = float(clock())
-    record = AttemptsRecord(attempts_path())
-    try:
-        wait = wait_seconds(_session_failures(now), record.recent(now), now)
-    except AttemptsUnavailable as e:
-        st.session_state[_NOTE_KEY] = f"The passcode cannot be checked now: {e}. The actions stay locked."
-        return
+    wait = session_wait(_session_failures(now), now)
     if wait > 0:
-        log.info("teacher passcode attempt refused unchecked: %.0f s of waiting left", wait)
+        log.info("teacher passcode attempt refused unchecked: this session waits %.0f s more", wait)
         st.session_state[_NOTE_KEY] = too_many(wait)
         return
     if len(typed) > MAX_PASSCODE_CHARS:
         st.session_state[_NOTE_KEY] = (
             f"Refused: a passcode has at most {MAX_PASSCODE_CHARS} characters. The actions stay locked."
         )
-    elif passcode_matches(typed, configured_passcode()):
+        return
+    try:
+        outcome = AttemptsRecord(attempts_path()).attempt(lambda: passcode_matches(typed, configured_passcode()))
+    except AttemptsUnavailable as e:
+        log.error("teacher passcode attempt refused unchecked: %s", e)
+        st.session_state[_NOTE_KEY] = (
+            "The passcode cannot be checked right now (the server could not record the attempt; its log says why), "
+            "so it was not compared and the actions stay locked. Try again in a moment."
+        )
+        return
+    if outcome.matched is None:
+        log.info("teacher passcode attempt refused unchecked: the server compares the next in %.0f s", outcome.wait)
+        st.session_state[_NOTE_KEY] = too_many(outcome.wait)
+    elif outcome.matched:
         st.session_state[UNLOCKED_KEY] = True
         st.session_state.pop(_NOTE_KEY, None)
         st.session_state.pop(_FAILURES_KEY, None)
@@ -139,19 +159,15 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
         st.session_state[_NOTE_KEY] = (
             "Refused: that is not the teacher passcode. The actions stay locked; ask whoever runs the server for it."
         )
+        now = outcome.at
         session = [*_session_failures(now), now][-SESSION_LIMIT:]
         st.session_state[_FAILURES_KEY] = session
-        try:
-            server = record.add(now)
-        except AttemptsUnavailable as e:
-            server = []
-            log.error("teacher passcode: a wrong attempt could not be recorded for the server: %s", e)
-        wait = wait_seconds(session, server, now)
+        wait = max(session_wait(session, now), outcome.wait)
         log.warning(
-            "wrong teacher passcode: %d in a row in this session, %d on this server in the last %d min%s",
+            "wrong teacher passcode: %d in a row in this session; the server has %d of its %d guesses left%s",
             len(session),
-            len(server),
-            int(WINDOW_S // 60),
+            int(outcome.left),
+            SERVER_FREE,
             f"; the next attempt waits {wait:.0f} s" if wait else "",
         )
         if wait > 0:
@@ -230,19 +246,28 @@ def attempts_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(raw) if raw else class_db_path().parent / ATTEMPTS_FILE
 
 
-def wait_seconds(session: Sequence[float], server: Sequence[float], now: float) -> float:
-    """Seconds before the next passcode may be compared (0: now), from the times of this session's wrong passcodes
-    in a row and of the server's recent ones (see the module docstring for the rule)."""
+def session_wait(failures: Sequence[float], now: float) -> float:
+    """Seconds before this session's next passcode may be compared (0: now), from the times of its wrong passcodes
+    in a row (see the module docstring for the rule)."""
+    recent = sorted(t for t in failures if _recent(t, now))
+    if len(recent) >= SESSION_LIMIT:
+        until = recent[-1] + LOCKOUT_S
+    elif len(recent) > FREE_TRIES:
+        until = recent[-1] + min(MAX_DELAY_S, 2.0 ** (len(recent) - FREE_TRIES - 1))
+    else:
+        until = 0.0
+    return max(0.0, until - now)
 
-    def until(times: Sequence[float], limit: int) -> float:
-        recent = sorted(t for t in times if _recent(t, now))
-        if len(recent) >= limit:
-            return recent[-1] + LOCKOUT_S
-        if len(recent) > FREE_TRIES:
-            return recent[-1] + min(MAX_DELAY_S, 2.0 ** (len(recent) - FREE_TRIES - 1))
-        return 0.0
 
-    return max(0.0, until(session, SESSION_LIMIT) - now, until(server, SERVER_LIMIT) - now)
+def guesses_left(left: float, at: float, now: float) -> float:
+    """The server's guesses at `now`, from `left` at time `at`: one back per SERVER_INTERVAL_S, at most SERVER_FREE.
+    A record from the future (the clock was set back) gives none back until now, and is rewritten at `now`."""
+    return min(float(SERVER_FREE), max(0.0, left) + max(0.0, now - at) / SERVER_INTERVAL_S)
+
+
+def server_wait(left: float) -> float:
+    """Seconds until the server has a whole guess again (0: it has one now)."""
+    return max(0.0, 1.0 - left) * SERVER_INTERVAL_S
 
 
 def _session_failures(now: float) -> list[float]:
@@ -251,50 +276,80 @@ def _session_failures(now: float) -> list[float]:
 
 
 def _recent(t: float, now: float) -> bool:
-    """Within WINDOW_S of `now`. A time slightly ahead counts too: another worker may have read the clock a moment
-    later and written first."""
+    """Within WINDOW_S of `now`. A time slightly ahead counts too: the session's worker may have read the clock a
+    moment before the record's lock gave it the time of its attempt."""
     return now - WINDOW_S < t < now + WINDOW_S
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt's outcome on the server's record: `matched` None when it was refused uncompared (no guess left),
+    `left` the server's guesses afterwards, `wait` the seconds until it has one again, `at` the attempt's time."""
+
+    matched: bool | None
+    left: float
+    wait: float
+    at: float
+
+
 class AttemptsRecord:
-    """The server's recent wrong passcodes (their times, at most SERVER_LIMIT within WINDOW_S), in a JSON file that
-    every worker process of the machine reads and, under a file lock beside it, rewrites atomically."""
+    """The server's guesses, {"left": how many, "at": when}, in a JSON file that every worker process of the machine
+    reads and rewrites (atomically) only under a file lock beside it."""
 
     def __init__(self, path: Path):
         self.path = path
 
-    def recent(self, now: float) -> list[float]:
-        """The recorded times within WINDOW_S of `now`, oldest first. A damaged record counts as empty (it is
-        rewritten by the next failure) and is logged; a record that cannot be read at all raises."""
-        try:
-            data = read_json_file(self.path, str(self.path), max_bytes=MAX_ATTEMPTS_BYTES)
-        except FileNotFoundError:
-            return []
-        except JsonFileError as e:
-            log.warning("teacher passcode: the attempts record is damaged and counts as empty: %s", e)
-            return []
-        except OSError as e:
-            raise AttemptsUnavailable(
-                f"{self.path} cannot be read ({type(e).__name__}); check {ATTEMPTS_ENV}"
-            ) from None
-        times = data.get("failures") if isinstance(data, dict) else None
-        if not isinstance(times, list):
-            return []
-        kept = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
-        return sorted(t for t in kept if _recent(t, now))[-SERVER_LIMIT:]
-
-    def add(self, now: float) -> list[float]:
-        """Record one wrong passcode at `now`; the recent times afterwards."""
+    def attempt(self, compare: Callable[[], bool]) -> Attempt:
+        """One attempt, as one critical section across workers and threads: under the lock, read the guesses left at
+        now; with no whole one, refuse without calling `compare` and without writing; else write one spent, call
+        `compare` and, if it matched, write it back. AttemptsUnavailable, and `compare` not called, when the lock is
+        not had within LOCK_TIMEOUT_S or the record cannot be read or written: a guess that could not be counted is
+        never compared."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
-                times = sorted([*self.recent(now), now])[-SERVER_LIMIT:]
-                write_json_atomic(self.path, {"failures": times})
-        except (OSError, Timeout) as e:
+                now = float(clock())  # read under the lock: every worker's attempts are in the clock's order
+                left = guesses_left(*self.read(), now)
+                if left < 1.0:
+                    return Attempt(None, left, server_wait(left), now)
+                self._write(left - 1.0, now)
+                if not compare():
+                    return Attempt(False, left - 1.0, server_wait(left - 1.0), now)
+                try:
+                    self._write(left, now)
+                except OSError as e:  # the right passcode was given; the guess stays spent, which fails closed
+                    log.warning("teacher passcode: a right passcode's guess could not be given back: %s", e)
+                return Attempt(True, left, 0.0, now)
+        except Timeout:
             raise AttemptsUnavailable(
-                f"{self.path} cannot be written ({type(e).__name__}); check {ATTEMPTS_ENV}"
+                f"{self.path} stayed locked by other attempts for over {LOCK_TIMEOUT_S:g} s"
             ) from None
-        return times
+        except OSError as e:
+            raise AttemptsUnavailable(
+                f"{self.path} cannot be read or written ({type(e).__name__}); check {ATTEMPTS_ENV}"
+            ) from None
+
+    def read(self) -> tuple[float, float]:
+        """(guesses left, at when) as recorded; no record is a full one. A damaged record counts as full (only the
+        server writes it, and the next wrong passcode rewrites it) and is logged; one that cannot be read raises
+        OSError."""
+        try:
+            data = read_json_file(self.path, str(self.path), max_bytes=MAX_ATTEMPTS_BYTES)
+        except FileNotFoundError:
+            return float(SERVER_FREE), 0.0
+        except JsonFileError as e:
+            log.warning("teacher passcode: the attempts record is damaged and counts as unused: %s", e)
+            return float(SERVER_FREE), 0.0
+        fields = (data.get("left"), data.get("at")) if isinstance(data, dict) else ()
+        numbers = [float(x) for x in fields if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        if len(numbers) != 2:
+            log.warning("teacher passcode: the attempts record %s holds no guesses and counts as unused", self.path)
+            return float(SERVER_FREE), 0.0
+        left, at = numbers
+        return min(float(SERVER_FREE), left), at
+
+    def _write(self, left: float, at: float) -> None:
+        write_json_atomic(self.path, {"left": left, "at": at})
 
 
 # ---- confirmations -------------------------------------------------------------------------------
