@@ -10,7 +10,9 @@ The work is the page's: train (core.model.runs), tune the suggestion threshold o
 (core.release.evaluation.tuning, with a smaller typing budget than the CLI's so the run ends soon after its last step),
 then keep the run (core.model.run_record: run.json with the owner's hash, and an upload's text). It lives here, in the
 wing that may import both the model and the release wing. A failed tuning leaves the bundle untuned (the Autocomplete
-page says so); a record that cannot be written leaves the run listed for its session only.
+page says so); a record that cannot be written leaves the run listed for its session only. Before each step after
+the save it logs what is saved and what is left (run_process.record_saved), so a run killed while tuning or keeping
+is read back with its bundle and says so, not "nothing was saved".
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ from core.model import run_record, runs
 from core.model.bundle import BundleError
 from core.model.corpus import STDLIB_SOURCE, CorpusError
 from core.model.run_events import progress_to_json, result_to_json
-from core.model.run_process import Work, read_job, serve
+from core.model.run_process import Work, read_job, record_saved, serve
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.tuning import tune_bundle
 
 TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained on the page (the CLI types 20,000)
+NOT_TUNED = (
+    "the model was saved, but its suggestion threshold was not tuned (it suggests at the default) and the run was "
+    "not kept on the server: it is listed for this session only"
+)
+NOT_KEPT = "the model was saved and tuned, but the run was not kept on the server: it is listed for this session only"
 
 
 def page_work(run_dir: Path) -> Work:
@@ -38,10 +45,13 @@ def page_work(run_dir: Path) -> Work:
     def work(report, should_stop) -> dict:
         spec, corpus_label = runs.spec_from_job(run_dir, payload)  # inside the work: a bad job is its failure
         result = runs.run_training(spec, report, should_stop)
+        record_saved(run_dir, result_to_json(result, run_dir), NOT_TUNED)
         try:
             tune_bundle(result.bundle_path, corpus=spec.corpus, config=EvalConfig(typing_chars=TUNE_TYPING_CHARS))
         except (BundleError, CorpusError, ValueError):
             pass
+        else:
+            record_saved(run_dir, result_to_json(result, run_dir), NOT_KEPT)
         try:
             run_record.keep_run(
                 result.bundle_path,

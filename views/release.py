@@ -1,4 +1,9 @@
-"""Release: the gate a model passes before the team's autocomplete serves it, and the registry that serves it."""
+"""Release: the gate a model passes before the team's autocomplete serves it, and the registry that serves it.
+
+The release checks take minutes of a core, in this page's worker: they are the teacher's (an unlocked session,
+ui.teacher, as Promote is), and one runs at a time on the whole server (CHECK_LOCK, a lock file in the runs folder
+that every worker sees; the OS lets go of it if the worker dies). A learner sees the rubric a check recorded.
+"""
 
 import time
 from pathlib import Path
@@ -8,6 +13,7 @@ import streamlit as st
 from core.model import run_record
 from core.model.bundle import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
+from core.model.run_process import try_lock
 from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
 from core.release.evaluation.tuning import reprice
 from core.release.gate.gate import ReleasePolicy, check_release
@@ -28,6 +34,8 @@ MAX_PRICE = (
     5.0  # keystrokes: the slider's end; a full mental operator (1.35 s) is about five (core.release.evaluation.utility)
 )
 KEEP = 2  # results kept per session: a check holds an n-gram trained on the whole split (tens of MB)
+CHECK_LOCK = ".release-check.lock"  # in the runs folder (LAB_RUNS_DIR): held by the one release check running
+TEACHERS = "the release checks, promote and rollback"  # what the teacher gate unlocks on this page
 
 
 def remember(key: str, item_key: tuple, value) -> None:
@@ -65,18 +73,40 @@ def kept_corpus(bundle):
 
 
 def run_checks(bundle, corpus, key: tuple):
-    """check_release under a spinner that says what it is doing; the result is kept for this session."""
-    with st.spinner(
-        f"Running the release checks on version {escape_markdown(bundle.version)}: verifying the "
-        "files, editing tokens to test causality, comparing cached and full logits, training the rule and the "
-        f"{POLICY.ngram_order}-gram on the same training documents and tuning their thresholds, simulating "
-        f"{POLICY.evaluation.typing_chars:,} characters of typing with each of the three, the no-peek and "
-        "shuffled-text canaries, saving the fallback. Several minutes on the standard library, seconds on a "
-        "small text..."
-    ):
-        began = time.perf_counter()
-        check = check_release(bundle.path, corpus=corpus, policy=POLICY)
-        remember(CHECKS_KEY, key, (check, time.perf_counter() - began))
+    """check_release under a spinner that says what it is doing; the result is kept for this session. Only for an
+    unlocked teacher, one check at a time on the server: None (with a message) when another check holds the lock
+    or the lock cannot be taken."""
+    if not teacher.unlocked():  # the button is not drawn for a learner; a forged rerun must not run minutes of work
+        return None
+    try:
+        models.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        lock = try_lock(models.RUNS_DIR / CHECK_LOCK)
+    except OSError as err:
+        st.warning(
+            "The release checks cannot run: the runs folder cannot be written "
+            f"({escape_markdown(err.strerror or err)}). Ask the server's operator to fix LAB_RUNS_DIR."
+        )
+        return None
+    if lock is None:
+        st.warning(
+            "Another release check is running on this server (one runs at a time: each takes minutes of the "
+            "server's time). Press the button again when it has finished."
+        )
+        return None
+    try:
+        with st.spinner(
+            f"Running the release checks on version {escape_markdown(bundle.version)}: verifying the "
+            "files, editing tokens to test causality, comparing cached and full logits, training the rule and the "
+            f"{POLICY.ngram_order}-gram on the same training documents and tuning their thresholds, simulating "
+            f"{POLICY.evaluation.typing_chars:,} characters of typing with each of the three, the no-peek and "
+            "shuffled-text canaries, saving the fallback. Several minutes on the standard library, seconds on a "
+            "small text..."
+        ):
+            began = time.perf_counter()
+            check = check_release(bundle.path, corpus=corpus, policy=POLICY)
+            remember(CHECKS_KEY, key, (check, time.perf_counter() - began))
+    finally:
+        lock.release()
     return check
 
 
@@ -97,7 +127,7 @@ def shown_rubric(bundle, key: tuple) -> tuple[Rubric, str] | None:
     rubric, where = found
     said = (
         f"The checks of version {escape_markdown(rubric.version)} as {where}, at {escape_markdown(rubric.created)}; "
-        "**Run the release checks** measures them again."
+        "the teacher's **Run the release checks** measures them again."
     )
     return rubric, said
 
@@ -109,7 +139,12 @@ def picture(bundle, corpus, key: tuple) -> None:
     with layout.picture():
         button, said = st.columns([1, 3], vertical_alignment="center")
         with button:
-            if st.button(
+            if not teacher.unlocked():
+                st.caption(
+                    "The release checks are run by the teacher: they take minutes of the server's time. The teacher "
+                    "unlocks them in the **Promote or roll back** tab."
+                )
+            elif st.button(
                 "Run the release checks",
                 key="rel_run_checks",
                 type="primary",
@@ -120,9 +155,9 @@ def picture(bundle, corpus, key: tuple) -> None:
         with said:
             if shown is None:
                 st.info(
-                    f"The checks have not run for version {escape_markdown(bundle.version)} in this session yet. "
-                    "Press **Run the release checks** (it retrains both baselines and types the held-out text with "
-                    "each predictor, so it takes a while)."
+                    f"The checks have not run for version {escape_markdown(bundle.version)} yet. The teacher's "
+                    "**Run the release checks** measures them (it retrains both baselines and types the held-out "
+                    "text with each predictor, so it takes a while)."
                 )
             else:
                 verdict(shown[0])
@@ -140,7 +175,7 @@ def rubric_section(bundle, key: tuple) -> None:
     )
     shown = shown_rubric(bundle, key)
     if shown is None:
-        st.info("Press **Run the release checks** at the top: the table of every check appears here.")
+        st.info("The teacher's **Run the release checks** (at the top) measures them: every check's row appears here.")
         return
     show_rubric(*shown)
     gate_notes(shown[0])
@@ -200,6 +235,8 @@ def promote_dialog(bundle, corpus, key: tuple, reg: Path) -> None:
     if why is not None:
         cached = st.session_state.get(CHECKS_KEY, {}).get(key)
         check = cached[0] if cached else run_checks(bundle, corpus, key)
+        if check is None:  # another check holds the server's one slot: said above, nothing promoted
+            return
         release_actions.promote_version(bundle, check, reg, why)
         teacher.close_confirmation()
         st.rerun()  # the sidebar's released version and the tables below follow the new pointer
@@ -228,7 +265,7 @@ def actions_section(bundle, corpus, key, reg: Path) -> None:
         "naming the version the class will be served, and for the reason; both append one line to the "
         "registry's log (with this session's id and the reason), shown here and in the Registry tab."
     )
-    unlocked = teacher.gate("promote and rollback")
+    unlocked = teacher.gate(TEACHERS, "change what the whole class is served or take minutes of the server's time")
     previous = release_actions.previous_version(reg)
     locked_help = "" if unlocked else " (teacher only: locked)"
     left, right = st.columns(2)

@@ -212,9 +212,9 @@ def show_run(job_id: str, polling: bool) -> None:
     elif view.state == RUNNING:
         running_status(job_id, view.events[-1] if view.events else None)
     elif view.state == FAILED:
-        st.error(
-            f"The run failed: {escape_markdown(view.error)}. Nothing was saved; change the settings and start again."
-        )
+        # A run that died after its save comes back with its result, and its error says what was left undone.
+        nothing = " Nothing was saved; change the settings and start again." if view.result is None else ""
+        st.error(f"The run failed: {escape_markdown(view.error)}.{nothing}")
     elif view.result is None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:

@@ -20,6 +20,10 @@ Who does what:
 - Any worker reads a run back (`view`, `jobs_of`, `active_job`): job.json once, the log incrementally (only what was
   appended since its last read, only complete lines, at most MAX_LOG_BYTES), through the queue's codec, which turns
   the JSON back into the objects a page shows (core.model.run_events for training runs).
+- A run that dies (killed, out of memory) or fails after its work logged what it saved (run_process.record_saved)
+  is read back failed WITH that result and what was left undone; only a run that logged nothing saved says
+  "nothing was saved". What a killed save left half-written (a staged `.bundle.*.tmp`) is removed once its process
+  is gone: by the launcher when the process ends, and at the next submit for any run whose worker died too.
 """
 
 from __future__ import annotations
@@ -57,11 +61,12 @@ from core.model.run_process import (
     STOP,
     STOPPED,
     append_line,
+    clear_leftovers,
     held,
     read_json,
     same,
 )
-from core.model.run_record import owner_hash
+from core.model.run_record import BUNDLE, owner_hash
 from core.numbers import is_int
 from core.process import own_group
 
@@ -103,6 +108,7 @@ class _Log:
     started: float | None = None
     pid: int | None = None
     events: list[Any] = field(default_factory=list)
+    saved: dict | None = None  # the last "saved" line: what the work kept before it went on
     end: dict | None = None
 
 
@@ -156,6 +162,7 @@ class JobQueue:
             (self.runs_dir / LINE).mkdir(parents=True, exist_ok=True)
             (self.runs_dir / SLOTS).mkdir(exist_ok=True)
             with FileLock(self.runs_dir / LINE / ".submit.lock"):  # check and queue as one step, across workers
+                self._clear_leftovers()  # a save killed with its worker: the next run's submit finds it
                 active = self.active_job(owner)
                 if active is not None:
                     raise JobError(f"this session already has a run ({active}); stop it or wait for it to finish first")
@@ -219,6 +226,7 @@ class JobQueue:
         if self._parsed(job_id).end is None:
             why = _last_line(run_dir / PROCESS_LOG) or f"exit status {code}"
             append_line(run_dir / LOG, {"kind": "end", "state": FAILED, "error": f"the run's process ended: {why}"})
+        clear_leftovers(run_dir, (BUNDLE,))  # a save it was killed in the middle of
 
     def _start(self, run_dir: Path) -> subprocess.Popen:
         """The run's process: its own session (a worker's death or restart does not reach it), stderr to a file."""
@@ -274,7 +282,10 @@ class JobQueue:
             state = str(end["state"]) if end.get("state") in FINISHED else FAILED
             error = end.get("error") if isinstance(end.get("error"), str) else None
             finished = _number(end.get("time"))
-            if state != FAILED and end.get("result") is not None:
+            if state == FAILED:  # the work raised, or its process ended without an end of its own
+                result, undone = self._saved(parsed, run_dir)
+                error = error if undone is None else f"{error or 'it failed'}; {undone}"
+            elif end.get("result") is not None:
                 try:
                     result = self._read_result(end["result"], run_dir)
                 except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
@@ -282,7 +293,10 @@ class JobQueue:
         elif parsed.started is not None:
             state = RUNNING if alive else FAILED
             if state == FAILED:
-                error = "its process stopped without finishing (killed, or out of memory); nothing was saved"
+                result, undone = self._saved(parsed, run_dir)
+                error = "its process stopped without finishing (killed, or out of memory); " + (
+                    "nothing was saved" if undone is None else undone
+                )
         elif (self.runs_dir / LINE / f"{job.key}.json").exists() and held(self.runs_dir / LINE / f"{job.key}.lock"):
             state, place = QUEUED, self._ahead(job.key) + 1
         else:
@@ -300,6 +314,26 @@ class JobQueue:
             parsed.started,
             finished,
         )
+
+    def _saved(self, parsed: _Log, run_dir: Path) -> tuple[Any, str | None]:
+        """(result, what it left undone) of a run that failed after its work logged what it saved
+        (run_process.record_saved); (None, None) when it logged nothing, or nothing that can be read back."""
+        saved = parsed.saved
+        if saved is not None and saved.get("result") is not None and isinstance(saved.get("unfinished"), str):
+            try:
+                return self._read_result(saved["result"], run_dir), saved["unfinished"]
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+                pass
+        return None, None
+
+    def _clear_leftovers(self) -> None:
+        """Staged entries of every run whose process has ended (run_process.clear_leftovers)."""
+        try:
+            run_dirs = [p for _, p in zip(range(MAX_JOBS), self.runs_dir.iterdir()) if _ID.fullmatch(p.name)]
+        except OSError:
+            return
+        for run_dir in run_dirs:
+            clear_leftovers(run_dir, (BUNDLE,))
 
     def active_job(self, owner: str) -> str | None:
         """The owner's unfinished run on the server, if any."""
@@ -374,6 +408,8 @@ class JobQueue:
                 parsed.started, parsed.pid = _number(entry.get("time")) or 0.0, entry.get("pid")
             elif kind == "event":
                 parsed.events.append(self._read_event(entry["data"]))
+            elif kind == "saved":
+                parsed.saved = entry
             elif kind == "end" and parsed.end is None:
                 parsed.end = entry
         except (AttributeError, IndexError, KeyError, TypeError, ValueError, RecursionError):

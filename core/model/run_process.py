@@ -10,7 +10,8 @@ and reads them. Under the runs folder (LAB_RUNS_DIR):
                             the worker that queued the run holds the .lock while the run waits
     <id>/job.json           what was asked: the owner (the sha256 of the session's token), name, queued-at, payload
     <id>/log.jsonl          what happened, written by the run's process, append-only, one JSON object a line:
-                            "started" (it holds a slot), "event" (a progress report), "end" (state, result, error)
+                            "started" (it holds a slot), "event" (a progress report), "saved" (what the work has
+                            kept so far, and what it has still to do), "end" (state, result, error)
     <id>/alive.lock         held by the run's process while it lives
     <id>/stop               a stop request: any worker writes it; the run polls it at every step
     <id>/process.log        the run process's stderr (a traceback lands here, never on a page)
@@ -22,6 +23,8 @@ The helpers:
     try_lock(path), held(path) a filelock taken without waiting; whether a live process holds one (the OS lets go
                                of a dead process's locks, so a killed run never keeps a slot)
     read_json(path, limit)     a small JSON file, bounded
+    clear_leftovers(run_dir)   the staged ".<name>.<random>.tmp" entries a killed run left half-written (a save cut
+                               short), once its process is gone
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -99,6 +103,13 @@ def serve(run_dir: str | os.PathLike, slots: int, work: Work, *, write_event: Ca
     return result
 
 
+def record_saved(run_dir: str | os.PathLike, result: Any, unfinished: str) -> None:
+    """Log what the work has kept so far (`result`, JSON, as the work will return it) and what is still to do
+    (`unfinished`, a sentence), before it goes on: a run whose process then dies (killed, out of memory) or fails is
+    read back with this result and that sentence (core.model.jobs), not as a run that saved nothing."""
+    append_line(Path(run_dir) / LOG, {"kind": "saved", "result": result, "unfinished": unfinished})
+
+
 # ---- files -------------------------------------------------------------------------------------------
 
 
@@ -128,6 +139,38 @@ def held(path: Path) -> bool:
         return True
     lock.release()
     return False
+
+
+def staged(name: str) -> bool:
+    """A staged entry's name (core.files: ".<name>.<random>.tmp"), written and then renamed into place."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def clear_leftovers(run_dir: Path, inside: tuple[str, ...] = ()) -> list[Path]:
+    """Remove the staged entries of a run whose process has ended (alive.lock exists and nobody holds it): a save
+    killed half-way leaves one (a `.bundle.*.tmp` folder) that nothing would ever finish. Looks at the run folder
+    and the folders named in `inside` (the bundle), never further: a page may be writing elsewhere (a release
+    record beside the bundle). A run still alive, or never started, is left alone. Returns what was removed."""
+    try:
+        if run_dir.is_symlink():
+            return []
+        folders = [run_dir, *(run_dir / name for name in inside if (run_dir / name).is_dir())]
+        found = [e for folder in folders if not folder.is_symlink() for e in folder.iterdir() if staged(e.name)]
+        if not found or not (run_dir / ALIVE).is_file() or held(run_dir / ALIVE):  # first the cheap look
+            return []
+    except OSError:
+        return []
+    removed = []
+    for entry in found:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
 
 
 def read_json(path: Path, limit: int) -> Any:

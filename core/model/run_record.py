@@ -328,6 +328,8 @@ def _parse(run_dir: Path, raw: Any) -> RunRecord | None:
         return None
     if not is_int(size) or size < 0:
         return None
+    if any(part.startswith(".") and part.endswith(".tmp") for part in bundle.split("/")):
+        return None  # a staged save (core.files), half-written or left by a killed run: never listed as a bundle
     if _inside(run_dir, run_dir / bundle) is None or not (run_dir / bundle).is_dir():
         return None
     return RunRecord(run_dir, run_dir / bundle, version, label, owner, float(created), size)

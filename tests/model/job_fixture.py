@@ -1,12 +1,14 @@
 """A stand-in for a training run's process (`python -m tests.model.job_fixture RUN_DIR SLOTS`, started by
 core.model.jobs like cli.run_job): it reports numbered steps, polls should_stop() before each, and holds where
-the test says until the test writes a file into the run folder: "go" after step `hold_at`, "finish" at the end."""
+the test says until the test writes a file into the run folder: "go" after step `hold_at`, "finish" at the end.
+With "saved" it logs a saved result (run_process.record_saved) and with "staged" it leaves a half-written save
+(a `.bundle.*.tmp` folder, a staged file in its bundle) before it holds at the end."""
 
 import sys
 import time
 from pathlib import Path
 
-from core.model.run_process import Work, read_job, serve
+from core.model.run_process import Work, read_job, record_saved, serve
 
 
 def hold(path: Path, should_stop=lambda: False) -> None:
@@ -27,6 +29,14 @@ def work_for(run_dir: Path) -> Work:
             if step == hold_at:
                 hold(run_dir / "go")  # not polling the stop here: the stop must act at the next step's check
             step += 1
+        if payload.get("saved"):
+            record_saved(run_dir, {"last_step": step - 1, "saved": True}, payload["saved"])
+        if payload.get("staged"):
+            (run_dir / ".bundle.fixture.tmp").mkdir()
+            (run_dir / ".bundle.fixture.tmp" / "model.safetensors").write_bytes(b"half")
+            (run_dir / "bundle").mkdir(exist_ok=True)
+            (run_dir / "bundle" / "model.safetensors").write_bytes(b"whole")
+            (run_dir / "bundle" / ".manifest.json.fixture.tmp").write_bytes(b"{")
         if payload.get("fail"):
             raise ValueError(payload["fail"])
         if payload.get("hold_end"):

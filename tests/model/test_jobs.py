@@ -111,6 +111,41 @@ def test_a_run_killed_with_sigkill_frees_its_slot_and_is_shown_failed(tmp_path):
     assert "process" in view.error
 
 
+def test_a_run_killed_after_it_saved_says_what_it_saved_and_its_half_written_save_is_removed(tmp_path):
+    """Killed mid-tune, a run whose bundle was saved is read back with that result and what was left undone, never
+    "nothing was saved"; the staged `.bundle.*.tmp` a killed save leaves is removed once the process is gone."""
+    first, second = workers(tmp_path)
+    job = first.submit("a", {"steps": 1, "hold_end": True, "staged": True, "saved": "saved but not tuned"})
+    run_dir = first.runs_dir / job
+    wait_for(lambda: first.pid(job) is not None and (run_dir / "bundle" / ".manifest.json.fixture.tmp").exists())
+    assert second.view(job).state == RUNNING and (run_dir / ".bundle.fixture.tmp").is_dir()  # alive: left alone
+    os.kill(first.pid(job), signal.SIGKILL)
+    view = second.wait(job, 120)
+    assert view.state == FAILED and view.result == {"last_step": 0, "saved": True}
+    assert "saved but not tuned" in view.error and "nothing was saved" not in view.error
+    wait_for(lambda: not (run_dir / ".bundle.fixture.tmp").exists())  # by the launcher, once it reaped the process
+    assert not (run_dir / "bundle" / ".manifest.json.fixture.tmp").exists()
+    assert (run_dir / "bundle" / "model.safetensors").read_bytes() == b"whole"  # only staged entries go
+
+
+def test_the_next_submit_clears_what_a_dead_run_left_half_written_and_never_a_live_runs(tmp_path):
+    """A save killed together with the worker that launched it has no launcher to clean up after it: the next
+    submit on any worker does, and leaves the staged entries of a run that is still alive."""
+    first, second = workers(tmp_path, max_running=2)
+    dead = first.submit("a", {"steps": 1})
+    assert first.wait(dead, 120).state == DONE
+    leftover = first.runs_dir / dead / ".bundle.left.tmp"  # as a save killed with its worker leaves it
+    leftover.mkdir()
+    (leftover / "model.safetensors").write_bytes(b"half")
+    live = first.submit("b", {"steps": 1, "hold_end": True, "staged": True})
+    assert not leftover.exists() and (first.runs_dir / dead / "job.json").exists()  # the leftover only
+    wait_for(lambda: (first.runs_dir / live / "bundle" / ".manifest.json.fixture.tmp").exists())
+    assert second.wait(second.submit("c", {"steps": 1}), 120).state == DONE
+    assert (first.runs_dir / live / ".bundle.fixture.tmp").is_dir()  # its process still holds alive.lock
+    open_gate(first, live, "finish")
+    assert first.wait(live, 120).state == DONE
+
+
 def test_a_run_that_ends_while_it_is_read_is_shown_done_not_dead(tmp_path, monkeypatch):
     """The run's process writes its end line, then lets go of alive.lock. A reader that read the log just before the
     end line and checks the lock just after must read the log again: this run finished, it did not die (a reader that

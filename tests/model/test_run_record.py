@@ -155,6 +155,18 @@ def test_a_bundle_path_escaping_its_run_directory_is_refused(tmp_path, bundle):
         )
 
 
+def test_a_record_naming_a_staged_save_is_never_listed(tmp_path):
+    """A `.bundle.*.tmp` folder is a save being written (or left by a killed run): never offered as a bundle, even
+    when a record names it and it holds a whole bundle."""
+    runs = tmp_path / "runs"
+    make_run(runs, "r1")
+    make_run(runs, "r2")
+    (runs / "r1" / run_record.BUNDLE).rename(runs / "r1" / ".bundle.k1lled.tmp")
+    raw = json.loads((runs / "r1" / RECORD).read_text())
+    (runs / "r1" / RECORD).write_text(json.dumps({**raw, "bundle": ".bundle.k1lled.tmp"}))
+    assert [r.run_dir.name for r in run_record.read_records(runs)] == ["r2"]
+
+
 def test_a_symlinked_run_directory_is_neither_listed_nor_removed(tmp_path):
     runs = tmp_path / "runs"
     make_run(tmp_path / "foreign", "r9")  # a valid run somewhere else, linked into the runs directory

@@ -410,3 +410,39 @@ def test_a_snapshot_of_a_text_longer_than_the_context_reads_its_last_tokens():
     with torch.no_grad():
         expected = model(torch.tensor([tokenizer.encode(tail)]), return_weights=True).weights[1][0, 1]  # (T, S)
     torch.testing.assert_close(torch.tensor(snap.weights), expected, atol=0, rtol=0)
+
+
+class Killed(BaseException):
+    """Stands for the SIGKILL of a run's process: nothing after it runs, no handler sees it."""
+
+
+@pytest.mark.parametrize("killed_in, unfinished", [("tune_bundle", "NOT_TUNED"), ("keep_run", "NOT_KEPT")])
+def test_a_page_run_logs_its_saved_bundle_before_it_tunes_and_keeps_it(tmp_path, monkeypatch, killed_in, unfinished):
+    """cli.run_job logs the saved bundle, and what is still to do, before each step after the save: a run killed while
+    tuning or keeping is read back (core.model.jobs) with a bundle that loads, saying what was not done."""
+    import json
+
+    import cli.run_job as run_job
+    from core.model.run_process import JOB, LOG, read_json
+
+    corpus = runs.load_run_corpus("toy.py", TEXT)
+    payload, files = runs.job_request(corpus, "tiny", quick(), corpus_label="toy.py")
+    run_dir = tmp_path / "0123456789ab"
+    run_dir.mkdir()
+    for name, data in files.items():
+        (run_dir / name).write_bytes(data)
+    (run_dir / JOB).write_text(json.dumps({"owner": run_record.owner_hash("me"), "payload": payload}))
+
+    def kill(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(run_job, "tune_bundle", lambda *a, **k: None)
+    monkeypatch.setattr(run_job.run_record, "keep_run", lambda *a, **k: None)
+    monkeypatch.setattr(run_job if killed_in == "tune_bundle" else run_job.run_record, killed_in, kill)
+    with pytest.raises(Killed):
+        run_job.page_work(run_dir)(lambda event: None, lambda: False)
+    saved = [e for e in map(json.loads, (run_dir / LOG).read_text().splitlines()) if e["kind"] == "saved"]
+    assert saved and saved[-1]["unfinished"] == getattr(run_job, unfinished)
+    result = result_from_json(saved[-1]["result"], run_dir)
+    assert result.bundle_path == run_dir / "bundle" and load_bundle(result.bundle_path).version
+    assert read_json(run_dir / run_record.RECORD, 1 << 16) is None  # not kept: the sentence says so

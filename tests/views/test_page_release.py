@@ -169,7 +169,7 @@ def version(path) -> str:
 
 
 def test_the_rubric_table_is_check_releases_rubric_for_the_selected_bundle(bundles, registry):
-    at = click(open_release(bundles["good"]), "rel_run_checks")
+    at = click(unlock(open_release(bundles["good"])), "rel_run_checks")
     expected = check_release(bundles["good"]).rubric  # the default policy, computed apart from the page
     assert expected.passed, expected.failures()
     rubric = rubric_table(at)
@@ -208,13 +208,13 @@ def test_a_model_trained_without_the_mask_is_refused_with_its_causality_figure_a
     before = read_current(registry)
     at = open_release(bundles["leak"])
     assert "This bundle is marked unsafe" in at.error[0].value  # said at the top, before anything is pressed
-    click(at, "rel_run_checks")
+    click(unlock(at), "rel_run_checks")
     rows = rubric_table(at).set_index("check")
     figure = causality_check(load_bundle(bundles["leak"]).model).figure  # measured again, apart from the page
     assert rows.loc["causality", "result"] == "FAIL" and rows.loc["causality", "figure"] == figure
     assert f"failed: marked safe (false); causality ({figure})" in shown(at)
 
-    confirm(unlock(at), "promote", "try the maskless run")
+    confirm(at, "promote", "try the maskless run")  # unlocked above, for the checks
     text = shown(at)
     assert "Refused: version " + version(bundles["leak"]) in text and "causality" in text
     assert read_current(registry) == before  # not a field of the pointer moved
@@ -338,7 +338,7 @@ def test_a_run_kept_with_its_text_is_checked_without_an_upload(bundles, registry
     assert not at.get("file_uploader")  # nothing to upload: the record has the text
     assert "Held-out text from the run's own record" in shown(at)
     assert "cannot read back" not in shown(at)
-    click(at, "rel_run_checks")
+    click(unlock(at), "rel_run_checks")
     expected = check_release(path, corpus=upload).rubric
     assert expected.passed, expected.failures()
     assert rubric_table(at)[["check", "result", "figure", "threshold", "detail"]].to_dict("records") == (
@@ -381,14 +381,59 @@ def test_without_a_passcode_the_page_is_read_only_and_says_how_to_enable_it(bund
     assert not [t for t in at.text_input if "passcode" in (t.key or "")]  # no passcode to type: nothing can unlock
     [how] = [i.value for i in at.info if "no teacher passcode is configured" in i.value]
     assert f"{ENV_VAR}='choose-a-passcode' make run" in how and ".streamlit/secrets.toml" in how
-    # The rubric and the registry's status still show: the checks run, the versions and the log are listed.
-    assert not at.button(key="rel_run_checks").disabled and len(table(at, "time")) == 2
+    # The recorded rubric and the registry's status still show: the versions and the log are listed; the checks are
+    # the teacher's, so with no passcode nobody runs them here.
+    assert not [b for b in at.button if b.key == "rel_run_checks"] and "run by the teacher" in shown(at)
+    assert "stored in the registry when it was promoted" in shown(at) and len(table(at, "time")) == 2
     assert [m.value for m in at.metric][:1] == [version(bundles["good"])]
     # A forged click on a disabled button (a crafted websocket message) opens no confirmation and changes nothing.
     for action in ACTIONS:
         forge_click(at, action)
         assert not [t for t in at.text_input if t.key == f"{action}_why"]
     assert registry_files(registry) == before
+
+
+def test_a_learner_sees_the_recorded_rubric_and_no_release_check_to_run(bundles, registry, monkeypatch):
+    """The release checks take minutes of the server's time: a learner's session is shown the rubric the registry
+    stored and a line saying the teacher runs them, with no button, and a forged press runs nothing."""
+    ran = []
+    monkeypatch.setattr("core.release.gate.gate.check_release", lambda *a, **k: ran.append(a))
+    at = promote_good_and_reopen(bundles, registry)
+    assert not [b for b in at.button if b.key == "rel_run_checks"]
+    assert "The release checks are run by the teacher" in shown(at)
+    assert "stored in the registry when it was promoted" in shown(at)
+    assert rubric_table(at)["result"].tolist()  # the recorded rubric, in full
+    at.session_state["rel_run_checks"] = True  # a press of a button that is not there, as a crafted message sends it
+    at.run()
+    assert not at.exception and ran == []
+
+
+def test_one_release_check_at_a_time_on_the_server(bundles, registry, tmp_path, monkeypatch):
+    """A teacher's press while another worker's check holds the server's lock (in the runs folder) is told to wait
+    and runs nothing; once it is let go, the press runs the check."""
+    from filelock import FileLock
+
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    monkeypatch.setattr(ui.models, "RUNS_DIR", runs_dir)
+    ran = []
+
+    def counted(path, **kwargs):
+        ran.append(path)
+        return check_release(path, **kwargs)
+
+    monkeypatch.setattr("core.release.gate.gate.check_release", counted)
+    at = unlock(open_release(bundles["good"]))
+    other = FileLock(runs_dir / ".release-check.lock", thread_local=False)  # what another worker's check holds
+    other.acquire(timeout=0)
+    try:
+        click(at, "rel_run_checks")
+        assert ran == [] and any("Another release check is running" in w.value for w in at.warning)
+    finally:
+        other.release()
+    click(at, "rel_run_checks")
+    assert len(ran) == 1 and "in this session at" in shown(at)
+    assert not any("Another release check is running" in w.value for w in at.warning)
 
 
 def test_a_wrong_passcode_is_refused_and_the_registry_is_unchanged(bundles, registry):
