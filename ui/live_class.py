@@ -14,6 +14,16 @@ teacher's open session code. `current()` and `teacher_session()` read them for u
 
 A learner's page learns of the teacher's actions (a reveal, a new round, a closed session) by polling one cheap
 read, LiveClass.pulse, every POLL_S in a fragment, and reruns the whole page only when it changed.
+
+A place kept in the address (issue 35): a joined learner's page keeps their learner id in the URL (`?seat=`), which
+the browser keeps when the server loses its session (a worker restarted, the tab reloaded). A new browser session
+with a seat takes that place up again, the same learner counted once (LiveClass.learner), or is told it is no longer
+in a class session and how to join again; never dropped silently. The address is as good as the learner's place (as
+a shared computer is): it is never shown, and a display name is taken once per session, so a second join under it
+is refused (asking for another name) rather than counted as another learner.
+
+The teacher's room draws Reveal and New round before the chart (which is placed above them): they never depend on
+the chart being drawn.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
@@ -45,6 +56,7 @@ _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fi
 _SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code to the room at once
 _ROUNDS_KEY = "live_class_rounds"  # {question id: (round, revealed)} of the questions this page asked, as shown
 LINK_PARAM = "session"
+SEAT_PARAM = "seat"  # a joined learner's id in the page's address, to take their place up again (see above)
 POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
 FOLLOW_POLL_S = 1  # a learner who follows the teacher polls this often: the teacher's move shows within 1-2 s
 ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
@@ -102,6 +114,39 @@ def _join() -> None:
 def _leave() -> None:
     st.session_state.pop(LEARNER_KEY, None)
     st.session_state.pop(_PULSE_KEY, None)
+    st.query_params.pop(SEAT_PARAM, None)
+
+
+def _keep_seat(joined: Learner) -> None:
+    """The learner's id in the address, written again after a page change (which clears the query)."""
+    if st.query_params.get(SEAT_PARAM) != joined.learner:
+        st.query_params[SEAT_PARAM] = joined.learner
+
+
+def _take_seat() -> None:
+    """A browser session without a place but with a seat in its address (the server lost the session that joined):
+    the same learner again while the session is open, else told it is out and how to join again. The seat is
+    untrusted: only an id the class database knows is taken up, and it is never echoed."""
+    raw = st.query_params.get(SEAT_PARAM)
+    if raw is None:
+        return
+    seat = raw[:64]  # bounded: a link can be long
+    try:
+        found = live().learner(seat)
+    except StoreError as e:
+        st.session_state[_NOTE_KEY] = f"Your class session cannot be reached now: {e}"
+        return  # the seat stays: the next run tries again
+    st.query_params.pop(SEAT_PARAM, None)
+    if found is None:
+        st.session_state[_NOTE_KEY] = (
+            "You are no longer in a class session (it has ended, or the lab lost your place): join again with the "
+            "code your teacher shows."
+        )
+        return
+    code, name = found
+    st.session_state[LEARNER_KEY] = (code, seat, name)
+    st.session_state.pop(_PULSE_KEY, None)
+    st.session_state[_NOTE_KEY] = f"You are back in session {code} as {name}: the lab had lost your connection."
 
 
 def _open() -> None:
@@ -165,7 +210,10 @@ def sidebar() -> None:
     """The sidebar's class-session section: joined, or a form to join; the teacher's open, show, download, close."""
     st.session_state[_ROUNDS_KEY] = {}  # filled again by this page's questions (revealed)
     if current() is None and teacher_session() is None:
+        _take_seat()
         _link_code()
+    if (joined := current()) is not None:
+        _keep_seat(joined)
     with st.sidebar:
         joined, opened = current(), teacher_session()
         linked = joined is None and bool(st.session_state.get(_LINKED_KEY))  # a join link: the form, open
@@ -195,7 +243,7 @@ def _learner(joined: Learner) -> None:
         still_open = True
     if not still_open:
         st.info(f"Class session {joined.code} has ended. Join another one with its code.")
-        _leave()
+        _leave()  # the note of a prediction not recorded, if any, stays below
         _join_form()
         return
     st.markdown(f"In session **{joined.code}** as **{escape_markdown(joined.name)}**")
@@ -274,15 +322,19 @@ def _show_code(code: str) -> None:
 
 def _poll(code: str) -> None:
     """Every POLL_S (FOLLOW_POLL_S while following the teacher), as a fragment: one read of the session's pulse;
-    the whole page reruns only when the teacher did something this page shows (see changed)."""
+    the whole page reruns only when the teacher did something this page shows (see changed). Inside a whole-script
+    run it only notes the pulse: the rest of that run draws what is new, and a rerun from here would drop what the run
+    is for (a prediction just submitted would be neither checked nor recorded)."""
     from ui import follow  # here: ui.follow imports this module
 
+    ctx = get_script_run_ctx()
+    tick = ctx is not None and bool(ctx.fragment_ids_this_run)
     try:
         pulse = live().pulse(code)
         seen = st.session_state.get(_PULSE_KEY)
         st.session_state[_PULSE_KEY] = pulse
         following = bool(st.session_state.get(follow.TOGGLE_KEY))
-        if seen is not None and seen != pulse and changed(live(), code, shown(), following=following):
+        if tick and seen is not None and seen != pulse and changed(live(), code, shown(), following=following):
             st.rerun()
     except (ValueError, StoreError):
         return  # the next poll tries again; the page keeps what it shows
@@ -313,9 +365,15 @@ def record(question: str, fingerprint: str, graded: Graded) -> str | None:
     if joined is None:
         return None
     try:
-        live().answer(joined.code, joined.learner, question, fingerprint, graded.given, graded.correct)
+        live().answer(
+            joined.code, joined.learner, question, fingerprint, graded.given, graded.correct,
+            number=not graded.question.is_choice,
+        )  # fmt: skip
     except (ValueError, StoreError) as e:
-        return f"Your prediction was checked here but not recorded for your teacher: {e}."
+        problem = f"Your prediction was checked here but not recorded for your teacher: {e}."
+        st.session_state[_NOTE_KEY] = problem  # said in the sidebar too, after a poll's rerun, until the next one kept
+        return problem
+    st.session_state.pop(_NOTE_KEY, None)
     return None
 
 
@@ -367,14 +425,16 @@ def _room(question: Question, fingerprint: str) -> None:
             f"{now.other} more answered another version of this question (their sliders differ from yours); "
             "they are not counted here."
         )
-    if any(r.n for r in shown):
-        fig, table, summary = _room_chart(question, shown)
-        chart(fig, table, summary, key=f"{question.id}_room")
+    above = st.container()  # the chart, shown above the controls but drawn after them: they never depend on it
     reveal, again = st.columns(2)
     if reveal.button("Reveal to everyone", key=f"{question.id}_reveal", disabled=now.revealed, type="primary"):
         _teacher_act(lambda: live().reveal(code, question.id, fingerprint))
     if again.button("New round", key=f"{question.id}_new_round"):
         _teacher_act(lambda: live().new_round(code, question.id, fingerprint))
+    if any(r.n for r in shown):
+        fig, table, summary = _room_chart(question, shown)
+        with above:
+            chart(fig, table, summary, key=f"{question.id}_room")
 
 
 def _teacher_act(action) -> None:

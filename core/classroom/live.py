@@ -4,6 +4,7 @@ followed by the room (issue 29).
     SESSION_ALPHABET, SESSION_CODE   a code is 6 characters without look-alikes (no I, L, O, 0, 1)
     check_session_code(text)         the code upper-cased and stripped, else ValueError saying what to do
     check_name(text)                 a display name: 1..MAX_NAME printable characters
+    check_number(text)               a number answer: read as the checkpoint reads it, within +-MAX_NUMBER
     fingerprint(question)            a short digest of (prompt, options, answer, tolerance): "this very question"
     LiveClass(path)                  the session's reads and writes on the class database (core.classroom.store)
     distribution(result, question)   a round's answers as counts: per option in the question's order, or per bin
@@ -17,6 +18,15 @@ Rounds: answers go to a question's current round; the first round exists without
 so 30 learners answering at once never race to create it. new_round adds a row (the old round's answers stay),
 reveal marks the current round revealed (an answer after that is refused until the next round). One answer per
 learner per round: a second one replaces the first (ON CONFLICT DO UPDATE, atomic on both engines).
+
+Bounds (issue 35): a number answer is kept only within +-MAX_NUMBER (every question of the lab asks for a number far
+inside it: weights, sums, variances of a few hundred, counts of rows), so one learner's `1e308` is refused at submit
+with the range, and distribution() counts whatever is already stored beyond it (an old row, another version's) as
+unreadable: the teacher's chart always has finite, bounded bins. A display name is one learner per session: a join
+under a name already there (whatever its case and spaces) is refused, so the CSV's names tell learners apart (its
+`learner` column numbers them in the order they joined, for rows from before this rule too). A browser session that
+lost its place (its worker restarted) takes it up again by its learner id (`learner(id)`, ui.live_class keeps the id
+in the page's address): the same learner, counted once.
 
 Polling: pulse(code) is one primary-key read of a counter that reveal, new_round, publish and close bump; a
 learner's page polls it and reruns only when it changed. Answers do not bump it: the learners' pages need not
@@ -43,7 +53,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy import Connection, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.classroom.checkpoint import Question, parse_number
@@ -71,7 +81,9 @@ PARAM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a widget key
 MAX_PARAMS = 50  # widgets of one published view
 MAX_PARAM_CHARS = 2_000  # characters of one widget's value
 MAX_BINS = 20  # a histogram wider than this has wider bins, not more of them
-CSV_COLUMNS = ("question", "round", "name", "answer", "correct", "fingerprint", "at")
+MIN_BIN = 1e-9  # a bin is at least this wide: MAX_NUMBER / MIN_BIN is an exact float, flooring it never overflows
+MAX_NUMBER = 1e6  # a number answer lies within +-MAX_NUMBER: every number question of the lab is far inside it
+CSV_COLUMNS = ("question", "round", "name", "answer", "correct", "fingerprint", "at", "learner")
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,7 @@ class TeacherView:
 class Distribution:
     """A round's answers as counts. Choices: one label per option in the question's order. Numbers: bins
     [edges[i], edges[i + 1]) (the last one closed), labelled by their range. `unreadable` counts answers that
-    are not an option or not a number."""
+    are not an option, not a number or a number beyond +-MAX_NUMBER (a row kept before the bound)."""
 
     labels: tuple[str, ...]
     counts: tuple[int, ...]
@@ -137,6 +149,24 @@ def check_name(text: object) -> str:
     if isinstance(text, str) and len(text.strip()) > MAX_NAME:
         raise ValueError(f"a display name may have at most {MAX_NAME} characters, this one has {len(text.strip())}")
     return check_learner(text)
+
+
+def check_number(text: str) -> float:
+    """A number answer as the checkpoint reads it (parse_number), if it lies within +-MAX_NUMBER; else ValueError
+    saying the range. The one bound on numbers the live class keeps and counts."""
+    within = f"a prediction is a number between {-MAX_NUMBER:g} and {MAX_NUMBER:g}"
+    try:
+        value = parse_number(text)
+    except ValueError as e:
+        raise ValueError(f"{e}: {within}") from None
+    if not -MAX_NUMBER <= value <= MAX_NUMBER:
+        raise ValueError(f"{within}; type one in that range")
+    return value
+
+
+def _name_key(name: str) -> str:
+    """What makes two display names one: case and spaces aside, "Ada  lovelace" is "Ada Lovelace"."""
+    return " ".join(name.split()).casefold()
 
 
 def fingerprint(question: Question) -> str:
@@ -244,19 +274,48 @@ class LiveClass:
     # ---- learners -----------------------------------------------------------------------------------------
 
     def join(self, code: str, name: str) -> str:
-        """A learner id for `name` in the open session `code`; the name is shown to the teacher only."""
+        """A learner id for `name` in the open session `code`; the name is shown to the teacher only, and taken by
+        one learner per session (case and spaces aside), else ValueError asking for another."""
         code, name = check_session_code(code), check_name(name)
         learner = uuid.uuid4().hex
         with self.store.transaction(write=True) as conn:
-            _require_open(conn, code)
-            joined = conn.execute(select(func.count()).where(LIVE_LEARNERS.c.code == code)).scalar() or 0
-            if joined >= MAX_LEARNERS:
+            _require_open(conn, code, lock=True)  # PostgreSQL: joins to one session take turns, so a name is once
+            names = conn.execute(select(LIVE_LEARNERS.c.name).where(LIVE_LEARNERS.c.code == code)).scalars().all()
+            if len(names) >= MAX_LEARNERS:
                 raise ValueError(f"the session {code} is full ({MAX_LEARNERS} have joined); ask your teacher")
+            if _name_key(name) in {_name_key(n) for n in names}:
+                raise ValueError(
+                    "someone in this session already has that name: join under another name (add an initial, say)"
+                )
             conn.execute(LIVE_LEARNERS.insert().values(id=learner, code=code, name=name, joined_at=_now()))
         return learner
 
-    def answer(self, code: str, learner: str, question: str, fingerprint: str, answer: str, correct: bool) -> None:
-        """Keep a learner's answer in the question's current round, replacing their earlier one in that round."""
+    def learner(self, learner: str) -> tuple[str, str] | None:
+        """(session code, display name) of the learner `learner` while their session is open, else None: how a
+        browser session that lost its place (a worker restarted) takes it up again, as the same learner."""
+        if not isinstance(learner, str) or not LEARNER_ID.fullmatch(learner):
+            return None
+        with self.store.transaction() as conn:
+            found = conn.execute(
+                select(LIVE_LEARNERS.c.code, LIVE_LEARNERS.c.name)
+                .select_from(LIVE_LEARNERS.join(LIVE_SESSIONS, LIVE_LEARNERS.c.code == LIVE_SESSIONS.c.code))
+                .where(LIVE_LEARNERS.c.id == learner, LIVE_SESSIONS.c.closed_at.is_(None))
+            ).first()
+        return None if found is None else (str(found[0]), str(found[1]))
+
+    def answer(
+        self,
+        code: str,
+        learner: str,
+        question: str,
+        fingerprint: str,
+        answer: str,
+        correct: bool,
+        *,
+        number: bool = False,
+    ) -> None:
+        """Keep a learner's answer in the question's current round, replacing their earlier one in that round.
+        `number`: the question asks for a number, kept only within +-MAX_NUMBER (check_number)."""
         code, question, fingerprint = (
             check_session_code(code),
             _check_question(question),
@@ -268,6 +327,8 @@ class LiveClass:
             raise ValueError("the answer is empty: type or choose one")
         if len(answer) > MAX_ANSWER or not answer.isprintable():
             raise ValueError(f"an answer is at most {MAX_ANSWER} printable characters on one line")
+        if number:
+            check_number(answer)
         with self.store.transaction(write=True) as conn:
             joined = conn.execute(
                 select(LIVE_SESSIONS.c.closed_at)
@@ -276,6 +337,8 @@ class LiveClass:
                 .with_for_update(read=True, of=LIVE_SESSIONS)  # PostgreSQL: a reveal waits for answers under way
             ).first()
             if joined is None:
+                if conn.execute(select(LIVE_SESSIONS.c.code).where(LIVE_SESSIONS.c.code == code)).first() is None:
+                    raise ValueError(_gone(code, self.where))  # a learner id of it was given: the session existed
                 _require_open(conn, code)
                 raise ValueError("not a learner of this session: join it with its code first")
             if joined[0] is not None:
@@ -333,6 +396,8 @@ class LiveClass:
             _check_fingerprint(fingerprint),
         )
         with self.store.transaction() as conn:
+            if conn.execute(select(LIVE_SESSIONS.c.code).where(LIVE_SESSIONS.c.code == code)).first() is None:
+                raise ValueError(_gone(code, self.where))  # the room never counts answers the database lost
             kept = {
                 r.round: r
                 for r in conn.execute(
@@ -406,12 +471,17 @@ class LiveClass:
 
     def answers_csv(self, code: str) -> str:
         """Every answer of the session by question and round, with display names: the teacher's download only.
-        Cells a spreadsheet would run as a formula are quoted (results.safe_cell)."""
+        Cells a spreadsheet would run as a formula are quoted (results.safe_cell); `learner` numbers the learners
+        in the order they joined (1, 2, ...), so two rows of one name from before names were unique stay apart."""
         code = check_session_code(code)
         a, learner = LIVE_ANSWERS.c, LIVE_LEARNERS.c
         with self.store.transaction() as conn:
+            order = conn.execute(
+                select(learner.id).where(learner.code == code).order_by(learner.joined_at, learner.id)
+            ).scalars()
+            place = {found: i for i, found in enumerate(order, start=1)}
             rows = conn.execute(
-                select(a.question, a.round, learner.name, a.answer, a.correct, a.fingerprint, a.at)
+                select(a.question, a.round, learner.name, a.answer, a.correct, a.fingerprint, a.at, a.learner)
                 .select_from(LIVE_ANSWERS.join(LIVE_LEARNERS, a.learner == learner.id))
                 .where(a.code == code)
                 .order_by(a.question, a.round, a.id)
@@ -420,12 +490,23 @@ class LiveClass:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
         for row in rows:
-            writer.writerow([safe_cell(v) for v in (*row[:4], int(row[4]), *row[5:])])
+            writer.writerow([safe_cell(v) for v in (*row[:4], int(row[4]), *row[5:7], place.get(row[7], ""))])
         return out.getvalue()
 
 
-def _require_open(conn: Connection, code: str) -> None:
-    closed = conn.execute(select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)).first()
+def _gone(code: str, where: str) -> str:
+    """Why a session that existed is not found: its database was removed or replaced (core.classroom.store)."""
+    return (
+        f"the session {code} is not in the class database {where!r}: it was removed or replaced; the teacher "
+        "opens a new class session (Close, then Open) and learners join that one"
+    )
+
+
+def _require_open(conn: Connection, code: str, *, lock: bool = False) -> None:
+    """ValueError unless the session `code` is open; `lock` holds its row to the end of the transaction (PostgreSQL:
+    writers that must not interleave, such as two joins under one name; SQLite's BEGIN IMMEDIATE already does)."""
+    query = select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)
+    closed = conn.execute(query.with_for_update() if lock else query).first()
     if closed is None:
         raise ValueError(f"no session has the code {code}: check the code on the projector")
     if closed[0] is not None:
@@ -451,24 +532,28 @@ def distribution(result: RoundResult, question: Question) -> Distribution:
     """A round's answers as counts. Choices: per option in the question's order. Numbers: bins as wide as the
     question's tolerance window (2 x tolerance; a tenth of the answers' spread, or 1, when the tolerance is 0),
     their edges on multiples of the width, so the edges say nothing of the lab's answer before the reveal; more than
-    MAX_BINS bins are merged into wider ones."""
+    MAX_BINS bins are merged into wider ones. Never raises on what is stored: a number beyond +-MAX_NUMBER (or not
+    finite) is unreadable, and a bin is at least MIN_BIN wide, so no edge overflows."""
     if question.is_choice:
         counts = [sum(1 for a in result.answers if a == option) for option in question.options]
         return Distribution(tuple(question.options), tuple(counts), None, result.n - sum(counts))
     values = []
     for a in result.answers:
         try:
-            values.append(parse_number(a))
+            values.append(check_number(a))
         except ValueError:
             pass
     unreadable = result.n - len(values)
     if not values:
         return Distribution((), (), None, unreadable)
     lo, hi = min(values), max(values)
-    width = 2 * question.tolerance if question.tolerance > 0 else ((hi - lo) / 10 or 1.0)
+    width = 2 * question.tolerance
+    if not (math.isfinite(width) and width > 0):  # no tolerance (or not a number): a tenth of the spread
+        width = (hi - lo) / 10 or 1.0
+    width = max(width, MIN_BIN)
     start = math.floor(lo / width)
     bins = max(1, math.floor(hi / width) - start + 1)
-    if bins > MAX_BINS:
+    while bins > MAX_BINS:  # twice at most: edges put back on multiples of the wider width may add one bin
         width *= math.ceil(bins / MAX_BINS)
         start = math.floor(lo / width)
         bins = max(1, math.floor(hi / width) - start + 1)

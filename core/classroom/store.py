@@ -15,6 +15,12 @@ Damage (SQLite): a file that is not a SQLite database, or one whose tables are u
 `<name>.damaged-<UTC time>` (nothing is deleted) and a fresh database takes its place; `ClassStore.notice` then
 says what happened, for the page to show. Every text from a form is bounded and checked first (`check_learner`,
 `check_class_code`).
+
+Removed or replaced (SQLite, issue 35): `rm class.db*` under a running class leaves the pooled connections writing
+into unlinked files, answers "kept" that nothing will read. Every transaction compares the file's identity (its
+inode, Database.identity) with the one this store opened, at its start and again before a write commits: a
+difference raises StoreError saying so (the write rolled back, never counted), and the next use opens the file
+at the path, or a fresh one, where the old sessions are not: the teacher opens a new session.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import datetime as dt
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,13 +200,34 @@ class ClassStore:
         self.where = self._db.name
         self.notice: str | None = None  # set when a damaged database was moved aside
         self._ready = False
+        self._opened = 0  # the SQLite file's identity when prepared (Database.identity)
 
-    def transaction(self, *, write: bool = False):
-        """One read or one write in one transaction; the schema checked on first use."""
+    @contextmanager
+    def transaction(self, *, write: bool = False) -> Iterator[Connection]:
+        """One read or one write in one transaction; the schema checked on first use. StoreError when the SQLite
+        file was removed or replaced since (see the module docstring): checked before the block, and before a
+        write commits, so what the block wrote is rolled back rather than kept where nothing reads it."""
         if not self._ready:
-            self.notice = self._db.prepare(COMPONENT, MIGRATIONS, _probe) or self.notice
+            self.notice = self._db.prepare(COMPONENT, MIGRATIONS, self._opening) or self.notice
             self._ready = True
-        return self._db.transaction(write=write)
+        with self._db.transaction(write=write) as conn:
+            self._same_file(conn)
+            yield conn
+            if write:
+                self._same_file(conn)
+
+    def _opening(self, conn: Connection) -> None:
+        _probe(conn)
+        self._opened = self._db.identity(conn, ANSWERS.name)
+
+    def _same_file(self, conn: Connection) -> None:
+        if self.path is None or self._db.identity(conn, ANSWERS.name) == self._opened:
+            return  # a server's tables are not files: dropping them fails every statement on its own
+        self._ready = False  # the next use opens what is at the path now (prepare disposes the old connections)
+        raise StoreError(
+            f"the class database {self.where!r} was removed or replaced while in use, so this was not kept; the "
+            "teacher opens a new class session (Close, then Open) and learners join that one"
+        )
 
     def record(
         self, learner: str, class_code: str, attempt: str, graded: Sequence[tuple[str, str, bool]]

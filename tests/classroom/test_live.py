@@ -130,7 +130,7 @@ def test_the_csv_has_the_names_and_quotes_what_a_spreadsheet_would_run_while_rou
     live.answer(code, live.join(code, "=HYPERLINK(1)"), CHOICE.id, fingerprint(CHOICE), "a", False)
     live.answer(code, live.join(code, "Bo"), NUMBER.id, F, "-0.5", False)
     rows = list(csv.reader(io.StringIO(live.answers_csv(code))))
-    assert rows[0] == ["question", "round", "name", "answer", "correct", "fingerprint", "at"]
+    assert rows[0] == ["question", "round", "name", "answer", "correct", "fingerprint", "at", "learner"]
     assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows[1:]] == [
         ("masks.sum", "1", "Bo", "'-0.5", "0"),
         ("masks_predict", "1", "'=HYPERLINK(1)", "a", "0"),
@@ -307,3 +307,103 @@ def test_number_bins_say_nothing_of_the_labs_answer():
     one = distribution(answers, Question("q", "t", "views/masks.py", "?", 0.3, tolerance=0.05))
     other = distribution(answers, Question("q", "t", "views/masks.py", "?", 0.7, tolerance=0.05))
     assert one == other
+
+
+# ---- issue 35: hostile numbers, a database removed mid-class, names and rejoins -----------------------------
+
+
+@pytest.mark.parametrize("given", ["1e308", "-1.7e308", "9" * 190, "1000000.5", "inf", "nan"])
+def test_a_number_answer_beyond_the_stores_bound_is_refused_at_submit_with_the_range(tmp_path, given):
+    live = LiveClass(tmp_path / "class.db")
+    code = live.open_session()
+    me = live.join(code, "Ada")
+    with pytest.raises(ValueError, match=r"between -1e\+06 and 1e\+06") as caught:
+        live.answer(code, me, NUMBER.id, F, given, False, number=True)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
+    live.answer(code, me, NUMBER.id, F, "-1e6", False, number=True)  # the bound itself is kept
+    live.answer(code, me, CHOICE.id, fingerprint(CHOICE), "inf", False)  # a choice's text is not a number
+    assert [r.answers for r in live.rounds(code, NUMBER.id, F)] == [("-1e6",)]
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.0, 1e-320, float("inf"), float("nan")])
+def test_a_distribution_never_raises_on_stored_huge_or_non_finite_numbers(tolerance):
+    """Rows written before the bound (or by another version of the lab) are read as they are: counted apart as
+    unreadable, never binned, and the bins stay at most MAX_BINS."""
+    question = Question("q", "t", "views/masks.py", "?", 0.5, tolerance=tolerance)
+    stored = ["1e308", "-1.7e308", "9" * 190, "1e400", "-inf", "nan", "1000001", "0.5", "0.52", "-1e6"]
+    got = distribution(_result(stored), question)
+    assert got.unreadable == 7 and sum(got.counts) == 3
+    assert got.edges is not None and len(got.counts) == len(got.edges) - 1 <= 20
+    assert all(np.isfinite(got.edges)) and got.edges[0] <= -1e6 and got.edges[-1] >= 0.52
+    expected, _ = np.histogram([0.5, 0.52, -1e6], bins=np.array(got.edges))
+    assert list(got.counts) == expected.tolist()
+
+
+def _remove_database(path) -> None:
+    """`rm class.db*` under a running class: the file, its WAL and shared memory, while connections hold them open."""
+    for found in path.parent.glob(path.name + "*"):
+        if not found.name.endswith(".lock"):
+            found.unlink()
+
+
+def test_a_database_removed_mid_class_refuses_answers_and_joins_and_the_room_counts_none_of_them(tmp_path):
+    from core.database import StoreError
+
+    path = tmp_path / "class.db"
+    teacher, worker = LiveClass(path), LiveClass(path)  # two workers of one class server
+    code = teacher.open_session()
+    ada = worker.join(code, "Ada")
+    worker.answer(code, ada, NUMBER.id, F, "0.5", True)
+    assert teacher.rounds(code, NUMBER.id, F)[0].n == 1
+    _remove_database(path)
+
+    with pytest.raises(StoreError, match="removed or replaced") as caught:
+        worker.answer(code, ada, NUMBER.id, F, "0.6", True)
+    assert "new class session" in str(caught.value)
+    with pytest.raises((StoreError, ValueError), match="removed or replaced|no session"):
+        worker.join(code, "Bo")
+    with pytest.raises((StoreError, ValueError), match="removed or replaced"):
+        teacher.rounds(code, NUMBER.id, F)  # the room never says "1 answered" of answers no longer kept
+    with pytest.raises((StoreError, ValueError), match="removed or replaced"):
+        teacher.rounds(code, NUMBER.id, F)  # nor on the next poll
+    with pytest.raises(ValueError):
+        worker.answer(code, ada, NUMBER.id, F, "0.7", True)
+
+    fresh = teacher.open_session()  # what the message says to do: a new session, on a new database
+    worker.answer(fresh, worker.join(fresh, "Ada"), NUMBER.id, F, "0.5", True)
+    assert [r.n for r in teacher.rounds(fresh, NUMBER.id, F)] == [1]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM live_answers").fetchone() == (1,)  # on disk this time
+    conn.close()
+
+
+def test_a_second_join_under_a_taken_name_is_refused_whatever_its_case_and_spaces(engine):
+    where = engine.db("class.db")
+    live = LiveClass(where)
+    code, other = live.open_session(), live.open_session()
+    live.join(code, "Ada Lovelace")
+    for same in ("ada lovelace", "  ADA   Lovelace ", "Ada LOVELACE"):
+        with pytest.raises(ValueError, match="already has that name.*another name"):
+            live.join(code, same)
+    live.join(other, "ada lovelace")  # per session
+    live.join(code, "Ada L.")
+    assert engine.sql(where, "SELECT count(*) FROM live_learners") == [(3,)]
+
+
+def test_the_csv_tells_learners_apart_by_their_place_in_the_session(tmp_path):
+    live = LiveClass(tmp_path / "class.db")
+    code = live.open_session()
+    for name, given in (("Ada", "0.5"), ("Bo", "0.6")):
+        live.answer(code, live.join(code, name), NUMBER.id, F, given, False)
+    rows = list(csv.DictReader(io.StringIO(live.answers_csv(code))))
+    assert [(r["name"], r["learner"]) for r in rows] == [("Ada", "1"), ("Bo", "2")]
+
+
+def test_a_learner_is_found_again_by_their_id_while_the_session_is_open(tmp_path):
+    live = LiveClass(tmp_path / "class.db")
+    code = live.open_session()
+    ada = live.join(code, "Ada")
+    assert live.learner(ada) == (code, "Ada")
+    assert live.learner("0" * 32) is None and live.learner("not an id") is None
+    live.close_session(code)
+    assert live.learner(ada) is None

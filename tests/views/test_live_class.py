@@ -292,3 +292,95 @@ def test_the_sidebar_gate_sits_beside_a_pages_own_and_unlocks_both(page):
     assert not at.exception, [e.value for e in at.exception]
     assert at.button(key="teacher_lock")  # the page's own gate is unlocked by the same passcode
     assert at.button(key="live_class_open")
+
+
+# ---- issue 35: hostile numbers, a database removed mid-class, names and lost places ------------------------
+
+
+def test_a_huge_number_is_refused_with_the_range_and_a_stored_one_never_breaks_the_room(class_db):
+    import sqlite3
+
+    teacher, code = teacher_opens("masks")
+    learner = learner_joins(code, "Big", "masks")
+    predict(learner, "masks_predict", "1e308")
+    said = unescaped(all_text(learner))
+    assert "not recorded for your teacher" in said and "between -1e+06 and 1e+06" in said
+    teacher.run()
+    assert not teacher.exception and "**0 answered**" in all_text(teacher)
+
+    predict(learner, "masks_predict", "0.5")
+    with sqlite3.connect(class_db) as conn:  # a row kept before the bound, or by another version of the lab
+        conn.execute("UPDATE live_answers SET answer = ?", ("9" * 190,))
+    conn.close()
+    teacher.run()
+    assert not teacher.exception, [e.value for e in teacher.exception]
+    assert "**1 answered**" in all_text(teacher) and "1 unreadable" in page_text(teacher)
+    assert teacher.button(key="masks_predict_reveal") and teacher.button(key="masks_predict_new_round")
+
+
+def test_the_rooms_reveal_and_new_round_show_even_when_its_chart_fails(monkeypatch):
+    teacher, code = teacher_opens()
+    predict(learner_joins(code, "One"), QID, SHARPER)
+
+    def broken(*_):
+        raise RuntimeError("the chart could not be drawn")
+
+    drawn = live_class._room_chart
+    monkeypatch.setattr(live_class, "_room_chart", broken)
+    teacher.run()
+    assert teacher.exception  # the failure is the chart's own ...
+    assert teacher.button(key=f"{QID}_reveal") and teacher.button(key=f"{QID}_new_round")  # ... the controls stay
+    monkeypatch.setattr(live_class, "_room_chart", drawn)
+    teacher.button(key=f"{QID}_reveal").click().run()
+    assert LiveClass().round(code, QID).revealed
+
+
+def test_a_second_learner_under_a_taken_name_is_asked_for_another_and_the_form_keeps_it():
+    _, code = teacher_opens()
+    learner_joins(code, "Sam Smith")
+    again = learner_joins(code, "  sam   SMITH ")
+    assert live_class.LEARNER_KEY not in again.session_state
+    [warning] = [w.value for w in again.sidebar.get("warning")]
+    assert "already has that name" in unescaped(warning) and "another name" in unescaped(warning)
+    assert again.text_input(key=live_class.NAME_INPUT).value == "  sam   SMITH "
+
+
+def test_a_learner_whose_session_was_lost_takes_their_place_again_and_is_counted_once():
+    from apptest import fresh_visit
+
+    teacher, code = teacher_opens()
+    learner = learner_joins(code, "Reconnects")
+    _, me, _ = learner.session_state[live_class.LEARNER_KEY]
+    assert learner.query_params[live_class.SEAT_PARAM] == me  # the address keeps the place
+    predict(learner, QID, FLATTER)
+
+    back = fresh_visit("temperature", {live_class.SEAT_PARAM: me})  # a worker restarted: a new session, same address
+    assert back.session_state[live_class.LEARNER_KEY] == (code, me, "Reconnects")
+    assert f"You are back in session {code}" in unescaped(all_text(back))
+    predict(back, QID, SHARPER)  # the same learner: replaces the answer, not a second one
+    teacher.run()
+    assert "**1 answered**" in all_text(teacher)
+    assert room_counts(teacher)["round 1"][SHARPER] == 1
+
+    lost = fresh_visit("temperature", {live_class.SEAT_PARAM: "0" * 32})  # a place the class database does not have
+    assert live_class.LEARNER_KEY not in lost.session_state
+    assert "You are no longer in a class session" in unescaped(all_text(lost))
+    assert live_class.SEAT_PARAM not in lost.query_params
+
+
+def test_a_class_database_removed_mid_class_is_said_to_the_learner_and_the_teacher(class_db):
+    teacher, code = teacher_opens()
+    learner = learner_joins(code, "Keeps going")
+    predict(learner, QID, FLATTER)
+    teacher.run()
+    assert "**1 answered**" in all_text(teacher)
+    for found in class_db.parent.glob(class_db.name + "*"):  # rm class.db*
+        if not found.name.endswith(".lock"):
+            found.unlink()
+
+    predict(learner, QID, SHARPER)
+    said = unescaped(all_text(learner))  # in the sidebar, after the poll's rerun (the learner's pulse moved)
+    assert "not recorded for your teacher" in said and "removed or replaced" in said
+    teacher.run()
+    assert not teacher.exception, [e.value for e in teacher.exception]
+    assert "removed or replaced" in unescaped(all_text(teacher)) and "answered**" not in all_text(teacher)
