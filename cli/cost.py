@@ -16,6 +16,7 @@ import json
 
 import torch
 
+from cli.main import real_number, whole_number
 from cli.progress import progress_bars
 from cli.release import REGISTRY_HELP, format_table
 from core import settings
@@ -23,6 +24,13 @@ from core.telemetry.cost import (
     DEFAULT_LATENCY_TARGET_MS,
     DEFAULT_LEARNERS,
     DEFAULT_SAMPLES,
+    MAX_LATENCY_TARGET_MS,
+    MAX_LEARNERS,
+    MAX_RATE,
+    MAX_SAMPLES,
+    MAX_SEED,
+    MAX_TRAINING_SLOTS,
+    MIN_SAMPLES,
     cost_report,
 )
 from core.telemetry.store import telemetry_location
@@ -31,41 +39,67 @@ MAX_THREADS = 64
 
 
 def register_commands(subparsers: argparse._SubParsersAction) -> None:
+    # Every number is bounded by the parser (its error names the flag), with core.telemetry.cost's own limits,
+    # which cost_report checks again for its other callers. A training slot is at least one, as
+    # LAB_MAX_TRAINING_RUNS is: with none, training never runs, and the report said nobody waited for it.
     p = subparsers.add_parser("cost", help="storage, compute and queueing cost of a bundle")
     p.add_argument("--bundle", required=True, help="transformer bundle directory")
     p.add_argument("--corpus", default=None, help="'stdlib', 'pydoc' or a text file (default: the bundle's own)")
     p.add_argument("--registry", default=None, help=REGISTRY_HELP)
-    p.add_argument("--learners", type=int, default=DEFAULT_LEARNERS, help=f"class size (default {DEFAULT_LEARNERS})")
+    p.add_argument(
+        "--learners",
+        type=whole_number(1, MAX_LEARNERS),
+        default=DEFAULT_LEARNERS,
+        help=f"class size, 1 to {MAX_LEARNERS} (default {DEFAULT_LEARNERS})",
+    )
     p.add_argument(
         "--rate",
-        type=float,
+        type=real_number(0.0, MAX_RATE),
         default=None,
         help="suggestions per learner per second (default: measured from the telemetry database, else 1)",
     )
     p.add_argument(
         "--latency-target-ms",
-        type=float,
+        type=real_number(0.0, MAX_LATENCY_TARGET_MS),
         default=DEFAULT_LATENCY_TARGET_MS,
         help=f"p95 time to a suggestion the class must get (default {DEFAULT_LATENCY_TARGET_MS:g})",
     )
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="suggestions timed (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the timed prompts and the queue simulation")
-    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (default 1, as the app)")
-    p.add_argument("--training-slots", type=int, default=None, help="default: LAB_MAX_TRAINING_RUNS, else 1")
+    p.add_argument(
+        "--samples",
+        type=whole_number(MIN_SAMPLES, MAX_SAMPLES),
+        default=DEFAULT_SAMPLES,
+        help=f"suggestions timed, {MIN_SAMPLES} to {MAX_SAMPLES} (default {DEFAULT_SAMPLES})",
+    )
+    p.add_argument(
+        "--seed",
+        type=whole_number(0, MAX_SEED),
+        default=0,
+        help="seed of the timed prompts and the queue simulation",
+    )
+    p.add_argument(
+        "--threads",
+        type=whole_number(1, MAX_THREADS),
+        default=1,
+        help=f"torch threads while timing, 1 to {MAX_THREADS} (default 1, as the app)",
+    )
+    p.add_argument(
+        "--training-slots",
+        type=whole_number(1, MAX_TRAINING_SLOTS),
+        default=None,
+        help=f"training runs at once, 1 to {MAX_TRAINING_SLOTS} (default: LAB_MAX_TRAINING_RUNS, else 1)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_run_cost)
 
 
 def _training_slots(given: int | None) -> int:
     if given is not None:
-        return given  # bounded by cost_report
+        return given  # bounded by the parser
     return settings.max_training_runs()  # the server's own setting; a SettingError is a ValueError
 
 
 def _run_cost(args: argparse.Namespace) -> int:
-    if not 1 <= args.threads <= MAX_THREADS:
-        raise ValueError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)  # bounded by the parser
     with progress_bars(args.json) as progress:
         report = cost_report(
             args.bundle,

@@ -56,6 +56,8 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from cli.version import lab_version
+from core.numbers import integer
+from core.settings import MAX_TORCH_THREADS
 
 EXIT_USAGE = 2
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
@@ -64,6 +66,34 @@ TTY_REFRESH = 0.1  # seconds between rewrites of the progress line on a terminal
 
 class UsageError(Exception):
     """A problem the user can fix; printed as one `error:` line."""
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse `type`: an integer from `low` to `high`, else the parser's one `error:` line naming the flag. A
+    number is bounded where it enters (`train --threads 100000` crashed inside torch with exit 139)."""
+
+    def parse(raw: str) -> int:
+        try:
+            return integer("the value", int(raw), low, high)  # int() refuses past 4,300 digits: a ValueError too
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {raw[:40]!r}") from None
+
+    return parse
+
+
+def real_number(low: float, high: float) -> Callable[[str], float]:
+    """An argparse `type`: a finite number from `low` to `high` (never NaN or infinite), else one `error:` line."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # False for NaN
+            raise argparse.ArgumentTypeError(f"must be a number from {low:g} to {high:g}, got {raw[:40]!r}")
+        return value
+
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +108,7 @@ class _Parser(argparse.ArgumentParser):
 
 def register_train(subparsers) -> None:
     from core.model.gpt import PRESETS
+    from core.model.train_config import MAX_EVAL_ITERS
 
     p = subparsers.add_parser("train", help="train a model on a corpus and write a bundle")
     p.add_argument(
@@ -99,11 +130,23 @@ def register_train(subparsers) -> None:
         default=None,
         help="steps between evaluations (default: max_iters / 10, at most 250)",
     )
-    p.add_argument("--eval-iters", type=int, default=20, help="batches per evaluation")
+    p.add_argument(
+        "--eval-iters",
+        type=whole_number(1, MAX_EVAL_ITERS),
+        default=20,
+        help=f"batches per evaluation, at most {MAX_EVAL_ITERS} (under --max-seconds, as many as fit in the time left)",
+    )
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
     # torch's own thread count by default: the command has the machine. The lab's server trains each page run
-    # on one thread (views/training.py), since several sessions share the cores.
-    p.add_argument("--threads", type=int, default=None, help="torch threads during training (default: torch's own)")
+    # on one thread (views/training.py), since several sessions share the cores. The bound is the server's own
+    # (LAB_TORCH_THREADS): more threads than cores is slow but safe, 100,000 crashed torch; os.cpu_count() is not
+    # the bound, since it need not be what this process may use (affinity, a container's quota).
+    p.add_argument(
+        "--threads",
+        type=whole_number(1, MAX_TORCH_THREADS),
+        default=None,
+        help=f"torch threads during training, 1 to {MAX_TORCH_THREADS} (default: torch's own)",
+    )
     p.add_argument(
         "--core-attention",
         action="store_true",

@@ -5,15 +5,18 @@ server (LAB_DATABASE_URL), behind one SQLAlchemy Engine each, with one schema ve
                                     results and the telemetry both live in that database (each in its own tables)
     StoreError                      a store's database cannot be read or written (the class and the telemetry
                                     database alike); the message says which, why and what to do
-    location(path_env, default)     where a store lives: the URL when LAB_DATABASE_URL is set, else its SQLite path
+    location(path_env, default)     where a store lives: the URL when LAB_DATABASE_URL is set (always read as a URL:
+                                    one without a scheme is refused, never taken for a path), else its SQLite path
     Database(where, *, what, timeout_ms, error)
                                     one store's database: `where` a path (SQLite) or a URL (PostgreSQL)
         .path / .name               the SQLite file (None on a server) / where it is, as a message names it (the
-                                    path, or the URL without its password)
+                                    path, or the URL without its password, or LAB_DATABASE_URL for one unusable)
+        .problem                    why the URL cannot be used, or None (its first use raises error(problem))
         .transaction(write=...)     a Connection inside one transaction; failures raise error(message)
         .prepare(component, steps, after)
                                     the first use: the schema brought to len(steps) (see `migrate`); on SQLite through
-                                    core.files.prepare_sqlite (a damaged file set aside); the notice saying so
+                                    core.files.prepare_sqlite (a damaged file set aside); the notice saying so. A
+                                    folder that cannot hold a file is refused at once, naming path_env's setting
         .size()                     bytes the store takes (the SQLite file and its WAL; on a server its tables)
         .identity()                 changes when the store's tables are made anew (the file's inode; a table's oid)
 
@@ -36,9 +39,11 @@ to user_version, so an older lab that reads only user_version refuses a newer fi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -77,11 +82,16 @@ def location(path_env: str, default: str, environ: Mapping[str, str] | None = No
 
 
 def _where(where: str | os.PathLike | None, path_env: str, default: str) -> str | Path:
-    """A URL (a str with a scheme) or a path; None means the environment's choice (`location`)."""
+    """A URL (a str with a scheme) or a path; None means the environment's choice (`location`). LAB_DATABASE_URL's
+    value is a URL also when `location` handed it back without a scheme: parse_url then refuses it at the first use.
+    Taken for a path, `lab:pw@host/lab` became an SQLite file named after it (its password in a folder name), and
+    every message quoted it."""
     if where is None:
         where = location(path_env, default)
-    if isinstance(where, str) and _SCHEME.match(where.strip()):
-        return where.strip()
+    if isinstance(where, str):
+        url = os.environ.get(URL_ENV, "").strip()
+        if _SCHEME.match(where.strip()) or (url and where.strip() == url):
+            return where.strip()
     return Path(where)
 
 
@@ -90,6 +100,11 @@ def parse_url(raw: str, error: Callable[[str], Exception]) -> URL:
     may hold a password."""
     if len(raw) > MAX_URL_CHARS:
         raise error(f"{URL_ENV} is {len(raw)} characters long, more than {MAX_URL_CHARS}; set a shorter URL")
+    if not _SCHEME.match(raw):
+        raise error(
+            f"{URL_ENV} has no scheme: it is always a URL, like postgresql://user@host:5432/lab, never a file name "
+            f"(unset it to keep SQLite files, whose paths come from their own settings)"
+        )
     try:
         url = make_url(raw)
     except (sa_exc.ArgumentError, ValueError):
@@ -128,6 +143,7 @@ class Database:
         fast_writes: bool = False,
     ):
         self.what, self.timeout_ms, self.error, self.fast_writes = what, timeout_ms, error, fast_writes
+        self.path_env = path_env  # the setting that moves an SQLite file: a message about its folder names it
         found = _where(where, path_env, default)
         self.path: Path | None = found if isinstance(found, Path) else None
         self.url: URL | None = None
@@ -145,6 +161,11 @@ class Database:
         self._engine: Engine | None = None
         self._lock = threading.Lock()
         self._down: tuple[float, str] | None = None  # (until when, why) after a server could not be reached
+
+    @property
+    def problem(self) -> str | None:
+        """Why the URL cannot be used (what its first use raises), or None."""
+        return self._problem
 
     # ---- the engine -----------------------------------------------------------------------------------------
 
@@ -274,6 +295,7 @@ class Database:
                 self.dispose()  # pooled connections may hold a file that is about to be set aside
                 self.migrate(component, steps, after)
 
+            self._check_folder()
             return prepare_sqlite(
                 self.path, create, what=self.what, timeout_s=max(10.0, self.timeout_ms / 1000), error=self.error
             )
@@ -282,6 +304,25 @@ class Database:
         except sa_exc.DBAPIError as e:
             raise self.failure(e) from None
         return None
+
+    def _check_folder(self) -> None:
+        """Refuse at once an existing folder that cannot hold a file (`/proc`): the first use's lock file could not
+        be made there, which the lock took for another session holding it, and waited 10 s to say so."""
+        assert self.path is not None
+        folder = self.path.parent
+        if not folder.is_dir():
+            return  # prepare_sqlite makes it, or says why it cannot
+        try:
+            fd, probe = tempfile.mkstemp(prefix=f".{self.path.name[:40]}.", suffix=".probe", dir=folder)
+        except OSError as e:
+            setting = f"; set {self.path_env} to a file in a folder the lab can write" if self.path_env else ""
+            raise self.error(
+                f"the {self.what} {self.name!r} cannot be made: its folder {str(folder)!r} cannot hold files "
+                f"({e.strerror or e}){setting}"
+            ) from None
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
 
     def migrate(self, component: str, steps: Sequence[Step], after: Step) -> None:
         """Bring `component`'s tables to schema len(steps) in one transaction, or refuse a newer one untouched.

@@ -29,7 +29,7 @@ from core.numbers import is_int
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository: the defaults do not depend on the working directory
 MAX_TRAINING_RUNS = 64  # far above what one machine trains at once; bounds the number read
-MAX_TORCH_THREADS = 256
+MAX_TORCH_THREADS = 256  # also bounds `train --threads` and TrainConfig.num_threads: 100,000 crashed torch
 
 
 class SettingError(ValueError):

@@ -8,6 +8,9 @@ MAX_QUOTED_CHARS of it, escaped, so a crafted value cannot become markdown (an i
 
 Every value read from a link is bounded before it is used (a link once carried 20,000 characters in each of 8
 keys): a number's or an option's value longer than MAX_LINK_VALUE_CHARS is unusable without being parsed.
+A value the lab's check refuses never reaches Streamlit's own parsing: the widget is drawn unbound for that run and
+the value is taken out of the link (Streamlit reads an integer widget's link value as a float, and `?seed=inf`
+then raised OverflowError from int() before the page drew).
 
 Texts are not bound by Streamlit (`bind="query-params"` writes the widget's whole value into the address bar: a
 200 KB paste made a 280 KB URL, and the server refuses any request over 16 KB, so the reload failed). A text
@@ -87,10 +90,12 @@ def _drawn(key: str, default: Any, usable: Callable[[str], bool], value: Callabl
         drawn[key] = Bound(default, parse)
 
 
-def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str], bool], why: str) -> None:
-    """Remember a bad link value for `key` (seen before Streamlit drops it) and show the note."""
+def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str], bool], why: str) -> bool:
+    """Remember a bad link value for `key` and show the note. Returns whether the link's value (if any) may be
+    handed to Streamlit: False for a value the check refused (see _bound)."""
     raw = st.query_params.get_all(key)[:MAX_LINK_VALUES]
-    if raw and not all(len(r) <= MAX_LINK_VALUE_CHARS and usable(r) for r in raw):
+    refused = bool(raw) and not all(len(r) <= MAX_LINK_VALUE_CHARS and usable(r) for r in raw)
+    if refused:
         st.session_state[_NOTE.format(key)] = ", ".join(raw)[: MAX_QUOTED_CHARS + 1]  # one more: the cut is seen
     bad = st.session_state.get(_NOTE.format(key))
     if bad is not None:
@@ -99,6 +104,18 @@ def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str]
             f"is not usable ({quoted(why, MAX_WHY_CHARS)}); showing the default "
             f"{quoted(str(default), MAX_QUOTED_CHARS)}."
         )
+    return not refused
+
+
+def _bound(widget: Callable[..., Any], key: str, link_ok: bool, *args: Any, **kw: Any) -> Any:
+    """`widget(*args, key=key, ...)` bound to the link, except in a run whose link value was refused: then it is
+    drawn unbound (Streamlit does not parse the value, and drops a binding it had) and the value leaves the link,
+    so the next run, bound again, finds the widget's own value. The widget keeps its state: binding is not part
+    of a keyed widget's identity."""
+    value = widget(*args, key=key, bind="query-params" if link_ok else None, on_change=_clear_note, args=(key,), **kw)
+    if not link_ok and key in st.query_params:
+        del st.query_params[key]
+    return value
 
 
 def _number_in(kind: type, lo: float, hi: float) -> Callable[[str], bool]:
@@ -117,20 +134,9 @@ def slider(
 ) -> Any:
     kind = type(default)
     usable = _number_in(kind, min_value, max_value)
-    _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    link_ok = _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
     _drawn(key, default, usable, kind)
-    return st.slider(
-        label,
-        min_value,
-        max_value,
-        default,
-        step,
-        key=key,
-        bind="query-params",
-        on_change=_clear_note,
-        args=(key,),
-        **kw,
-    )
+    return _bound(st.slider, key, link_ok, label, min_value, max_value, default, step, **kw)
 
 
 def number_input(
@@ -138,58 +144,29 @@ def number_input(
 ) -> Any:
     kind = type(default)
     usable = _number_in(kind, min_value, max_value)
-    _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    link_ok = _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
     _drawn(key, default, usable, kind)
-    return st.number_input(
-        label,
-        min_value,
-        max_value,
-        default,
-        step,
-        key=key,
-        bind="query-params",
-        on_change=_clear_note,
-        args=(key,),
-        **kw,
-    )
+    return _bound(st.number_input, key, link_ok, label, min_value, max_value, default, step, **kw)
 
 
 def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
-    _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
+    link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
     _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
-    return st.selectbox(
-        label,
-        options,
-        index=list(options).index(default),
-        key=key,
-        bind="query-params",
-        on_change=_clear_note,
-        args=(key,),
-        **kw,
-    )
+    return _bound(st.selectbox, key, link_ok, label, options, index=list(options).index(default), **kw)
 
 
 def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
     names = [str(o) for o in options]
-    _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
+    link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
     _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
-    return st.radio(
-        label,
-        options,
-        index=list(options).index(default),
-        key=key,
-        bind="query-params",
-        on_change=_clear_note,
-        args=(key,),
-        **kw,
-    )
+    return _bound(st.radio, key, link_ok, label, options, index=list(options).index(default), **kw)
 
 
 def toggle(label: str, key: str, default: bool, **kw) -> bool:
-    _check_link_value(key, label, default, lambda raw: raw.lower() in ("true", "false"), "true or false")
+    link_ok = _check_link_value(key, label, default, lambda raw: raw.lower() in ("true", "false"), "true or false")
     _drawn(key, default, lambda raw: raw.lower() in ("true", "false"), lambda raw: raw.lower() == "true")
-    return st.toggle(label, default, key=key, bind="query-params", on_change=_clear_note, args=(key,), **kw)
+    return _bound(st.toggle, key, link_ok, label, default, **kw)
 
 
 def link_prefix(text: str) -> str:

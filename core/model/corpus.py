@@ -15,7 +15,8 @@ cut at a line end, or hard-cut if it has none); a short text is cut into about t
 never fewer than two, because the validation split takes whole documents: a model is never evaluated
 on characters it trained on, which a split by random characters (or random windows of one stream)
 could not promise. Concatenating the
-documents of a file gives back its text exactly (after CRLF -> LF and a leading BOM removed).
+documents of a file gives back its text exactly (after CRLF -> LF and a leading BOM removed). A text holds at
+most MAX_CHARACTERS distinct characters, the vocabulary a model takes (checked when it is read, before a run).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.model.gpt import MAX_VOCAB
+from core.model.tokenizer import SPECIAL_TOKENS
 
 # Sorted paths relative to the stdlib directory, as snapshotted from CPython 3.11.7; none is among the modules
 # 3.12 and 3.13 removed or turned into packages (so a snapshot can be taken again on those); all
@@ -79,6 +83,9 @@ SNAPSHOT_MAX_BYTES = 8 * 2**20  # a shipped snapshot is about 1.3 MB compressed;
 MAX_BYTES = 20 * 1024 * 1024  # larger files would take minutes to tokenise and hours to learn from
 DOCUMENT_CHARS = 4000  # target size of one document cut from a plain text file
 MIN_DOCUMENTS = 2  # one for training, one for validation
+# Distinct characters a corpus may hold: the model's vocabulary limit less the special tokens. An upload of
+# 70,005 distinct characters passed the upload check and failed after Start, when the model was built.
+MAX_CHARACTERS = MAX_VOCAB - len(SPECIAL_TOKENS)
 SHORT_TEXT_DOCUMENTS = 10  # a text shorter than 10 documents' worth is cut into about ten
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a boundary between paragraphs
@@ -179,6 +186,7 @@ def corpus_from_text(name: str, text: str | bytes, *, source: str | None = None)
     text = _normalise(text)
     if not text.strip():
         raise CorpusError(f"{name!r} is empty (or only whitespace); choose a file with some text in it")
+    _check_alphabet(text, name)
     pieces = split_text(text)
     if len(pieces) < MIN_DOCUMENTS:
         raise CorpusError(
@@ -318,6 +326,17 @@ def _check_size(n_bytes: int, label: str) -> None:
         )
     if n_bytes == 0:
         raise CorpusError(f"{label!r} is empty (0 bytes); choose a file with some text in it")
+
+
+def _check_alphabet(text: str, label: str) -> None:
+    """A character vocabulary holds every distinct character: refuse a text with more than MAX_CHARACTERS."""
+    count = len(set(text))
+    if count > MAX_CHARACTERS:
+        raise CorpusError(
+            f"{label!r} holds {count:,} distinct characters, and a model's vocabulary takes at most "
+            f"{MAX_CHARACTERS:,} (core.model.gpt.MAX_VOCAB less {len(SPECIAL_TOKENS)} special tokens); use a text "
+            "in fewer scripts, or an excerpt of it"
+        )
 
 
 def _decode(data: bytes, label: str) -> str:

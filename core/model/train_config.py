@@ -1,7 +1,8 @@
 """How a training run is configured: `TrainConfig`, its learning-rate schedule, and the front ends' preset.
 
-    TrainConfig           a frozen dataclass validated in __post_init__ (every field named in its message);
-                          variants through dataclasses.replace
+    TrainConfig           a frozen dataclass validated in __post_init__ (every field named in its message, every
+                          count bounded: eval_iters by MAX_EVAL_ITERS, num_threads by core.settings'
+                          MAX_TORCH_THREADS); variants through dataclasses.replace
     learning_rate_at      the learning rate of one optimizer step: linear warmup, then cosine decay to
                           min_lr, following the time budget too when max_seconds is set
     train_config_for      the TrainConfig the CLI and the app build from a step budget: about ten
@@ -20,12 +21,16 @@ from dataclasses import dataclass
 
 from core.model.sampling import check_seed
 from core.numbers import integer
+from core.settings import MAX_TORCH_THREADS
 
 # B x T of one training step: what autograd keeps grows with it (about 20 C-wide vectors per token and layer, and
 # the T x T attention maps through core.attention). At 8,192 tokens one step of the largest preset (T = 256)
 # peaked at 1.0 GB resident (1.8 GB through core.attention), so the rule is batch_size <= MAX_BATCH_TOKENS //
 # context_length: tiny 256, baby 128, default 64, large 32.
 MAX_BATCH_TOKENS = 8192
+# Batches of each stream per evaluation: fifty times the default of 20, already a figure steady to a few
+# thousandths; `train --eval-iters 1000000000` asked for two billion forward passes at step 0.
+MAX_EVAL_ITERS = 1000
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,13 @@ class TrainConfig:
     weight_decay: float = 0.1  # on 2-D weights (matrices, embeddings) only; never on norms or biases
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     eval_interval: int = 250  # steps between evaluations
-    eval_iters: int = 20  # batches per evaluation
+    eval_iters: int = 20  # batches per evaluation, 1..MAX_EVAL_ITERS (under max_seconds: as many as fit)
     seed: int = 0
     val_fraction: float = 0.1  # share of documents held out
     causal: bool = True  # False = remove the causal mask (the leakage lesson); the bundle is then marked unsafe
     beta1: float = 0.9
     beta2: float = 0.99
-    num_threads: int | None = None  # torch threads during training; None keeps the current setting
+    num_threads: int | None = None  # torch threads during training, 1..MAX_TORCH_THREADS; None keeps the current
     fast_attention: bool = True  # the fused fast path (core.model.gpt, parity-tested); False: through core.attention
     leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
 
@@ -56,6 +61,7 @@ class TrainConfig:
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        integer("eval_iters", self.eval_iters, 1, MAX_EVAL_ITERS)
         if not 0 <= self.warmup_iters < self.max_iters:
             raise ValueError(
                 f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
@@ -81,8 +87,8 @@ class TrainConfig:
         for name in ("fast_attention", "leak_stop"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
-            raise ValueError(f"num_threads must be an integer >= 1 or None, got {self.num_threads!r}")
+        if self.num_threads is not None:
+            integer("num_threads", self.num_threads, 1, MAX_TORCH_THREADS)  # 100,000 crashed torch
 
 
 def learning_rate_at(step: int, cfg: TrainConfig, elapsed: float | None = None) -> float:

@@ -15,7 +15,9 @@ the duration of the run and restores it afterwards. No other global state is cha
 Progress goes through one callback, used by the CLI's progress bar and by the app alike: a frozen
 `TrainEvent` of kind "eval" at step 0, every `eval_interval` steps and at the end, "step" after every
 optimizer step, and one "done". `should_stop` is polled before every step (the app's Stop button sets a
-threading.Event); a stopped run still ends with an evaluation and a "done" event.
+threading.Event); a stopped run still ends with an evaluation and a "done" event. A time budget (max_seconds)
+covers evaluation too: an evaluation reads as many of its eval_iters batches as fit in the time left, at least
+one (`_Run.eval_batches`), so a run ends within the budget plus about one batch of each stream and the probe.
 
 The leak detector runs at every evaluation: `core.model.leak.causality_probe` edits every position of a seeded
 random sequence and checks that no earlier position's logits move (on a float64 copy, so training's RNG
@@ -214,6 +216,7 @@ class _Run:
         self.stop_reason = "max_iters"
         self.start = 0.0
         self.last_lr = learning_rate_at(0, cfg)  # reported until the first step sets it
+        self.eval_batch_seconds: float | None = None  # seconds per evaluation batch, as last measured
 
     def loop(self, should_stop: Callable[[], bool] | None) -> None:
         cfg = self.cfg
@@ -275,20 +278,28 @@ class _Run:
     def evaluate(self) -> None:
         cfg = self.cfg
 
-        def loss_on(stream: Tensor, seed: int) -> float:
+        def loss_on(stream: Tensor, seed: int, iters: int) -> float:
+            began = time.perf_counter()
             share = evaluate_loss(
                 self.model,
                 stream,
                 batch_size=cfg.batch_size,
-                iters=cfg.eval_iters,
+                iters=iters,
                 seed=seed,
                 context_length=self.T,
                 fast_attention=cfg.fast_attention,
                 shard=(self.ranks.rank, self.ranks.world_size),
             )
+            self.eval_batch_seconds = (time.perf_counter() - began) / iters
             return all_sum(share, self.ranks)  # the shares of every rank add up to the mean
 
-        train_loss, val_loss = loss_on(self.train_stream, cfg.seed + 1), loss_on(self.val_stream, cfg.seed + 2)
+        if cfg.max_seconds is not None and self.eval_batch_seconds is None and cfg.eval_iters > 1:
+            loss_on(self.train_stream, cfg.seed + 1, 1)  # the pace of one batch, before the budget goes on more
+        iters = self.eval_batches()
+        train_loss, val_loss = (
+            loss_on(self.train_stream, cfg.seed + 1, iters),
+            loss_on(self.val_stream, cfg.seed + 2, iters),
+        )
         probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
         self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe))
         self.model.eval()
@@ -296,6 +307,20 @@ class _Run:
             self.emit("eval", train_loss, val_loss, model=self.model, probe=probe)
         finally:
             self.model.train()
+
+    def eval_batches(self) -> int:
+        """Batches of each stream this evaluation reads: cfg.eval_iters; under a time budget, as many of them as
+        fit in what is left of it at the pace measured last (at least one), the fewest of any rank. evaluate_loss
+        draws its seeded batches in order, so a shorter evaluation reads the first of the same batches: the same
+        estimate on fewer of them. (Evaluation once ignored the budget: `--eval-iters 1000000000 --max-seconds 5`
+        ran past two minutes at step 0.)"""
+        cfg = self.cfg
+        if cfg.max_seconds is None or self.eval_batch_seconds is None:
+            return cfg.eval_iters
+        left = cfg.max_seconds - self.elapsed()
+        pace = 2 * self.eval_batch_seconds  # a batch of each stream
+        fit = cfg.eval_iters if pace <= 0 else max(1, int(min(cfg.eval_iters, left / pace)))  # min first: no inf
+        return int(-all_max(-fit, self.ranks))  # every rank reads the same batches
 
     def emit(
         self, kind: str, loss: float, val_loss: float, model: GPT | None = None, probe: CausalityProbe | None = None

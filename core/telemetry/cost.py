@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sqlalchemy.engine import make_url
 
+from core.database import Database
 from core.model.batches import document_stream
 from core.model.bundle import BundleError, load_bundle
 from core.model.corpus import Corpus, Document, split_documents
@@ -58,13 +58,16 @@ from core.release.serving.predictor import MAX_CONTEXT
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.class_queue import MAX_LEARNERS, Queueing, class_queueing, measured_request_rate
 from core.telemetry.queueing import MAX_SERVERS
+from core.telemetry.store import DEFAULT_PATH as TELEMETRY_DEFAULT
+from core.telemetry.store import ENV as TELEMETRY_ENV
 
 DEFAULT_LEARNERS = 30
 DEFAULT_RATE, MAX_RATE = 1.0, 100.0  # suggestions per learner per second
 DEFAULT_LATENCY_TARGET_MS, MAX_LATENCY_TARGET_MS = 100.0, 60_000.0  # 0.1 s: a reply that feels instantaneous
 DEFAULT_SAMPLES, MIN_SAMPLES, MAX_SAMPLES = 200, 10, 5_000
 TRAINING_PER_HOUR, MAX_TRAINING_PER_HOUR = 2.0, 3_600.0
-MAX_TRAINING_SLOTS = 64
+MAX_TRAINING_SLOTS = 64  # training runs at once; at least one (with none, training never runs: no finite wait)
+MAX_SEED = 2**31 - 1
 MAX_WALK_ENTRIES = 200_000  # files counted per storage figure
 
 
@@ -353,14 +356,19 @@ def cost_report(
         rate = _number("rate", rate, 0.0, MAX_RATE)
     target_ms = _number("latency_target_ms", latency_target_ms, 0.0, MAX_LATENCY_TARGET_MS)
     samples = integer("samples", samples, MIN_SAMPLES, MAX_SAMPLES)
-    seed = integer("seed", seed, 0, 2**31 - 1)
+    seed = integer("seed", seed, 0, MAX_SEED)
     cores = integer("cores", (os.cpu_count() or 1) if cores is None else cores, 1, MAX_SERVERS)
-    training_slots = integer("training_slots", training_slots, 0, MAX_TRAINING_SLOTS)
+    training_slots = integer("training_slots", training_slots, 1, MAX_TRAINING_SLOTS)
     training_per_hour = _number("training_per_hour", training_per_hour, 0.0, MAX_TRAINING_PER_HOUR, open_low=False)
     registry = Path(registry)
-    server = isinstance(telemetry, str) and "://" in telemetry  # LAB_DATABASE_URL: never shown with its password
-    telemetry = str(telemetry) if server else Path(telemetry)
-    shown = make_url(str(telemetry)).render_as_string(hide_password=True) if server else str(telemetry)
+    # The stores' own rule (core.database): LAB_DATABASE_URL's value is a URL (never a file, even without a scheme),
+    # shown without its password; one that cannot be used is a note, and its storage and rate are not measured.
+    located = Database(
+        telemetry, path_env=TELEMETRY_ENV, default=TELEMETRY_DEFAULT, what="telemetry database", timeout_ms=2000,
+        error=ValueError,
+    )  # fmt: skip
+    shown, unusable = located.name, located.problem
+    db: Path | str | None = located.path if located.path is not None else None if unusable else str(telemetry).strip()
     bundle = load_bundle(bundle_dir)
     notes: list[str] = []
     if isinstance(corpus, Corpus):
@@ -372,11 +380,14 @@ def cost_report(
         load_seconds = time.perf_counter() - began
     notes += split.warnings
     storage = Storage(
-        tree_bytes(Path(bundle_dir)), tree_bytes(registry), telemetry_bytes(telemetry), str(registry), shown
-    )
+        tree_bytes(Path(bundle_dir)), tree_bytes(registry), 0 if db is None else telemetry_bytes(db), str(registry),
+        shown,
+    )  # fmt: skip
     if storage.registry_bytes == 0:
         notes.append(f"nothing is stored in a registry at {str(registry)!r}: 0 bytes")
-    if storage.telemetry_bytes == 0:
+    if unusable is not None:
+        notes.append(f"the telemetry database cannot be used: {unusable}; its size and request rate are not measured")
+    elif storage.telemetry_bytes == 0:
         notes.append(f"no telemetry database at {shown!r}: 0 bytes")
     preprocessing = _preprocessing(split.corpus, load_seconds, split.val_fraction, split.seed)
     training = _training(bundle.manifest, bundle.config, bundle.model.num_parameters())
@@ -384,7 +395,7 @@ def cost_report(
     serving = measure_serving(predictor, bundle.manifest, split.val, samples, seed, progress)
     source, why = "given", "given by the caller"
     if rate is None:
-        rate, why = measured_request_rate(telemetry)
+        rate, why = (None, "the telemetry database cannot be used") if db is None else measured_request_rate(db)
         source = "default" if rate is None else "telemetry"
         if rate is None:
             rate, why = DEFAULT_RATE, f"{why}; assumed {DEFAULT_RATE:g} a second (core.telemetry.cost.DEFAULT_RATE)"

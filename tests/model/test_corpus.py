@@ -12,6 +12,7 @@ import pytest
 from core.model import corpus as corpus_mod
 from core.model.corpus import (
     MAX_BYTES,
+    MAX_CHARACTERS,
     STDLIB_MODULES,
     Corpus,
     CorpusError,
@@ -198,6 +199,32 @@ def test_too_large_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
     with pytest.raises(CorpusError, match="smaller excerpt"):
         corpus_from_text("big.txt", b"x" * 101)
     assert MAX_BYTES == 20 * 1024 * 1024
+
+
+def distinct(n: int) -> str:
+    """A text of exactly n distinct characters (a newline among them), in paragraphs, as an upload could be."""
+    chars = [chr(0x10000 + i) for i in range(n - 1)]  # past the surrogates: every one a valid character
+    return "\n\n".join("".join(chars[i : i + 500]) for i in range(0, len(chars), 500))
+
+
+def test_more_distinct_characters_than_a_vocabulary_holds_are_refused_before_training(tmp_path):
+    """Issue 35: 70,005 distinct characters passed the upload check and failed after Start ("vocab_size must be
+    <= 65536"). The limit is the model's, less the special tokens; a text at it gives a vocabulary the model takes."""
+    from core.model.gpt import MAX_VOCAB, preset
+    from core.model.tokenizer import CharTokenizer
+
+    with pytest.raises(CorpusError) as err:
+        corpus_from_text("many.txt", distinct(70_005).encode("utf-8"))
+    said = str(err.value)
+    assert "70,005 distinct characters" in said and f"at most {MAX_CHARACTERS:,}" in said, said
+    path = tmp_path / "many.txt"
+    path.write_text(distinct(MAX_CHARACTERS + 1), encoding="utf-8")
+    with pytest.raises(CorpusError, match=f"{MAX_CHARACTERS + 1:,} distinct characters"):
+        load_corpus(path)  # the command line's --corpus FILE too
+    at_limit = corpus_from_text("limit.txt", distinct(MAX_CHARACTERS))
+    vocab = CharTokenizer.from_text(at_limit.text).vocab_size
+    assert vocab == MAX_VOCAB
+    preset("tiny", vocab)  # the model's config takes it (it refuses one more)
 
 
 def test_missing_file_and_directory_are_refused(tmp_path):

@@ -84,6 +84,8 @@ def test_a_time_budget_anneals_by_whichever_budget_is_closer_to_its_end():
         (dict(val_fraction=1.0), "val_fraction"),
         (dict(causal="no"), "causal"),
         (dict(num_threads=0), "num_threads"),
+        (dict(num_threads=100_000), r"num_threads must be an integer in 1\.\.256"),  # crashed torch (issue 35)
+        (dict(eval_iters=1_000_000_000), r"eval_iters must be an integer in 1\.\.1000"),
         (dict(learning_rate=float("nan")), "learning_rate"),
     ],
 )
@@ -260,6 +262,33 @@ def test_time_budget_stops_the_loop():
     corpus = corpus_from_text("toy.py", TOY_TEXT)
     result = train(TINY, quick(max_iters=1000, max_seconds=1e-9), corpus)
     assert result.metrics["iters"] == 0 and result.metrics["stop_reason"] == "max_seconds"
+
+
+def test_evaluation_keeps_to_the_time_budget(toy, monkeypatch):
+    """A fake clock that moves one second per evaluation batch: with a budget of 10 s and eval_iters 1000, the run
+    reads about ten batches in all, not 2 x 1000 at step 0 (issue 35: `--eval-iters 1000000000 --max-seconds 5`
+    ran past two minutes)."""
+    from types import SimpleNamespace
+
+    from core.model import batches
+
+    now = [0.0]
+    real = batches.next_token_loss
+    evaluated = []
+
+    def one_second_each(*args, **kw):
+        now[0] += 1.0
+        evaluated.append(now[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(batches, "next_token_loss", one_second_each)  # evaluation's forward, not training's
+    cfg = quick(max_iters=5, eval_interval=5, eval_iters=1000, max_seconds=10.0)
+    result = train(TINY, cfg, toy)
+    # step 0: one batch to measure the pace, then 4 of each stream (9 s); the last evaluation finds 1 s left: 1 each
+    assert len(evaluated) == 1 + 2 * 4 + 2 * 1
+    assert result.metrics["seconds"] <= cfg.max_seconds + 2  # the budget, plus one batch of each stream
+    assert [h.step for h in result.history] == [0, 5] and all(math.isfinite(h.val_loss) for h in result.history)
 
 
 def test_same_seed_same_losses_other_seed_other_losses(toy):

@@ -95,7 +95,7 @@ def setup(trained_bundle_path, tmp_path_factory):
     db = tmp / "telemetry.db"
     db.write_bytes(b"not a database" * 10)
     Path(f"{db}-wal").write_bytes(b"w" * 99)
-    slots = min(64, max(0, (os.cpu_count() or 1) - 1))  # one serving worker: Pollaczek-Khinchine applies
+    slots = min(64, max(1, (os.cpu_count() or 1) - 1))  # one serving worker: Pollaczek-Khinchine applies
     args = ["cost", "--bundle", str(trained_bundle_path), "--corpus", str(tmp / "toy.py"), "--registry", str(reg)]
     args += ["--samples", str(SAMPLES), "--seed", "3", "--training-slots", str(slots)]
     return {"args": args, "env": {"LAB_TELEMETRY_DB": str(db)}, "reg": reg, "db": db, "bundle": trained_bundle_path}
@@ -231,15 +231,21 @@ def test_the_request_rate_is_measured_from_page_sessions(tmp_path):
 @pytest.mark.parametrize(
     "extra, env, words",
     [
-        (["--learners", "0"], {}, "learners"),
-        (["--learners", "100000"], {}, "learners"),
-        (["--rate", "nan"], {}, "rate"),
-        (["--rate", "1000"], {}, "rate"),
-        (["--latency-target-ms", "-1"], {}, "latency_target_ms"),
-        (["--samples", "5"], {}, "samples"),
-        (["--seed", "-3"], {}, "seed"),
+        (["--learners", "0"], {}, "--learners"),
+        (["--learners", "100000"], {}, "--learners"),
+        (["--learners", "9" * 5000], {}, "--learners"),  # past int()'s 4,300 digits
+        (["--rate", "nan"], {}, "--rate"),
+        (["--rate", "1000"], {}, "--rate"),
+        (["--rate", "0"], {}, "rate must lie in (0, 100]"),  # the parser's range is closed; cost_report's is not
+        (["--latency-target-ms", "-1"], {}, "--latency-target-ms"),
+        (["--latency-target-ms", "inf"], {}, "--latency-target-ms"),
+        (["--samples", "5"], {}, "--samples"),
+        (["--seed", "-3"], {}, "--seed"),
+        (["--seed", "1e999"], {}, "--seed"),
         (["--threads", "0"], {}, "--threads"),
-        (["--training-slots", "99"], {}, "training_slots"),
+        (["--threads", "100000"], {}, "--threads"),
+        (["--training-slots", "99"], {}, "--training-slots"),
+        (["--training-slots", "0"], {}, "argument --training-slots: must be an integer from 1 to 64, got '0'"),
         ([], {"LAB_MAX_TRAINING_RUNS": "many"}, "LAB_MAX_TRAINING_RUNS"),
         (["--learners", "x"], {}, "--learners"),
     ],
@@ -254,6 +260,30 @@ def test_bad_arguments_are_one_line(setup, capsys, monkeypatch, extra, env, word
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
+
+
+def test_no_training_slot_is_refused_by_the_report_too(setup):
+    """With no slot training never runs: the report once said nobody waited for it (issue 35)."""
+    from core.telemetry.cost import cost_report
+
+    with pytest.raises(ValueError, match=r"training_slots must be an integer in 1\.\.64, got 0"):
+        cost_report(setup["bundle"], registry=setup["reg"], telemetry=setup["db"], training_slots=0)
+
+
+def test_a_database_url_without_a_scheme_is_never_read_as_a_file_nor_shown(setup, capsys, monkeypatch, tmp_path):
+    """Issue 35: the stores' rule holds in the cost report too: LAB_DATABASE_URL is always a URL, and one that
+    cannot be used is said (by the variable's name), its password never printed, no file looked for or made."""
+    monkeypatch.setenv("LAB_DATABASE_URL", "lab:s3cretPW@db-host:5432/lab")
+    monkeypatch.chdir(tmp_path)
+    assert main([*setup["args"], "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "s3cretPW" not in out + err
+    report = json.loads(out)
+    notes = " ".join(report["notes"])
+    assert "LAB_DATABASE_URL has no scheme" in notes and "no telemetry database at" not in notes, notes
+    assert report["storage"]["telemetry_bytes"] == 0 and report["queueing"]["rate_source"] == "default"
+    assert report["storage"]["telemetry_path"] == "LAB_DATABASE_URL"  # named by the setting, not by its value
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_bundle_without_its_text_or_a_missing_bundle_is_one_line(setup, tmp_path, capsys):

@@ -6,6 +6,7 @@ import hashlib
 import math
 import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, text
@@ -19,6 +20,7 @@ from core.telemetry.store import (
     STORE_TEXT_ENV,
     Event,
     TelemetryStore,
+    telemetry_location,
     telemetry_path,
 )
 
@@ -289,6 +291,39 @@ def test_a_server_that_cannot_be_reached_is_reported_without_its_password_and_ne
     assert "hunter2-pw" not in health.last_error and "hunter2-pw" not in health.path
     with pytest.raises(StoreError, match="cannot connect"):
         store.rows()
+
+
+def test_a_database_url_without_a_scheme_is_refused_never_taken_for_a_file(tmp_path, monkeypatch):
+    monkeypatch.setenv(URL_ENV, "lab:s3cretPW@db-host:5432/lab")  # issue 35: the scheme forgotten
+    monkeypatch.chdir(tmp_path)
+    for store in (TelemetryStore(), TelemetryStore(telemetry_location())):  # as the pages and the CLI make it
+        assert store.path is None and "s3cretPW" not in store.health().path
+        assert store.record(event()) is None  # counted, never raised
+        said = store.health().last_error
+        assert URL_ENV in said and "no scheme" in said and "s3cretPW" not in said, said
+        with pytest.raises(StoreError, match="no scheme") as caught:
+            store.rows()
+        assert "s3cretPW" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []  # nothing made on disk
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no file can be made in")
+def test_a_telemetry_path_in_a_folder_that_cannot_hold_a_database_fails_at_once(monkeypatch):
+    """Issue 35: LAB_TELEMETRY_DB=/proc/x waited on the first use's lock (which could not be made there) and then
+    blamed another session. Now the first write says what is wrong, and no lock is waited on."""
+    import core.files
+
+    def no_waiting(*args, **kw):
+        raise AssertionError("the lock was waited on")
+
+    monkeypatch.delenv(URL_ENV, raising=False)
+    monkeypatch.setenv(ENV, "/proc/x")
+    monkeypatch.setattr(core.files, "FileLock", no_waiting)
+    store = TelemetryStore()
+    assert store.record(event()) is None  # counted, never raised
+    said = store.health().last_error
+    assert "'/proc/x'" in said and "its folder '/proc' cannot hold files" in said and f"set {ENV}" in said, said
+    assert "another session" not in said
 
 
 def test_the_default_path_comes_from_lab_telemetry_db_and_reading_creates_nothing(tmp_path, monkeypatch):

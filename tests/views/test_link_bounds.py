@@ -47,3 +47,26 @@ def test_a_text_within_the_bound_is_used_whole_and_without_a_note():
     at = fresh_visit("autocomplete", {"ac_prompt": text})
     assert at.text_area(key="ac_prompt").value == text
     assert not [c for c in at.caption if "more than a link carries" in c.value]
+
+
+# Issue 35: an integer widget's link value that overflows a float (Streamlit reads a number from a link as a float,
+# then int() of infinity raised OverflowError before the page drew). ui.params refuses it before Streamlit parses it.
+OVERFLOWING = [
+    ("score_geometry", "geo_seed", "inf", "Random seed", 0),
+    ("masks", "mask_seed", "1e999", "Seed for the scores", 0),
+    ("training", "train_iters", "-inf", "Training steps (iteration budget)", 500),
+    ("autocomplete", "ac_top_k", "9" * 400, "Top-k: keep only the k most likely (0 = off)", 0),
+]
+
+
+@pytest.mark.parametrize(("page", "key", "raw", "label", "default"), OVERFLOWING, ids=[o[1] for o in OVERFLOWING])
+def test_an_overflowing_number_in_a_link_gets_the_note_and_the_default(page, key, raw, label, default):
+    at = fresh_visit(page, {key: raw})  # asserts the page drew without an exception
+    assert at.number_input(key=key).value == default
+    notes = [unescaped(c.value) for c in at.caption if "which is not usable" in c.value]
+    assert any(n.startswith(f"The link set '{label}' to '{raw[:20]}") for n in notes), notes
+    assert key not in at.query_params  # the refused value left the link: a reload shows the same page
+    at.run()  # the next run (the widget now bound to the link again) keeps the default and the note
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=key).value == default
+    assert any("which is not usable" in c.value for c in at.caption)
