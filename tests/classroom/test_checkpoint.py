@@ -43,6 +43,7 @@ def test_neighbours_get_other_numbers_and_a_learner_the_same_ones_again():
     assert learner_seed("Ada", "7B") != learner_seed("Ada", "8A")
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("learner", ["Ada", "Bo", "Chen", "Dana"])
 def test_the_answers_follow_from_the_numbers_in_the_prompt_by_plain_math(learner):
     by_id = {q.id: q for q in checkpoint(learner_seed(learner, "7B"))}

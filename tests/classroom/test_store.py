@@ -12,6 +12,7 @@ from core.classroom.store import SCHEMA_VERSION, ClassStore, class_db_location, 
 from core.database import URL_ENV, StoreError
 
 
+@pytest.mark.smoke
 def test_answers_are_kept_and_read_back_with_the_schema_version(engine):
     where = engine.db("class.db")
     store = ClassStore(where)

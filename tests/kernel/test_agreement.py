@@ -46,6 +46,7 @@ def test_non_finite_values_never_agree_and_shapes_must_match():
         agreement([1.0, 2.0], [1.0], terms=1)
 
 
+@pytest.mark.numerics
 def test_float32_results_compared_in_float64_are_held_to_float32s_own_allowance_only_when_asked():
     x = torch.randn(257, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     y = x.float()  # float32 rounding of every entry: ~1e-7 relative
@@ -55,6 +56,7 @@ def test_float32_results_compared_in_float64_are_held_to_float32s_own_allowance_
     assert "float64" in agreement(y.double(), x, terms=1).rule
 
 
+@pytest.mark.numerics
 def test_row_agreement_holds_the_hand_check_to_the_tensor_code():
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (T, D) each

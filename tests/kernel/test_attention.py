@@ -38,6 +38,8 @@ def hand_out(q, k, v, mask):
     return ws, outs
 
 
+@pytest.mark.smoke
+@pytest.mark.numerics
 @given(
     B=st.integers(1, 2),
     H=st.integers(1, 3),
@@ -59,6 +61,7 @@ def test_vectorised_equals_hand_check_and_pytorch(B, H, T, extra, D, Dv, seed, u
     torch.testing.assert_close(result.out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **FP64)
 
 
+@pytest.mark.numerics
 @given(T=st.integers(1, 6), D=st.integers(1, 8), seed=st.integers(0, 10_000))
 def test_fp32_matches_float64_reference_within_sdpa_tolerance(T, D, seed):
     q, k, v = draw((2, 2, T, D), (2, 2, T, D), 3, seed)
@@ -68,6 +71,7 @@ def test_fp32_matches_float64_reference_within_sdpa_tolerance(T, D, seed):
     torch.testing.assert_close(out32.double(), reference, **FP32)
 
 
+@pytest.mark.numerics
 @given(
     lengths=st.lists(st.integers(0, 6), min_size=1, max_size=4),
     side=st.sampled_from(["right", "left"]),
@@ -124,6 +128,7 @@ def test_padding_mask_matches_hand_check():
         assert got == [list(r) for r in handcheck.padding_mask([0, 2, 5], 5, side=side)]
 
 
+@pytest.mark.numerics
 def test_softmax_temperature_is_division_of_logits():
     x = torch.tensor([1.2, 0.3, -0.4, 1.8], dtype=torch.float64)
     for tau in (0.1, 0.5, 1.0, 3.0):
@@ -134,6 +139,7 @@ def test_softmax_temperature_is_division_of_logits():
         )
 
 
+@pytest.mark.numerics
 def test_softmax_survives_huge_logits():
     x = torch.tensor([1000.0, 999.0, -1000.0])
     p = softmax(x)
@@ -141,6 +147,7 @@ def test_softmax_survives_huge_logits():
     torch.testing.assert_close(p, torch.softmax(x, -1))
 
 
+@pytest.mark.numerics
 def test_temperature_and_scale_reach_the_scores():
     q, k, v = draw((1, 3, 2), (1, 3, 2), 2, seed=1)
     r = scaled_dot_product_attention(q, k, v, scale=1.0, temperature=2.0)

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from core import handcheck
+
+pytestmark = pytest.mark.numerics
 
 ROOT = Path(__file__).resolve().parents[2]
 

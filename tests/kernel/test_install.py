@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,7 @@ def third_party_imports() -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.smoke
 def test_every_package_the_code_imports_is_a_declared_dependency():
     declared = {Requirement(r).name.lower() for r in PYPROJECT["project"]["dependencies"]}
     providers = importlib.metadata.packages_distributions()

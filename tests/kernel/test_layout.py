@@ -138,3 +138,16 @@ def test_every_folder_is_a_wing():
     """A module is as long as its concept (no line cap: issue 27); what is checked is where it lives."""
     for path in first_party_files():
         assert wing(module_name(path)) is not None or module_name(path) in ("core", "core.__main__"), path
+
+
+@pytest.mark.smoke
+def test_every_module_of_the_library_and_its_front_ends_imports():
+    """On every supported Python each module of core, cli and ui imports (a syntax or standard-library change shows
+    here first); the pages (views/, app.py) run when imported, so the page tests import them."""
+    import importlib
+
+    names = [module_name(p) for p in first_party_files() if p.parts[-2:-1] != ("views",) and p.name != "app.py"]
+    names = [n for n in names if not n.endswith("__main__")]
+    assert len(names) > 100  # every module, not a folder that went missing
+    for name in names:
+        importlib.import_module(name)

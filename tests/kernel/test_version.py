@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import core
 from cli.version import lab_version
 
@@ -21,6 +23,7 @@ def test_the_constant_is_pyprojects_version():
     assert core.__version__ == declared()
 
 
+@pytest.mark.smoke
 def test_python_m_core_version_prints_it_and_exits_0():
     proc = subprocess.run(
         [sys.executable, "-m", "core", "--version"],

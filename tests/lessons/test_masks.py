@@ -16,6 +16,7 @@ from core.lessons import scores as lessons
 # --- zero_after_softmax ----------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @given(rows_with_mask)
 def test_zero_after_softmax_against_math_exp(row):
     xs, allowed = row
@@ -91,6 +92,7 @@ def test_ragged_masks_rejects_batches_without_tokens():
         masking.ragged_masks([2, 1], side="middle")
 
 
+@pytest.mark.numerics
 def test_fully_masked_rows_are_zero_with_finite_gradients_where_naive_softmax_is_nan():
     masks = masking.ragged_masks([4, 2], side="left")  # sequence 1: rows 0 and 1 see only padding
     q, k, v = (x[:, 0] for x in lessons.random_qkv(2, 1, 4, 3, seed=1))
@@ -108,6 +110,7 @@ def test_fully_masked_rows_are_zero_with_finite_gradients_where_naive_softmax_is
     )
 
 
+@pytest.mark.numerics
 def test_mask_experiment_uses_the_combined_mask():
     masks = masking.ragged_masks([5, 3, 0], side="right")
     exp = masking.mask_experiment(masks, seed=3, D=4)
@@ -123,6 +126,7 @@ def test_mask_experiment_uses_the_combined_mask():
 # --- renormalise_after_softmax ------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @given(rows_with_mask.filter(lambda r: not all(r[1])), st.floats(-20, 20))
 def test_renormalising_restores_the_masked_softmax_when_well_conditioned(row, spike):
     xs, allowed = row
@@ -135,6 +139,7 @@ def test_renormalising_restores_the_masked_softmax_when_well_conditioned(row, sp
     assert case.max_error <= 1e-5
 
 
+@pytest.mark.numerics
 def test_renormalising_breaks_when_a_forbidden_logit_dominates():
     ex = lessons.worked_example()
     scores, allowed = ex.result.scores[0, 2], ex.mask[2]

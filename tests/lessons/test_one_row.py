@@ -22,6 +22,7 @@ def test_row_inputs():
     assert torch.equal(q, rq[0, 0]) and torch.equal(v, rv[0, 0]) and v.shape == (6, 2)
 
 
+@pytest.mark.numerics
 @given(st.integers(0, 9999), st.integers(2, 8), st.integers(1, 8), st.data())
 def test_read_row_hand_sum_equals_pytorch_sdpa(seed, T, D, data):
     t = data.draw(st.integers(0, T - 1))
@@ -48,6 +49,7 @@ def test_read_row_zero_has_a_single_weight_of_exactly_one():
     assert reading.out == tuple(lessons.worked_example().v[0, 0].tolist())
 
 
+@pytest.mark.numerics
 def test_read_row_fails_when_the_tensor_code_is_broken(monkeypatch):
     """The deliberately broken variant: a kernel that forgets the 1/sqrt(D) scaling fails the hand check by
     orders of magnitude beyond its float64 allowance (rounding alone is ~1e-16)."""

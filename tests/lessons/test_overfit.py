@@ -16,6 +16,7 @@ def streams():
     return torch.randint(4, V, (4000,), generator=g), torch.randint(4, V, (4000,), generator=g)
 
 
+@pytest.mark.numerics
 def test_one_batch_is_memorised_and_the_held_out_loss_stays_high():
     train, val = streams()  # random tokens: nothing general to learn, so held-out cannot improve much
     result = overfit_tiny_batch(preset("tiny", V), train, val, batch_size=2, steps=300, seed=0)
@@ -32,6 +33,7 @@ def test_the_steps_are_bounded_before_the_loop():
         overfit_tiny_batch(preset("tiny", V), train, val, steps=MAX_STEPS + 1)
 
 
+@pytest.mark.numerics
 def test_on_the_stdlib_corpus_the_batch_is_memorised_and_the_held_out_text_is_not():
     from core.lessons.overfit import overfit_on_corpus
     from core.model.corpus import load_corpus

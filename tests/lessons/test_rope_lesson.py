@@ -21,6 +21,7 @@ from core.lessons.rope import (
 from core.model.rope import apply_rope, rope_trace
 
 
+@pytest.mark.numerics
 def test_single_pair_score_is_the_closed_form_of_the_offset_alone():
     q, k = seeded_qk(2, seed=3)  # one pair: θ = 1
     offsets, positions = list(range(-20, 21)), [0, 7, 300]
@@ -33,6 +34,7 @@ def test_single_pair_score_is_the_closed_form_of_the_offset_alone():
     assert max(result.scores[0]) - min(result.scores[0]) > 0.5  # the score does move with the offset
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("D, base", [(8, 10000.0), (16, 500.0), (64, 2.0)])
 def test_offset_scores_match_the_sum_of_pair_closed_forms_and_pass_the_check(D, base):
     q, k = seeded_qk(D)
@@ -49,6 +51,7 @@ def test_offset_scores_match_the_sum_of_pair_closed_forms_and_pass_the_check(D, 
     assert result.passed and result.max_spread <= result.tolerance
 
 
+@pytest.mark.numerics
 def test_offset_positions_put_the_earlier_token_at_the_given_position():
     """offset r >= 0: key at a, query at a + r; r < 0: query at a, key at a - r (checked with rope_trace)."""
     q, k = seeded_qk(4, seed=1)
@@ -59,6 +62,7 @@ def test_offset_positions_put_the_earlier_token_at_the_given_position():
         assert got == pytest.approx(math.fsum(a * b for a, b in zip(qr, kr)), abs=1e-12)
 
 
+@pytest.mark.numerics
 def test_rotate_pair_turns_by_m_theta_and_n_theta_and_keeps_lengths():
     q, k = seeded_qk(8, seed=4)
     m, n, i, base = 9, 4, 2, 10000.0
@@ -87,6 +91,7 @@ def test_arc_ends_where_the_rotation_ends():
     assert all(math.hypot(*p) == pytest.approx(2.0) for p in points)
 
 
+@pytest.mark.numerics
 def test_pair_frequencies_closed_form():
     f = pair_frequencies(8, 10000.0)
     assert f.thetas == pytest.approx((1.0, 0.1, 0.01, 0.001), rel=1e-12)
@@ -96,6 +101,7 @@ def test_pair_frequencies_closed_form():
     assert f.wavelengths == pytest.approx([2 * math.pi * 500.0 ** (2 * i / 16) for i in range(8)], rel=1e-14)
 
 
+@pytest.mark.numerics
 def test_split_half_layout_equals_adjacent_after_the_permutation():
     D, base = 8, 10000.0
     x = torch.randn(3, D, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
@@ -137,6 +143,7 @@ def test_bad_inputs_are_refused_with_a_message():
 # ---- the model section ----------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("layer, head", [(0, 0), (1, 1)])
 def test_on_off_scores_equal_scores_from_the_heads_q_k_with_and_without_rope(layer, head):
     model, tok = tiny_model()

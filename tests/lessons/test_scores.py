@@ -39,6 +39,7 @@ def test_worked_example_draws_like_the_script():
     assert torch.equal(ex.mask, ~torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1))
 
 
+@pytest.mark.numerics
 def test_worked_example_equals_the_hand_oracle():
     ex = lessons.worked_example()
     trace = handcheck.scaled_dot_product_attention(
@@ -55,6 +56,7 @@ def test_worked_example_equals_the_hand_oracle():
 # --- score_variance --------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_score_variance_matches_the_closed_forms_within_sampling_error():
     rows = lessons.score_variance(list(lessons.VARIANCE_WIDTHS), samples=4096, seed=0)
     assert [r.width for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -65,6 +67,7 @@ def test_score_variance_matches_the_closed_forms_within_sampling_error():
         assert r.var_unscaled == pytest.approx(r.var_scaled * r.width, rel=1e-9)
 
 
+@pytest.mark.numerics
 def test_score_variance_standard_error_matches_the_spread_of_repeated_measurements():
     D, N = 4, 256
     measured = [lessons.score_variance([D], samples=N, seed=s)[0] for s in range(300)]
@@ -83,6 +86,7 @@ def test_score_variance_rejects_bad_input():
 # --- row_entropy_bits, softmax_jacobian_norm, saturation, scaling_experiment ------------------------
 
 
+@pytest.mark.numerics
 @given(rows_with_mask)
 def test_row_entropy_bits_equals_the_hand_entropy(row):
     xs, allowed = row
@@ -97,6 +101,7 @@ def frobenius_of_softmax_jacobian(p):
     return math.sqrt(math.fsum(((p[i] if i == j else 0.0) - p[i] * p[j]) ** 2 for i in range(S) for j in range(S)))
 
 
+@pytest.mark.numerics
 @given(rows_with_mask)
 def test_softmax_jacobian_norm_equals_the_closed_form(row):
     xs, allowed = row
@@ -110,6 +115,7 @@ def test_softmax_jacobian_norm_equals_the_closed_form(row):
     )
 
 
+@pytest.mark.numerics
 def test_saturation_reports_the_rows_it_was_given():
     weights = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]])
     result = scaled_dot_product_attention(torch.zeros(1, 2, 1), torch.zeros(1, 2, 1), torch.zeros(1, 2, 1))
@@ -123,6 +129,7 @@ def test_saturation_reports_the_rows_it_was_given():
     )
 
 
+@pytest.mark.numerics
 def test_scaling_experiment_saturates_the_rows():
     ex = lessons.worked_example()
     exp = lessons.scaling_experiment(ex.q, ex.k, ex.v, factor=10.0)
@@ -138,12 +145,14 @@ def test_scaling_experiment_saturates_the_rows():
 # --- temperature_distribution and parse_scores -------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_temperature_distribution_reproduces_the_lesson_at_temperature_one():
     result = lessons.temperature_distribution(lessons.TEMPERATURE_SCORES, 1.0)
     assert [round(p, 4) for p in result.probs] == [0.2915, 0.1185, 0.0589, 0.5311]
     assert result.uniform_entropy_bits == 2.0
 
 
+@pytest.mark.numerics
 @given(st.floats(0.05, 20.0), st.lists(st.floats(-50, 50), min_size=1, max_size=8))
 def test_temperature_distribution_equals_math_exp(temperature, scores):
     result = lessons.temperature_distribution(scores, temperature)
@@ -189,6 +198,7 @@ def test_parse_scores_round_trips(scores):
 # --- score_geometry ----------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("scaled", [True, False])
 def test_score_geometry_against_an_independent_computation(scaled):
     B, H, T, D = 2, 3, 5, 8
@@ -216,6 +226,7 @@ def test_score_geometry_against_an_independent_computation(scaled):
     }
 
 
+@pytest.mark.numerics
 def test_saturation_mean_max_weight_is_the_mean_of_each_rows_largest_weight():
     ex = lessons.worked_example()
     stats = lessons.saturation(ex.result, ex.mask)

@@ -65,6 +65,7 @@ def test_align_pairs_positions_and_marks_the_pieces_that_differ():
         align([], ["a"])
 
 
+@pytest.mark.numerics
 def test_difference_of_two_texts_equals_torchs_subtraction_and_names_the_largest_change(tiny):
     model, tok = tiny
     config = model.config

@@ -11,6 +11,8 @@ from core.agreement import agreement, model_terms
 from core.model.gpt import GPT, preset
 from core.model.sampling import SampleConfig, generate
 
+pytestmark = pytest.mark.numerics
+
 V = 20
 
 

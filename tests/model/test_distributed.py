@@ -158,6 +158,7 @@ def step_tolerance(model: GPT, lr: float) -> dict[str, torch.Tensor]:
     return out
 
 
+@pytest.mark.numerics
 def test_one_distributed_step_equals_one_step_on_the_combined_batch(two_ranks):
     rank0, rank1 = (load_file(str(two_ranks / f"{r}.st")) for r in (0, 1))
     model, loss = reference_step(ONE_STEP, shards=[0, 1])

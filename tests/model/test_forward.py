@@ -23,6 +23,7 @@ def test_window_is_the_last_context_length_ids_or_eos():
         window(model, [model.config.vocab_size])
 
 
+@pytest.mark.numerics
 def test_next_token_logits_read_the_window_only():
     model, _ = tiny_model()
     ids = [4 + i % 5 for i in range(50)]

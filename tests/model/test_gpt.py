@@ -74,6 +74,7 @@ def test_parameter_count_closed_form():
     assert model.lm_head.weight is model.token_embedding.weight
 
 
+@pytest.mark.numerics
 def test_residual_projections_use_the_scaled_init():
     model = tiny_model()
     std = model.blocks[0].attn.proj.weight.std().item()
@@ -110,6 +111,7 @@ def test_invalid_idx_raises(idx, message):
         tiny_model()(idx)
 
 
+@pytest.mark.numerics
 def test_attention_rows_sum_to_one_and_nothing_above_the_diagonal():
     model = tiny_model()
     weights = model(random_ids(2, 16), return_weights=True).weights
@@ -120,6 +122,7 @@ def test_attention_rows_sum_to_one_and_nothing_above_the_diagonal():
         assert torch.all(w[..., 0, 0] == 1)  # row 0 sees only key 0
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("j", [0, 5, 31])
 def test_editing_a_token_leaves_earlier_logits_unchanged(j):
     model = tiny_model().eval()
@@ -132,6 +135,7 @@ def test_editing_a_token_leaves_earlier_logits_unchanged(j):
     assert (after[:, j] - before[:, j]).abs().max() > 1e-4  # position j itself does see the edit
 
 
+@pytest.mark.numerics
 def test_without_the_causal_mask_earlier_positions_see_the_future():
     model = tiny_model(causal=False).eval()
     idx = random_ids(1, 16)
@@ -142,6 +146,7 @@ def test_without_the_causal_mask_earlier_positions_see_the_future():
     assert (after[0, :10] - before[0, :10]).abs().max() > 1e-4
 
 
+@pytest.mark.numerics
 def test_block_attention_equals_pytorch_sdpa():
     model = tiny_model(seed=3)
     attn = model.blocks[0].attn
@@ -180,6 +185,7 @@ def test_every_block_calls_core_attention(monkeypatch):
 # ---- training sanity ---------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_initial_loss_is_close_to_ln_v():
     model = tiny_model(seed=0)
     idx = random_ids(8, 33, seed=1)
@@ -188,6 +194,7 @@ def test_initial_loss_is_close_to_ln_v():
     assert abs(loss.item() - math.log(V)) < 0.1
 
 
+@pytest.mark.numerics
 def test_a_tiny_batch_overfits():
     model = tiny_model(seed=0)
     idx = random_ids(4, 33, seed=2)
@@ -203,6 +210,7 @@ def test_a_tiny_batch_overfits():
     assert loss.item() < 0.05
 
 
+@pytest.mark.numerics
 def test_fast_attention_path_matches_core_attention_in_logits_and_gradients():
     """Training's fast path (PyTorch's fused kernel) is held to parity with core.attention, in float64 by
     core.agreement's rule: a gradient entry sums over every one of the B * T positions on top of the forward chain."""

@@ -33,6 +33,7 @@ def tiny():
     return tiny_model(seed=0, spread=20.0)
 
 
+@pytest.mark.numerics
 def test_reported_qkv_reproduce_the_models_own_weights(tiny):
     model, tok = tiny
     ids = tok.encode(TEXT)
@@ -47,6 +48,7 @@ def test_reported_qkv_reproduce_the_models_own_weights(tiny):
     assert grid[:, :, -1].max() > 0.5
 
 
+@pytest.mark.numerics
 def test_projections_equal_a_reference_built_from_the_raw_weight_matrices(tiny):
     model, tok = tiny
     ids = tok.encode(TEXT)
@@ -82,6 +84,7 @@ def test_q_and_k_after_rope_are_apply_rope_of_before(tiny):
     assert not torch.allclose(p.q[5], p.q_raw[5])  # later positions really turn
 
 
+@pytest.mark.numerics
 def test_grid_rows_sum_to_one_and_are_exactly_zero_above_the_diagonal(tiny):
     model, tok = tiny
     ids = tok.encode(TEXT)
@@ -142,6 +145,7 @@ def test_bad_arguments_name_what_was_wrong(tiny):
         encode_for_model(tok, "abc", 0)
 
 
+@pytest.mark.numerics
 def test_check_row_agrees_with_the_model_within_the_declared_tolerance(tiny):
     model, tok = tiny
     ids = tok.encode(TEXT)
@@ -166,6 +170,7 @@ def test_check_row_agrees_with_the_model_within_the_declared_tolerance(tiny):
     assert not wrong.model_float32.passed
 
 
+@pytest.mark.numerics
 def test_a_broken_attention_kernel_fails_the_hand_check_by_orders_of_magnitude(tiny, monkeypatch):
     """The deliberately broken variant: a kernel that forgets the 1/sqrt(D) scaling. The hand check must
     catch it far above its allowance on every CPU (a rounding difference is ~1e-16, this is ~1e-2)."""
@@ -186,6 +191,7 @@ def test_a_broken_attention_kernel_fails_the_hand_check_by_orders_of_magnitude(t
     assert isinstance(row.trace, handcheck.RowTrace)
 
 
+@pytest.mark.numerics
 def test_forward_weights_and_attention_grid_agree_for_a_longer_text_cut_to_the_context(tiny):
     model, tok = tiny
     enc = encode_for_model(tok, TEXT * 3, model.config.context_length)
@@ -199,6 +205,7 @@ def test_forward_weights_and_attention_grid_agree_for_a_longer_text_cut_to_the_c
     torch.testing.assert_close(got, grid[1, 1], atol=1e-5, rtol=0)
 
 
+@pytest.mark.numerics
 def test_head_summaries_match_loops_over_the_weights(tiny):
     model, tok = tiny
     ids = tok.encode(TEXT)
@@ -218,6 +225,7 @@ def test_head_summaries_match_loops_over_the_weights(tiny):
         head_summaries(grid[0])
 
 
+@pytest.mark.numerics
 def test_a_model_without_the_causal_mask_is_reproduced_over_every_key():
     tok = CharTokenizer.from_text(TEXT)
     torch.manual_seed(1)
@@ -232,6 +240,7 @@ def test_a_model_without_the_causal_mask_is_reproduced_over_every_key():
     assert len(row.model_weights) == len(ids) and row.future_weight == 0.0 and row.within_tolerance
 
 
+@pytest.mark.numerics
 def test_heaviest_keys_is_the_largest_weight_and_every_weight_within_float32_rounding_of_it(tiny):
     model, tok = tiny
     config = model.config

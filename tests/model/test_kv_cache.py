@@ -69,6 +69,7 @@ def test_append_rejects_overflow_bad_shapes_and_out_of_order_layers():
         cache.append(0, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # layer 0 twice
 
 
+@pytest.mark.numerics
 def test_keys_are_stored_after_rope():
     model = spread_model()
     idx = random_ids(1, 6)
@@ -87,6 +88,7 @@ def test_keys_are_stored_after_rope():
 # ---- cached forward passes == full forward passes ----------------------------------------------
 
 
+@pytest.mark.numerics
 def test_cached_logits_equal_full_logits():
     model = spread_model()
     L = model.config.context_length
@@ -102,6 +104,7 @@ def test_cached_logits_equal_full_logits():
         model(idx[:, :1], cache=cache)  # a full cache takes no more
 
 
+@pytest.mark.numerics
 def test_mask_with_a_cache_is_bottom_right_aligned():
     model = spread_model()
     idx = random_ids(1, 7, seed=2)
@@ -219,6 +222,7 @@ def windowed_greedy_reference(model, prompt, n_new, keep):
     return tokens, logits_per_step, slid
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("prompt_len, keep", [(10, None), (40, 1), (32, 31)])
 def test_cached_generation_matches_uncached_across_the_context_boundary(prompt_len, keep):
     model = spread_model(seed=1)
@@ -237,6 +241,7 @@ def test_cached_generation_matches_uncached_across_the_context_boundary(prompt_l
         assert_agree(step.logits, reference, model)
 
 
+@pytest.mark.numerics
 def test_uncached_generation_follows_the_same_windows():
     model = spread_model(seed=1)
     prompt = random_ids(1, 10, seed=3)[0].tolist()
@@ -250,6 +255,7 @@ def test_uncached_generation_follows_the_same_windows():
         assert_agree(step_cached.logits, step_uncached.logits, model)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("bug", ["position", "stale"])
 def test_a_broken_cache_fails_parity_by_orders_of_magnitude(bug, monkeypatch):
     """The deliberately broken variants: a cache that returns keys one position off, or forgets the newest
@@ -280,6 +286,7 @@ def test_a_broken_cache_fails_parity_by_orders_of_magnitude(bug, monkeypatch):
 # ---- parity, measured once (core.model.sampling.cache_parity) -----------------------------------
 
 
+@pytest.mark.numerics
 def test_cache_parity_matches_the_written_out_uncached_reference_across_the_boundary():
     """cache_parity's uncached logits and tokens are the windowed reference written out above (float64), its cached
     logits agree with them by core.agreement's rule, and the model as given walks the same windows beside it."""
@@ -298,6 +305,7 @@ def test_cache_parity_matches_the_written_out_uncached_reference_across_the_boun
         assert float((s.cached_as_given.double() - s.uncached).abs().max()) < 1e-3  # float32: close, not decided
 
 
+@pytest.mark.numerics
 def test_cache_parity_sees_a_broken_fast_path_write(monkeypatch):
     """A fast path that stores every key one position off: the measurement moves by whole units."""
     real = KVCache.write

@@ -67,6 +67,7 @@ def oracle(model, edits, *, sequences=2, seed=0):
 # ---- the probe -----------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_a_causal_model_passes_and_every_position_is_edited():
     model = tiny()
     probe = leak.causality_probe(model)
@@ -80,6 +81,7 @@ def test_a_causal_model_passes_and_every_position_is_edited():
     assert next(model.parameters()).dtype == torch.float32  # the probe ran on a copy
 
 
+@pytest.mark.numerics
 def test_a_briefly_trained_causal_model_passes():
     corpus = corpus_from_text("toy.py", "\n\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(60)))
     cfg = TrainConfig(batch_size=4, max_iters=15, warmup_iters=1, eval_interval=15, eval_iters=1, num_threads=1)
@@ -89,6 +91,7 @@ def test_a_briefly_trained_causal_model_passes():
     assert probe.passed and probe.first_leak is None and probe.max_change_after > 0
 
 
+@pytest.mark.numerics
 def test_a_model_without_the_mask_fails_at_the_first_edit_as_the_oracle_finds():
     model = tiny(causal=False)
     probe = leak.causality_probe(model)
@@ -99,6 +102,7 @@ def test_a_model_without_the_mask_fails_at_the_first_edit_as_the_oracle_finds():
     assert "LEAK" in probe.describe() and "position 1" in probe.describe()
 
 
+@pytest.mark.numerics
 def test_a_mask_that_leaks_only_when_t_plus_1_is_2_mod_4_fails_though_the_old_edits_missed_it(monkeypatch):
     monkeypatch.setattr(core.model.gpt, "causal_mask", mod4_leaky_mask)
     model = tiny(seed=1)
@@ -154,6 +158,7 @@ def test_bad_probe_arguments_are_named(kwargs, words):
 # ---- the leak rule: a pure function over evaluations ---------------------------------------------
 
 
+@pytest.mark.numerics
 def test_the_leak_rule_returns_the_first_evaluation_whose_probe_failed():
     good, bad = leak.causality_probe(tiny(), sequences=1), leak.causality_probe(tiny(causal=False), sequences=1)
     records = [SimpleNamespace(step=s, probe=p) for s, p in ((30, bad), (0, good), (20, bad), (10, None))]

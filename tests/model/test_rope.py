@@ -41,6 +41,7 @@ def hf_split_half_reference(x, positions, base=10000.0):
     return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
 
 
+@pytest.mark.numerics
 def test_frequencies_closed_form():
     # D = 8, base 10000: base^(-2i/8) = 10000^(-i/4) = 1, 0.1, 0.01, 0.001
     torch.testing.assert_close(
@@ -52,6 +53,7 @@ def test_frequencies_closed_form():
     )
 
 
+@pytest.mark.numerics
 def test_single_pair_by_hand():
     x = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)  # positions 0 and 1, D = 2
     out = apply_rope(x, torch.tensor([0, 1]))
@@ -59,6 +61,7 @@ def test_single_pair_by_hand():
     torch.testing.assert_close(out, expected, atol=1e-15, rtol=0)
 
 
+@pytest.mark.numerics
 def test_matches_complex_number_reference():
     x = _randn(2, 3, 7, 16)
     positions = torch.arange(5, 12)
@@ -73,6 +76,7 @@ def test_position_zero_is_the_identity():
     torch.testing.assert_close(apply_rope(x, torch.zeros(4, dtype=torch.long)), x, atol=0, rtol=0)
 
 
+@pytest.mark.numerics
 def test_norms_of_vectors_and_pairs_are_preserved():
     x = _randn(2, 10, 12)
     out = apply_rope(x, torch.arange(100, 110))
@@ -82,6 +86,7 @@ def test_norms_of_vectors_and_pairs_are_preserved():
     assert not torch.allclose(out, x)  # it did rotate
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("offset", [0, 1, 5, -3])
 def test_scores_depend_only_on_the_offset(offset):
     D = 16
@@ -98,6 +103,7 @@ def test_scores_depend_only_on_the_offset(offset):
     assert abs(other - scores[0]) > 1e-6
 
 
+@pytest.mark.numerics
 def test_split_half_layout_is_a_permutation_of_adjacent_pairs():
     D = 10
     assert split_half_permutation(D).tolist() == [0, 2, 4, 6, 8, 1, 3, 5, 7, 9]
@@ -112,6 +118,7 @@ def test_split_half_layout_is_a_permutation_of_adjacent_pairs():
     assert not torch.allclose(hf_split_half_reference(x, positions), adjacent)
 
 
+@pytest.mark.numerics
 def test_trace_matches_the_tensor_code():
     vec = [0.5, -1.0, 2.0, 0.25, -0.75, 1.5]
     trace = rope_trace(vec, position=9, base=100.0)
@@ -141,6 +148,7 @@ def test_bad_positions_raise():
         apply_rope(x, torch.tensor([-1, 0, 1]))
 
 
+@pytest.mark.numerics
 def test_the_fast_paths_complex_rotation_equals_rotate_pairs_on_q_and_k():
     """rotate_qkv (one complex multiply of q and k, the fast paths) against rotate_pairs (the lesson's 2x2
     rotation, written out) on the same fused projection, float64: they differ by rounding only."""

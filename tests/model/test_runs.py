@@ -76,6 +76,7 @@ def test_events_come_in_order_with_a_snapshot_at_every_evaluation(causal_run):
     assert events[0].eta_seconds is None and all(0.0 <= e.fraction <= 1.0 for e in events)
 
 
+@pytest.mark.numerics
 def test_snapshot_rows_sum_to_one_and_nothing_is_above_the_diagonal(causal_run):
     _, events = causal_run
     for snap in (e.snapshot for e in events if e.kind == "eval"):
@@ -99,6 +100,7 @@ def test_the_last_snapshot_is_the_saved_models_own_attention(causal_run):
     torch.testing.assert_close(torch.tensor(last.weights), expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.numerics
 def test_a_page_run_in_its_own_process_is_seen_by_another_worker_and_stopped_keeps_what_it_learned(tmp_path):
     """The Training page's path end to end: job_request, the run's process (cli.run_job), a second JobQueue (another
     worker) reading its events and result back through the codec, and a stop written into the run's folder."""
@@ -136,6 +138,7 @@ def wait_for(predicate, timeout=120.0):
     raise AssertionError("condition not reached in time")
 
 
+@pytest.mark.numerics
 def test_without_the_causal_mask_the_bundle_is_unsafe_and_attention_reads_ahead(leaky_run):
     result, events = leaky_run
     bundle = load_bundle(result.bundle_path)
@@ -175,6 +178,7 @@ def test_the_reference_loss_comes_only_from_a_safe_causal_bundle_on_the_same_tex
     assert leak.causal_reference_loss({}, causal.corpus_fingerprint) is None
 
 
+@pytest.mark.numerics
 def test_a_real_causal_run_passes_and_the_no_mask_run_is_flagged_against_it(causal_run, leaky_run):
     (causal, _), (leaky, _) = causal_run, leaky_run
     assert not leak.leak_verdict(causal.history).leaked
@@ -221,6 +225,7 @@ def prose(n_words=700, seed=0):
     return "\n\n".join(" ".join(words[i : i + 14]) + "." for i in range(0, n_words, 14))
 
 
+@pytest.mark.numerics
 def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tmp_path):
     """The structural detector needs no loss threshold: the untrained maskless model fails the probe at
     step 0, before its loss says anything, and the run ends there."""
@@ -243,6 +248,7 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tm
     assert again.agreement.max_abs_diff == pytest.approx(result.leak.probe.agreement.max_abs_diff, rel=1e-9)
 
 
+@pytest.mark.numerics
 def test_with_the_leak_stop_off_the_run_goes_on_and_every_probe_fails(tmp_path):
     cfg = train_config.train_config_for(
         20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False, leak_stop=False
@@ -263,6 +269,7 @@ def leaky_mask(T, S=None, *, device=None):
     return mask
 
 
+@pytest.mark.numerics
 def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path, monkeypatch):
     monkeypatch.setattr(core.model.gpt, "causal_mask", leaky_mask)
     cfg = quick(max_iters=6)
@@ -276,6 +283,7 @@ def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path
     assert "causality probe failed" in manifest["unsafe_reason"] and "position 2" in manifest["unsafe_reason"]
 
 
+@pytest.mark.numerics
 def test_a_causal_run_whose_loss_only_looks_too_good_stays_safe(tmp_path):
     """The loss rule is the symptom, not the detector: a causal run whose every probe passed is saved safe even
     when its loss falls below half a reference (very repetitive text does that honestly)."""

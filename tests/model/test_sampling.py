@@ -83,11 +83,13 @@ def test_invalid_logits_raise():
 # ---- the distribution --------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_temperature_lab_values_from_the_lesson():
     probs = next_token_distribution(torch.tensor([1.2, 0.3, -0.4, 1.8]), temperature=1.0)
     torch.testing.assert_close(probs, torch.tensor([0.2915, 0.1185, 0.0589, 0.5311]), atol=5e-5, rtol=0)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
 def test_temperature_divides_the_logits(temperature):
     logits = [1.2, 0.3, -0.4, 1.8]
@@ -111,6 +113,7 @@ def test_top_k_one_is_greedy_even_when_sampling():
     assert torch.equal(tokens, logits.argmax(-1))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("k", [1, 2, 5, V - 1, V])
 def test_top_k_keeps_exactly_the_k_largest(k):
     logits = random_logits(4, V, seed=2)
@@ -123,12 +126,14 @@ def test_top_k_keeps_exactly_the_k_largest(k):
         torch.testing.assert_close(row[ranked[:k]], expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.numerics
 def test_top_k_above_the_vocabulary_is_clamped():
     logits = random_logits(3, V, seed=3)
     torch.testing.assert_close(next_token_distribution(logits, top_k=10 * V), torch.softmax(logits, -1))
     SampleConfig(top_k=10_000)  # not an error
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("p", [0.05, 0.3, 0.5, 0.9, 0.99])
 def test_top_p_keeps_the_smallest_prefix_reaching_p(p):
     logits = random_logits(6, V, seed=4, scale=1.5)
@@ -147,6 +152,7 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(p):
         torch.testing.assert_close(row[prefix], expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.numerics
 def test_top_p_applies_after_top_k():
     logits = torch.log(torch.tensor([0.4, 0.3, 0.2, 0.1]))
     # top-k 3 renormalises to 4/9, 3/9, 2/9; top-p 0.7 then needs 4/9 + 3/9 = 7/9 >= 0.7
@@ -154,6 +160,7 @@ def test_top_p_applies_after_top_k():
     torch.testing.assert_close(probs, torch.tensor([4 / 7, 3 / 7, 0.0, 0.0]), atol=1e-6, rtol=0)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "temperature, top_k, top_p", [(1.0, None, None), (0.3, None, None), (2.0, 7, None), (1.0, None, 0.8), (0.7, 5, 0.6)]
 )
@@ -163,6 +170,7 @@ def test_probabilities_sum_to_one(temperature, top_k, top_p):
     assert torch.all(probs >= 0)
 
 
+@pytest.mark.numerics
 def test_samples_follow_the_reported_distribution():
     logits = torch.tensor([1.2, 0.3, -0.4, 1.8, -3.0])
     probs = next_token_distribution(logits, temperature=1.3, top_k=4)
@@ -209,6 +217,7 @@ def test_generate_streams_steps_with_their_distribution():
     assert list(generate(model, [4], SampleConfig(max_new_tokens=0), seed=0)) == []
 
 
+@pytest.mark.numerics
 def test_empty_prompt_starts_from_eos_and_long_prompts_keep_the_last_context():
     model = tiny_model().eval()
     greedy = SampleConfig(temperature=0.0, max_new_tokens=1)
@@ -255,6 +264,7 @@ def test_the_bounds_are_what_the_docs_say():
     SampleConfig(max_new_tokens=MAX_NEW_TOKENS, top_k=MAX_TOP_K)  # the bounds themselves are allowed
 
 
+@pytest.mark.numerics
 def test_why_a_tiny_temperature_must_be_greedy():
     """The derivation behind MIN_TEMPERATURE, checked with torch itself: at 1e-40 a plain float32 softmax
     of logits of size ~20 is NaN (what crashed multinomial); at 1e-3 a token 0.2 below the maximum already
@@ -279,6 +289,7 @@ def test_a_temperature_below_the_minimum_is_greedy(temperature):
     assert tiny == [s.token for s in generate(model, [4, 5], SampleConfig(temperature=0.0, max_new_tokens=8))]
 
 
+@pytest.mark.numerics
 def test_the_minimum_temperature_itself_still_samples():
     config = SampleConfig(temperature=MIN_TEMPERATURE)
     assert config.temperature == MIN_TEMPERATURE and not config.greedy
@@ -343,6 +354,7 @@ def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
 # ---- special tokens ------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_suppressed_ids_get_zero_and_the_rest_is_renormalised():
     logits = torch.tensor([3.0, 2.5, 1.0, 2.9, 0.5, -1.0])
     probs = next_token_distribution(logits, temperature=0.7, suppress=(0, 1, 3))
@@ -384,6 +396,7 @@ def test_generation_never_yields_pad_bos_or_unk(prompt, seed, temperature, use_c
     assert len(tokens) == 12 and not set(tokens) & set(NEVER_SAMPLED)
 
 
+@pytest.mark.numerics
 def test_without_suppression_the_special_loving_model_does_emit_them():
     """The control for the property above: the stub really prefers the special tokens."""
     torch.manual_seed(0)

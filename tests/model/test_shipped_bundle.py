@@ -26,6 +26,7 @@ def bundle():
     return load_bundle(SHIPPED)
 
 
+@pytest.mark.smoke
 def test_shipped_bundle_verifies(bundle):
     assert verify_bundle(SHIPPED) == []
     assert sorted(p.name for p in SHIPPED.iterdir()) == ["manifest.json", WEIGHTS]
@@ -70,6 +71,7 @@ def test_shipped_model_learned_far_better_than_uniform(bundle):
     assert metrics["iters"] > 0 and metrics["tokens_per_second"] > 0
 
 
+@pytest.mark.numerics
 def test_recorded_validation_loss_is_reproduced_on_the_held_out_modules(bundle):
     corpus = load_corpus("stdlib")
     if corpus.fingerprint != bundle.manifest["corpus"]["fingerprint"]:
@@ -91,6 +93,7 @@ def test_shipped_manifest_records_a_tuned_suggestion_policy(bundle):
     assert policy.tuned and policy.threshold in THRESHOLDS
 
 
+@pytest.mark.numerics
 def test_greedy_completion_of_python_is_printable_and_cache_agnostic(bundle):
     prompt = "def __init__(self, "
     ids = bundle.tokenizer.encode(prompt)

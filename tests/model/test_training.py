@@ -126,6 +126,7 @@ def test_weight_decay_only_on_matrices():
     assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
 
 
+@pytest.mark.numerics
 def test_the_fused_optimizer_takes_the_steps_of_the_plain_per_parameter_adamw():
     """make_optimizer's fused AdamW against torch's plain loop (foreach=False), three steps in float64 with the
     same gradients: elementwise arithmetic, so they agree to a few float64 rounding units."""
@@ -164,6 +165,8 @@ def test_the_fused_optimizer_takes_the_steps_of_the_plain_per_parameter_adamw():
 # ---- training ------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
+@pytest.mark.numerics
 def test_initial_loss_is_near_ln_v_and_a_few_steps_reduce_it(toy):
     result = train(TINY, quick(max_iters=40), toy)
     first, last = result.history[0], result.history[-1]
@@ -177,6 +180,7 @@ def test_initial_loss_is_near_ln_v_and_a_few_steps_reduce_it(toy):
     assert not result.model.training
 
 
+@pytest.mark.numerics
 def test_evaluation_uses_only_the_validation_documents():
     # 10 documents; those the split holds out are filled with characters no training document has.
     names = [f"doc{i}" for i in range(10)]
@@ -195,6 +199,7 @@ def test_evaluation_uses_only_the_validation_documents():
     assert val_loss > train_loss + 1.0, (train_loss, val_loss)
 
 
+@pytest.mark.numerics
 def test_evaluate_loss_is_seeded_and_restores_the_mode(toy):
     result = train(TINY, quick(max_iters=2), toy)
     model, tok = result.model, result.tokenizer
@@ -250,6 +255,7 @@ def test_should_stop_is_polled_each_step_and_stops_early(toy):
     assert events[-1].kind == "done" and result.history[-1].step == 7  # still evaluated at the end
 
 
+@pytest.mark.numerics
 def test_a_diverging_run_stops_at_the_first_non_finite_loss(toy):
     result = train(TINY, quick(max_iters=50, learning_rate=1e6, min_lr=1e6, grad_clip=0.0), toy)
     assert result.metrics["stop_reason"] == "diverged"
@@ -328,6 +334,7 @@ def test_corpus_too_small_for_the_context_is_refused():
 # ---- the leak detector at every evaluation -------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_every_evaluation_carries_its_causality_probe(toy):
     events = []
     result = train(TINY, quick(max_iters=20, eval_interval=10), toy, callback=events.append)
@@ -347,6 +354,7 @@ def test_the_probe_does_not_change_what_training_does(toy, monkeypatch):
     assert [r.val_loss for r in probed.history] == [r.val_loss for r in unprobed.history]
 
 
+@pytest.mark.numerics
 def test_the_leak_stop_ends_a_maskless_run_at_its_first_evaluation(toy):
     events = []
     result = train(TINY, quick(max_iters=30, causal=False, leak_stop=True), toy, callback=events.append)

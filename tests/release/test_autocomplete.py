@@ -73,6 +73,7 @@ def last_logits(model, ids):
 # ---- candidates ----------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
 def test_candidates_are_softmax_of_the_last_logits_over_temperature(temperature):
     model = spread_model()
@@ -90,6 +91,7 @@ def test_candidates_are_softmax_of_the_last_logits_over_temperature(temperature)
     assert top3 == candidates[:3]
 
 
+@pytest.mark.numerics
 def test_candidates_are_what_generation_draws_from():
     model = spread_model()
     ids = TOK.encode("class P")
@@ -105,6 +107,7 @@ def test_candidates_are_what_generation_draws_from():
     assert sum(c.prob > 0 for c in candidates) <= 6  # top-k then top-p leave at most 6 tokens
 
 
+@pytest.mark.numerics
 def test_top_k_is_clamped_to_the_vocabulary():
     model = spread_model()
     ids = TOK.encode("import")
@@ -174,6 +177,7 @@ def test_long_prompts_are_cut_to_the_context_and_unknown_characters_reported():
     assert list(short.ids) == [TOK.encode("x")[0], UNK_ID, TOK.encode("s")[0], UNK_ID]
 
 
+@pytest.mark.numerics
 def test_empty_prompt_starts_from_eos_for_candidates_and_completion():
     model = spread_model()
     prompt = prepare_prompt(TOK, "", model.config)
@@ -207,6 +211,7 @@ def test_a_bundle_brings_its_template_and_context(tmp_path):
 # ---- completions and parity ----------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_greedy_completion_with_cache_equals_without_across_the_boundary():
     model = spread_model(seed=1)
     ids = TOK.encode("def main(x):\n    return x")  # 25 of 32 positions: 60 new tokens cross twice
@@ -238,6 +243,7 @@ def test_completion_stops_before_eos():
     assert len(complete(model, TOK, TOK.encode("m"), greedy, stop_at_eos=False).tokens) == 10
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("temperature, prompt_text", [(0.0, "x"), (1.0, "def main(x):\n    return x + 1\n")])
 def test_parity_trace_agrees_in_float64_across_the_context_boundary(temperature, prompt_text):
     model = spread_model(seed=1)
@@ -259,6 +265,7 @@ def test_parity_trace_agrees_in_float64_across_the_context_boundary(temperature,
     assert tuple(s.token for s in trace.steps) == cached.tokens  # the trace follows the cached generation
 
 
+@pytest.mark.numerics
 def test_parity_passes_on_an_untrained_tiny_model():
     torch.manual_seed(5)
     model = GPT(preset("tiny", V)).eval()  # the initialisation as it is, no rescaling
@@ -266,6 +273,7 @@ def test_parity_passes_on_an_untrained_tiny_model():
     assert trace.passed and trace.slid_steps and trace.worst_ratio <= 1.0
 
 
+@pytest.mark.numerics
 def test_parity_passes_on_the_shipped_model():
     from core.model.bundle import load_bundle
 
@@ -289,6 +297,7 @@ class BrokenCacheGPT(GPT):
         return ModelOutput(logits=logits, weights=out.weights)
 
 
+@pytest.mark.numerics
 def test_parity_trace_flags_a_cache_that_changes_the_logits():
     model = spread_model(seed=1, cls=BrokenCacheGPT)
     trace = parity_trace(model, TOK.encode("def"), 10, SampleConfig(temperature=0.0), seed=0)
@@ -391,6 +400,7 @@ class BigramStub(torch.nn.Module):
 STEP = math.exp(10) / (math.exp(10) + V - 1)  # P(the successor), float64 by hand
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "threshold, want, k, shown",
     [
@@ -412,6 +422,7 @@ def test_the_suggestion_by_hand_on_a_bigram(threshold, want, k, shown):
     assert s.probability == pytest.approx(STEP**k, rel=1e-6)  # float32 logits, float64 softmax
 
 
+@pytest.mark.numerics
 def test_the_suggestion_applies_the_template_and_reads_unknown_characters_as_unk():
     predictor = TransformerPredictor(BigramStub(), TOK)
     policy = SuggestionPolicy(threshold=0.99)
@@ -425,6 +436,7 @@ def test_the_suggestion_applies_the_template_and_reads_unknown_characters_as_unk
     assert (s.completion, s.stop_reason, s.text) == ("ai", "end of document", "ai")  # the document ends there
 
 
+@pytest.mark.numerics
 def test_suggest_measures_the_row_its_first_character_is_chosen_from_by_hand_on_a_bigram():
     """After "def ma" the stub's row is e^10 on 'i' and 1 elsewhere (V entries): top-1 STEP, entropy by hand."""
     predictor = TransformerPredictor(BigramStub(), TOK)
@@ -487,6 +499,7 @@ def test_the_prompt_is_the_window_the_suggestion_reads(n):
     assert isinstance(whole, Prompt)
 
 
+@pytest.mark.numerics
 def test_the_suggestion_is_a_prefix_of_the_greedy_completion():
     """The policy extends greedily over visible tokens, as temperature 0 generation does, and stops earlier
     (end of document, too unlikely, or max_chars). The transformer's continuation reads the last
@@ -511,6 +524,7 @@ def test_the_suggestion_is_a_prefix_of_the_greedy_completion():
     assert any(completions)  # not all empty
 
 
+@pytest.mark.numerics
 def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logits():
     """Each step's float64 verdict and float32 figure equal the rule 16 x eps x terms x max(1, max |uncached|)
     applied here to cached logits from generate and uncached logits of a plain forward pass."""
@@ -571,6 +585,7 @@ class SpecialLovingGPT(GPT):
         return ModelOutput(logits=logits, weights=out.weights)
 
 
+@pytest.mark.numerics
 def test_candidates_never_offer_special_tokens_the_sampler_would_not_draw():
     model = SpecialLovingGPT.build()
     candidates = next_token_candidates(model, TOK.encode("def"), SampleConfig(), k=None)
@@ -580,6 +595,7 @@ def test_candidates_never_offer_special_tokens_the_sampler_would_not_draw():
     assert candidates[0].id not in NEVER_SAMPLED
 
 
+@pytest.mark.numerics
 def test_baseline_candidates_read_the_predictors_distribution_after_the_text():
     """A stub predictor whose next-character distribution is known and puts most on <unk>: the candidates are
     its probabilities, most likely first, with <pad>, <bos> and <unk> never listed."""

@@ -33,6 +33,7 @@ NGRAM = train_ngram(DOCS, TOK, order=4)
 RULE = train_rule(DOCS, TOK)
 
 
+@pytest.mark.numerics
 @given(st.lists(st.integers(0, TOK.vocab_size - 1), min_size=1, max_size=12))
 def test_ngram_and_rule_rows_are_distributions(prefix):
     for model in (NGRAM, RULE):
@@ -43,6 +44,7 @@ def test_ngram_and_rule_rows_are_distributions(prefix):
         torch.testing.assert_close(probs.sum(-1), torch.ones(len(prefix), dtype=torch.float64), atol=1e-12, rtol=0)
 
 
+@pytest.mark.numerics
 def test_witten_bell_by_hand():
     tok = CharTokenizer.from_text("ab")  # V = 6: four special tokens, 'a', 'b'
     model = train_ngram([Document("d", "abab")], tok, order=2, add_k=0.5)  # stream: a b a b <eos>
@@ -54,6 +56,7 @@ def test_witten_bell_by_hand():
     assert row[tok.encode("b")[0]].item() == pytest.approx(0.15625, rel=1e-12)
 
 
+@pytest.mark.numerics
 def test_rule_completes_the_most_frequent_word_and_mixes_its_letters_with_the_unigram():
     tok = CharTokenizer.from_text("self sel seldom sex .")
     docs = [Document("d", "self self self seldom sex sel .")]
@@ -84,6 +87,7 @@ def greedy_by_hand(model, ids, steps):
     return out, p
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("model", [NGRAM, RULE], ids=["ngram", "rule"])
 @pytest.mark.parametrize("text", ["    return sel", "    return ", "def f1", "(self, "])
 def test_baseline_proposals_are_the_greedy_completion_by_hand(model, text):
@@ -94,6 +98,7 @@ def test_baseline_proposals_are_the_greedy_completion_by_hand(model, text):
         assert proposal.probabilities[-1] == pytest.approx(p, rel=1e-12)
 
 
+@pytest.mark.numerics
 def test_ngram_suggests_the_rest_of_self():
     s = suggestion(NGRAM, TOK.encode("    return "), SuggestionPolicy(threshold=0.05))
     assert s.completion.startswith("self.value + x * ")  # every training line goes on so
@@ -154,6 +159,7 @@ def test_an_edited_manifest_is_refused(saved, tmp_path):
         load_any(path)
 
 
+@pytest.mark.numerics
 def test_probabilities_stay_proper_for_unseen_contexts():
     unseen = TOK.encode("zzzz") if "z" in TOK.chars else [3, 3, 3, 3]  # <unk> contexts never occurred
     row = NGRAM.log_probs(unseen, range(4, 5))[0].exp()

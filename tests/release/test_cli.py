@@ -81,6 +81,7 @@ def trained(tmp_path_factory):
     return proc, out, args
 
 
+@pytest.mark.smoke
 def test_train_writes_a_bundle_and_ends_with_a_json_metrics_line(trained):
     proc, out, args = trained
     assert proc.returncode == 0, proc.stderr
@@ -104,6 +105,7 @@ def test_train_reports_progress_on_stderr_when_not_a_terminal(trained):
     assert any("step 6/6" in line and "tok/s" in line and "eta" in line for line in lines)
 
 
+@pytest.mark.numerics
 def test_generate_prints_the_prompt_and_its_completion(trained):
     _, out, _ = trained
     proc = run("generate", "--bundle", str(out), "--prompt", "def add", "--max-new-tokens", "12", "--temperature", "0")
@@ -146,6 +148,7 @@ def test_tampered_bundle_is_refused_on_the_command_line(trained, tmp_path, capsy
     assert err.count("\n") == 1 and err.startswith("error: ") and "sha256 mismatch" in err
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "argv, words",
     [
@@ -311,6 +314,7 @@ def train_in_process(tmp_path, capsys, out, *extra, iters="20"):
     return code, captured.out, captured.err
 
 
+@pytest.mark.numerics
 def test_train_without_the_mask_stops_at_its_first_evaluation(tmp_path, capsys):
     code, out, err = train_in_process(tmp_path, capsys, tmp_path / "leak", "--no-causal-mask")
     assert code == 0, err
@@ -379,6 +383,7 @@ def test_train_tunes_the_suggestion_threshold(trained):
     assert policy.tuned and policy.threshold in THRESHOLDS
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("prompt", ["def add", "    return a", "", "x€"])
 def test_suggest_json_is_the_served_suggestion(trained, capsys, prompt):
     _, out, _ = trained
@@ -394,6 +399,7 @@ def test_suggest_json_is_the_served_suggestion(trained, capsys, prompt):
     assert printed["saves_keystrokes"] == max(0, len(s.text) - 1) and printed["completion"].startswith(s.text)
 
 
+@pytest.mark.numerics
 def test_suggest_in_a_subprocess_prints_the_same_suggestion(trained):
     _, out, _ = trained
     proc = run("suggest", "--bundle", str(out), "--prompt", "def add", "--json")

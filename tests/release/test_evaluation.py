@@ -52,6 +52,7 @@ class Toy:
         return continuations_by_log_probs(self, contexts, max_new)
 
 
+@pytest.mark.numerics
 def test_metrics_match_a_hand_computation_on_20_characters():
     tok = CharTokenizer.from_text(TEXT20)  # ids: 4 ' ', 5 'a', 6 'b', 7 'c'; V = 8
     policy = SuggestionPolicy(threshold=0.3, tuned=True)
@@ -90,6 +91,7 @@ def test_metrics_match_a_hand_computation_on_20_characters():
     assert worst["top1"].slice == "char_class=end of document"
 
 
+@pytest.mark.numerics
 def test_intervals_resample_documents():
     """Every overall interval is core.release.evaluation.bootstrap.document_interval of per-document sums, rebuilt here
     from the per-document slices (each document's own figures times its own counts)."""
@@ -137,6 +139,7 @@ def tiny_model():
     return GPT(dataclasses.replace(PRESETS["tiny"], vocab_size=tok.vocab_size)).eval(), tok
 
 
+@pytest.mark.numerics
 def test_transformer_rows_are_the_full_forward_pass_and_continuations_agree(tiny_model):
     model, tok = tiny_model
     predictor = TransformerPredictor(model, tok)

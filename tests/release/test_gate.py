@@ -71,6 +71,7 @@ def bundles(tmp_path_factory):
     }
 
 
+@pytest.mark.numerics
 def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside_it(bundles, tmp_path):
     check = check_release(bundles["good"], policy=RELAXED)
     rubric = check.rubric
@@ -102,6 +103,7 @@ def test_a_causal_model_passes_every_leak_check_and_the_rubric_is_written_beside
     assert verify_bundle(bundles["good"]) == []  # nothing was written into the bundle
 
 
+@pytest.mark.numerics
 def test_a_model_trained_without_the_mask_fails_with_its_figures(bundles):
     rubric = check_release(bundles["leak"], policy=RELAXED).rubric
     by_name = {c.name: c for c in rubric.checks}
@@ -113,6 +115,7 @@ def test_a_model_trained_without_the_mask_fails_with_its_figures(bundles):
     assert by_name["integrity"].passed  # a well-formed bundle: the measured checks are what refuse it
 
 
+@pytest.mark.numerics
 def test_the_default_policy_requires_beating_the_baselines(bundles):
     rubric = check_release(bundles["good"], policy=ReleasePolicy(evaluation=QUICK)).rubric
     by_name = {c.name: c for c in rubric.checks}
@@ -144,6 +147,7 @@ def test_the_gates_figures_are_the_evaluations_for_the_same_config(bundles):
     assert rubric.fallback["threshold"] == printed.summaries()["ngram"]["threshold"]
 
 
+@pytest.mark.numerics
 def test_a_recorded_threshold_is_the_one_the_gate_evaluates_at(bundles, tmp_path):
     path = shutil.copytree(bundles["good"], tmp_path / "tuned")
     record_policy(path, SuggestionPolicy(threshold=0.3, tuned=True))
@@ -271,6 +275,7 @@ class Unigram(Peeking):
         return (counts / counts.sum()).log().expand(len(positions), -1)
 
 
+@pytest.mark.numerics
 def test_the_shuffled_canary_catches_a_model_that_sees_its_target():
     tok = CharTokenizer.from_text(TEXT)
     docs = [Document("d", TEXT[:600])]
@@ -297,6 +302,7 @@ class Copier(torch.nn.Module):
         return SimpleNamespace(logits=logits)
 
 
+@pytest.mark.numerics
 def test_the_no_peek_loss_exposes_a_model_that_sees_its_target():
     ids = torch.randint(0, 12, (400,), generator=torch.Generator().manual_seed(0)).tolist()
     peeking = peek_check(Copier(), ids)
@@ -304,6 +310,7 @@ def test_the_no_peek_loss_exposes_a_model_that_sees_its_target():
     assert not causality_check(Copier()).passed
 
 
+@pytest.mark.numerics
 def test_a_leak_at_every_fourth_position_is_caught_by_causality_and_no_peek():
     """Issue 8: a mask that lets t see t + 1 only when (t + 1) % 4 == 2 passed edits at 1, L/4, L/2, 3L/4, L-1
     and a no-peek check that always put the target mid-window. Every position is probed now."""
@@ -338,6 +345,7 @@ def test_release_check_command_exits_non_zero_and_writes_the_rubric(bundles, tmp
     assert verify_bundle(bundles["good"]) == []
 
 
+@pytest.mark.numerics
 def test_the_cache_checks_read_the_one_parity_measurement_and_fail_a_broken_fast_path(monkeypatch):
     """cache_checks decides core.model.sampling.cache_parity (the KV-cache lesson's measurement too): a random tiny
     model passes over more than one context; a fast path that stores every key one position off fails by whole

@@ -259,6 +259,7 @@ def _contexts(tok):
     return [tok.encode(p) for p in PROMPTS]
 
 
+@pytest.mark.numerics
 def test_propose_all_on_a_float64_gpt_equals_propose_one_by_one():
     """In float64 the batch and the single context differ by summation order only (~1e-15 relative)."""
     model, tok = tiny_model(seed=0, spread=40.0)
@@ -273,6 +274,7 @@ def test_propose_all_on_a_float64_gpt_equals_propose_one_by_one():
         assert [c.tokens for c in b.cuts] == [c.tokens for c in s.cuts]
 
 
+@pytest.mark.numerics
 def test_propose_all_on_a_float32_gpt_agrees_within_float32_rounding():
     """float32: the same completions where no step is a near-tie (checked), probabilities within the float32
     allowance of core.agreement: each logit within allowance(float32, terms, max |logit|), so each softmax

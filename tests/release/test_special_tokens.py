@@ -2,6 +2,7 @@
 it) on a tiny random GPT that prefers <pad>, <bos> and <unk>, and on an n-gram that learned <unk>, no suggestion,
 completion or candidate list holds <pad>, <bos> or <unk>, and no suggestion holds <eos>."""
 
+import pytest
 from bundles import TEXT, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,6 +65,7 @@ def special_rows(predictor, text):
     return len(proposal.completion), sum(int(i) in NEVER for i in rows.argmax(dim=-1))
 
 
+@pytest.mark.numerics
 def test_the_stubs_really_prefer_special_tokens():
     """The premise: on these prompts both predictors' rows often rank a never-shown token first, while the
     policy still finds completions of visible characters."""

@@ -98,11 +98,13 @@ def from_evaluation(predictor, prompt, rest):
     return shown, shown if shown is not None else choose_cut(cuts, 0.0), ids, len(prompt)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("prompt", PROMPTS.values(), ids=PROMPTS.keys())
 def test_page_cli_and_evaluation_give_the_same_suggestion(bundle, prompt, capsys):
     assert_surfaces_agree(*bundle, prompt, capsys)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("prompt", LONG_PROMPTS.values(), ids=LONG_PROMPTS.keys())
 def test_page_cli_and_evaluation_agree_after_prompts_longer_than_the_window(long_bundle, prompt, capsys):
     assert len(prompt) in (110, 128, 200)
@@ -173,6 +175,7 @@ def assert_surfaces_agree(path, predictor, prompt, capsys):
     assert (other.chars, other.probability, other.matches) == (best.chars, best.probability, False)
 
 
+@pytest.mark.numerics
 def test_the_prompts_cover_shown_and_not_shown(bundle, capsys):
     """The agreement above is held on both sides of the threshold (else a surface ignoring it would pass)."""
     path, _ = bundle

@@ -60,6 +60,7 @@ def independent_figures(logits: torch.Tensor) -> tuple[float, float]:
     return max(probs), -math.fsum(p * math.log(p) for p in probs if p > 0)
 
 
+@pytest.mark.numerics
 def test_the_recorded_suggestion_is_the_served_one_and_each_one_is_recorded(ngram, trained_bundle, tmp_path):
     store = TelemetryStore(tmp_path / "t.db")
     transformer = TransformerPredictor(trained_bundle.model, trained_bundle.tokenizer)
@@ -79,6 +80,7 @@ def test_the_recorded_suggestion_is_the_served_one_and_each_one_is_recorded(ngra
     assert any(r["shown"] == 1 for r in rows) and any(r["shown"] == 0 for r in rows)  # both cases were met
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("spread", [1.0, 20.0])  # near-uniform, and far from it (large logits)
 def test_the_recorded_distribution_is_an_independent_float64_softmax_of_the_models_logits(spread, tmp_path):
     small, tok = tiny_model(seed=3, spread=spread)
@@ -198,6 +200,7 @@ def test_the_cursor_slices_are_the_evaluations_labels_of_the_next_position():
             assert got["indent"] == labels["indent"][i], i
 
 
+@pytest.mark.numerics
 def test_completions_are_recorded_with_the_first_steps_distribution(trained_bundle, tmp_path):
     bundle = trained_bundle
     store = TelemetryStore(tmp_path / "t.db")
@@ -243,6 +246,7 @@ def test_the_command_line_records_suggest_and_generate(trained_bundle_path, tmp_
     assert generated["suggestion_chars"] == len(completion) and generated["top1_prob"] is not None
 
 
+@pytest.mark.numerics
 def test_a_shown_completion_is_recorded_from_the_prompt_it_read_without_encoding_it_again(trained_bundle, tmp_path):
     """record_completion takes the page's prompt (prepare_prompt with room for the longest suggestion): its input
     quality is that prompt's, and the first step's distribution is the model's after exactly its ids."""

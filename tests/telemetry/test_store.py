@@ -71,6 +71,7 @@ TODAYS_EVENTS = """CREATE TABLE events (
 )"""
 
 
+@pytest.mark.smoke
 def test_an_event_is_kept_with_the_schema_version_and_a_salted_hash_not_the_text(engine):
     where = engine.db("telemetry.db")
     store = TelemetryStore(where)

@@ -95,6 +95,7 @@ def bars(at):
     return list(fig["data"][0]["x"]), [float(y) for y in decode(fig["data"][0]["y"])]
 
 
+@pytest.mark.numerics
 def test_candidate_bars_are_the_models_distribution(bundle_path):
     at = reveal(open_autocomplete(bundle_path))
     pieces, probs = bars(at)
@@ -107,6 +108,7 @@ def test_candidate_bars_are_the_models_distribution(bundle_path):
     assert [c.value for c in at.code][0] == "def␣main("  # what the model sees, whitespace visible
 
 
+@pytest.mark.numerics
 def test_changing_temperature_changes_the_candidate_probabilities(bundle_path):
     at = reveal(open_autocomplete(bundle_path))
     before = bars(at)[1]
@@ -119,6 +121,7 @@ def test_changing_temperature_changes_the_candidate_probabilities(bundle_path):
     assert after[0] > before[0]  # colder is sharper
 
 
+@pytest.mark.numerics
 def test_the_prediction_hides_the_candidates_until_checked_and_grades_against_the_model(bundle_path):
     """The most likely next character's probability, from the model's own forward pass here: within 0.1 is
     right, 0.5 away is wrong, and both reveal the bars, whose numbers are the model's."""
@@ -172,6 +175,7 @@ def test_the_sections_after_the_picture_are_tabs_each_with_its_header(bundle_pat
     assert not [m for m in at.markdown if m.value.startswith("**On this page**")]  # tabs replace the contents list
 
 
+@pytest.mark.numerics
 def test_before_the_prediction_the_chart_draws_the_models_logits(bundle_path):
     """The picture on a first visit: the logits of the model's likeliest next characters from its own forward pass
     (not the probabilities the question asks for), in logit order, whatever the temperature."""
@@ -191,6 +195,7 @@ def test_before_the_prediction_the_chart_draws_the_models_logits(bundle_path):
     assert shows_candidates(at) and not [f for f in figures(at) if "logits" in f["layout"]["title"]["text"]]
 
 
+@pytest.mark.numerics
 def test_greedy_completion_is_shown_as_plain_text(bundle_path):
     at = open_autocomplete(bundle_path, {"ac_temperature": "0.0", "ac_length": "25"})
     bundle = load_bundle(bundle_path)
@@ -267,6 +272,7 @@ def test_a_class_shares_one_cache_timing_until_someone_measures_again(bundle_pat
     assert len(calls) == 4
 
 
+@pytest.mark.numerics
 def test_parity_at_other_settings_runs_on_request(bundle_path):
     at = open_autocomplete(bundle_path)  # 20 characters: not the page's default of 40
     assert not [f for f in figures(at) if "logit difference" in f["layout"]["title"]["text"]]
@@ -277,6 +283,7 @@ def test_parity_at_other_settings_runs_on_request(bundle_path):
     assert not [f for f in figures(at) if "logit difference" in f["layout"]["title"]["text"]]
 
 
+@pytest.mark.numerics
 def test_parity_is_decided_in_float64_across_the_context_boundary(bundle_path):
     at = open_autocomplete(bundle_path, {"ac_length": "40"})  # 9 + 40 characters through a context of 32
     fig = figure(at, "logit difference")  # the page's own settings: shown at once
@@ -303,6 +310,7 @@ def test_parity_is_decided_in_float64_across_the_context_boundary(bundle_path):
     assert "float64" in text and "within its allowance" in text
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("value", ["1e-40", "5e-324", "0.0005"])
 def test_a_link_with_a_tiny_temperature_samples_greedily_with_a_note(bundle_path, value):
     at = open_autocomplete(bundle_path, {"ac_temperature": value})
@@ -439,6 +447,7 @@ def test_the_suggestion_shown_is_the_served_one(suggesting_path, prompt):
     assert "threshold not tuned; run `python -m core tune --bundle DIR`" in text
 
 
+@pytest.mark.numerics
 def test_the_suggestion_is_the_models_greedy_completion_cut_at_a_word_end(suggesting_path):
     # An independent reference: "    ret" (7 characters) plus 24 new ones fit the tiny context of 32, so the
     # policy reads the whole prompt and the hand computation needs no cut.

@@ -35,6 +35,7 @@ def assert_matrix(z, want, atol):
     np.testing.assert_allclose(np.asarray(z, dtype=float), want, atol=atol, rtol=0)
 
 
+@pytest.mark.numerics
 def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_bundle_path, trained_bundle):
     at = predict(open_embeddings(trained_bundle_path), "emb_predict", "1")  # any answer reveals section 2
     ids = trained_bundle.tokenizer.encode(DEFAULT_TEXT)
@@ -65,6 +66,7 @@ def test_default_text_shows_embedding_rows_qkv_and_scores_of_the_model(trained_b
                 assert z[t][s] == pytest.approx(float(q[t] @ k[s]) / math.sqrt(D), abs=1e-5)
 
 
+@pytest.mark.numerics
 def test_changing_layer_and_head_changes_the_projections(trained_bundle_path, trained_bundle):
     at = open_embeddings(trained_bundle_path)
     before, _, _ = heatmap(at, "Q (T × D")
@@ -80,6 +82,7 @@ def test_changing_layer_and_head_changes_the_projections(trained_bundle_path, tr
     assert "layer 1, head 1" in heatmap(at, "scores")[2]
 
 
+@pytest.mark.numerics
 def test_rope_toggle_shows_q_before_rotation(trained_bundle_path, trained_bundle):
     at = open_embeddings(trained_bundle_path, {"emb_rope": "false"})
     z, _, title = heatmap(at, "Q (T × D")

@@ -13,6 +13,7 @@ from core.lessons.example_run import EXAMPLE
 from tests.apptest import decode, figure, open_page, table
 
 
+@pytest.mark.numerics
 def test_the_first_picture_is_the_worked_example_weights_computed_independently():
     """LESSON.md's draws (torch.manual_seed(2): q, k (1, 4, 3), v (1, 4, 2)), softmax written out here with math.exp."""
     with torch.random.fork_rng():

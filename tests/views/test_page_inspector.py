@@ -73,6 +73,7 @@ def hand_difference(at) -> float:
     return difference
 
 
+@pytest.mark.numerics
 def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_path, trained_bundle):
     at = open_inspector(trained_bundle_path)
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
@@ -91,6 +92,7 @@ def test_grid_shows_every_layer_and_head_with_the_models_weights(trained_bundle_
     assert list(zip(summary["layer"], summary["head"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
+@pytest.mark.numerics
 def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle):
     at = reveal(open_inspector(trained_bundle_path))
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
@@ -109,6 +111,7 @@ def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle
     assert [(s["xref"], s["yref"]) for s in grid["shapes"]] == [("x4 domain", "y4 domain")]  # the 4th map, outlined
 
 
+@pytest.mark.numerics
 def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bundle_path, trained_bundle):
     at = open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"})
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
@@ -192,6 +195,7 @@ def shows_the_head(at) -> bool:
     )
 
 
+@pytest.mark.numerics
 def test_the_prediction_hides_the_enlarged_head_and_the_row_until_checked_and_grades_against_the_reference(
     trained_bundle_path, trained_bundle
 ):
@@ -228,6 +232,7 @@ def test_the_prediction_hides_the_enlarged_head_and_the_row_until_checked_and_gr
     assert shows_the_head(at), "a wrong prediction reveals the answer too"
 
 
+@pytest.mark.numerics
 def test_a_row_with_one_clear_favourite_is_graded_by_that_key(trained_bundle_path, trained_bundle):
     """Layer 0, head 0, row 3: one key leads by more than the allowance; choosing another row asks again."""
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
@@ -273,6 +278,7 @@ def same_axes(a: dict, b: dict) -> None:
         assert (fig["data"][0]["zmin"], fig["data"][0]["zmax"]) == (0, 1)
 
 
+@pytest.mark.numerics
 def test_compare_two_texts_draws_each_texts_own_weights_side_by_side(trained_bundle_path, trained_bundle):
     model, tok = trained_bundle.model, trained_bundle.tokenizer
     at = reveal(open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"}))
@@ -327,6 +333,7 @@ def reference_largest_change(want_a, want_b, near: float):
     return changes[0][1], changes[0][2]
 
 
+@pytest.mark.numerics
 def test_compare_two_models_draws_their_difference_and_names_the_largest_change(trained_bundle_path, trained_bundle):
     """Side A: the test bundle (selected); side B: the shipped default, reading the same text."""
     from core.model.bundle import load_bundle

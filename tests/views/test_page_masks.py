@@ -33,6 +33,7 @@ def scores_of(seq, T, D, seed):
     return (q[seq, 0].double() @ k[seq, 0].double().T / math.sqrt(D)).tolist()  # (T, S)
 
 
+@pytest.mark.numerics
 def test_default_page_masks_missing_mass_and_empty_rows():
     at = predict(open_page("masks"), "masks_predict", "0.5")
     # Four-token example: labelled cells, allowed exactly when s <= t.
@@ -74,6 +75,7 @@ def worked_row_2():
     return (q[0, 2].double() @ k[0].double().T / math.sqrt(3)).tolist()
 
 
+@pytest.mark.numerics
 def test_renormalising_after_a_dominant_forbidden_logit():
     at = open_page("masks")
     correct = softmax(worked_row_2(), [True, True, True, False])
@@ -126,6 +128,7 @@ def test_bad_inputs_give_a_message_and_the_default():
     assert figure(at, "Combined mask, sequence 1")["layout"]["title"]["text"].endswith("(length 4)")
 
 
+@pytest.mark.numerics
 def test_the_prediction_hides_the_zeroed_rows_until_checked_and_grades_against_math_exp():
     """Defaults: sequence 1 (length 4, left padded to 6, causal): row 2 is the first row with allowed and
     forbidden keys (it sees key 2 only). The answer is what math.exp says row 2 keeps after zeroing."""

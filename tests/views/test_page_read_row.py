@@ -37,6 +37,7 @@ def sdpa_row(q, k, v, t):
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)[0, t].tolist()
 
 
+@pytest.mark.numerics
 def test_default_row_hand_sum_equals_pytorch():
     at = predict(open_page("read_row"), "row_predict")
     q, k, v = worked_qkv()
@@ -69,6 +70,7 @@ def test_row_zero_has_a_single_weight_of_exactly_one():
     assert vector(table(at, "weight × v_s")["weight × v_s"].tolist()[-1]) == pytest.approx(v[0, 0].tolist(), abs=1e-9)
 
 
+@pytest.mark.numerics
 def test_a_link_to_a_random_row_and_the_slider():
     link = {"row_src": "random", "row_seed": "5", "row_T": "8", "row_D": "8", "row_t": "6"}
     at = predict(open_page("read_row", link), "row_predict")
@@ -103,6 +105,7 @@ def test_a_bad_link_value_falls_back_to_the_default_with_a_note():
     )
 
 
+@pytest.mark.numerics
 def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     """The inspector hands over one head's q, k, v for queries 0..t; the page checks row t of them."""
 
@@ -135,6 +138,7 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     assert "PASS" in all_text(at)
 
 
+@pytest.mark.numerics
 def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytorch():
     """Row 3 of the worked example: the key PyTorch weighs most is right, any other is wrong, and both reveal."""
     q, k, v = worked_qkv()
@@ -160,6 +164,7 @@ def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytor
     assert weights_shown(at), "a wrong prediction reveals the answer too"
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("t", [3, 1])
 def test_the_question_sits_beside_the_row_scores_which_are_its_inputs_not_its_answer(t):
     """Before the check, the picture holds row t's scores q·k/√D (PyTorch's, float64) for the keys it may see and

@@ -168,6 +168,7 @@ def version(path) -> str:
     return load_bundle(path).version
 
 
+@pytest.mark.numerics
 def test_the_rubric_table_is_check_releases_rubric_for_the_selected_bundle(bundles, registry):
     at = click(unlock(open_release(bundles["good"])), "rel_run_checks")
     expected = check_release(bundles["good"]).rubric  # the default policy, computed apart from the page

@@ -18,6 +18,8 @@ from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.rope import apply_rope
 
+pytestmark = pytest.mark.numerics
+
 LABEL = "test bundle (tiny, untrained)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
 

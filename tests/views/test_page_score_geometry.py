@@ -8,6 +8,8 @@ import pytest
 import torch
 from apptest import all_text, decode, figure, figures, open_page, picture_figures, predict, table, unescaped
 
+pytestmark = pytest.mark.numerics
+
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")  # st.cache_* is shared across AppTests
 
 

@@ -19,6 +19,8 @@ def bar_values(at):
     return [float(y) for y in decode(figures(at)[0]["data"][0]["y"])]
 
 
+@pytest.mark.smoke
+@pytest.mark.numerics
 def test_default_shows_the_lesson_distribution_in_chart_table_and_summary():
     at = open_page("temperature")
     want = by_formula(LESSON_SCORES, 1.0)
@@ -31,6 +33,7 @@ def test_default_shows_the_lesson_distribution_in_chart_table_and_summary():
     assert at.metric[0].value == f"{entropy:.3f}"
 
 
+@pytest.mark.numerics
 def test_moving_the_slider_changes_the_distribution():
     at = open_page("temperature")
     before = bar_values(at)
@@ -41,6 +44,7 @@ def test_moving_the_slider_changes_the_distribution():
     assert max(after) > max(before)  # colder is sharper
 
 
+@pytest.mark.numerics
 def test_link_parameters_reproduce_the_view_and_bad_ones_fall_back_with_a_note():
     at = open_page("temperature", {"temperature": "2.5", "scores": "0, 1, 2"})
     assert bar_values(at) == pytest.approx(by_formula([0, 1, 2], 2.5), abs=1e-12)
@@ -49,6 +53,7 @@ def test_link_parameters_reproduce_the_view_and_bad_ones_fall_back_with_a_note()
     assert "not usable" in all_text(at)
 
 
+@pytest.mark.numerics
 def test_unreadable_scores_are_explained_and_the_lesson_scores_are_kept():
     at = open_page("temperature")
     at.text_input(key="scores").set_value("1, two, 3").run()
@@ -56,6 +61,7 @@ def test_unreadable_scores_are_explained_and_the_lesson_scores_are_kept():
     assert bar_values(at) == pytest.approx(by_formula(LESSON_SCORES, 1.0), abs=1e-12)
 
 
+@pytest.mark.numerics
 def test_scaling_experiment_shows_saturation_measured():
     at = open_page("temperature")
     assert not any("measure" in d.value.columns for d in at.dataframe), "the measurement waits for a prediction"
@@ -70,6 +76,7 @@ def test_scaling_experiment_shows_saturation_measured():
     assert measured.iloc[1][big] == 1.0  # every row nearly one-hot
 
 
+@pytest.mark.numerics
 def test_the_right_prediction_is_what_the_lesson_measures():
     """Dropping √3 and multiplying Q, K by 10 multiplies every score by 100√3: rows sharpen (worked example)."""
     import torch

@@ -132,6 +132,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     assert table_of(at, "causality probe") == ["passed"] * len(result.history)
 
 
+@pytest.mark.numerics
 def test_before_any_run_the_picture_is_the_shipped_models_map_of_the_probe_text():
     """The first screen holds a computed picture before anything is trained: the shipped model's own attention
     (layer 0, head 0) over the probe text a run photographs, read from its forward pass here."""
@@ -214,6 +215,7 @@ def prose(n_words=700, seed=0) -> bytes:
     return "\n\n".join(" ".join(words[i : i + 14]) + "." for i in range(0, n_words, 14)).encode()
 
 
+@pytest.mark.numerics
 def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_with_the_probes_figure():
     at = page_with_upload(data=prose(), name="notes.txt", iters=200, train_no_mask=True)
     assert at.toggle(key="train_stop_leak").value is True  # the stop is on by default
@@ -251,6 +253,7 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_wi
     assert "NO causal mask" in label
 
 
+@pytest.mark.numerics
 def test_with_the_stop_off_the_leak_is_watched_and_the_symptom_shown(monkeypatch):
     at = page_with_upload(train_no_mask=True, train_stop_leak=False)
     at.button(key="train_start").click().run()

@@ -6,6 +6,8 @@ from core.lessons.overfit import overfit_on_corpus
 from core.model.corpus import load_corpus
 from tests.apptest import open_page, table
 
+pytestmark = pytest.mark.numerics
+
 STEPS = 100
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ui import startup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +72,7 @@ print(json.dumps({"frozen": gc.get_freeze_count() - before, "threads": torch.get
 """
 
 
+@pytest.mark.smoke
 def test_importing_ui_changes_nothing_in_the_process():
     env = {**os.environ, "LAB_TORCH_THREADS": "3"}
     done = subprocess.run(
