@@ -217,7 +217,7 @@ def tradeoff_section(bundle, corpus) -> None:
         float(min(recorded_policy.attention_cost, MAX_PRICE)),
         0.25,
         key="rel_price",
-        help="What a suggestion that is not taken costs the typist: 1 keystroke is the lab's default (README: "
+        help="What a suggestion that is not taken costs the typist: 1 keystroke is the lab's default (docs/RELEASE.md: "
         "The price of attention); 0 makes an interruption free.",
     )
     tradeoff_view.render(reprice(rows, price), key="rel_tradeoff")
