@@ -4,8 +4,10 @@
     write_bytes_atomic(path, data)  bytes into a temporary sibling (fsync'ed), then os.replace: readers see
                                     the old file or the new one, never a torn one
     write_json_atomic(path, data)   write_json's text, written the same way
-    read_regular_file(path, limit)  a regular file's bytes (never a symlink or a FIFO, on POSIX and Windows), or
-                                    None when it is not one or holds more than `limit` bytes
+    open_regular(path)              a regular file opened to read, or FileRefused (a ValueError) saying what it is
+                                    instead: a symbolic link, a FIFO, a device (on POSIX and Windows)
+    read_bounded(path, limit)       open_regular's bytes, at most `limit` of them, else FileRefused
+    read_regular_file(path, limit)  read_bounded's bytes, or None when it refuses the file
     staged_dir(out)                 a temporary sibling directory to build `out` in; removed if the
                                     block raises
     install_dir(staged, out, *, overwrite, error)
@@ -25,6 +27,9 @@
                                     returns the notice saying so. core.database uses it for the class and
                                     telemetry databases when they are SQLite files.
 
+Every file of a bundle and every JSON file the lab reads (core.jsonfile) is opened by open_regular: a manifest that
+was a FIFO hung `suggest` for good, and one linked to /dev/zero was read until memory ran out.
+
 Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
 `current` pointer (core.release.registry.registry) and the release rubric (core.release.gate.gate) all use these.
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -42,7 +48,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
@@ -62,27 +68,79 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     write_bytes_atomic(Path(path), text.encode("ascii"))
 
 
-def read_regular_file(path: Path, limit: int) -> bytes | None:
-    """The bytes of a regular file (not a symlink, not a FIFO) of at most `limit` bytes, else None.
+class FileRefused(ValueError):
+    """A file the lab will not read: `problem` says what it is instead of a regular file of a bounded size."""
 
-    On POSIX open itself refuses a symlink (O_NOFOLLOW) and never waits for a FIFO's writer (O_NONBLOCK). Windows
-    has neither flag (nor FIFOs), so the refusal does not rest on them: lstat before opening refuses anything but a
-    regular file, and fstat after it checks the file opened is the one lstat saw (device, inode), so a file swapped
-    for a link in between is refused too (without O_NOFOLLOW its target is opened for that moment, never read)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in the words of a message."""
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+@contextlib.contextmanager
+def open_regular(path: str | os.PathLike, *, follow_symlinks: bool = False) -> Iterator[BinaryIO]:
+    """`path` opened to read in binary, if it is a regular file; FileRefused ("not a regular file (it is a named
+    pipe (FIFO))") otherwise. OSError (missing, unreadable) passes through.
+
+    A FIFO is never opened (opening one to read waits for a writer), nor a device. On POSIX open itself refuses a
+    symlink (O_NOFOLLOW) and never waits (O_NONBLOCK). Windows has neither flag (nor FIFOs), so the refusal does not
+    rest on them: stat before opening (lstat without follow_symlinks) refuses anything but a regular file, and fstat
+    after it checks the file opened is the one seen (device, inode), so a file swapped in between (for a link, a
+    FIFO) is refused too: opened for that moment, never read. With follow_symlinks a link to a regular file is
+    read (the registry's own files may sit behind a link the teacher made); a link to /dev/zero is still refused."""
+    seen = os.stat(path) if follow_symlinks else os.lstat(path)
+    if not stat.S_ISREG(seen.st_mode):
+        kind = _kind(seen.st_mode)
+        if stat.S_ISLNK(seen.st_mode):
+            with contextlib.suppress(OSError):
+                kind += f" to {os.readlink(os.fspath(path))[:200]!r}"
+        raise FileRefused(f"not a regular file (it is {kind})")
+    nofollow = 0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        seen = os.lstat(path)
-        if not stat.S_ISREG(seen.st_mode):
-            return None
         fd = os.open(path, flags)
-    except OSError:
-        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP and nofollow:  # O_NOFOLLOW met a link that replaced the file since lstat
+            raise FileRefused("not a regular file (it became a symbolic link while it was opened)") from None
+        raise
     with os.fdopen(fd, "rb") as f:
         opened = os.fstat(f.fileno())
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
-            return None
-        data = f.read(limit + 1)
-    return data if len(data) <= limit else None
+            raise FileRefused(f"not a regular file (it was replaced by {_kind(opened.st_mode)} while it was opened)")
+        yield f
+
+
+def read_bounded(path: str | os.PathLike, limit: int, *, follow_symlinks: bool = False) -> bytes:
+    """The bytes of the regular file at `path` (open_regular), refused by its size before a byte is read and never
+    read past `limit` + 1 bytes (it may grow meanwhile); FileRefused saying what was wrong, OSError passes through."""
+    with open_regular(path, follow_symlinks=follow_symlinks) as f:
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise FileRefused(f"{max(size, len(data)):,} bytes is more than the {limit:,} it may hold")
+    return data
+
+
+def read_regular_file(path: Path, limit: int) -> bytes | None:
+    """The bytes of a regular file (not a symlink, not a FIFO) of at most `limit` bytes (read_bounded), else None."""
+    try:
+        return read_bounded(path, limit)
+    except (FileRefused, OSError):
+        return None
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -1,18 +1,24 @@
 """Every JSON the lab reads from disk (bundles, the registry, runs, the passcode record) is read one bounded way.
 
     read_json(data, label, *, max_bytes, max_depth)   the value of `data` (bytes or str), or JsonFileError
-    read_json_file(path, label, *, max_bytes)         the same for a file, its size checked before it is read
+    read_json_file(path, label, *, max_bytes)         the same for a file: a regular one (never a FIFO or a device,
+                                                      core.files.open_regular), its size checked before it is read
 
 Python's json accepts what a hostile file needs to take a server down, so each is refused first, with a
 JsonFileError (a ValueError) whose message names the file (`label`), the field where one is known, what was
 wrong and what to do:
-- more than `max_bytes` (a file's size is checked before a byte is read);
+- more than `max_bytes` (a file's size is checked before a byte is read), or a file that is not a regular file;
 - nesting deeper than `max_depth`. json.loads recurses once per `[` or `{`: half a million of them raised
   RecursionError, which no caller's `except ValueError` caught, and every page went down. The depth is
   measured first by a linear scan that skips strings (a bracket inside a string is text), so json.loads
   only ever sees shallow documents;
 - NaN, Infinity and -Infinity: not JSON, yet json.loads turns them into floats (a NaN in a manifest became
   a NaN in a model's configuration); the message names the field that holds one;
+- a number too large for a float: 1e400 is valid JSON that json.loads turns into inf (one such metric in the
+  current version's manifest took every page down), and an integer of 400 digits overflows the first float()
+  made of it. Refused the same way, the field named;
+- a key given twice in one object: json.loads keeps the last, so what a reader saw was not what was checked;
+  the message names the key's field;
 - anything else json.loads or UTF-8 decoding refuses, an integer of more than 4300 digits included.
 """
 
@@ -21,10 +27,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
+import sys
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
+
+from core.files import FileRefused, read_bounded
 
 MAX_JSON_BYTES = 4 << 20  # the largest file the lab writes as JSON is a manifest, under MAX_MANIFEST_BYTES = 4 MiB
 MAX_DEPTH = 32  # the lab's deepest JSON (a rubric's checks) is 4 levels; json.loads recurses once per level
@@ -47,12 +55,18 @@ class JsonFileError(ValueError):
 
 
 class _NonFinite(float):
-    """What json.loads makes of NaN / Infinity here: a marker, found afterwards to name its field."""
+    """What json.loads makes of NaN / Infinity / 1e400 here: a marker, found afterwards to name its field."""
 
     def __new__(cls, name: str) -> _NonFinite:
         marker = super().__new__(cls, "nan")
         marker.name = name  # type: ignore[attr-defined]
         return marker
+
+
+class _Repeated(dict):
+    """An object that gave a key twice (json.loads keeps the last): a marker, found afterwards to name its field."""
+
+    key: str
 
 
 def nesting_depth(text: str) -> int:
@@ -84,54 +98,87 @@ def read_json(
     depth = nesting_depth(text)
     if depth > max_depth:
         raise JsonFileError(label, f"nested {depth:,} levels deep, more than the {max_depth} a lab file needs", fix)
-    found: list[_NonFinite] = []
+    found: list[Any] = []  # the markers made below; any one refuses the document
 
     def non_finite(name: str) -> _NonFinite:  # json.loads calls it for NaN, Infinity and -Infinity
         found.append(_NonFinite(name))
         return found[-1]
 
+    def finite_float(literal: str) -> float:
+        number = float(literal)
+        return number if number - number == 0.0 else non_finite(literal)  # inf - inf is NaN: 1e400 overflowed
+
+    def finite_int(literal: str) -> int | float:
+        number = int(literal)  # more than 4300 digits: ValueError, refused below as not valid JSON
+        return number if len(literal) < 309 or abs(number) <= sys.float_info.max else non_finite(literal)
+
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        repeated, seen = _Repeated(obj), set()
+        for key, _ in pairs:  # the first key given again
+            if key in seen:
+                repeated.key = key
+                break
+            seen.add(key)
+        found.append(repeated)
+        return repeated
+
     try:
-        value = json.loads(text, parse_constant=non_finite)
+        value = json.loads(
+            text,
+            parse_constant=non_finite,
+            parse_float=finite_float,
+            parse_int=finite_int,
+            object_pairs_hook=unique_keys,
+        )
     except RecursionError:  # the scan above makes this unreachable; kept so that it can never escape
         raise JsonFileError(label, "nested too deeply to read", fix) from None
     except ValueError as e:  # JSONDecodeError, an integer of more than 4300 digits
         raise JsonFileError(label, f"not valid JSON ({' '.join(str(e).split())[:160]})", fix) from None
     if found:
-        where, name = _non_finite_field(value)
-        raise JsonFileError(
-            label, f"field {where!r} holds {name}, which JSON does not allow (a number must be finite)", fix
-        )
+        raise JsonFileError(label, _first_refused(value), fix)
     return value
 
 
 def read_json_file(
     path: str | os.PathLike, label: str | None = None, *, max_bytes: int = MAX_JSON_BYTES, fix: str = DEFAULT_FIX
 ) -> Any:
-    """read_json of a regular file, refused by its size before it is read. OSError (missing, unreadable) passes
-    through: callers already treat it as an unreadable file."""
+    """read_json of a regular file (a link to one is followed), refused by its size before it is read
+    (core.files.read_bounded). OSError (missing, unreadable) passes through: callers already treat it as an
+    unreadable file."""
     path = Path(path)
     label = path.name if label is None else label
-    seen = path.stat()
-    if not stat.S_ISREG(seen.st_mode):  # a FIFO would block the read until someone writes to it
-        raise JsonFileError(label, "not a regular file", fix)
-    size = seen.st_size
-    if size > max_bytes:
-        raise JsonFileError(label, f"{size:,} bytes is more than the {max_bytes:,} it may hold", fix)
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)  # the file may have grown since stat
+    try:
+        data = read_bounded(path, max_bytes, follow_symlinks=True)  # a FIFO would block the read until written
+    except FileRefused as e:
+        raise JsonFileError(label, e.problem, fix) from None
     return read_json(data, label, max_bytes=max_bytes, fix=fix)
 
 
-def _non_finite_field(value: Any) -> tuple[str, str]:
-    """(the dotted path of the first NaN / Infinity marker in `value`, the literal written there). Iterative:
-    the depth is bounded already, but nothing here should rely on that."""
+def _first_refused(value: Any) -> str:
+    """What the first marker in `value` (a NaN / Infinity / overflowing number, a key given twice) is, naming its
+    field by its dotted path. Iterative: the depth is bounded already, but nothing here should rely on that."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, _NonFinite):
-            return where or "(the whole document)", item.name  # type: ignore[attr-defined]
+            name = item.name  # type: ignore[attr-defined]
+            shown = name if len(name) <= 24 else f"{name[:12]}...{name[-8:]} ({len(name):,} characters)"
+            why = "which JSON does not allow" if name.lstrip("-") in ("NaN", "Infinity") else "which overflows a float"
+            return f"field {_field(where)!r} holds {shown}, {why} (a number must be finite)"
+        if isinstance(item, _Repeated):
+            key = f"{where}.{item.key}" if where else item.key
+            return f"field {_field(key)!r} is given twice (json keeps the last); each key may appear once"
         if isinstance(item, dict):
             stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(item.items())))
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
-    return "(unknown)", "NaN"
+    return "a value is not what JSON allows"
+
+
+def _field(where: str, limit: int = 120) -> str:
+    """A field's dotted path as a message shows it: the keys come from the file, so a long one is cut."""
+    where = where or "(the whole document)"
+    return where if len(where) <= limit else where[: limit - 3] + "..."

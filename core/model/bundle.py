@@ -302,9 +302,9 @@ def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
     problems = entry_problems(path)
     if problems:
         return problems, None
-    if not manifest_path.is_file():
+    if not os.path.lexists(manifest_path):
         return [f"{MANIFEST} is missing"], None
-    manifest = read_manifest(manifest_path)  # too deep, NaN or not JSON: a BundleError naming file and field
+    manifest = read_manifest(manifest_path)  # a FIFO, too deep, 1e400 or not JSON: a BundleError naming file and field
     problems = check_fields(manifest)
     if problems:
         return problems, None

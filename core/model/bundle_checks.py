@@ -5,8 +5,9 @@ function returns problems as one-line strings naming the file, field or tensor (
 hostile bundle, except `read_manifest`, which raises BundleError):
 
     entry_problems(path)            no symbolic link, at most MAX_BUNDLE_ENTRIES entries listed
-    read_manifest(path)             its value through the one bounded JSON reader (core.jsonfile): too deep,
-                                    NaN / Infinity (the field named) or not JSON is a BundleError
+    read_manifest(path)             its value through the one bounded JSON reader (core.jsonfile): not a regular
+                                    file (a FIFO, a device, a link), too deep, NaN / Infinity / 1e400 or a
+                                    repeated key (the field named) or not JSON is a BundleError
     check_fields(manifest)          every field present with its JSON type (bool apart from int)
     check_files(path, files)        every listed file present with its sha256, no unlisted file
     parse_model_fields(manifest)    a valid ModelConfig (core.model.gpt's bounds), tokenizer, SampleConfig
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from core.files import FileRefused, open_regular
 from core.jsonfile import JsonFileError, read_json
 from core.model.gpt import ModelConfig
 from core.model.sampling import SampleConfig
@@ -73,10 +75,15 @@ class BundleError(ValueError):
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a bundle's file, opened by core.files.open_regular: BundleError for a FIFO (which would hang
+    the read), a device (/dev/zero never ends) or a link that replaced the file since it was listed."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        with open_regular(path) as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except FileRefused as e:
+        raise BundleError(f"{Path(path).name} is {e.problem}; {MANIFEST_FIX}") from None
     return h.hexdigest()
 
 
@@ -122,13 +129,20 @@ def entry_problems(path: Path) -> list[str]:
 
 
 def read_manifest(path: Path) -> Any:
-    """manifest.json's value, read by core.jsonfile.read_json; BundleError naming the file, and the field that
-    holds a NaN or Infinity, for anything it refuses (json.loads alone raised RecursionError on deep nesting)."""
-    size = path.stat().st_size
-    if size > MAX_MANIFEST_BYTES:
-        raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
+    """manifest.json's value, opened by core.files.open_regular (never a FIFO, a device or a symbolic link: one to
+    /dev/zero was read until memory ran out) and read by core.jsonfile.read_json; BundleError naming the file, and
+    the field that holds a NaN, an Infinity, an overflowing number or a repeated key, for anything it refuses
+    (json.loads alone raised RecursionError on deep nesting). Every reader of a manifest comes here."""
     try:
-        return read_json(path.read_bytes(), MANIFEST, max_bytes=MAX_MANIFEST_BYTES, fix=MANIFEST_FIX)
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_MANIFEST_BYTES:
+                raise BundleError(f"{MANIFEST} is {size:,} bytes, more than MAX_MANIFEST_BYTES={MAX_MANIFEST_BYTES:,}")
+            data = f.read(MAX_MANIFEST_BYTES + 1)  # it may have grown since fstat: read_json refuses it then
+    except FileRefused as e:
+        raise BundleError(f"{MANIFEST} is {e.problem}; {MANIFEST_FIX}") from None
+    try:
+        return read_json(data, MANIFEST, max_bytes=MAX_MANIFEST_BYTES, fix=MANIFEST_FIX)
     except JsonFileError as e:
         raise BundleError(str(e)) from None
 
@@ -176,7 +190,7 @@ def check_files(path: Path, files: dict) -> list[str]:
             continue
         file = path / name
         if not file.is_file():
-            problems.append(f"{name} is missing")
+            problems.append(f"{name} is not a regular file" if os.path.lexists(file) else f"{name} is missing")
         elif file_sha256(file) != digest:
             problems.append(
                 f"{name}: sha256 mismatch (the file was changed or truncated; it is "

@@ -98,3 +98,42 @@ def test_other_refusals_name_the_file_and_say_what_to_do(tmp_path):
         read_json_file(fifo)
     with pytest.raises(FileNotFoundError):  # missing: the caller's own case, as before
         read_json_file(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize(
+    "text, field, shown",
+    [
+        ('{"training": {"metrics": {"val_loss": 1e400}}}', "training.metrics.val_loss", "1e400"),
+        ('{"a": [0.5, -1.7e309]}', "a[1]", "-1.7e309"),
+        ('{"n": ' + "9" * 400 + "}", "n", "999999999999...99999999 (400 characters)"),
+    ],
+)
+def test_a_number_that_overflows_a_float_is_refused_naming_the_field(text, field, shown):
+    """1e400 is valid JSON that json.loads turns into inf (one in a manifest took every page down); an integer of 400
+    digits overflows the first float() made of it."""
+    with pytest.raises(JsonFileError) as caught:
+        read_json(text, "manifest.json", fix="save it again")
+    assert str(caught.value) == (
+        f"manifest.json: field '{field}' holds {shown}, which overflows a float (a number must be finite); "
+        "save it again"
+    )
+    assert read_json('[1.7e308, -1e-400, 1e308, "1e400"]', "x") == [1.7e308, -0.0, 1e308, "1e400"]  # all finite
+    assert read_json("9" * 308, "x") == int("9" * 308)  # still below the largest float
+
+
+def test_a_key_given_twice_is_refused_naming_it():
+    """json.loads keeps the last of two equal keys: what a reader saw would not be what was checked."""
+    with pytest.raises(JsonFileError) as caught:
+        read_json('{"safe": false, "generation": {"keep": 1, "use_cache": true, "keep": 9}}', "manifest.json")
+    assert str(caught.value).startswith(
+        "manifest.json: field 'generation.keep' is given twice (json keeps the last); each key may appear once; "
+    )
+    with pytest.raises(JsonFileError, match=r"^x: field 'safe' is given twice"):
+        read_json('{"safe": false, "safe": true}', "x")
+    assert read_json('[{"a": 1}, {"a": 2}]', "x") == [{"a": 1}, {"a": 2}]  # one key in each of two objects
+
+
+def test_the_duplicate_check_is_linear_in_the_number_of_keys():
+    text = "{" + ",".join(f'"k{i}": {i}' for i in range(100_000)) + ', "k99999": 0}'  # the repeat comes last
+    with pytest.raises(JsonFileError, match="field 'k99999' is given twice"):
+        read_json(text, "x")  # a quadratic search would take minutes here

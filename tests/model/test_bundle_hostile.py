@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 
 import pytest
 import torch
@@ -15,10 +16,26 @@ import core.model.bundle
 import core.model.bundle_checks
 import core.model.gpt
 from cli.main import main
-from core.model.bundle import MANIFEST, WEIGHTS, BundleError, expected_tensors, load_bundle, save_bundle
+from core.model.bundle import (
+    MANIFEST,
+    WEIGHTS,
+    BundleError,
+    expected_tensors,
+    file_sha256,
+    load_bundle,
+    save_bundle,
+)
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS, ModelConfig
-from core.release.baselines.baseline_bundle import COUNTS, load_baseline, save_baseline, train_baseline
+from core.release.baselines.baseline_bundle import (
+    COUNTS,
+    load_any,
+    load_baseline,
+    read_kind,
+    save_baseline,
+    train_baseline,
+    verify_any,
+)
 from core.release.gate.gate import CheckResult, Rubric
 
 TINY = dict(vocab_size=50, context_length=32, n_layer=2, n_head=2, d_model=32)
@@ -234,3 +251,72 @@ def test_a_directory_with_endless_entries_is_refused_without_listing_them(bundle
         (bundle_copy / f"junk{i}").write_text("x")
     message = refused(bundle_copy, f"more than {core.model.bundle_checks.MAX_BUNDLE_ENTRIES} entries")
     assert "junk1" not in message
+
+
+# ---- a manifest that is not a file, a number that overflows, a key given twice -------------------
+
+
+def finishes(call, *args):
+    """call(*args) run in a thread: (its result or the exception it raised). A hang detector, not a timing check:
+    each read here takes milliseconds, and one that blocks fails the test instead of hanging the run."""
+    out: list = []
+
+    def run():
+        try:
+            out.append(call(*args))
+        except Exception as e:  # the test looks at what was raised
+            out.append(e)
+
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert out, f"{call.__name__} blocked on the bundle"
+    return out[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_manifest_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_by_every_reader(bundle_copy, kind):
+    """`suggest`, `evaluate` and `release promote` read the manifest's kind before the bundle's checks: a FIFO hung
+    them for good, a link to /dev/zero was read until a MemoryError."""
+    (bundle_copy / MANIFEST).unlink()
+    if kind == "fifo":
+        os.mkfifo(bundle_copy / MANIFEST)  # opening it to read would wait for a writer
+    else:
+        os.symlink("/dev/zero", bundle_copy / MANIFEST)  # never ends
+    what = "a named pipe (FIFO)" if kind == "fifo" else "a symbolic link to '/dev/zero'"
+    for reader in (read_kind, load_any, load_bundle):
+        raised = finishes(reader, bundle_copy)
+        assert isinstance(raised, BundleError), raised
+        assert f"{MANIFEST} is not a regular file (it is {what})" in str(raised) or (
+            kind == "dev-zero" and f"{MANIFEST} is a symbolic link (to '/dev/zero')" in str(raised)  # entries first
+        ), raised
+    assert isinstance(finishes(load_baseline, bundle_copy), BundleError)
+    assert finishes(verify_any, bundle_copy)
+
+
+def test_a_bundle_file_that_is_a_fifo_is_hashed_never(bundle_copy):
+    """Every file of a bundle is opened one way (core.files.open_regular): a FIFO is refused, never waited on."""
+    (bundle_copy / WEIGHTS).unlink()
+    os.mkfifo(bundle_copy / WEIGHTS)
+    raised = finishes(file_sha256, bundle_copy / WEIGHTS)
+    assert isinstance(raised, BundleError) and f"{WEIGHTS} is not a regular file (it is a named pipe" in str(raised)
+    assert f"{WEIGHTS} is not a regular file" in refused(bundle_copy)
+
+
+def test_a_metric_of_1e400_is_a_bundle_error_naming_the_file_and_the_field(bundle_copy):
+    """1e400 is valid JSON that json.loads makes inf: load_bundle let it out as a plain ValueError (Out of range float
+    values are not JSON compliant) from the version hash, and every page showed the exception box."""
+    text = (bundle_copy / MANIFEST).read_text()
+    (bundle_copy / MANIFEST).write_text(text.replace('"metrics": {}', '"metrics": {"val_loss": 1e400}'))
+    message = refused(bundle_copy, MANIFEST, "field 'training.metrics.val_loss' holds 1e400", "must be finite")
+    assert "Out of range" not in message
+    with pytest.raises(BundleError, match="training.metrics.val_loss"):
+        read_kind(bundle_copy)
+
+
+def test_a_manifest_key_given_twice_is_refused_naming_it(bundle_copy):
+    """json.loads keeps the last of two `safe` keys: the bundle's checks and a reader could see different values."""
+    text = (bundle_copy / MANIFEST).read_text()
+    assert '"safe": true,' in text
+    (bundle_copy / MANIFEST).write_text(text.replace('"safe": true,', '"safe": false, "safe": true,'))
+    refused(bundle_copy, MANIFEST, "field 'safe' is given twice")

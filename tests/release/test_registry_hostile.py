@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 
 import pytest
 from test_registry import _version, make_bundles, make_checks
@@ -242,3 +243,76 @@ def test_a_refusal_on_a_read_only_registry_keeps_its_reason(bundles, checks, reg
                 p.chmod(0o755)
     monkeypatch.setattr(registry, "_log", real_log)
     assert [e["event"] for e in read_log(reg)] == ["promote"]  # nothing was written
+
+
+def finishes(call, *args, **kwargs):
+    """call(...) run in a thread: its result, or the exception it raised. A hang detector, not a timing check: each
+    call here takes well under a second, and one that blocks fails the test instead of hanging the run."""
+    out: list = []
+
+    def run():
+        try:
+            out.append(call(*args, **kwargs))
+        except Exception as e:  # the test looks at what was raised
+            out.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert out, f"{call.__name__} blocked"
+    return out[0]
+
+
+def test_a_metric_of_1e400_in_the_current_manifest_falls_back_naming_the_file_and_the_field(bundles, checks, reg):
+    """1e400 is valid JSON that json.loads makes inf: the version lookup raised "Out of range float values are not
+    JSON compliant" on every page, and `release status` printed that without the file or the field."""
+    va, vb = _version(bundles["a"]), _version(bundles["b"])
+    assert promote(bundles["b"], reg, check=checks["b"]).promoted
+    manifest = reg / "versions" / vb / "bundle" / MANIFEST
+    writable(manifest)
+    text = manifest.read_text()
+    assert text.count('"metrics": {') == 1
+    manifest.write_text(text.replace('"metrics": {', '"metrics": {"val_loss": 1e400, '))
+    served = finishes(resolve_version, reg)
+    assert (served.version, served.kind, served.degraded) == (va, "transformer", True), served
+    assert f"current version {vb} fails to load or verify" in served.reason
+    assert "manifest.json: field 'training.metrics.val_loss' holds 1e400" in served.reason
+    st = finishes(status, reg)
+    assert st.served.reason == served.reason
+    assert "field 'training.metrics.val_loss' holds 1e400" in {v.version: v.problem for v in st.versions}[vb]
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys", "/dev"])
+def test_a_system_folder_is_refused_as_a_registry_at_once(bundles, folder):
+    """`release rollback --registry /proc` waited on a lock that can never be made there."""
+    if not os.path.isdir(folder):
+        pytest.skip(f"no {folder} here")
+    before = set(os.listdir(folder)) if folder == "/dev" else None
+    for call, args in ((rollback, (folder,)), (status, (folder,)), (promote, (bundles["a"], folder))):
+        raised = finishes(call, *args)
+        assert isinstance(raised, RegistryError), raised
+        assert str(raised).startswith(f"{folder!r} is not a model registry (it holds none of versions, current")
+    served = finishes(resolve_version, folder)
+    assert served.bundle is None and "is not a model registry" in served.reason
+    assert before is None or set(os.listdir(folder)) <= before  # nothing was made in /dev
+
+
+def test_a_folder_of_other_files_is_refused_as_a_registry_and_left_alone(bundles, checks, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(RegistryError, match="is not a model registry"):
+        promote(bundles["a"], home, check=checks["a"])
+    with pytest.raises(RegistryError, match="is not a model registry"):
+        rollback(home)
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]  # no lock, no log, no versions/
+
+
+def test_a_log_that_is_a_fifo_neither_hangs_a_refusal_nor_its_reading(bundles, checks, reg):
+    """Appending to a FIFO waits for a reader forever; reading one waits for a writer."""
+    (reg / "log.jsonl").unlink()
+    os.mkfifo(reg / "log.jsonl")
+    result = finishes(rollback, reg)  # nothing earlier: a refusal, which is logged
+    assert not result.switched and "could not be logged" in result.reason, result
+    assert finishes(read_log, reg) == []
+    assert finishes(status, reg).current == _version(bundles["a"])

@@ -18,6 +18,7 @@ from core.release.gate.gate import ReleasePolicy
 from core.release.registry.registry import promote, resolve_version
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
+from ui.text import WORD_JOINER
 
 
 def suggestion_after(predictor, text, policy, template="{prompt}"):
@@ -103,3 +104,18 @@ def test_a_tampered_current_version_falls_back_to_the_ngram_with_a_banner_and_st
 
     at = run_page("inspector")  # a transformer view says why it cannot show the baseline
     assert "has no attention to show" in all_text(at)
+
+
+def test_a_metric_of_1e400_in_the_current_manifest_shows_a_banner_not_the_exception_box(registry):
+    """1e400 is valid JSON that json.loads makes inf: the sidebar's version lookup raised "Out of range float values
+    are not JSON compliant" and every page showed the exception box."""
+    reg, version = registry
+    manifest = reg / "versions" / version / "bundle" / "manifest.json"
+    manifest.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    data = json.loads(manifest.read_text())
+    data["training"]["metrics"]["peak"] = "OVERFLOW"
+    manifest.write_text(json.dumps(data).replace('"OVERFLOW"', "1e400"))  # json.dumps cannot write it
+    at = run_page(None)  # no exception box (run_page asserts it)
+    shown = [w.value.replace("\\", "").replace(WORD_JOINER, "") for w in at.warning]  # as the reader sees it
+    banner = [w for w in shown if w.startswith("Serving ngram version")]
+    assert banner and "manifest.json: field 'training.metrics.peak' holds 1e400" in banner[0], shown

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.model.bundle import VERSION_LENGTH
-from core.release.registry.served import CURRENT, VERSIONS
+from core.release.registry.served import CURRENT, MAX_REGISTRY_ENTRIES, MAX_VERSIONS, VERSIONS
 
 MAX_COUNTED_FILES = 10_000  # files counted for a leftover's size (ours hold 8)
 # tempfile.mkdtemp / mkstemp name their files with 8 characters of [a-z0-9_]
@@ -38,9 +38,12 @@ def find_leftovers(registry: str | os.PathLike) -> list[Leftover]:
     """Temporary directories and files that a killed promote, rollback or switch left behind."""
     reg = Path(registry)
     found: list[Leftover] = []
-    for folder, pattern, is_dir in ((reg / VERSIONS, _STAGED, True), (reg, _POINTER_TMP, False)):
+    for folder, pattern, is_dir, bound in (
+        (reg / VERSIONS, _STAGED, True, MAX_VERSIONS),
+        (reg, _POINTER_TMP, False, MAX_REGISTRY_ENTRIES),
+    ):
         try:
-            entries = sorted(folder.iterdir()) if folder.is_dir() else []
+            entries = sorted(itertools.islice(folder.iterdir(), bound)) if folder.is_dir() else []
         except OSError:
             continue
         for p in entries:

@@ -31,6 +31,7 @@ import contextlib
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,11 +53,14 @@ from core.release.registry.served import (
     BUNDLE,
     CURRENT,
     FALLBACK,
+    LOCK,
     NAME_RULE,
     RECORD,
     VERSIONS,
+    RegistryError,
     ServedVersion,
     VersionInfo,
+    check_registry,
     list_versions,
     load_version,
     pointer,
@@ -95,13 +99,8 @@ __all__ = [
     "status",
 ]
 
-LOCK = ".lock"
 LOCK_TIMEOUT = 120.0  # seconds a promote or rollback waits for another to finish (an install takes seconds)
 MAX_NOTE_CHARS = 500  # actor, why and a rollback reason, as typed on a form
-
-
-class RegistryError(ValueError):
-    """The registry cannot do what was asked; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ def promote(
     copy installed must then still have the version that was checked, or the promotion fails. `actor`
     and `why` (who asked, and why) are written into the log entry and the version's record."""
     reg, source, who = Path(registry), Path(bundle_dir), _who(actor, why)
-    reg.mkdir(parents=True, exist_ok=True)
+    _make(reg)
     try:
         kind = read_kind(source)
     except BundleError as e:
@@ -209,6 +208,7 @@ def rollback(
     reg, who = Path(registry), _who(actor, why, reason=reason)
     if to is not None and not is_version(to):
         raise RegistryError(f"rollback target {quote(to)} is not a version name ({NAME_RULE})")
+    _make(reg)
     with _locked(reg):
         cleaned = _clean_leftovers(reg)
         current, problem = pointer(reg)
@@ -338,9 +338,31 @@ def _who(actor: str | None, why: str | None, **more: str) -> dict:
     return {k: v for k, v in (("actor", actor), ("why", why)) if v is not None}
 
 
+def _make(reg: Path) -> None:
+    """The registry folder, made if it is new; RegistryError at once for a folder that is not a registry the lab made
+    (core.release.registry.served.registry_problem: /proc, /dev, a home folder) or that cannot be made."""
+    check_registry(reg)
+    try:
+        reg.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RegistryError(
+            f"cannot make the registry {str(reg)!r} ({e.strerror or e}); choose a folder you can write to"
+        ) from None
+
+
 @contextlib.contextmanager
 def _locked(reg: Path) -> Iterator[None]:
-    reg.mkdir(parents=True, exist_ok=True)
+    # filelock retries a lock file it cannot create until its timeout, so a folder where no file can be made
+    # (read-only, /proc) waited LOCK_TIMEOUT s before saying so: a file made and removed at once says it now. Not the
+    # lock file itself: for filelock's SoftFileLock (and a Windows share) a lock file that exists is a lock held.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{LOCK}.", suffix=".check", dir=reg)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise RegistryError(
+            f"cannot lock the registry {str(reg)!r} ({type(e).__name__}: {e.strerror or e}); it may be read-only"
+        ) from None
     lock = FileLock(str(reg / LOCK), timeout=LOCK_TIMEOUT)
     try:
         lock.acquire()

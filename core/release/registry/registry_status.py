@@ -1,5 +1,6 @@
 """`release status`: the current version and its history, every version verified, what is served and why,
-the log's latest entries, and the leftovers of interrupted promotions. Reads only.
+the log's latest entries, and the leftovers of interrupted promotions. Reads only; a folder that is not a registry
+the lab made (core.release.registry.served.registry_problem) is a RegistryError.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from pathlib import Path
 
 from core.release.registry.leftovers import Leftover, find_leftovers
 from core.release.registry.registry_log import read_log
-from core.release.registry.served import ServedVersion, VersionInfo, list_versions, read_current, resolve_version
+from core.release.registry.served import (
+    ServedVersion,
+    VersionInfo,
+    check_registry,
+    list_versions,
+    read_current,
+    resolve_version,
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class RegistryStatus:
 def status(registry: str | os.PathLike = "registry", *, log_tail: int = 10) -> RegistryStatus:
     """The current version and its history, every version (verified), what is served, the log's tail, leftovers."""
     reg = Path(registry)
+    check_registry(reg)  # /proc is not a registry: refused at once (RegistryError)
     current = read_current(reg)
     return RegistryStatus(
         str(reg),

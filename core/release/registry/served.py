@@ -12,12 +12,20 @@ records a passed rubric of that version, and its bundle loads with that version.
                                app's banner. It never raises for a bad registry.
     read_current, list_versions               the pointer and the versions, read and checked
     load_version(reg, version)                the bundle of a version that may be served, else BundleError
+    registry_problem(reg), check_registry(reg)
+                                              why a folder is not a registry the lab made (its layout: versions/,
+                                              current, log.jsonl or .lock, at most MAX_REGISTRY_ENTRIES entries;
+                                              or nothing yet), or RegistryError saying so. `--registry /proc` hung
+                                              `release rollback` on a lock that could never be made there: every
+                                              command now refuses such a folder at once, and lists none past its
+                                              bounds.
 
 The layout of a registry and how it changes: core.release.registry.registry.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +36,7 @@ from core.jsonfile import read_json_file
 from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
 from core.release.baselines.baseline_bundle import BaselineBundle, load_baseline
 from core.release.gate.rubric import RUBRIC
+from core.release.registry.registry_log import LOG
 from core.release.serving.predictor import Predictor
 from core.release.serving.transformer_predictor import TransformerPredictor
 
@@ -39,8 +48,16 @@ RECORD = "record.json"
 MAX_RECORD_BYTES = 1 << 20  # `current` and a stored rubric.json: a few kB (a pointer grows ~20 bytes a promotion)
 NAME_RULE = f"{VERSION_LENGTH} lowercase hex digits, as `release status` lists them"
 RECORD_FIX = "the registry file was damaged or edited by hand; promote or roll back again to rewrite it"
+LOCK = ".lock"  # held (filelock) while the registry changes: core.release.registry.registry
+LAYOUT = (VERSIONS, CURRENT, LOG, LOCK)  # what the lab makes in a registry; a folder holding none of them is not one
+MAX_REGISTRY_ENTRIES = 1_000  # a registry holds the LAYOUT and a few leftovers of interrupted promotions
+MAX_VERSIONS = 10_000  # versions/ is listed at most this far (a class promotes a few a term)
 
 Loaded = TypeVar("Loaded")
+
+
+class RegistryError(ValueError):
+    """The registry cannot do what was asked; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,9 @@ class VersionInfo:
 def resolve_version(registry: str | os.PathLike = "registry") -> ServedVersion:
     """What to serve now, and why (see the module docstring). Reads only; never raises for a bad registry."""
     reg = Path(registry)
+    foreign = registry_problem(reg)
+    if foreign:
+        return ServedVersion(None, None, None, f"{foreign}; nothing is served from it", True)
     current, problem = pointer(reg)
     stored = [v.version for v in reversed(list_versions(reg))]  # newest first
     if current is None:
@@ -123,8 +143,11 @@ def list_versions(registry: str | os.PathLike, *, verify: bool = False) -> list[
     """Installed versions (directories named as versions), oldest promotion first; with verify=True each
     is checked as resolve_version checks it, to say whether it can be served."""
     root = Path(registry) / VERSIONS
+    if registry_problem(Path(registry)):
+        return []
     try:
-        vdirs = [d for d in root.iterdir() if is_version(d.name) and d.is_dir()] if root.is_dir() else []
+        listed = list(itertools.islice(root.iterdir(), MAX_VERSIONS)) if root.is_dir() else []
+        vdirs = [d for d in listed if is_version(d.name) and d.is_dir()]
     except OSError:
         return []
     infos: list[VersionInfo] = []
@@ -141,6 +164,41 @@ def list_versions(registry: str | os.PathLike, *, verify: bool = False) -> list[
                 ok, problem = False, short(e)
         infos.append(VersionInfo(vdir.name, promoted if isinstance(promoted, str) else None, ok, problem))
     return sorted(infos, key=lambda v: (v.promoted or "", v.version))
+
+
+def registry_problem(reg: Path) -> str:
+    """Why `reg` is not a registry the lab made, naming it; "" when it is one, or when nothing is there yet (the first
+    promotion makes it). A registry is a directory of at most MAX_REGISTRY_ENTRIES entries, empty or holding one of
+    LAYOUT: /proc, /dev or a home folder hold none, and are refused before anything in them is locked or read."""
+    try:
+        if not os.path.lexists(reg):
+            return ""
+        if not reg.is_dir():
+            return (
+                f"the registry {str(reg)!r} is not a directory; choose the folder `release promote` made, or a new one"
+            )
+        with os.scandir(reg) as entries:
+            names = {e.name for e in itertools.islice(entries, MAX_REGISTRY_ENTRIES + 1)}
+    except OSError as e:
+        return f"the registry {str(reg)!r} cannot be listed ({e.strerror or e})"
+    if len(names) > MAX_REGISTRY_ENTRIES:
+        return (
+            f"{str(reg)!r} holds more than {MAX_REGISTRY_ENTRIES:,} entries, so it is not a model registry (one holds "
+            f"{', '.join(LAYOUT)}); choose the folder `release promote` made, or a new one"
+        )
+    if names and not names & set(LAYOUT):
+        return (
+            f"{str(reg)!r} is not a model registry (it holds none of {', '.join(LAYOUT)}); choose the folder "
+            "`release promote` made, or a new one"
+        )
+    return ""
+
+
+def check_registry(reg: Path) -> None:
+    """RegistryError unless `reg` may be used as a registry (registry_problem)."""
+    problem = registry_problem(reg)
+    if problem:
+        raise RegistryError(problem)
 
 
 def version_dir(reg: Path, version: str) -> Path:
