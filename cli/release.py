@@ -118,8 +118,8 @@ def attention_cost_arg(value: float | None) -> float | None:
 
 def _threads(n: int | None) -> None:
     if n is not None:
-        if n < 1:
-            raise ValueError(f"--threads must be >= 1, got {n}")
+        if not 1 <= n <= settings.MAX_TORCH_THREADS:  # torch crashes (exit 139) on 100,000
+            raise ValueError(f"--threads must be an integer from 1 to {settings.MAX_TORCH_THREADS}, got {n}")
         torch.set_num_threads(n)
 
 

@@ -157,6 +157,8 @@ def test_tampered_bundle_is_refused_on_the_command_line(trained, tmp_path, capsy
         (["train", "--corpus", "stdlib", "--out", "x", "--max-iters", "0"], "--max-iters must be >= 1"),
         (["train", "--corpus", "stdlib", "--out", "x", "--batch-size", "0"], "batch_size must be >= 1"),
         (["generate", "--prompt", "x"], "--bundle"),
+        (["tune", "--bundle", "x", "--threads", "100000"], "--threads must be an integer from 1"),
+        (["evaluate", "--bundle", "x", "--threads", "100000"], "--threads must be an integer from 1"),
         (["explode"], "invalid choice"),
         ([], "COMMAND"),
     ],

@@ -125,6 +125,7 @@ def test_a_model_trained_without_the_mask_is_refused_and_current_stays(bundles, 
     assert (served.version, served.degraded) == (_version(bundles["a"]), False)
 
 
+@pytest.mark.numerics
 def test_a_tampered_current_version_falls_back_to_known_good_then_to_the_ngram(bundles, checks, tmp_path):
     reg = tmp_path / "registry"
     va, vb = _version(bundles["a"]), _version(bundles["b"])
