@@ -1,4 +1,5 @@
-"""Each page's height and where its picture lies, at 1440x900 and projected at 1920x1080: docs/CLASSROOM.md's "Page heights".
+"""Each page's height and where its picture lies, at 1440x900 and projected at 1920x1080 (docs/CLASSROOM.md's
+"Page heights").
 
 Run:  .venv/bin/python bench/page_heights.py [--json out.json]
 

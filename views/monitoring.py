@@ -219,8 +219,8 @@ if figures is not None and figures.events:
             "A shown suggestion's outcome matures when the next text decides it: **accepted** when the text goes on "
             "with the whole suggestion, **typed other** when it diverges. Acceptance rate = accepted / matured. Net "
             "keystrokes saved per matured suggestion = (keystrokes the accepted ones saved − the price of attention × "
-            "the ones typed over) / matured: above 0, the suggestions are worth their interruption (docs/RELEASE.md: The "
-            "price of attention)."
+            "the ones typed over) / matured: above 0, the suggestions are worth their interruption (docs/RELEASE.md: "
+            "The price of attention)."
         )
         results = figures.outcomes
         chart(
