@@ -14,7 +14,8 @@ from hypothesis import settings
 ROOT = Path(__file__).resolve().parent.parent
 
 # Tiny test models run fastest on one thread, and it leaves the other core to the browser tests' server.
-torch.set_num_threads(int(os.environ.get("LAB_TEST_THREADS", "1")))
+TEST_THREADS = int(os.environ.get("LAB_TEST_THREADS", "1"))
+torch.set_num_threads(TEST_THREADS)
 
 # AppTest runs have no server to warm (ui/warmup.py): never let them open a socket to a lab on this machine's 8501.
 os.environ.setdefault("LAB_WARMUP", "0")
@@ -29,6 +30,15 @@ TEACHER_ATTEMPTS_DIR = Path(tempfile.mkdtemp(prefix="lab-teacher-attempts-"))
 
 settings.register_profile("lab", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "lab"))
+
+
+@pytest.fixture(autouse=True)
+def test_threads():
+    """Every test starts on LAB_TEST_THREADS torch threads. The command line run in-process sets its own (--threads,
+    default 1), which would otherwise hold for the rest of the worker, so .ci/run's two-thread repeat ran most tests
+    after the first such call on one thread."""
+    torch.set_num_threads(TEST_THREADS)
+    yield
 
 
 @pytest.fixture(autouse=True)

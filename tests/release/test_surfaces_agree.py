@@ -16,6 +16,7 @@ EncodedText the prompt is described by (core.model.prompt.encode_for_model with 
 import json
 
 import pytest
+import torch
 from apptest import open_page
 from bundles import train_tiny_bundle
 
@@ -155,7 +156,11 @@ def assert_surfaces_agree(path, predictor, prompt, capsys):
     page = from_page(path, prompt)
     assert cli["suggestion"], "the trained bundle should suggest something after this prompt"
     assert page["suggestion"] == cli["suggestion"]
-    assert page["probability"] == cli["probability"]  # exactly: the same computation
+    # The same computation, in another Python thread: AppTest runs the page in a script thread, whose torch thread
+    # count is its own (OpenMP's is per thread), so under LAB_TEST_THREADS=2 the partial sums of a float32 logit
+    # (d_model terms) are added in another order, once per suggested character.
+    rel = torch.finfo(torch.float32).eps * predictor.model.config.d_model * max(1, len(cli["suggestion"]))
+    assert page["probability"] == pytest.approx(cli["probability"], rel=rel, abs=0)
     assert page["shown"] == cli["shown"] == (cli["probability"] >= THRESHOLD)
     assert page["threshold"] == cli["threshold"] == THRESHOLD and page["threshold_tuned"] is cli["threshold_tuned"]
     assert page["completion"] == cli["completion"] and page["saves_keystrokes"] == cli["saves_keystrokes"]
@@ -171,8 +176,11 @@ def assert_surfaces_agree(path, predictor, prompt, capsys):
 
     # Whatever follows the prompt, the typist's offer there is the same (it reads only the text before it);
     # only whether the text goes on with it changes.
+    # (Its probability up to the rounding above: the document is typed in batches of its positions, and on two threads
+    # a batch of another length splits its sums differently.)
     _, other, _, _ = from_evaluation(predictor, prompt, "\u00a7 unrelated\n")
-    assert (other.chars, other.probability, other.matches) == (best.chars, best.probability, False)
+    assert (other.chars, other.matches) == (best.chars, False)
+    assert other.probability == pytest.approx(best.probability, rel=rel, abs=0)
 
 
 @pytest.mark.numerics
