@@ -6,10 +6,10 @@ import dataclasses
 import json
 import os
 import shutil
-import threading
 
 import pytest
 import torch
+from hang_check import finishes
 from test_bundle import TEXT, make_model, read_manifest, refused, reseal, rewrite_tensors
 
 import core.model.bundle
@@ -254,24 +254,6 @@ def test_a_directory_with_endless_entries_is_refused_without_listing_them(bundle
 
 
 # ---- a manifest that is not a file, a number that overflows, a key given twice -------------------
-
-
-def finishes(call, *args):
-    """call(*args) run in a thread: (its result or the exception it raised). A hang detector, not a timing check:
-    each read here takes milliseconds, and one that blocks fails the test instead of hanging the run."""
-    out: list = []
-
-    def run():
-        try:
-            out.append(call(*args))
-        except Exception as e:  # the test looks at what was raised
-            out.append(e)
-
-    reader = threading.Thread(target=run, daemon=True)
-    reader.start()
-    reader.join(timeout=60)
-    assert out, f"{call.__name__} blocked on the bundle"
-    return out[0]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])

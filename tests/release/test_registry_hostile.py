@@ -7,9 +7,9 @@ import json
 import os
 import shutil
 import stat
-import threading
 
 import pytest
+from hang_check import finishes
 from test_registry import _version, make_bundles, make_checks
 
 import core.model.bundle
@@ -243,24 +243,6 @@ def test_a_refusal_on_a_read_only_registry_keeps_its_reason(bundles, checks, reg
                 p.chmod(0o755)
     monkeypatch.setattr(registry, "_log", real_log)
     assert [e["event"] for e in read_log(reg)] == ["promote"]  # nothing was written
-
-
-def finishes(call, *args, **kwargs):
-    """call(...) run in a thread: its result, or the exception it raised. A hang detector, not a timing check: each
-    call here takes well under a second, and one that blocks fails the test instead of hanging the run."""
-    out: list = []
-
-    def run():
-        try:
-            out.append(call(*args, **kwargs))
-        except Exception as e:  # the test looks at what was raised
-            out.append(e)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(timeout=60)
-    assert out, f"{call.__name__} blocked"
-    return out[0]
 
 
 def test_a_metric_of_1e400_in_the_current_manifest_falls_back_naming_the_file_and_the_field(bundles, checks, reg):
