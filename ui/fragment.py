@@ -47,7 +47,7 @@ _SPANS = "_fragment_export_spans"  # session key: {section name: (start, end)} o
 _PAGE = "_fragment_page"  # session key: (page_script_hash, st.navigation's page) of the last whole-script run
 
 
-def _fragment_run() -> bool:
+def fragment_run() -> bool:
     """True while Streamlit runs only fragments (a widget inside one moved), not the whole script."""
     ctx = get_script_run_ctx()
     return bool(ctx is not None and ctx.fragment_ids_this_run)
@@ -64,12 +64,12 @@ def section(func: Callable[..., None]) -> Callable[..., None]:
         if view is None:  # no export list (a page run on its own): nothing to keep in order
             func(*args, **kwargs)
             return
-        if not _fragment_run() or name not in spans:
+        if not fragment_run() or name not in spans:
             start = len(view)
             try:
                 func(*args, **kwargs)
             finally:
-                if not _fragment_run():
+                if not fragment_run():
                     spans[name] = (start, len(view))
             return
         start, end = spans[name]

@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
@@ -327,8 +326,7 @@ def _poll(code: str) -> None:
     is for (a prediction just submitted would be neither checked nor recorded)."""
     from ui import follow  # here: ui.follow imports this module
 
-    ctx = get_script_run_ctx()
-    tick = ctx is not None and bool(ctx.fragment_ids_this_run)
+    tick = fragment.fragment_run()
     try:
         pulse = live().pulse(code)
         seen = st.session_state.get(_PULSE_KEY)
