@@ -1,27 +1,13 @@
-"""One rule for numerical agreement: when do two computations of the same numbers agree?
+"""One rule for numerical agreement: when two computations of the same numbers agree.
 
-Two correct computations of the same quantity (cached and full logits, a row by hand and by tensor, a
-fast kernel and the teaching one) add the same terms in a different order, so they differ by rounding
-alone. For a sum of n terms that difference is bounded by about n * eps * sum(|term|) (Higham,
-"Accuracy and Stability of Numerical Algorithms", 2nd ed., section 3.1: gamma_n = n u / (1 - n u) with
-u = eps / 2). A real bug (a wrong cache position, a missing mask, a shifted window) is off by whole
-units instead. So the allowance is derived, never tuned to the CPU a test happened to run on:
+Two correct computations differ only by summation order, about n * eps * sum(|term|) for a sum of n terms (Higham,
+"Accuracy and Stability of Numerical Algorithms", 2nd ed., section 3.1); a real bug is off by whole units. So the
+allowance is derived, never tuned to a CPU:
 
     allowed = SAFETY * eps(dtype) * terms * scale
 
-    eps    torch.finfo(dtype).eps: 2.2e-16 for float64, 1.2e-7 for float32
-    terms  the length of the longest chain of additions behind one compared number (for a model:
-           model_terms(config), every layer's longest sum added up)
-    scale  the magnitude the rounding is relative to: max |reference| (at least 1) unless the caller
-           knows a sharper one (the absolute sum of a dot product's terms)
-    SAFETY 16: the bound above is per operation; a forward pass chains a few of them (norms, softmax,
-           exp), each adding a small multiple of eps
-
-Anything that decides (a release check, a PASS shown to a learner, a test) compares in float64: both
-computations run on a float64 copy of the model (`float64_copy`) or of the inputs. Then summation order
-moves results by about 1e-15 relative on every CPU and kernel set (ATEN_CPU_CAPABILITY=avx512, avx2,
-default), the allowance is around 1e-10, and a bug sits ten orders of magnitude above it. float32
-comparisons remain only as figures shown beside the verdict, with their own float32 allowance.
+Anything that decides compares in float64 (about 1e-15 relative on every CPU and kernel set, a bug ten orders above);
+float32 figures are only shown beside the verdict, with their own allowance.
 """
 
 from __future__ import annotations
@@ -39,6 +25,10 @@ from core.numbers import is_int
 
 M = TypeVar("M", bound=torch.nn.Module)
 
+# allowed = SAFETY * eps(dtype) * terms * scale. terms: the longest chain of additions behind one compared number (for a
+# model, model_terms(config)); scale: max |reference| (at least 1) unless the caller knows a sharper one (the absolute
+# sum of a dot product's terms). Higham's gamma_n = n u / (1 - n u), u = eps / 2, bounds one such sum; SAFETY covers a
+# forward pass chaining a few of them (norms, softmax, exp), each adding a small multiple of eps.
 SAFETY = 16
 DECIDING_DTYPE = torch.float64
 

@@ -1,40 +1,10 @@
-"""Where a store keeps its rows and how it opens them: an SQLite file (the default, no server) or a PostgreSQL
-server (LAB_DATABASE_URL), behind one SQLAlchemy Engine each, with one schema version and one migration path.
+"""Where a store keeps its rows: an SQLite file (the default, no server) or a PostgreSQL server (LAB_DATABASE_URL),
+one SQLAlchemy Engine each, with one schema version table and one migration path for both.
 
-    URL_ENV                         LAB_DATABASE_URL: postgresql://user:password@host:5432/lab; when set, the class
-                                    results and the telemetry both live in that database (each in its own tables)
-    StoreError                      a store's database cannot be read or written (the class and the telemetry
-                                    database alike); the message says which, why and what to do
-    location(path_env, default)     where a store lives: the URL when LAB_DATABASE_URL is set (always read as a URL:
-                                    one without a scheme is refused, never taken for a path), else its SQLite path
-    Database(where, *, what, timeout_ms, error)
-                                    one store's database: `where` a path (SQLite) or a URL (PostgreSQL)
-        .path / .name               the SQLite file (None on a server) / where it is, as a message names it (the
-                                    path, or the URL without its password, or LAB_DATABASE_URL for one unusable)
-        .problem                    why the URL cannot be used, or None (its first use raises error(problem))
-        .transaction(write=...)     a Connection inside one transaction; failures raise error(message)
-        .prepare(component, steps, after)
-                                    the first use: the schema brought to len(steps) (see `migrate`); on SQLite through
-                                    core.files.prepare_sqlite (a damaged file set aside); the notice saying so. A
-                                    folder that cannot hold a file is refused at once, naming path_env's setting
-        .size()                     bytes the store takes (the SQLite file and its WAL; on a server its tables)
-        .identity()                 changes when the store's tables are made anew (the file's inode; a table's oid)
-
-The engine rule, written once here for both stores:
-- SQLite: WAL (readers never block the writer), a busy timeout (a writer waits for another's lock instead of
-  failing), foreign keys on, synchronous NORMAL where the store asks (`fast_writes`), the journal cut back after a
-  checkpoint. SQLAlchemy emits BEGIN itself (SQLAlchemy's documented recipe for pysqlite): a write transaction is
-  BEGIN IMMEDIATE, so it takes the write lock first and waits for it under the busy timeout, instead of reading and
-  then failing at once to upgrade. Connections come from the Engine's pool, one thread at a time each.
-- PostgreSQL: psycopg 3 (`postgresql://` is read as `postgresql+psycopg://`), pool_pre_ping (a server restarted
-  between two writes costs a reconnect, not an error), a connect timeout and a lock timeout. A server that cannot
-  be reached raises error(...) naming the host and the database, never the password, and is not tried again for
-  RETRY_S seconds: a page or a served suggestion then fails at once instead of waiting on every rerun.
-
-Schema versions live in the table `lab_schema` (component, version), on both engines, so the class and telemetry
-stores can share one PostgreSQL database. A SQLite file written before that table existed kept its version in
-`PRAGMA user_version`: it is adopted at that version, its rows untouched. On SQLite the version is also written
-to user_version, so an older lab that reads only user_version refuses a newer file too.
+The class results and the telemetry share this engine rule so that both behave the same under a class of writers:
+on SQLite WAL, a busy timeout and BEGIN IMMEDIATE for writes; on PostgreSQL pre-ping, connect and lock timeouts,
+and a server that cannot be reached is not tried again for a few seconds. A failure is a StoreError whose message
+says which store, why and what to do.
 """
 
 from __future__ import annotations
@@ -58,6 +28,7 @@ from core.files import prepare_sqlite
 
 URL_ENV = "LAB_DATABASE_URL"
 MAX_URL_CHARS = 1024  # bounds what is read from the environment; a real URL is far shorter
+# Why RETRY_S: a page or a served suggestion then fails at once instead of waiting on every rerun.
 RETRY_S = 5.0  # an unreachable server is not tried again for this long
 WAL_LIMIT = 4 * 2**20  # bytes the write-ahead log is cut back to after a checkpoint
 _WRITE = "lab_write"  # the execution option that makes a SQLite transaction BEGIN IMMEDIATE
@@ -67,6 +38,8 @@ _POSTGRES = ("postgresql", "postgres", "postgresql+psycopg")
 
 Step = Callable[[Connection], None]  # one migration: schema i -> i + 1, inside the migration's transaction
 
+# Schema versions live in this table on both engines (not only in SQLite's PRAGMA user_version), so the class and
+# telemetry stores can share one PostgreSQL database.
 VERSIONS = Table(
     "lab_schema",
     MetaData(),
@@ -184,6 +157,7 @@ class Database:
             URL.create("sqlite", database=str(self.path)),
             connect_args={"timeout": self.timeout_ms / 1000, "check_same_thread": False},
         )
+        # WAL: readers never block the writer. busy_timeout: a writer waits for another's lock instead of failing.
         pragmas = (
             f"PRAGMA busy_timeout = {self.timeout_ms}",
             "PRAGMA journal_mode = WAL",
@@ -200,6 +174,9 @@ class Database:
                 cursor.execute(pragma)
             cursor.close()
 
+        # SQLAlchemy emits BEGIN itself (its documented recipe for pysqlite): a write is BEGIN IMMEDIATE, so it takes
+        # the write lock first and waits for it under the busy timeout, instead of reading and then failing at once
+        # to upgrade.
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
@@ -210,6 +187,7 @@ class Database:
         assert self.url is not None
         return create_engine(
             self.url,
+            # a server restarted between two writes costs a reconnect, not an error
             pool_pre_ping=True,
             pool_timeout=max(1.0, self.timeout_ms / 1000),
             connect_args={

@@ -1,37 +1,10 @@
-"""How a file or a directory is written so that a reader never sees half of it: written once, here.
+"""How a file or a directory is written so that a reader never sees half of it, and how a file the lab reads is
+opened so that it cannot hang or flood the server: written once, here.
 
-    write_json(path, data)          JSON (ASCII, indented, no NaN), flushed and fsync'ed
-    write_bytes_atomic(path, data)  bytes into a temporary sibling (fsync'ed), then os.replace: readers see
-                                    the old file or the new one, never a torn one
-    write_json_atomic(path, data)   write_json's text, written the same way
-    open_regular(path)              a regular file opened to read, or FileRefused (a ValueError) saying what it is
-                                    instead: a symbolic link, a FIFO, a device (on POSIX and Windows)
-    read_bounded(path, limit)       open_regular's bytes, at most `limit` of them, else FileRefused
-    read_regular_file(path, limit)  read_bounded's bytes, or None when it refuses the file
-    staged_dir(out)                 a temporary sibling directory to build `out` in; removed if the
-                                    block raises
-    install_dir(staged, out, *, overwrite, error)
-                                    rename the staged directory to `out`. Without overwrite nothing at
-                                    `out` is ever replaced: if something appeared there meanwhile, the
-                                    staged copy is kept under a visible sibling name and `error` is raised
-                                    naming it, so nothing is lost either way. With overwrite an existing
-                                    `out` is moved aside first and removed after.
-
-    DAMAGED_SQLITE                  what SQLite says of a file that is not (or no longer) a database
-    damaged_sqlite(e)               whether an error (sqlite3's, or SQLAlchemy's wrapping one) says so
-    set_aside_sqlite(path)          move a damaged database and its -wal and -shm to `<name>.damaged-<UTC time>`
-                                    (nothing is deleted); returns the new path
-    prepare_sqlite(path, create, *, what, timeout_s, error)
-                                    a database's first use: its folder made, `create` run behind a lock file
-                                    beside it, a damaged file set aside and `create` run again on a fresh one;
-                                    returns the notice saying so. core.database uses it for the class and
-                                    telemetry databases when they are SQLite files.
-
-Every file of a bundle and every JSON file the lab reads (core.jsonfile) is opened by open_regular: a manifest that
-was a FIFO hung `suggest` for good, and one linked to /dev/zero was read until memory ran out.
-
-Bundles (core.model.bundle), baseline bundles (core.release.baselines), the registry's versions and its
-`current` pointer (core.release.registry.registry) and the release rubric (core.release.gate.gate) all use these.
+Writes go to a temporary sibling (fsync'ed) and are renamed into place; a staged directory is renamed whole and
+never replaces something that appeared meanwhile. Reads refuse anything but a regular file, within a byte limit:
+a manifest that was a FIFO hung `suggest` for good, and one linked to /dev/zero was read until memory ran out.
+A damaged SQLite database is set aside (never deleted) and made anew.
 """
 
 from __future__ import annotations
@@ -92,6 +65,8 @@ def _kind(mode: int) -> str:
 
 
 @contextlib.contextmanager
+# Every file of a bundle and every JSON file the lab reads is opened here: a manifest that was a FIFO hung `suggest`
+# for good, and one linked to /dev/zero was read until memory ran out.
 def open_regular(path: str | os.PathLike, *, follow_symlinks: bool = False) -> Iterator[BinaryIO]:
     """`path` opened to read in binary, if it is a regular file; FileRefused ("not a regular file (it is a named
     pipe (FIFO))") otherwise. OSError (missing, unreadable) passes through.
@@ -172,6 +147,9 @@ def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+# Without overwrite nothing at `out` is ever replaced: if something appeared there meanwhile, the staged copy is kept
+# under a visible sibling name and `error` names it, so nothing is lost either way. With overwrite an existing `out` is
+# moved aside first and removed after.
 def install_dir(staged: Path, out: Path, *, overwrite: bool = False, error: type[Exception] = OSError) -> None:
     """Rename `staged` to `out` (mode 0755), see the module docstring. POSIX rename succeeds only onto
     nothing or an empty directory, so without overwrite a directory that appeared since the caller checked

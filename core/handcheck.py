@@ -1,12 +1,9 @@
-"""Hand-checks: the attention of `core.attention`, written again with lists, `math` and loops.
+"""Hand-checks: the attention kernel written again with lists, `math` and loops, one number at a time.
 
-This is an oracle, not a copy of the tensor code: no torch here, one number at a time, in the order
-a learner would compute it on paper. Each function returns a frozen trace holding every intermediate
-a page displays (the dot product term by term, the scaled score, the masked score, the exponentials,
-the normaliser, the weights, each value row times its weight, the sum). Tests hold these traces,
-the vectorised code and PyTorch's own F.scaled_dot_product_attention together.
-
-Names mirror `core.attention`; loops are named by the shape legend (for t in range(T): for s in range(S)).
+An oracle, not a copy of the tensor code: no torch here, in the order a learner would compute it on paper. Each
+function returns a frozen trace of every intermediate a page displays; tests hold these traces, the kernel and
+PyTorch's own F.scaled_dot_product_attention together. Names mirror the kernel's; loops are named by the shape
+legend (for t in range(T): for s in range(S)).
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
-"""Every JSON the lab reads from disk (bundles, the registry, runs, the passcode record) is read one bounded way.
+"""The one bounded JSON reader: every JSON the lab reads from disk (bundles, the registry, runs, the passcode record).
 
-    read_json(data, label, *, max_bytes, max_depth)   the value of `data` (bytes or str), or JsonFileError
-    read_json_file(path, label, *, max_bytes)         the same for a file: a regular one (never a FIFO or a device,
-                                                      core.files.open_regular), its size checked before it is read
-
-Python's json accepts what a hostile file needs to take a server down, so each is refused first, with a
-JsonFileError (a ValueError) whose message names the file (`label`), the field where one is known, what was
-wrong and what to do:
-- more than `max_bytes` (a file's size is checked before a byte is read), or a file that is not a regular file;
-- nesting deeper than `max_depth`. json.loads recurses once per `[` or `{`: half a million of them raised
-  RecursionError, which no caller's `except ValueError` caught, and every page went down. The depth is
-  measured first by a linear scan that skips strings (a bracket inside a string is text), so json.loads
-  only ever sees shallow documents;
-- NaN, Infinity and -Infinity: not JSON, yet json.loads turns them into floats (a NaN in a manifest became
-  a NaN in a model's configuration); the message names the field that holds one;
-- a number too large for a float: 1e400 is valid JSON that json.loads turns into inf (one such metric in the
-  current version's manifest took every page down), and an integer of 400 digits overflows the first float()
-  made of it. Refused the same way, the field named;
-- a key given twice in one object: json.loads keeps the last, so what a reader saw was not what was checked;
-  the message names the key's field;
-- anything else json.loads or UTF-8 decoding refuses, an integer of more than 4300 digits included.
+Python's json accepts what a hostile file needs to take a server down, so before a value is returned this refuses
+a file too large or not regular, nesting too deep, NaN and Infinity, numbers too large for a float, and a key given
+twice, each with a JsonFileError (a ValueError) naming the file, the field where one is known, and what to do.
 """
 
 from __future__ import annotations
@@ -69,6 +52,9 @@ class _Repeated(dict):
     key: str
 
 
+# json.loads recurses once per `[` or `{`: half a million of them raised RecursionError, which no caller's
+# `except ValueError` caught, and every page went down. So the depth is measured first, and json.loads only ever
+# sees shallow documents.
 def nesting_depth(text: str) -> int:
     """How deeply `text`'s arrays and objects nest, without parsing it: strings are cut out (left to right, as
     json reads them), then the running sum of +1 per opening and -1 per closing bracket is taken. Linear in
@@ -100,6 +86,9 @@ def read_json(
         raise JsonFileError(label, f"nested {depth:,} levels deep, more than the {max_depth} a lab file needs", fix)
     found: list[Any] = []  # the markers made below; any one refuses the document
 
+    # NaN and Infinity are not JSON, yet json.loads makes floats of them (a NaN in a manifest became a NaN in a model's
+    # configuration); 1e400 is valid JSON that json.loads turns into inf (one such metric in the current version's
+    # manifest took every page down), and an integer of 400 digits overflows the first float() made of it.
     def non_finite(name: str) -> _NonFinite:  # json.loads calls it for NaN, Infinity and -Infinity
         found.append(_NonFinite(name))
         return found[-1]
@@ -112,6 +101,7 @@ def read_json(
         number = int(literal)  # more than 4300 digits: ValueError, refused below as not valid JSON
         return number if len(literal) < 309 or abs(number) <= sys.float_info.max else non_finite(literal)
 
+    # json.loads keeps the last of a key given twice, so what a reader saw would not be what was checked.
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
         obj = dict(pairs)
         if len(obj) == len(pairs):

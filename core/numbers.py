@@ -1,14 +1,8 @@
 """Numbers from outside and numbers reported: the one integer check and the one percentile rule.
 
-    is_int(x)                          an int that is not a bool (True is an int to Python, never a count here)
-    integer(name, value, low, high)    `value` when is_int and low <= value <= high, else a ValueError that names
-                                       it, says what it must be and quotes what it was
-    percentile(values, q)              the nearest-rank q-th percentile: the smallest value with at least q% of the
-                                       values at or below it; None for no values
-
-Why nearest rank: every percentile the lab prints (a latency's p50 and p95, a queue's waits, the live monitor) is
-then one of the values measured, found by hand by sorting them and counting ceil(q / 100 * n) from the bottom;
-an interpolated percentile can report a time no request took. numpy's `method="inverted_cdf"` is the same rule.
+Percentiles are nearest-rank, so every percentile the lab prints (latency p50 and p95, queue waits, the live
+monitor) is one of the values measured and can be found by hand; an interpolated one can report a time no request
+took. numpy's `method="inverted_cdf"` is the same rule.
 """
 
 from __future__ import annotations

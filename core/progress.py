@@ -1,15 +1,9 @@
-"""How a long loop says how far it has got: through a callback, never a print (core never prints; the command
-line draws the bars, cli/progress.py).
+"""How a long loop says how far it has got: through a callback, never a print (core never prints; the command line
+draws the bars).
 
-    Progress                      Callable[[done, total, what], None]: `done` of the `total` steps of the current
-                                  stage are finished and `what` names what is running (at done == total, what ran).
-                                  A call with done == 0 begins a stage; done never goes down within one.
-    steps(items, progress, what)  the items one by one, reporting (0, n, what) before the first and (k, n, what)
-                                  after the k-th, so a stage run to its end reports done == total
-    within(progress, stage)       the same callback with every `what` said as "stage: what" (the evaluation of the
-                                  n-gram and of the transformer run the same loops)
-
-Callers take `progress: Progress | None = None`; None (the default, and the app's) reports nothing.
+A Progress callback hears (done, total, what): a call with done == 0 begins a stage, done never goes down within
+it, and a stage run to its end reports done == total. Callers take `progress: Progress | None = None`; None (the
+default, and the app's) reports nothing.
 """
 
 from __future__ import annotations

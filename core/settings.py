@@ -1,20 +1,9 @@
 """The server's own settings, read from LAB_* environment variables in one place, each bounded.
 
-    registry_dir()        LAB_REGISTRY_DIR       the release registry          default <repo>/registry
-    runs_dir()            LAB_RUNS_DIR           page-trained runs             default <repo>/runs
-    max_training_runs()   LAB_MAX_TRAINING_RUNS  training runs at once         1..MAX_TRAINING_RUNS, default 1
-    torch_threads()       LAB_TORCH_THREADS      torch threads of the server   1..MAX_TORCH_THREADS, default 1
-    teacher_passcode(environ, secrets)
-                          LAB_TEACHER_PASSCODE   from the environment, else Streamlit's secrets; "" = none
-
-A number that is not an integer in its range raises SettingError, whose message names the variable, the value
-given (cut to 40 characters), the range and the default, so the operator knows what to change. The server
-(ui.startup) uses the default and shows that message above every page; the CLI stops with it.
-
-Settings that belong to one wing are read there, next to what they set: LAB_CLASS_DB (core.classroom.store),
-LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (core.model.run_record), LAB_DIST_TIMEOUT_S
-(core.model.distributed), LAB_WARMUP (ui.warmup), LAB_JOIN_URL (ui.join), LAB_TLS_CERT and LAB_RUN_DIR
-(cli.serve), LAB_DATABASE_URL (core.database), LAB_TEACHER_ATTEMPTS (ui.teacher).
+A number outside its range raises SettingError naming the variable, the value given, the range and the default, so
+the operator knows what to change; the server falls back to the default and shows that message above every page,
+the command line stops with it. Settings that belong to one wing (the class and telemetry databases, the run
+records, the distributed timeout...) are read in that wing, next to what they set.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""The knowledge checkpoint: questions across the lesson, their numbers drawn by the lab's own code with a
-per-learner seed, graded by the same code with a stated tolerance.
+"""The knowledge checkpoint: questions across the lesson, their numbers drawn with a per-learner seed and graded by
+the lab's own code.
 
-Each question is made by a function of a `random.Random`, seeded from the learner's name and class code
-(`learner_seed`), so neighbours get different numbers and a learner who reloads gets the same ones. A
-question's answer is computed by core (core.attention, core.lessons, core.handcheck): the function that draws
-the page is the function that grades. A number is right when it lies within `tolerance` of the answer (the
-tolerance is shown with the question, it is a reading tolerance for answers worked out by hand, not a
-rounding allowance); a choice is right when it is the option the lab's computation picks. Every question
-names the page that teaches it. Pass: core.classroom.results.passes (at least 4 in 5).
-
-Answers typed by a learner are parsed as numbers only (`parse_number`), never evaluated.
+The seed comes from the learner's name and class code, so neighbours get different numbers and a reload gives the
+same ones; the function that draws the page is the function that grades. A number's tolerance is a reading
+tolerance for answers worked out by hand, shown with the question. Typed answers are parsed as numbers, never
+evaluated.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""Class results: every checkpoint answer, kept in an embedded SQLite database or on a PostgreSQL server.
+"""Class results: every checkpoint answer, and a live session's rows, in SQLite or on a PostgreSQL server.
 
-Where: LAB_DATABASE_URL when it is set (a PostgreSQL server, shared by every worker and machine of a class, see
-core.database), else the SQLite file at LAB_CLASS_DB, else ./class.db under the working directory; created on first
-use, with its parent folder. What: one row per answered question (learner, class code, attempt, question, answer,
-correct, time in UTC), in the table ANSWERS; a live class session's rows in the LIVE_* tables (schema 2, read and
-written by core.classroom.live). The schema's version is kept by core.database (SCHEMA_VERSION =
-len(MIGRATIONS)); a database written by a newer lab is refused with a message, never altered.
-
-Concurrency: a class of 30 submits at once. SQLite runs in WAL mode (readers never block the writer) and a write
-waits up to BUSY_TIMEOUT_MS for another's lock instead of failing; on either engine each submission is one short
-transaction on a pooled connection, so no answer is lost.
-
-Damage (SQLite): a file that is not a SQLite database, or one whose tables are unreadable, is moved aside to
-`<name>.damaged-<UTC time>` (nothing is deleted) and a fresh database takes its place; `ClassStore.notice` then
-says what happened, for the page to show. Every text from a form is bounded and checked first (`check_learner`,
-`check_class_code`).
-
-Removed or replaced (SQLite, issue 35): `rm class.db*` under a running class leaves the pooled connections writing
-into unlinked files, answers "kept" that nothing will read. Every transaction compares the file's identity (its
-inode, Database.identity) with the one this store opened, at its start and again before a write commits: a
-difference raises StoreError saying so (the write rolled back, never counted), and the next use opens the file
-at the path, or a fresh one, where the old sessions are not: the teacher opens a new session.
+A class of 30 submits at once, so each submission is one short transaction on a pooled connection and no answer is
+lost. A damaged SQLite file is moved aside and a fresh one started (`notice` says so), and a file removed or
+replaced under a running class (issue 35) is noticed by its identity, at a transaction's start and again before a
+write commits, rather than answers being kept where nothing reads them. Text from a form is bounded and checked
+first; a database written by a newer lab is refused, never altered.
 """
 
 from __future__ import annotations
@@ -203,6 +187,9 @@ class ClassStore:
         self._opened = 0  # the SQLite file's identity when prepared (Database.identity)
 
     @contextmanager
+    # Issue 35: `rm class.db*` under a running class left the pooled connections writing into unlinked files, answers
+    # "kept" that nothing would read; hence the identity check. The next use opens the file at the path, or a fresh one,
+    # where the old sessions are not: the teacher opens a new session.
     def transaction(self, *, write: bool = False) -> Iterator[Connection]:
         """One read or one write in one transaction; the schema checked on first use. StoreError when the SQLite
         file was removed or replaced since (see the module docstring): checked before the block, and before a

@@ -1,8 +1,7 @@
-"""The worked example (examples/attention_by_hand.py) as the lesson shows it: its source beside what it prints.
+"""The worked example as the lesson shows it: its source beside what it prints.
 
-Only this predefined file is run, in a separate Python process (it seeds torch's global generator and sets
-its print options, which must not leak into the server), with a time limit. Nothing a learner types is
-ever run.
+Only this predefined file is run, in a separate Python process (it seeds torch's global generator and sets its print
+options, which must not leak into the server), with a time limit. Nothing a learner types is ever run.
 """
 
 from __future__ import annotations

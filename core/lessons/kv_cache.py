@@ -1,16 +1,7 @@
 """The KV-cache lesson: the cache changes nothing (the parity trace) and saves time (the timing).
 
-    parity_trace(model, ids, n_steps, sample)   at every step of a cached generation, |cached - uncached| logits
-                                                decided in float64 (core.agreement), the float32 figure beside
-                                                it, and whether the two would have chosen a different token
-    measure_cache_latency(model)                a warm-up run per mode (not recorded), then TIMING_REPEATS runs per
-                                                mode, interleaved, at a window where the cache matters; CacheTiming
-                                                holds every step's seconds and reports medians
-
-The steps are computed by core.model.sampling.cache_parity, the one measurement of the cache's parity the release
-gate reads too; this module decides each step with core.agreement and keeps what the lesson shows. Timing is shown,
-never decides anything (benchmarks in bench/ print figures too). The cache itself and its window policy are
-core.model.kv_cache. Shapes use the legend of `core/__init__.py`: V vocabulary size, N new tokens.
+Parity reuses the release gate's own measurement of the cache, decided in float64 by the agreement rule, with the
+float32 figure beside it. Timing is shown, never decides anything. Shapes: V vocabulary size, N new tokens.
 """
 
 from __future__ import annotations

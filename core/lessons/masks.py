@@ -1,8 +1,8 @@
-"""Masks in the lab: causal and padding masks for a ragged batch, and what goes wrong when masking comes
-too late (zeroing weights after softmax, renormalising what is left, rows with no allowed key).
+"""Masks in the lab: causal and padding masks for a ragged batch, and what goes wrong when masking comes too late
+(zeroing weights after softmax, renormalising what is left, rows with no allowed key).
 
-Each function is pure (inputs and a seed in, a frozen result out) so that the masks page only renders it
-and a test can check it against a hand computation or PyTorch's own SDPA. Masks are bool, True = may attend.
+Each function is pure (inputs and a seed in, a frozen result out), so the page only renders it and a test can check
+it against a hand computation or PyTorch's SDPA. Masks are bool, True = may attend.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Read one row: row t of the tensor attention result against the same row computed by hand.
 
-`read_row` runs causal attention on one sequence with the tensor code and row t of it with
-core.handcheck (plain Python floats), and says whether the two agree. The verdict compares in float64:
-the tensor code runs on the same numbers cast to float64, within core.agreement's allowance (derived
-from float64's epsilon and the length of the row's sums, so the verdict is the same on every CPU). The
-float32 tensor result is shown beside it, with float32's allowance, and does not decide.
+The verdict compares in float64 within the agreement rule's allowance, so it is the same on every CPU; the float32
+result is shown beside it, with float32's allowance, and does not decide.
 """
 
 from __future__ import annotations

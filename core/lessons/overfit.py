@@ -1,12 +1,9 @@
-"""The tiny-batch overfit exercise: train a fresh model on one small batch until its loss is near zero, and
-watch the held-out loss meanwhile.
+"""The tiny-batch overfit exercise: train a fresh model on one small batch until its loss is near zero, and watch
+the held-out loss meanwhile.
 
-The point it makes: a model that can drive one batch's loss to about zero has the capacity and a working
-gradient path (the first thing to check when training misbehaves), and driving it there teaches nothing
-general, since the held-out loss does not follow (it stays high or rises: memorising, not learning).
-
-`overfit_tiny_batch` uses training's own pieces (core.model.training: make_optimizer, sample_batch,
-next_token_loss), a constant learning rate and no warmup, and records both losses at every step.
+A model that can drive one batch's loss to about zero has the capacity and a working gradient path (the first thing
+to check when training misbehaves), and doing so teaches nothing general: the held-out loss does not follow. It uses
+training's own pieces, a constant learning rate and no warmup.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""The RoPE page's experiments, built on `core.model.rope`: every number the page shows, as frozen results.
+"""The RoPE page's experiments: every number the page shows, as frozen results.
 
-    rotate_pair        one pair (q_2i, q_2i+1) at position m and (k_2i, k_2i+1) at n, before and after
-    offset_scores      q·k after rotating q at m and k at n, for many offsets m - n and several absolute
-                       positions: the curves coincide, and the spread across positions is measured
-    pair_frequencies   theta_i = base^(-2i/D) of every pair and its wavelength 2π / theta_i in tokens
-    layout_equivalence the adjacent-pair layout (RoFormer, llama, this project) against the split-half
-                       layout (GPT-NeoX, Hugging Face `rotate_half`): equal after a fixed permutation
-    rope_on_off_scores one head of a loaded model, its scores with and without the rotation
+Why the score depends only on the offset: rotations compose by adding angles and Rᵀ undoes R, so
 
-Why the score depends only on the offset: rotating by mθ and by nθ and taking the dot product is
-(R_m q)·(R_n k) = qᵀ R_mᵀ R_n k = qᵀ R_{n-m} k, because rotations compose by adding angles and Rᵀ undoes R.
-For one pair this is |q||k| cos(φ_q - φ_k + (m - n)θ), with φ the pair's angle before rotation.
+    (R_m q)·(R_n k) = qᵀ R_mᵀ R_n k = qᵀ R_{n-m} k
 
-All vector arithmetic is float64 (the lesson compares algorithms); the model section is the model's
-float32. Shapes use the legend of `core/__init__.py`: T positions, D head width, P absolute positions,
-R offsets.
+Vector arithmetic is float64 (the lesson compares algorithms); the loaded model's section is float32. Shapes: T
+positions, D head width, P absolute positions, R offsets.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The scaling lessons: temperature, the 1/sqrt(D) scale and score variance, saturation, the worked
-example and score geometry (how shapes flow through Q Kᵀ).
+"""The scaling lessons: temperature, the 1/sqrt(D) scale and score variance, saturation, the worked example and
+score geometry (how shapes flow through Q Kᵀ).
 
-Each function is pure (inputs and a seed in, a frozen result out) so that a page only renders it and a
-test can check it against a closed form or a hand computation. The mask lessons live in core.lessons.masks,
-reading one row against the hand computation in core.lessons.one_row.
+Each function is pure (inputs and a seed in, a frozen result out), so a page only renders it and a test can check it
+against a closed form or a hand computation.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The architecture of a model, read off the model itself: every part in order, the tensor shape on each
-arrow and each part's parameter count.
+"""The architecture of a model, read off the model itself: every part in order, the tensor shape on each arrow and
+each part's parameter count.
 
-`architecture(model, T)` runs one forward pass of T tokens with a forward hook on every part, so the shapes
-are the ones the code really produces (not a drawing), and counts each part's parameters from its own
-tensors. The LM head shares the token embedding's matrix (weight tying), so it adds none; the parts' counts
-add up to GPT.num_parameters().
-
-Shapes use the legend of `core/__init__.py` (B batch, T positions, C width, V vocabulary).
+One forward pass with a hook on every part, so the shapes are the ones the code really produces (not a drawing).
+The LM head shares the token embedding's matrix, so it adds no parameters and the parts add up to the model's count.
+Shapes: B batch, T positions, C width, V vocabulary.
 """
 
 from __future__ import annotations

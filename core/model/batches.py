@@ -1,15 +1,8 @@
-"""The data a run trains and evaluates on, and the loss it minimises.
+"""The data a run trains and evaluates on, and the loss it minimises (cross-entropy in nats per token).
 
-    document_stream     the documents of one side of the split as one token stream, each followed by <eos>
-    sample_batch        `batch_size` random windows of context_length + 1 tokens: the first T are the
-                        input, the last T the targets (the same window shifted by one)
-    next_token_loss     mean cross-entropy over every position of a batch, in nats per token
-    evaluate_loss       that loss over seeded batches: the same seed gives the same batches, so every
-                        evaluation of a run compares like with like; `shard` splits the batches over the
-                        ranks of a distributed run (core.model.distributed), whose shares add up to the mean
-
-Randomness is explicit (a torch.Generator or a seed). Shapes use the legend of `core/__init__.py`:
-B batch, T positions, V vocabulary size.
+A batch is random windows of context_length + 1 tokens, the targets the inputs shifted by one. Evaluation draws
+seeded batches, so every evaluation of a run compares like with like, and a distributed run splits them over its
+ranks. Shapes: B batch, T positions, V vocabulary size.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """What a bundle directory must hold, checked before anything is allocated: entries, manifest, files, tensors.
 
-`core.model.bundle.load_bundle` runs these in stages and stops at the first stage with problems; each
-function returns problems as one-line strings naming the file, field or tensor (never raises on a
-hostile bundle, except `read_manifest`, which raises BundleError):
-
-    entry_problems(path)            no symbolic link, at most MAX_BUNDLE_ENTRIES entries listed
-    read_manifest(path)             its value through the one bounded JSON reader (core.jsonfile): not a regular
-                                    file (a FIFO, a device, a link), too deep, NaN / Infinity / 1e400 or a
-                                    repeated key (the field named) or not JSON is a BundleError
-    check_fields(manifest)          every field present with its JSON type (bool apart from int)
-    check_files(path, files)        every listed file present with its sha256, no unlisted file
-    parse_model_fields(manifest)    a valid ModelConfig (core.model.gpt's bounds), tokenizer, SampleConfig
-    expected_tensors(config)        the tensors of GPT(config) in closed form: names and shapes
-    read_tensors(path, expected)    the safetensors header matches exactly, then every value is finite
-                                    and within MAX_ABS_WEIGHT
-
-The transformer loader and the baseline loader (core.release.baselines) share these.
+The transformer and baseline loaders run these in stages and stop at the first stage with problems. Each returns
+one-line problems naming the file, field or tensor and never raises on a hostile bundle (reading the manifest
+raises BundleError).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Two attention maps of the same layer and head side by side: two texts on one model, or one text on two models.
 
-The Attention inspector's "compare side by side" section draws side A (the page's text and model) next to side B
-(another text, or another model) and, when both have the same number of positions T, their difference:
-
-    weights A (T_A, T_A), weights B (T_B, T_B)      one head of one layer, from attention_grid
-    align(pieces A, pieces B)                        position t of A faces position t of B; one axis extent
-    difference(A, B, mask A, mask B)                 B - A (T, T) where both may attend, None elsewhere,
-                                                     and the cell that changed most
-
-Everything is plain Python floats computed in float64 from the models' float32 weights; nothing here draws.
-Shapes use the legend of `core/__init__.py`: T positions, L layers, H heads.
+For the inspector's "compare side by side": position t of A faces position t of B, and when both have T positions
+their difference B - A where both may attend. Plain Python floats computed in float64; nothing here draws. Shapes:
+T positions, L layers, H heads.
 """
 
 from __future__ import annotations

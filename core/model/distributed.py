@@ -1,26 +1,9 @@
-"""The run's place in a process group: which rank it is, how many there are, and what they agree on.
+"""The run's place in a torchrun process group: which rank it is, how many there are, and what they agree on.
 
-`torchrun --standalone --nproc_per_node=N -m core train ...` starts N copies of the command, each told its
-place by environment variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). The training
-loop (core.model.training) is the same loop on every rank; this module is what it needs to be one of many:
-
-    Ranks               frozen: rank, world_size, local_rank, backend; `is_main` is rank 0, the one rank that
-                        reports progress and writes the bundle
-    from_env            the Ranks torchrun's variables describe; a single process (Ranks()) when WORLD_SIZE is
-                        unset or 1; a DistributedError naming the variable when they are half set
-    check_batch_size    the global batch must split into equal shards: batch_size % world_size == 0
-    timeout_seconds     LAB_DIST_TIMEOUT_S (default 120, 1..3600): how long any collective may wait
-    init, destroy       join and leave the process group (gloo: the loop trains on the CPU); `process_group`
-                        is both around a block, turning a failed collective into a DistributedError
-    agree_stop          every rank's stop flags, OR-ed (an all-reduce with MAX): every rank stops on the same
-                        step, for the same reason, so no rank waits forever in a collective the others left
-    all_max, all_sum,   one float reduced over the ranks (the time budget's clock, the sharded evaluation,
-    all_mean            the global batch's loss)
-    rank_seed,          each rank's own seeded stream of batches; rank 0 keeps `seed` itself, so a run of one
-    rank_generator      rank draws exactly what a single-process run draws
-    launch_command      the torchrun command line that started this rank, rebuilt for the manifest
-
-Every function is the identity (and touches no process group) for a single-process Ranks.
+The training loop is the same on every rank; this is what it needs to be one of many. Rank 0 reports and writes
+the bundle and keeps the run's own seed, so a run of one rank draws exactly what a single process draws. Every rank
+stops on the same step, or a rank would wait forever in a collective the others left. Everything is the identity
+for a single process.
 """
 
 from __future__ import annotations
@@ -59,6 +42,7 @@ class Ranks:
     rank: int = 0  # this process, 0 .. world_size - 1
     world_size: int = 1  # processes in the group (every node's)
     local_rank: int = 0  # this process on its machine
+    # gloo: the loop trains on the CPU
     backend: str = "gloo"
 
     def __post_init__(self):

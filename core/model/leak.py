@@ -1,20 +1,11 @@
 """The leakage detector: can a position's prediction see a later token?
 
-A model trained without the causal mask sees the character it has to predict and copies it. The
-detector is structural, so it works on any text: `causality_probe(model)` edits every position j of
-seeded random sequences in turn and checks, on a float64 copy of the model, that no logit at a
-position t < j moves by more than rounding allows (core.agreement). Training runs it at every
-evaluation (core.model.training puts the result on each EvalRecord) and the leak rule,
-`first_failed_probe(evaluations)`, is a pure function of those evaluations; the CLI and the app stop a
-run at the first failure.
-
-The loss rule (`leak_verdict`) is the lesson's symptom, shown beside the probe's figure, never the
-detector: a validation loss impossibly good for the text, against an absolute floor or against causal
-references on the same text (`causal_reference_loss`: the shipped model's manifest; `causal_reference`:
-the session's own causal runs). A loss threshold cannot know an arbitrary text's entropy.
-Losses are in nats per character.
-
-Shapes use the legend of `core/__init__.py`: B batch (here: edited copies), T positions, V vocabulary.
+A model trained without the causal mask sees the character it must predict and copies it. The probe is structural,
+so it works on any text: it edits each position of seeded sequences and checks, in float64, that no earlier logit
+moves by more than rounding allows. Training runs it at every evaluation; the command line and the app stop a run at
+the first failure. The loss rule (a validation loss impossibly good for the text) is the lesson's symptom shown
+beside it, never the detector: a loss threshold cannot know an arbitrary text's entropy. Shapes: B edited copies,
+T positions, V vocabulary.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""A character-level tokenizer: one id per Unicode code point of the training corpus.
+"""A character-level tokenizer: one id per Unicode code point of the training corpus, after four special tokens
+(0 <pad>, 1 <bos>, 2 <eos>, 3 <unk>).
 
-Ids 0-3 are the special tokens, in this fixed order, then the corpus characters sorted by code point:
-
-    0 <pad>   storage filler for batches of unequal length; never a prediction target
-    1 <bos>   beginning of sequence; generation from an empty prompt starts from it
-    2 <eos>   end of a record; the model learns where a completion stops
-    3 <unk>   any character the corpus never contained
-
-`encode` never raises on a `str`: an unseen character becomes <unk>, and `unknown_chars` tells the app
-which characters those were. "Character" means code point (what `iter(str)` yields), so an accented
-letter typed as a base letter plus a combining mark is two tokens; normalise text (NFC) before both
-training and encoding if that matters for a corpus.
-
-The vocabulary is versioned with the model: `to_dict()` is stored in the bundle and `content_hash` is
-the sha256 of its canonical JSON, so a bundle can refuse a tokenizer that is not the one it trained with.
+`encode` never raises on a `str`: an unseen character becomes <unk>, and `unknown_chars` says which. A character
+is a code point, so a base letter plus a combining mark is two tokens; normalise (NFC) before training and encoding
+if that matters for a corpus. The vocabulary is stored in the bundle with its hash, so a bundle can refuse a
+tokenizer it was not trained with.
 """
 
 from __future__ import annotations

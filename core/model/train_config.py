@@ -1,17 +1,5 @@
-"""How a training run is configured: `TrainConfig`, its learning-rate schedule, and the front ends' preset.
-
-    TrainConfig           a frozen dataclass validated in __post_init__ (every field named in its message, every
-                          count bounded: eval_iters by MAX_EVAL_ITERS, num_threads by core.settings'
-                          MAX_TORCH_THREADS); variants through dataclasses.replace
-    learning_rate_at      the learning rate of one optimizer step: linear warmup, then cosine decay to
-                          min_lr, following the time budget too when max_seconds is set
-    train_config_for      the TrainConfig the CLI and the app build from a step budget: about ten
-                          evaluations, warmup over the first tenth, the leak stop on
-    check_train_size      a seed torch can take and a batch that fits in memory, checked before anything
-                          is allocated (`train --seed 2**70` overflowed in torch, `--batch-size 100000000`
-                          asked for 26 GB)
-
-`core.model.training.train` runs a TrainConfig; a bundle stores `asdict(config)`.
+"""How a training run is configured: the frozen, bounded TrainConfig, its learning-rate schedule (linear warmup, then
+cosine decay, following the time budget too), and the preset the command line and the app build from a step budget.
 """
 
 from __future__ import annotations
@@ -152,6 +140,8 @@ def train_config_for(
     )
 
 
+# Checked before anything is allocated: `train --seed 2**70` overflowed in torch, and `--batch-size 100000000` asked
+# for 26 GB.
 def check_train_size(seed: int, batch_size: int, context_length: int, *, flags: bool = False) -> None:
     """Refuse a seed outside 0 .. 2**63 - 1 and a batch above MAX_BATCH_TOKENS // context_length with a ValueError in
     the words core.model.sampling.check_seed gives `generate`; `flags` names them as the command line does

@@ -1,2 +1,3 @@
-"""Telemetry: what the served model did, by exact model version: recorded (store, record), replayed (traffic),
-summed (monitor)."""
+"""Telemetry: what the served model did, by exact model version: recorded, replayed as synthetic traffic, summed for
+the Monitoring page, and costed.
+"""

@@ -1,24 +1,8 @@
 """One class on one machine: the queues its suggestions and training runs join, and the largest class served in time.
 
-    measured_request_rate(telemetry)      suggestions per learner per second while typing, from the telemetry
-                                          database's page traffic, or None (with why) when there is too little
-    class_queueing(service_ms, training_seconds, *, learners, rate, ...)   Queueing: the suggestion queue and the
-                                          training queue under the arrival pattern, the largest class within the
-                                          latency target, and the p95 curve over class sizes
-    class_sojourn_p95_ms(learners, rate, service_s, workers, seed)   one class size's simulated p95 sojourn
-    largest_class(rate, service_s, workers, target_ms, seed)         the bisection over class sizes
-
-The pattern: `learners` typists each asking `rate` suggestions a second, together a Poisson stream of
-learners * rate a second, served first come first served by `serving_workers` = cores - training slots (while
-training runs each slot holds one core, one thread; the suggestion path has the rest, one worker each) with
-service times drawn from the measured ones (core.telemetry.queueing). Training requests arrive
-`training_per_hour` an hour, Poisson, each holding a slot for the bundle's own training seconds (M/D/c).
-
-The telemetry rate: gaps between one page session's consecutive suggestions, a gap longer than MAX_GAP_SECONDS
-being a break rather than typing; rate = gaps / their total seconds, given at least MIN_GAPS of them. Synthetic and
-command-line traffic is not typing and is left out. The database is opened read-only and read with one query of
-the `events` columns session, at, surface, kind (core.telemetry.schema): a cost report never creates, migrates or
-sets aside the database the server records to, as core.telemetry.store's writer may.
+Learners typing make a Poisson stream of suggestion requests served first come first served by the cores the
+training slots leave; training runs arrive Poisson and hold a slot for their training time (M/D/c). The request
+rate is measured from page traffic when there is enough of it.
 """
 
 from __future__ import annotations
@@ -143,6 +127,8 @@ def measured_request_rate(db: Path | str) -> tuple[float | None, str]:
     if not db.is_file():
         return None, f"no telemetry database at {str(db)!r} yet"
     try:
+        # Read-only: a cost report never creates, migrates or sets aside the database the server records to, as the
+        # telemetry store's writer may.
         con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
         try:
             rows = con.execute(

@@ -1,16 +1,7 @@
 """Completions, measured and recorded: the generated text a surface shows, as one telemetry event each.
 
-    served_completion(model, tokenizer, text, sample, ...)  core.release.serving.completion.complete, timed and recorded
-    recording_completion(...)     a context manager for a streamed generation (`python -m core generate`): feed it
-                                  each GenerationStep, it records one completion event when the block ends
-    record_completion(...)        one completion a surface showed, computed elsewhere from a prompt it had encoded
-                                  (the Autocomplete page's, cached per server): what it waited for it, and the first
-                                  step's distribution; the prompt is not encoded again
-
-The event is core.telemetry.record's kind of event with kind "completion": the input quality, the first step's
-top-1 probability and entropy (the first generation step's logits when streamed, else one extra forward pass,
-measured by bench/bench_telemetry.py), the characters generated, the latency. Recording never changes what is
-served. Shapes: V vocabulary size.
+Recording never changes what is served, and a prompt already encoded by its surface is not encoded again. Shapes:
+V vocabulary size.
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
-"""What a bundle costs: to keep (storage), to prepare and train (preprocessing, FLOPs), to serve (time and CPU
-per suggestion), and whether one machine serves a class in time (queueing, core.telemetry.class_queue).
+"""What a bundle costs: to keep (storage), to prepare and train (preprocessing, FLOPs), to serve (time and CPU per
+suggestion), and whether one machine serves a class in time.
 
-    cost_report(bundle_dir, *, registry, telemetry, corpus, learners, rate, latency_target_ms, samples, seed, ...)
-                                       CostReport; to_dict() holds every field, JSON-safe, units in the names
-    training_flops(config, parameters, tokens)   (FLOPs per training token, FLOPs)
-    measure_serving(predictor, manifest, documents, samples, seed)   Serving: the timed suggestion path
-    tree_bytes(path), telemetry_bytes(db)        the storage figures
-
-Training compute follows PaLM (Chowdhery et al. 2022, appendix B): a training token costs 6 N FLOPs in the
-weights (2 forward, 4 backward; N counts every parameter once, the tied embedding too, since the LM head is a
-real V x C matmul) plus 12 n_layer d_model T in attention (q k^T and weights @ v over all T keys, forward and
-backward); Kaplan et al. 2020 (section 2.1) count the same 6 N with half that attention term. Evaluation and the
-causality probes are not counted. The manifest records wall-clock seconds, not CPU time: the report says so and
-gives wall seconds times the recorded torch threads as the CPU-seconds bound.
-
-Preprocessing is measured on the bundle's own corpus: reading it (and cutting it into documents), building the
-character vocabulary, splitting and encoding both sides into token streams, as training does.
-
-Serving is timed on `samples` seeded prefixes of the bundle's held-out documents, each one
-core.release.serving.autocomplete prompt_for and suggest (the page's and `python -m core suggest`'s path: the prompt
-encoded, the suggestion served): wall milliseconds (perf_counter) and CPU seconds (thread_time on one torch thread,
-else process_time), after a warm-up call; p50 and p95 are nearest-rank (core.numbers.percentile).
-core.release.evaluation.latency keeps only percentiles and the queue needs every time, so the loop is its own here.
-
-The request rate: measured from the telemetry database when it holds enough page traffic
-(core.telemetry.class_queue.measured_request_rate), else DEFAULT_RATE, an assumption: a learner typing about three
-characters a second whose editor asks for a suggestion when typing pauses, about once a second.
+Training compute follows PaLM (Chowdhery et al. 2022, appendix B): per token 6 N FLOPs in the weights plus
+12 n_layer d_model T in attention. Serving is timed on the same path the page serves through. The manifest records
+wall-clock seconds, so CPU time is given as a bound: wall seconds times the recorded threads.
 """
 
 from __future__ import annotations
@@ -62,6 +40,8 @@ from core.telemetry.store import DEFAULT_PATH as TELEMETRY_DEFAULT
 from core.telemetry.store import ENV as TELEMETRY_ENV
 
 DEFAULT_LEARNERS = 30
+# DEFAULT_RATE is an assumption: a learner typing about three characters a second, whose editor asks for a suggestion
+# when typing pauses, about once a second.
 DEFAULT_RATE, MAX_RATE = 1.0, 100.0  # suggestions per learner per second
 DEFAULT_LATENCY_TARGET_MS, MAX_LATENCY_TARGET_MS = 100.0, 60_000.0  # 0.1 s: a reply that feels instantaneous
 DEFAULT_SAMPLES, MIN_SAMPLES, MAX_SAMPLES = 200, 10, 5_000
@@ -237,6 +217,9 @@ def _preprocessing(corpus: Corpus, load_seconds: float | None, val_fraction: flo
     return Preprocessing(total, load_seconds, vocabulary, stream, len(corpus.documents), corpus.num_chars, tokens)
 
 
+# N counts every parameter once, the tied embedding too, since the LM head is a real V x C matmul; the attention term
+# is q k^T and weights @ v over all T keys, forward and backward. Kaplan et al. 2020 (section 2.1) count the same 6 N
+# with half that attention term. Evaluation and the causality probes are not counted.
 def training_flops(config: ModelConfig, parameters: int, tokens: int) -> tuple[int, int]:
     """(FLOPs per training token, FLOPs): 6 N + 12 n_layer d_model T per token (PaLM, appendix B)."""
     per_token = 6 * parameters + 12 * config.n_layer * config.d_model * config.context_length
@@ -289,6 +272,8 @@ def _training(manifest: dict, config: ModelConfig, parameters: int) -> Training:
 # ---- serving ------------------------------------------------------------------------------------
 
 
+# Its own loop rather than the evaluation's latency measurement: that one keeps only percentiles, and the queue needs
+# every time.
 def measure_serving(
     predictor, manifest: dict, documents: Sequence[Document], samples: int, seed: int, progress: Progress | None = None
 ) -> Serving:

@@ -1,33 +1,8 @@
-"""What the Monitoring page shows: pure functions over the telemetry store's rows, per model version side by side.
+"""What the Monitoring page shows: pure functions over the telemetry store's rows, per model version side by side
+(health, input quality, predictions, outcomes, slices and drift).
 
-    load(store, kind, surfaces)   the events (dicts of core.telemetry.store.COLUMNS), oldest first
-    versions(rows)                the versions present, in the order they were first served
-    health(rows)                  per version: requests, errors, latency p50 / p95 (ms)
-    over_time(rows)               the same per version and time bucket (a minute, an hour or a day: bucket_width)
-    input_quality(rows)           per version: mean prompt length, share with unseen characters, share truncated
-    predictions(rows)             per version: the top-1 probability histogram over BINS, mean top-1 and entropy,
-                                  the share shown (clearing the threshold)
-    outcomes(rows, attention_cost)  per version: shown, matured, accepted; acceptance rate = accepted / matured
-                                  among the shown suggestions whose outcome has matured; and the decision
-                                  utility the evaluation reports, live (core.release.evaluation.utility): keystrokes
-                                  saved by the accepted ones (each suggestion's characters - 1), net of attention_cost
-                                  for every one typed over, per matured suggestion
-    slices(rows, family)          per version, the same figures per slice (core.release.evaluation.slices)
-    drift(live_top1, reference_top1)  the population stability index of the live top-1 distribution against
-                                  the release-time reference, and the verdict of DRIFT_RULE
-    figures(rows, attention_cost) every figure above from one read (Figures), which the page caches on the store's
-                                  stamp() so a rerun with nothing new recorded computes none of them again
-
-Percentiles are nearest-rank (core.numbers.percentile): the p-th percentile of n sorted values v_1 <= ... <= v_n is
-v_k with k = ceil(p / 100 * n) (at least 1), a value that was actually measured. Latency figures include the
-requests that failed (the learner waited for them too). A row with no slice label (a page suggestion whose next
-character is not typed yet has no char_class) is counted under UNLABELLED.
-
-Drift: the release-time reference is the version's held-out split replayed through the same serving path
-(core.telemetry.traffic.replay with store=None, REFERENCE_SEED, REFERENCE_EVENTS), since the evaluation report
-keeps no distribution of top-1 probabilities. PSI = sum over bins of (live - ref) * ln(live / ref) on the shares,
-each share smoothed with PSI_PSEUDO counts per bin ((count + 0.5) / (n + 0.5 * bins), Jeffreys) so an empty bin
-neither gives infinity nor, with a few hundred events, dominates the index.
+Percentiles are nearest-rank and include failed requests (the learner waited for them too). Drift is the population
+stability index of live top-1 probabilities against a release-time reference replayed through the serving path.
 """
 
 from __future__ import annotations
@@ -50,7 +25,12 @@ BIN_LABELS = tuple(f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(BINS, BINS[1:]))
 PSI_WARN = 0.2  # the usual reading: < 0.1 stable, 0.1-0.2 a moderate shift, > 0.2 a significant one
 MIN_DRIFT_EVENTS = 100  # live events of the version before a verdict is given
 MIN_REFERENCE_EVENTS = 50
+# PSI = sum over bins of (live - ref) * ln(live / ref) on the shares, each share smoothed with PSI_PSEUDO counts per bin
+# ((count + 0.5) / (n + 0.5 * bins), Jeffreys), so an empty bin neither gives infinity nor, with a few hundred events,
+# dominates the index.
 PSI_PSEUDO = 0.5
+# The drift reference is the version's held-out split replayed through the serving path (a replay with no store),
+# since the evaluation report keeps no distribution of top-1 probabilities.
 REFERENCE_SEED = 0
 REFERENCE_EVENTS = 300
 DRIFT_RULE = (
@@ -58,6 +38,7 @@ DRIFT_RULE = (
     f"{PSI_WARN} with at least {MIN_DRIFT_EVENTS} live events; with fewer, no verdict (not enough traffic yet)."
 )
 FAMILY_COLUMNS = {"char_class": "char_class", "column": "column_bucket", "indent": "indent", "document": "document"}
+# a page suggestion whose next character is not typed yet has no char_class
 UNLABELLED = "(not known yet)"
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
 
@@ -327,7 +308,7 @@ def smoothed(counts: Sequence[int]) -> tuple[float, ...]:
 
 
 def psi(live_counts: Sequence[int], reference_counts: Sequence[int]) -> float:
-    """Population stability index of two histograms over the same bins (shares smoothed, see the docstring)."""
+    """Population stability index of two histograms over the same bins (shares smoothed: see PSI_PSEUDO)."""
     if len(live_counts) != len(reference_counts) or not sum(live_counts) or not sum(reference_counts):
         raise ValueError("psi needs two non-empty histograms over the same bins")
     a, e = smoothed(live_counts), smoothed(reference_counts)

@@ -1,27 +1,9 @@
 """A queue fed by Poisson arrivals: a seeded simulation of it, and the closed forms that hold it to account.
 
-    simulate(arrival_rate, service, *, servers, customers, warmup, seed)   QueueResult: utilisation, wait and
-                 sojourn (wait + service) percentiles of a first-come-first-served queue with `servers` identical
-                 servers; `service` is a sequence of measured service times drawn with replacement (one value:
-                 a deterministic service) or a sampler(rng, n) -> n times
-    simulate_waits(...)            (arrivals, waits, services, E[S]) of every customer behind simulate (for
-                                   batch means and the tests)
-    mmc(lam, mu, servers)          M/M/c closed form (Erlang C): utilisation, mean wait, wait quantiles
-    mm1(lam, mu)                   mmc with one server: P(W > t) = rho exp(-(mu - lam) t)
-    md1(lam, D)                    M/D/1 mean wait rho D / (2 (1 - rho)) (Pollaczek-Khinchine with no variance)
-    mgc_mean_wait(lam, mean, scv, servers)   the M/M/c mean wait scaled by (1 + scv) / 2: exact for one server
-                 (Pollaczek-Khinchine), the Lee-Longton approximation for more
+    M/M/c (Erlang C), M/M/1: P(W > t) = rho exp(-(mu - lam) t), M/D/1: E[W] = rho D / (2 (1 - rho))
 
-The simulation keeps a heap of the times at which each server next falls free; customer k (arriving at a_k)
-starts at max(a_k, earliest free time) and frees that server S_k later (Kiefer-Wolfowitz). Arrivals are the
-cumulative sum of standard exponential draws divided by the rate, and the service draws do not depend on the
-rate, so two runs with one seed and different rates share their random numbers: the waits then grow with the
-rate customer by customer, which makes "the largest load within a target" a clean bisection.
-
-An offered load rho = lam E[S] / c >= 1 has no steady state (waits grow without bound): simulate and the closed
-forms report it as unstable, with no wait figures, instead of looping or returning NaN. Percentiles are nearest-rank
-(core.numbers.percentile, numpy's "inverted_cdf") over the customers after the warm-up. Time is in any
-one unit (the caller's: core.telemetry.cost uses seconds).
+An offered load rho = lam E[S] / c >= 1 has no steady state: it is reported unstable, never looped on. Time is in
+any one unit, the caller's.
 """
 
 from __future__ import annotations
@@ -137,6 +119,10 @@ def simulate_waits(
     gaps = rng.standard_exponential(n)  # (n,) drawn first, whatever the rate: common random numbers
     services, mean = _service_draws(service, rng, n)  # (n,)
     arrivals = np.cumsum(gaps) / lam  # (n,)
+    # Kiefer-Wolfowitz: customer k (arriving at a_k) starts at max(a_k, earliest free time) and frees that server
+    # S_k later. The draws do not depend on the rate, so two runs with one seed and different rates share their random
+    # numbers: the waits grow with the rate customer by customer, which makes "the largest load within a target" a
+    # clean bisection.
     free = [0.0] * c  # a heap: the time each server next falls free
     waits = [0.0] * n
     for k, (a, s) in enumerate(zip(arrivals.tolist(), services.tolist())):

@@ -1,21 +1,8 @@
 """Serving, recorded: what every surface writes to the telemetry store after the one serving call.
 
-    record_suggestion(store, measured, ...)   one MeasuredSuggestion (core.release.serving.autocomplete.suggest: the
-                                  suggestion, its latency, the next character's top-1 probability and entropy, the
-                                  prompt it read) as one telemetry event -> event id, or None when not recorded
-    suggestion_event(measured, ...)   that event, not written: the traffic replay and its release-time reference
-    outcome(suggestion_text, text_before, text_after)  'accepted', 'typed_other', or None while undecided
-    position_slices(text)         the evaluation's column and indent slices of the cursor after `text`
-
-Telemetry observes the serving call, it does not wrap it: serving measures (suggest returns what it measured,
-including an error), then the caller hands that to record_suggestion. So the prompt is encoded once (the input
-quality is the served prompt's: characters typed, unseen characters read, truncated by the window the suggestion
-reads), and the distribution is the first float64 row the suggestion was chosen from. Completions:
-core.telemetry.completions.
-
-Recording never changes what is served: a telemetry failure returns an event id of None (the store counts it).
-An error in serving is recorded (its class name and message); the caller raises it again
-(MeasuredSuggestion.suggestion_or_raise). Shapes: V vocabulary size.
+Telemetry observes the serving call, it does not wrap it: the prompt is encoded once, and the distribution recorded
+is the one the suggestion was chosen from. Recording never changes what is served: a telemetry failure only
+returns no event id, and an error in serving is recorded, then raised again by the caller. Shapes: V vocabulary size.
 """
 
 from __future__ import annotations

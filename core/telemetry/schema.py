@@ -1,13 +1,5 @@
-"""What one telemetry event is: the Event a surface measures, the `events` table, its migrations, and the row.
-
-Event                     one served request (core.telemetry.record fills it in)
-EVENTS, META              the tables (sqlalchemy Table objects, one definition for SQLite and PostgreSQL)
-MIGRATIONS                MIGRATIONS[i] brings schema i to i + 1 (core.database applies them); the current
-                          schema is len(MIGRATIONS), so schema 2 is one more entry
-COLUMNS                   the columns of `events`, in order (what TelemetryStore.rows returns)
-event_row(event, hash_text, store_text)  the row's values, checked and bounded: text columns cut to their
-                          limits, NaN and infinity stored as NULL, the text replaced by its salted hash unless
-                          text storage is on (see core.telemetry.store)
+"""What one telemetry event is: the Event a surface measures, the `events` table, its migrations, and the row it
+becomes, with one table definition for SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
 """The telemetry database: every suggestion and completion served, by exact model version (SQLite or PostgreSQL).
 
-Where: LAB_DATABASE_URL when it is set (a PostgreSQL server, shared with the class results, see core.database),
-else the SQLite file at LAB_TELEMETRY_DB, else ./telemetry.db under the working directory (`telemetry_path`);
-created on first write, with its parent folder. What: one row per served request in the
-table `events` (core.telemetry.schema): when (UTC), where ('page', 'cli' or 'synthetic'), what ('suggestion' or
-'completion'), the bundle version (its hash) and the suggestion policy's version, input quality (prompt length,
-characters outside the vocabulary, cut to the context), the prediction (top-1 probability and entropy of the
-next-character distribution, the suggestion's length, shown or withheld by the threshold), latency, the error if
-serving failed, the outcome once it matures ('accepted' or 'typed_other'), and the evaluation's slices of the
-position (core.release.evaluation.slices).
-
-Privacy: the learner's text is not stored. Its length is, and `prompt_hash`: sha256 over a random salt kept in
-this database (table `meta`) followed by the text, so equal texts can be counted without the hash revealing a
-short text by dictionary (the salt is in the same file: whoever holds the file can still test a guess, which is
-why the text itself is never in it). The session id is stored the same way, salted and cut to 16 hex digits. The
-operator can turn text storage on with LAB_TELEMETRY_STORE_TEXT=1 (the last MAX_TEXT_CHARS characters).
-
-Never in the way of serving: `TelemetryStore.record` and `set_outcome` never raise. A write that fails (a full
-disk, a lock held past WRITE_TIMEOUT_MS, a damaged or read-only file, a database from a newer lab, a file past
-LAB_TELEMETRY_MAX_BYTES) returns None and is counted; `health()` reports the counts and the last reason, for the
-page to show. Reads (`rows`, `count`) raise core.database.StoreError with a message instead, for the Monitoring
-page.
-
-Schema: core.telemetry.schema's tables, one definition for both engines; core.telemetry.schema.MIGRATIONS[i]
-brings version i to i + 1, applied by core.database in one transaction, so schema 2 is one more entry. A database
-written by a newer lab is refused, never altered. A SQLite file that is not a database is moved aside to
-`<name>.damaged-<UTC time>` and a fresh one started (`notice`).
-Writes are cheap: each is one short transaction on a connection of the Engine's pool (opening a SQLite connection
-per write cost 25 times the write, most of it the checkpoint SQLite runs when the last connection closes;
-bench/bench_telemetry.py). Thread-safe: a pooled connection serves one thread at a time.
+Privacy: the learner's text is not stored unless the operator turns it on, only its length and a sha256 over a salt
+kept in this database, so equal texts can be counted without a short text being found by dictionary. Never in the
+way of serving: a write that fails is counted and reported by `health()`, never raised; reads raise StoreError for
+the Monitoring page.
 """
 
 from __future__ import annotations
@@ -250,6 +225,8 @@ class TelemetryStore:
             self._size = (now, self._db.size([EVENTS.name, META.name]))
         return self._size[1] >= self.max_bytes
 
+    # Each write is one short transaction on a pooled connection: opening a SQLite connection per write cost 25 times
+    # the write, most of it the checkpoint SQLite runs when the last connection closes (bench/bench_telemetry.py).
     def _transaction(self, *, write: bool = False):
         if not self._ready:
             self._prepare()
@@ -267,6 +244,8 @@ class TelemetryStore:
         conn.execute(select(func.count()).select_from(EVENTS)).scalar()  # a damaged table fails here, not later
         self._salt = bytes.fromhex(conn.execute(select(META.c.value).where(META.c.key == "salt")).scalar_one())
 
+    # The salt is in the same file: whoever holds the file can still test a guess, which is why the text itself is never
+    # in it unless the operator asks for it.
     def hash_text(self, text: str) -> str:
         """sha256(salt + text) in hex: the salt is this database's (see the module docstring)."""
         if self._salt is None:

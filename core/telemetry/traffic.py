@@ -1,18 +1,9 @@
 """Synthetic traffic: held-out text replayed as typing, every suggestion served and recorded as a learner's would be.
 
-    replay(source, documents, *, seed, sessions, store, max_events, ...)   Replay: the counts and each event's
-                                  top-1 probability; with store=None nothing is written (the release-time
-                                  reference of core.telemetry.monitor.drift is such a replay of the held-out split)
-
-The typist is the evaluation's (core.release.evaluation.typing_sim): the stretches it types are typing_segments of the
-documents (seeded), and at every position of a stretch it is served a suggestion, through
-core.release.serving.autocomplete.suggest, the call every surface serves through. It accepts a suggestion exactly
-when it is shown and the text goes on with it (skipping its characters), else types one character. A session
-types every `sessions`-th stretch of a seeded shuffle, the sessions taking turns; an event's outcome is decided
-from the real next characters, and its slices are slice_labels of the document at that position
-(core.release.evaluation.slices). A stretch is typed from the start of its document (an empty text is a document start),
-so the model reads the document, not the ones before it. Everything is fixed by the seed but the latencies (and the
-times).
+The typist is the evaluation's, served through the same call as every surface: it accepts a suggestion exactly when
+it is shown and the text goes on with it, else types one character. Sessions take turns over seeded stretches, each
+typed from the start of its document so the model reads that document, not the ones before it. Everything but the
+latencies is fixed by the seed. With no store it writes nothing: the monitor's drift reference is such a replay.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""The baselines: the rule and n-gram fallbacks, what they share, and their bundles (core.release's fifth unit)."""
+"""The baselines: the rule and n-gram fallbacks, what they share, and their bundles."""

@@ -1,13 +1,6 @@
 """Baseline bundles: a rule or n-gram predictor stored with the transformer's manifest shape, and loaded back.
 
-    train_baseline(kind, corpus)        a baseline on the training documents of the recorded split
-    save_baseline(out, predictor, ...)  staged beside `out`, loaded back, then renamed into place (core.files)
-    load_baseline / verify_baseline     verify every field, hash and count; BundleError naming what failed
-    load_any / verify_any / read_kind   any kind of bundle, by the `kind` its manifest declares
-
-A baseline bundle holds kind "ngram" or "rule", the tokenizer, the corpus fingerprint, the split in
-training.config, and the counts in `counts.json`, whose sha256 the manifest lists (count keys: see
-core.release.baselines.counts). No pickle anywhere.
+Counts are plain JSON whose sha256 the manifest lists, saved staged and renamed into place: no pickle anywhere.
 """
 
 from __future__ import annotations

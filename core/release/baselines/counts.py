@@ -1,7 +1,7 @@
 """What both baselines share: count keys written as text, and the add-k unigram at the bottom of each.
 
-Count keys are text: each token is written as its character, the special tokens as the private-use
-characters U+E000 + id (`key_alphabet`), so a count file is plain JSON. Shapes: P positions, V vocabulary size.
+Each token is written as its character, the special tokens as private-use characters U+E000 + id, so a count file
+is plain JSON. Shapes: P positions, V vocabulary size.
 """
 
 from __future__ import annotations

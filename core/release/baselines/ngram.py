@@ -1,12 +1,10 @@
-"""The n-gram baseline (kind "ngram"): interpolated Witten-Bell smoothing over contexts of 0..order-1 tokens,
-with add-k at the bottom, so every probability is positive and each row sums to one:
+"""The n-gram baseline: interpolated Witten-Bell smoothing over contexts of 0..order-1 tokens, add-k at the bottom,
+so every probability is positive and each row sums to one:
 
-    P_0(w)   = (c(w) + k) / (N + k V)                              unigram, add-k over all V ids
-    P_m(w|h) = (c(h w) + T(h) P_{m-1}(w|h')) / (c(h) + T(h))       h = the last m tokens, h' = last m-1
-             = P_{m-1}(w|h')                                       when h was never seen
+    P_0(w)   = (c(w) + k) / (N + k V)
+    P_m(w|h) = (c(h w) + T(h) P_{m-1}(w|h')) / (c(h) + T(h))     h the last m tokens, h' the last m-1
 
-c(h) counts the occurrences of h with a following token, T(h) the distinct tokens that followed it.
-Trained on the training documents of the same split as the transformer. Shapes: P positions, V vocabulary.
+c(h) counts h with a following token, T(h) the distinct tokens that followed it. Shapes: P positions, V vocabulary.
 """
 
 from __future__ import annotations

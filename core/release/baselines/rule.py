@@ -1,14 +1,10 @@
-"""The rule baseline (kind "rule"): word completion from a dictionary of training words.
+"""The rule baseline: word completion from a dictionary of training words.
 
-With w the word being typed (the run of word characters just before the cursor), its next-character
-distribution mixes the next letters of the training words that extend w with the add-k unigram ("the
-most frequent next character"); the suggestion policy (core.release.serving.policy) completes greedily from it, so
-it offers the rest of the most frequent extension, letter by letter:
+With w the word being typed, the next character mixes the next letters of training words that extend w with the
+add-k unigram, so the policy offers the rest of the most frequent extension:
 
     P(c|w) = lam n(w, c) / n(w) + (1 - lam) P_0(c),    lam = n(w) / (n(w) + e(w) + 1)
 
-n(w, c) = occurrences of training words that start with w + c, n(w) = their sum, e(w) = occurrences
-of w as a whole word (the word may end here). With no word being typed, or none extending w, P = P_0.
 Shapes: P positions, V vocabulary size.
 """
 

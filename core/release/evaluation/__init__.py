@@ -1,2 +1,3 @@
 """Held-out evaluation of any predictor: the simulated typist, slices and their intervals, latency, the decision
-utility, the threshold's tuning, and a bundle against its baselines (core.release's second unit)."""
+utility, the threshold's tuning, and a bundle against its baselines.
+"""

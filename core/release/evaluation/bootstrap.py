@@ -1,14 +1,8 @@
-"""Intervals by bootstrap over documents: the unit that is independent of its neighbours.
+"""Intervals by bootstrap over documents, the unit that is independent of its neighbours.
 
-Neighbouring characters of one document are strongly correlated (a file is about one thing), so an interval
-that treats positions as independent is far too narrow. Here every figure is a ratio of per-document sums,
-sum_d numerator_d / sum_d denominator_d (loss = total nats / characters, keystrokes saved per 100 = 100 *
-saved / covered, ...), and its interval is the percentile bootstrap: draw the documents with replacement
-`resamples` times (seeded), recompute the ratio, take the (1 - confidence) / 2 quantiles.
-
-    document_interval(num, den, scale, confidence, seed)   Interval, or None below MIN_DOCUMENTS documents
-
-Shapes: D documents, R resamples.
+Neighbouring characters of one document are strongly correlated (a file is about one thing), so an interval that
+treats positions as independent is far too narrow. Every figure is a ratio of per-document sums, and its interval is
+the percentile bootstrap over seeded resamples of the documents. Shapes: D documents, R resamples.
 """
 
 from __future__ import annotations

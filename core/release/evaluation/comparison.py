@@ -1,9 +1,4 @@
-"""A bundle against its baselines: one row per metric, each predictor's figure side by side.
-
-comparison_table(reports)   {"metric", "better", <kind>: value, <kind>_ci: [low, high] | None, ...} per row
-summary(report)             the headline figures of one predictor (`evaluate --compare --json`)
-Evaluation                  the bundle's EvalReport, the baselines' and their comparison
-"""
+"""A bundle against its baselines: one row per metric, each predictor's figure side by side."""
 
 from __future__ import annotations
 

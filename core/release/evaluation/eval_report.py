@@ -1,7 +1,5 @@
-"""What an evaluation is asked for and what it reports: EvalConfig, MetricSet, slices, latency, EvalReport.
-
-The metrics and their intervals are described in core.release.evaluation.evaluation; these are the frozen records
-a page, the command line and the release gate read.
+"""What an evaluation is asked for and what it reports: the frozen records a page, the command line and the release
+gate read.
 """
 
 from __future__ import annotations

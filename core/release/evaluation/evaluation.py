@@ -1,38 +1,9 @@
-"""Held-out evaluation of any predictor: loss, accuracy, keystrokes saved as served, slice reliability, latency.
+"""Held-out evaluation of any predictor: loss, top-1 and top-3 accuracy, keystrokes saved as served (gross and net),
+slice reliability and latency, each with its bootstrap interval over documents.
 
-Every predictor (the transformer, the n-gram, the rule: see `core.release.serving.predictor.Predictor`) is scored by
-the same code on the same positions of the same held-out documents: the validation side of
-`split_documents(corpus, val_fraction, seed)` with the split the bundle's manifest records in
-training.config (defaults 0.1 / 0 when a manifest has none, with a warning). The documents become one
-token stream, each followed by <eos>, exactly as in training.
-
-Metrics (all on stream positions t >= 1, the token at t predicted from the tokens before it):
-* loss: mean -ln P(token) in nats per character (<eos> counts as a character); bits per character =
-  loss / ln 2.
-* top-1 / top-3 accuracy: the target is among the 1 / 3 most likely tokens (ties: lower id first).
-* keystrokes saved, as served: a simulated user types about `typing_chars` characters, shared out over every
-  held-out document (core.release.evaluation.typing_sim). At each position the one suggestion policy
-  (core.release.serving.policy) proposes a completion to a natural boundary; it is shown when its probability
-  reaches the predictor's threshold (the transformer's: the one its bundle records; a baseline's: tuned
-  here on the validation documents by core.release.evaluation.tuning, as the transformer's was when it was trained).
-  The user accepts exactly when the text goes on with it, one keystroke (Tab) instead of its k characters.
-  Keystrokes saved per 100 characters (gross) = 100 * sum(k - 1 over accepted) / characters covered; net
-  keystrokes saved per 100 characters = the same less the policy's attention_cost for every suggestion shown
-  and not taken (core.release.evaluation.utility: the figure thresholds are tuned on and the gate decides on);
-  acceptance rate = accepted / shown; suggestions shown per 100 characters.
-* intervals: every one by bootstrap over documents (core.release.evaluation.bootstrap), since neighbouring characters
-  of a document are far from independent.
-* slices: char_class of the target (letter, digit, whitespace, punctuation, end of document), column
-  (its position in the line, bucketed), indent (the depth of its line's indentation, 4 spaces or a tab
-  per level) and document. Typing figures are attributed to the slice of the position where a
-  suggestion was shown (savings, offers) and of each covered character (characters). The worst slice
-  by top-1 accuracy and by loss is named among slices with at least `min_slice_positions` positions.
-* latency: wall-clock time of one suggestion as served (core.release.evaluation.latency), p50 and p95.
-
-Caps keep a run to minutes on two cores: `max_positions` scored positions (seeded whole chunks of
-`chunk` positions) and `typing_chars` simulated characters (seeded segments of `segment_chars`, rounded up
-to whole segments; an accepted suggestion may run past a segment's end, so a little more is covered).
-Shapes: P scored positions, V vocabulary size, N stream positions.
+Every predictor (the transformer, the n-gram, the rule) is scored by the same code on the same positions of the
+same held-out documents, the split its manifest records, made one token stream as in training. Shapes: P scored
+positions, V vocabulary size, N stream positions.
 """
 
 from __future__ import annotations
@@ -139,6 +110,10 @@ def evaluate_predictor(
     labels = slice_labels(documents)  # family -> N labels
     N = len(ids)
     document = np.repeat(np.arange(len(documents)), [len(d.text) + 1 for d in documents])  # (N,) each one's document
+    # Caps keep a run to minutes on two cores: at most max_positions scored positions, in seeded whole chunks of the
+    # stream positions t >= 1 (each predicted from the tokens before it; <eos> counts as a character), and typing_chars
+    # simulated characters in seeded segments, rounded up to whole segments (an accepted suggestion may run past a
+    # segment's end, so a little more is covered).
     positions = sample_blocks([(1, N)], config.chunk, config.max_positions, config.seed)
     scored: list[int] = []
     nll: list[torch.Tensor] = []
@@ -162,6 +137,8 @@ def evaluate_predictor(
     trace = typing_trace(predictor, ids, segments, policy, progress)
     typing = simulate_typing(trace, N, segments, policy.threshold, policy.attention_cost)
     overall = metrics(token, typing, np.ones(N, dtype=bool), document, config)
+    # Typing figures go to the slice of the position where a suggestion was shown (savings, offers) and of each covered
+    # character (characters).
     slices = tuple(
         SliceMetrics(family, name, metrics(token, typing, labels[family] == name, document, config))
         for family in SLICE_FAMILIES

@@ -1,7 +1,5 @@
-"""The held-out documents of a bundle: the validation side of the split its manifest records.
-
-held_out(manifest, corpus=None)   HeldOut: the corpus (default: the source the manifest names), the train and
-                                  validation documents, and warnings when the split or the corpus differ
+"""The held-out documents of a bundle: the validation side of the split its manifest records, with warnings when the
+split or the corpus differ.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""The latency of one suggestion as served: from a context to the policy's choice, timed as a user waits for it.
-
-    measure_suggestion_latency(predictor, ids, config, policy)   p50 / p95 (nearest rank, core.numbers) and mean
-                                                                 wall-clock ms over `latency_samples` seeded
-                                                                 positions after one warm-up call, each one
-                                                                 core.release.serving.policy.suggestion call (batch of
-                                                                 one)
-
-Timing is reported, never decides a test (bench/bench_latency.py prints the same figures).
-"""
+"""The latency of one suggestion as served, timed as a user waits for it. Timing is reported, never decides a test."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Slices of the held-out stream and the intervals of their figures.
-
-    slice_labels(documents)       family -> the slice name of every stream position: char_class of the target,
-                                  column (bucketed), indent (4 spaces or a tab per level), document
-    metrics(token, typing, mask, document, config)  the MetricSet of the positions in `mask`, every interval
-                                  by bootstrap over documents (core.release.evaluation.bootstrap)
-    worst_slices(slices, config)  the slice lowest by top-1 and highest by loss, among slices that are big enough
-
-Shapes: N stream positions.
+"""Slices of the held-out stream (the target's character class, column, indent, document) and the intervals of
+their figures. Shapes: N stream positions.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Choosing the suggestion threshold: the one that saves the most keystrokes, net of the attention the
-suggestions cost, on the validation documents.
+"""Choosing the suggestion threshold: the one that saves the most keystrokes, net of the attention the suggestions
+cost, on the validation documents.
 
-    THRESHOLDS                                the grid: MIN_THRESHOLD, 0.10, ..., 0.95
-    tune_threshold(trace, n, segments, attention_cost=c)  (best threshold, one row per threshold of the grid:
-                                              net and gross keystrokes saved and suggestions shown per 100
-                                              characters, acceptance rate; the trade-off a team reads)
-    reprice(rows, attention_cost)             the same rows at another price, without replaying the typist
-    tune_policy(predictor, documents, ...)    the policy with the tuned threshold, for a bundle to record
-    tradeoff(path, corpus=None, attention_cost=None)  tune_policy on a bundle's validation documents, recording
-                                              nothing (the Release page's trade-off curve)
-    tune_bundle(path, corpus=None, attention_cost=None)  tune a bundle's threshold on its validation documents
-                                              and record it, with the price it was tuned at, in its manifest
-                                              (generation["suggestion"]); a new version
-
-The figure maximised is core.release.evaluation.utility's net keystrokes saved per 100 characters at the policy's
-attention_cost (the bundle's recorded price, or the default): a suggestion shown and not taken costs that many
-keystrokes, so a higher price moves the threshold up and shows fewer, likelier suggestions.
-
-Every predictor is tuned the same way on the same documents (the transformer when it is trained, each
-baseline when it is compared), so a comparison is fair. The tuning typist types other seeded stretches of the
-validation documents than the evaluation's (seed + 1), from the same trace code. Ties go to the higher
-threshold: of two thresholds that save the same, the one that shows fewer suggestions.
+Every predictor is tuned the same way on the same documents, so a comparison is fair; the tuning typist types other
+stretches than the evaluation's. A higher attention cost moves the threshold up and shows fewer, likelier
+suggestions.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """The simulated user who types the held-out text, and how evaluation samples its work.
 
-    typing_segments(documents, config)            (document, start, end) stream ranges the user types: about
-                                                  typing_chars / len(documents) characters of *every* document
-                                                  (typing_shares), in seeded segments of segment_chars
-    typing_trace(predictor, ids, segments, policy) the proposal (core.release.serving.policy) at every position of the
-                                                  segments, reduced to its cuts: (length, probability, matches)
-    simulate_typing(trace, ids, segments, threshold, attention_cost)  per position: offered, accepted,
-                                                  keystrokes saved (gross), net of the attention cost, characters
-                                                  covered, with the suggestions a threshold shows
-    sample_blocks(ranges, size, cap, seed)        whole seeded blocks of positions, at most about `cap` of them
-
-The trace is computed once and replayed for every threshold, so tuning a threshold (core.release.evaluation.tuning)
-costs one pass of the predictor. The typist: at each position the policy's choice is shown when its
-probability reaches the threshold; the user accepts exactly when the text goes on with it (one Tab instead of
-its k characters, saving k - 1) and goes on after it; otherwise types one character, and a suggestion it was
-shown and did not take costs it `attention_cost` keystrokes (core.release.evaluation.utility, the one definition of the
-net figure). Shapes: N stream positions.
+At each position the policy's choice is shown when its probability reaches the threshold; the user accepts exactly
+when the text goes on with it (one Tab instead of k characters), else types one character. The trace is computed
+once and replayed for every threshold, so tuning costs one pass of the predictor. Shapes: N stream positions.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """The decision utility: keystrokes saved, net of the attention the suggestions cost.
 
-    DEFAULT_ATTENTION_COST                     1.0 keystroke per suggestion shown and not taken (why: below)
-    check_attention_cost(cost)                 the cost as a float, or ValueError saying what is allowed
-    net_saved(saved, shown, accepted, cost)    saved - cost * (shown - accepted): numbers or numpy arrays alike
-    per_100(value, covered)                    100 * value / covered, None when nothing was covered
+    net saved per 100 characters = 100 * (gross saved - cost * (shown - accepted)) / characters covered
 
-A suggestion is worth its interruption only if what it saves pays for the look it takes. The simulated typist
-(core.release.evaluation.typing_sim) saves k - 1 keystrokes when it accepts a k-character suggestion (one Tab), and pays
-`attention_cost` keystrokes for every suggestion it is shown and does not take: the time to read it and go on
-typing. The figure every surface reports and every threshold is tuned on is
-
-    net keystrokes saved per 100 characters = 100 * (gross saved - cost * (shown - accepted)) / characters covered
-
-with the gross figure, the acceptance rate (accepted / shown) and the suggestions shown per 100 characters
-beside it. At a price c a suggestion of k characters that the text takes with probability p is worth showing
-when p * (k - 1) > c * (1 - p), that is p > c / (k - 1 + c): the price sets the threshold a tuning lands on.
-
-Why one keystroke by default. The keystroke-level model (Card, Moran and Newell, "The keystroke-level model for
-user performance time with interactive systems", CACM 23(7), 1980) prices a keystroke K at 0.28 s for an average
-non-secretarial typist (about 40 words a minute) and a mental operator M (deciding, recalling) at 1.35 s, about
-five keystrokes. A suggestion the typist reads and dismisses takes at least a glance and a decision (perceiving
-and comparing a few characters: a few hundred milliseconds in the same authors' model human processor), and
-at most an M. One keystroke (0.28 s) prices it at the cheap end of that range: a conservative price, so a model
-that pays its way at this price pays it for most typists; a team that finds its suggestions more distracting
-records a higher one (`python -m core tune --attention-cost C`) and sees what it buys on the trade-off table.
-Accepting a suggestion also takes a look, which this utility does not charge: the price is for the looks that
-buy nothing.
+A suggestion of k characters taken with probability p is worth showing when p > c / (k - 1 + c). Why one keystroke
+by default: the keystroke-level model (Card, Moran and Newell, CACM 23(7), 1980) prices a keystroke at 0.28 s and a
+mental operator at 1.35 s; a dismissed suggestion costs between a glance and that. One keystroke is the cheap end,
+a conservative price; a team that finds suggestions more distracting records a higher one.
 """
 
 from __future__ import annotations

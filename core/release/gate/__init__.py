@@ -1,1 +1,1 @@
-"""The release gate: the rubric a version is held to and each of its checks (core.release's third unit)."""
+"""The release gate: the rubric a version is held to and each of its checks."""

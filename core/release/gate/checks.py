@@ -1,15 +1,6 @@
-"""The checks of the release rubric: causality, the KV cache, the plausibility of the held-out loss, the baselines.
-
-    causality_check   edit every position of seeded sequences; no earlier logit may move (core.model.leak)
-    cache_checks      greedy generation through the cache against its windows recomputed in full
-                      (core.model.sampling.cache_parity): logits decided in float64, tokens identical
-    peek_check        the windowed loss against a no-peek loss no model can beat by seeing its target
-    canary_check      the loss on shuffled held-out text against the entropy of its characters
-    versus_baselines  the loss floor against the n-gram, and the two "beats baselines" checks: a pure function
-                      of the evaluation's MetricSets (the served policy's net keystrokes saved, with the intervals)
-
-Each returns core.release.gate.rubric.CheckResult with its measured figure; core.release.gate.gate's docstring states
-the rules. Shapes use the legend of `core/__init__.py`: B batch, T positions, L context length, V vocabulary.
+"""The model checks of the release rubric: causality, the KV cache, the plausibility of the held-out loss, and the
+baselines. Each returns its verdict with the figure it measured. Shapes: B batch, T positions, L context length,
+V vocabulary.
 """
 
 from __future__ import annotations

@@ -1,61 +1,9 @@
 """The release gate: a leak detector and a production rubric, each check with its measured figure.
 
-`check_release(bundle_dir)` runs, on a transformer bundle:
-
-  integrity        verify_bundle finds no problem (hashes, fields, tensor names, shapes, finiteness)
-  marked safe      the manifest's `safe` flag (a model trained without the mask is saved unsafe)
-  causality        core.model.leak.causality_probe: token j of seeded random sequences is edited, for EVERY
-                   position j, and no logit at a position < j may move by more than rounding allows
-                   (core.agreement, float64 copy of the model); the figure is the largest such move
-  cache logits     at every step of a greedy generation of L + 8 tokens, the logits computed through the KV
-                   cache equal the same window recomputed in full (core.model.sampling.cache_parity, what the
-                   KV-cache lesson shows too), both on a float64 copy of the model, within core.agreement's
-                   allowance (derived from
-                   float64's epsilon and the length of the model's sums); the float32 difference is shown
-                   beside it, never decides
-  cache greedy     greedy generation with and without the cache gives identical tokens, over more
-                   than one context length (so across a window slide), on the float64 copy
-  held-out split   the evaluation runs on the split the manifest records, on the corpus whose
-                   fingerprint it records (else the "held-out" text may have been trained on)
-  plausible: no-peek  the validation loss measured the way training measures it (a target inside a full
-                   window at a seeded random row, cycling through every row so every residue of the
-                   position is probed, later tokens in the input) against the loss of the same
-                   targets predicted from a window that ends just before each of them, so no model can
-                   see its target. A causal model gets the same or worse with half the context; a model
-                   that peeks loses its advantage. Rule: windowed >= 0.9 x no-peek, on 256 seeded
-                   held-out positions (at least one per row of the window).
-  plausible: canary  the held-out text with its characters shuffled (several seeded shuffles, joined)
-                   has no structure a causal model can use: given the past, each next character is
-                   (almost exactly) a draw from the text's character frequencies, so no causal model can
-                   average less than their entropy H. Rule: loss on the canary >= (1 - 0.10) H; the 10%
-                   covers sampling noise and what a window of earlier characters says about the rest of
-                   a shuffle. One-sided: a causal model cannot fail it, but a leaking model need not pass
-                   it either -- its copying may not carry over to shuffled text (a tiny model trained
-                   1500 steps without the mask scored 9.2 nats there against an entropy of 2.7).
-  plausible: vs n-gram  held-out loss >= 0.25 x the n-gram's: a character model of this size does
-                   not get four times better than a 5-gram; a leaking one does.
-  beats baselines: loss   lower held-out loss than the better of the rule and the n-gram
-  beats baselines: keystrokes   net keystrokes saved per 100 characters as served (core.release.serving.policy, the
-                   one suggestion policy; core.release.evaluation.utility: gross less the attention cost the bundle
-                   records for every suggestion shown and not taken): the lower end of the transformer's 95% interval
-                   (bootstrap over documents) above the upper end of the rule's AND the n-gram's. The transformer is
-                   shown suggestions at the threshold its manifest records (an untuned bundle at the default, and the
-                   rubric says so); each baseline, trained on the same training documents, at the threshold tuned for it
-                   at the same price on the validation documents (core.release.evaluation.tuning). The figures are
-                   core.release.evaluation.evaluation's own (evaluate_predictor), so `python -m core evaluate --compare`
-                   prints the same numbers for the same EvalConfig; the rubric's summary keeps each predictor's
-                   core.release.evaluation.comparison.summary.
-  named fallback   the n-gram baseline trained on the same split saves and loads back as a bundle
-
-Any failure fails the rubric. The policy and the records are core.release.gate.rubric; the model checks
-(causality, cache, no-peek, canary) are core.release.gate.checks; this module runs them all in order.
-Where the rubric goes: a bundle directory must hold exactly the files its manifest lists (verify_bundle
-refuses any other), so nothing is written into it. `write_release_record` writes a side directory beside
-it, `<bundle>.release/rubric.json` (and, on request, the fallback `ngram/` bundle); the registry keeps its
-own copy of both with each promoted version.
-
-The command line (`python -m core evaluate | baseline | release ...`) lives in cli/release.py;
-nothing here prints.
+It runs every check in order (integrity, marked safe, causality, cache logits and greedy tokens, the held-out split,
+the plausibility of the loss, the baselines beaten on loss and on net keystrokes, the named fallback), and any
+failure fails the rubric. The rubric is written beside the bundle, never into it, since a bundle must hold exactly
+the files its manifest lists. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -203,6 +151,8 @@ def _check_release(
     checks.append(causality_check(model, policy))
     begin("cache logits and greedy")
     checks.extend(cache_checks(model, policy))
+    # The evaluation runs on the split the manifest records, on the corpus whose fingerprint it records: else the
+    # "held-out" text may have been trained on.
     begin("held-out split")
     try:
         split = held_out(manifest, corpus)
