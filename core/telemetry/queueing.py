@@ -7,7 +7,6 @@
     simulate_waits(...)            (arrivals, waits, services, E[S]) of every customer behind simulate (for
                                    batch means and the tests)
     mmc(lam, mu, servers)          M/M/c closed form (Erlang C): utilisation, mean wait, wait quantiles
-    mm1(lam, mu)                   mmc with one server: P(W > t) = rho exp(-(mu - lam) t)
     md1(lam, D)                    M/D/1 mean wait rho D / (2 (1 - rho)) (Pollaczek-Khinchine with no variance)
     mgc_mean_wait(lam, mean, scv, servers)   the M/M/c mean wait scaled by (1 + scv) / 2: exact for one server
                  (Pollaczek-Khinchine), the Lee-Longton approximation for more
@@ -207,11 +206,6 @@ def mmc(lam: float, mu: float, servers: int = 1) -> ClosedForm:
     p_wait = top / (below + top)
     decay = c * mu - lam
     return ClosedForm(lam, c, rho, True, p_wait / decay, p_wait, decay)
-
-
-def mm1(lam: float, mu: float) -> ClosedForm:
-    """M/M/1: rho = lam / mu, mean wait rho / (mu - lam), P(W > t) = rho exp(-(mu - lam) t)."""
-    return mmc(lam, mu, 1)
 
 
 def md1(lam: float, service: float) -> ClosedForm:
