@@ -21,8 +21,8 @@ promote or rollback removes them (under the lock, so never one in progress: core
 Nothing here deletes what a user trained: the promoted bundle is copied, never moved, and a refused
 bundle is left untouched where it was.
 
-What is served, and the checks a version passes first, are the read side: core.release.registry.served (its names
-are re-exported here); the log is core.release.registry.registry_log, `status` core.release.registry.registry_status.
+The read side (what is served, and the checks a version passes first), the log and the status live in their own
+modules of this package; callers import those names from there, never through this module.
 """
 
 from __future__ import annotations
