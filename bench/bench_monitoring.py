@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from core.telemetry.schema import COLUMNS  # noqa: E402
-from core.telemetry.store import ENV, MAX_READ, Event, TelemetryStore  # noqa: E402
+from core.telemetry.schema import COLUMNS, Event  # noqa: E402
+from core.telemetry.store import ENV, MAX_READ, TelemetryStore  # noqa: E402
 
 VERSIONS = ("0123456789abcdef", "fedcba9876543210")
 EVENT = dict(

@@ -34,7 +34,8 @@ from core.release.serving.autocomplete import prompt_for, suggest  # noqa: E402
 from core.release.serving.policy import policy_from_manifest  # noqa: E402
 from core.release.serving.transformer_predictor import TransformerPredictor  # noqa: E402
 from core.telemetry.record import record_suggestion  # noqa: E402
-from core.telemetry.store import Event, TelemetryStore  # noqa: E402
+from core.telemetry.schema import Event  # noqa: E402
+from core.telemetry.store import TelemetryStore  # noqa: E402
 
 TEXT = '''def add(a, b):
     """Return the sum of a and b."""

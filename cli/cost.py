@@ -16,16 +16,16 @@ import json
 
 import torch
 
-from cli.main import real_number, whole_number
+from cli.arguments import real_number, whole_number
 from cli.progress import progress_bars
 from cli.release import REGISTRY_HELP, format_table
 from core import settings
+from core.telemetry.class_queue import MAX_LEARNERS
 from core.telemetry.cost import (
     DEFAULT_LATENCY_TARGET_MS,
     DEFAULT_LEARNERS,
     DEFAULT_SAMPLES,
     MAX_LATENCY_TARGET_MS,
-    MAX_LEARNERS,
     MAX_RATE,
     MAX_SAMPLES,
     MAX_SEED,

@@ -55,45 +55,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from cli.arguments import UsageError, whole_number
 from cli.version import lab_version
-from core.numbers import integer
 from core.settings import MAX_TORCH_THREADS
 
 EXIT_USAGE = 2
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 TTY_REFRESH = 0.1  # seconds between rewrites of the progress line on a terminal
-
-
-class UsageError(Exception):
-    """A problem the user can fix; printed as one `error:` line."""
-
-
-def whole_number(low: int, high: int) -> Callable[[str], int]:
-    """An argparse `type`: an integer from `low` to `high`, else the parser's one `error:` line naming the flag. A
-    number is bounded where it enters (`train --threads 100000` crashed inside torch with exit 139)."""
-
-    def parse(raw: str) -> int:
-        try:
-            return integer("the value", int(raw), low, high)  # int() refuses past 4,300 digits: a ValueError too
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {raw[:40]!r}") from None
-
-    return parse
-
-
-def real_number(low: float, high: float) -> Callable[[str], float]:
-    """An argparse `type`: a finite number from `low` to `high` (never NaN or infinite), else one `error:` line."""
-
-    def parse(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        if not low <= value <= high:  # False for NaN
-            raise argparse.ArgumentTypeError(f"must be a number from {low:g} to {high:g}, got {raw[:40]!r}")
-        return value
-
-    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -173,7 +141,8 @@ def register_train(subparsers) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from core.model.bundle import MANIFEST, check_out_dir, read_manifest
+    from core.model.bundle import check_out_dir
+    from core.model.bundle_checks import MANIFEST, read_manifest
     from core.model.corpus import load_corpus
     from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
     from core.model.gpt import PRESETS
@@ -429,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0, or 2 for a usage, corpus or bundle error)."""
-    from core.model.bundle import BundleError
+    from core.model.bundle_checks import BundleError
     from core.model.corpus import CorpusError
 
     argv = list(sys.argv[1:] if argv is None else argv)

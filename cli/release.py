@@ -15,15 +15,18 @@ import torch
 
 from cli.progress import progress_bars
 from core import settings
-from core.model.bundle import BundleError, load_bundle
+from core.model.bundle import load_bundle
+from core.model.bundle_checks import BundleError
 from core.release.baselines.baseline_bundle import load_baseline, save_baseline, train_baseline
 from core.release.baselines.ngram import DEFAULT_ORDER
 from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.evaluation import evaluate_bundle, held_out
+from core.release.evaluation.evaluation import evaluate_bundle
+from core.release.evaluation.held_out import held_out
 from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, check_attention_cost
 from core.release.gate.gate import check_release
 from core.release.gate.rubric import EXIT_FAILED, RUBRIC, Rubric, write_release_record
-from core.release.registry.registry import promote, rollback, status
+from core.release.registry.registry import promote, rollback
+from core.release.registry.registry_status import status
 
 REGISTRY_HELP = "registry directory (default: LAB_REGISTRY_DIR, else the repository's registry/, as the app's)"
 

@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.arguments import UsageError
 from cli.haproxy import HEALTH_PATH, MAX_WORKERS, ProxySettings, haproxy_config, worker_name
-from cli.main import UsageError
 from core.process import own_group
 from core.settings import PASSCODE_ENV, teacher_passcode
 

@@ -16,7 +16,8 @@ docs/ARCHITECTURE.md lists every module and its concept.
 __version__ = "0.6.0"
 
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
-from core.model.bundle import Bundle, BundleError, load_bundle, save_bundle, verify_bundle
+from core.model.bundle import Bundle, load_bundle, save_bundle, verify_bundle
+from core.model.bundle_checks import BundleError
 from core.model.corpus import Corpus, CorpusError, load_corpus
 from core.model.gpt import GPT, PRESETS, ModelConfig, preset
 from core.model.kv_cache import KVCache

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.model.bundle import Bundle, BundleError
+from core.model.bundle import Bundle
+from core.model.bundle_checks import BundleError
 from core.model.compare import align, attention_mask, describe, difference, lacks, small_edit
 from core.model.compare import table as compare_table
 from core.model.introspect import head_summaries, weight_allowance

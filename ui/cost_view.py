@@ -17,7 +17,7 @@ import datetime
 import pandas as pd
 import streamlit as st
 
-from core.model.bundle import BundleError
+from core.model.bundle_checks import BundleError
 from core.model.corpus import CorpusError
 from core.telemetry.cost import CostReport, cost_report
 from core.telemetry.store import telemetry_location

@@ -24,13 +24,13 @@ from pathlib import Path
 import streamlit as st
 
 from core import settings
-from core.model.bundle import Bundle, BundleError, is_version, load_bundle
+from core.model.bundle import Bundle, is_version, load_bundle
+from core.model.bundle_checks import BundleError
 from core.model.jobs import JobQueue
 from core.model.run_events import progress_from_json, result_from_json
 from core.model.run_record import find as find_run
 from core.release.baselines.baseline_bundle import BaselineBundle
-from core.release.registry.registry import CURRENT, VERSIONS, ServedVersion, resolve_version
-from core.release.registry.served import version_dir
+from core.release.registry.served import CURRENT, VERSIONS, ServedVersion, resolve_version, version_dir
 from ui.params import MAX_QUOTED_CHARS, quoted
 from ui.startup import SETTING_PROBLEMS, setting
 from ui.text import escape_markdown

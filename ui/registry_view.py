@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.release.registry.registry import VersionInfo, list_versions, read_current, read_log, resolve_version
+from core.release.registry.registry_log import read_log
+from core.release.registry.served import VersionInfo, list_versions, read_current, resolve_version
 from ui import projector
 from ui.text import escape_markdown
 

@@ -13,9 +13,12 @@ from typing import Any
 
 import streamlit as st
 
-from core.model.bundle import Bundle, BundleError
+from core.model.bundle import Bundle
+from core.model.bundle_checks import BundleError
 from core.release.gate.rubric import ReleaseCheck
-from core.release.registry.registry import RegistryError, promote, read_current, read_log, rollback
+from core.release.registry.registry import promote, rollback
+from core.release.registry.registry_log import read_log
+from core.release.registry.served import RegistryError, read_current
 from ui import models
 from ui.text import escape_markdown
 

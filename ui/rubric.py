@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.model.bundle import BundleError
+from core.model.bundle_checks import BundleError
 from core.release.evaluation.comparison import Evaluation
 from core.release.evaluation.eval_report import EvalReport, Interval, SliceMetrics
 from core.release.gate.rubric import RUBRIC, Rubric, read_rubric, side_dir

@@ -58,12 +58,8 @@ def start() -> None:
 
 
 @functools.cache  # not st.cache_resource: clearing the caches (a test's fixture does) must not freeze again
-def _settled(page: str) -> bool:
-    """Once per page per process: at most one freeze per page of app.py's navigation."""
+def settle(page: str) -> bool:
+    """After a run of `page` (app.py's page.run()): on the first one of this server, freeze what is alive; cached,
+    so at most one freeze per page of app.py's navigation per process."""
     gc.freeze()
     return True
-
-
-def settle(page: str) -> None:
-    """After a run of `page` (app.py's page.run()): on the first one of this server, freeze what is alive."""
-    _settled(page)

@@ -48,7 +48,6 @@ from core.jsonfile import JsonFileError, read_json_file
 from core.settings import PASSCODE_ENV, teacher_passcode
 from ui.text import escape_markdown
 
-ENV_VAR = PASSCODE_ENV
 # The longest passcode accepted, typed or configured (the input refuses more; so does the check, since the
 # browser's limit can be bypassed).
 MAX_PASSCODE_CHARS = 128
@@ -200,7 +199,7 @@ def gate(what: str, why: str = "change what the whole class is served", *, key: 
         return False
     if len(configured) > MAX_PASSCODE_CHARS:
         st.warning(
-            f"The configured {ENV_VAR} is longer than {MAX_PASSCODE_CHARS} characters, so no one can type "
+            f"The configured {PASSCODE_ENV} is longer than {MAX_PASSCODE_CHARS} characters, so no one can type "
             f"it: {what} stay read-only. Set a shorter passcode and restart the server."
         )
         return False

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.model import leak
-from core.model.bundle import BundleError
+from core.model.bundle_checks import BundleError
 from core.model.jobs import JobView
 from core.model.leak import CausalityProbe
 from core.model.run_events import Progress, Snapshot

@@ -4,11 +4,12 @@ import pandas as pd
 import streamlit as st
 
 from core.classroom.checkpoint import Question
+from core.model.bundle import Bundle
 from core.model.introspect import projections
 from core.model.prompt import encode_for_model
 from ui import charts, fragment, layout, params, predict, projector
 from ui.companion import chart, matrix_table
-from ui.models import Bundle, require_bundle
+from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered
 
 DEFAULT_TEXT = "def add(a, b):"

@@ -14,7 +14,7 @@ from core.model.corpus import CorpusError
 from core.release.evaluation.eval_report import SLICE_FAMILIES
 from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
-from core.telemetry.store import SURFACES
+from core.telemetry.schema import SURFACES
 from ui import charts, layout, model_cache, models, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store

@@ -11,13 +11,14 @@ from pathlib import Path
 import streamlit as st
 
 from core.model import run_record
-from core.model.bundle import BundleError
+from core.model.bundle_checks import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.model.run_process import try_lock
-from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.evaluation import evaluate_bundle
 from core.release.evaluation.tuning import reprice
-from core.release.gate.gate import ReleasePolicy, check_release
-from core.release.gate.rubric import Rubric
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import ReleasePolicy, Rubric
 from core.release.serving.policy import policy_from_manifest
 from ui import cost_view, layout, models, registry_view, release_actions, teacher, tradeoff_view
 from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict

@@ -4,13 +4,12 @@ import streamlit as st
 
 from core.lessons.overfit import NEAR_ZERO
 from core.model import run_record, run_spec, runs, train_config
-from core.model.bundle import BundleError
-from core.model.bundle_checks import MANIFEST, read_manifest
+from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
 from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from core.model.run_spec import PYTHON_PROBE
-from core.release.registry.registry import list_versions
+from core.release.registry.served import list_versions
 from ui import fragment, layout, model_cache, models, params, training_view
 from ui.text import escape_markdown
 

@@ -68,6 +68,7 @@ from core.classroom.store import (
     ClassStore,
     check_learner,
 )
+from core.jsonfile import read_json
 
 SESSION_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no I/1/L, O/0: read off a projector, typed on a phone
 SESSION_LENGTH = 6  # 31**6, about 8.9e8 codes: guessing an open one is hopeless, typing one is easy
@@ -80,6 +81,9 @@ PAGE = re.compile(r"[a-z0-9_]{0,64}")  # an st.Page url_path ("" is the default 
 PARAM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a widget key
 MAX_PARAMS = 50  # widgets of one published view
 MAX_PARAM_CHARS = 2_000  # characters of one widget's value
+# The most a stored view's params can hold as publish() writes them (every character escaped as 6 bytes, quotes and
+# separators counted): a stored view is read back within this bound (about 0.6 MB).
+MAX_VIEW_BYTES = 2 + MAX_PARAMS * (6 * (64 + MAX_PARAM_CHARS) + 6)
 MAX_BINS = 20  # a histogram wider than this has wider bins, not more of them
 MIN_BIN = 1e-9  # a bin is at least this wide: MAX_NUMBER / MIN_BIN is an exact float, flooring it never overflows
 MAX_NUMBER = 1e6  # a number answer lies within +-MAX_NUMBER: every number question of the lab is far inside it
@@ -458,7 +462,10 @@ class LiveClass:
             ).first()
         if found is None or found.page is None:
             return None
-        return TeacherView(found.page, json.loads(found.params), int(found.view_seq), found.view_at)
+        params = read_json(
+            found.params, "the teacher's published view", max_bytes=MAX_VIEW_BYTES, fix="publish the view again"
+        )
+        return TeacherView(found.page, _check_params(params), int(found.view_seq), found.view_at)
 
     def pulse(self, code: str) -> int:
         """A counter that reveal, new_round, publish and close bump (0 for an unknown code): one cheap read."""

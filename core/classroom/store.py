@@ -110,16 +110,12 @@ LIVE_ANSWERS = Table(
 LIVE_TABLES = (LIVE_SESSIONS, LIVE_LEARNERS, LIVE_ROUNDS, LIVE_ANSWERS)
 
 
-def _create(conn: Connection) -> None:
-    METADATA.create_all(conn)
-
-
 def _add_live_class(conn: Connection) -> None:
     """Schema 1 -> 2: the live class's tables beside the checkpoint's answers, which stay as they are."""
     METADATA.create_all(conn, tables=list(LIVE_TABLES))
 
 
-MIGRATIONS = (_create, _add_live_class)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
+MIGRATIONS = (METADATA.create_all, _add_live_class)  # MIGRATIONS[i]: schema i -> i + 1 (core.database.Database.migrate)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -44,8 +44,6 @@ import torch
 from safetensors.torch import save_file
 
 from core.files import install_dir, staged_dir, write_json
-
-# entry_problems, file_sha256, read_manifest, the MAX_ bounds: re-exported for core.release and the tests
 from core.model.bundle_checks import (
     MANIFEST,
     WEIGHTS,

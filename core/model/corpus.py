@@ -32,6 +32,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.jsonfile import JsonFileError, read_json
 from core.model.gpt import MAX_VOCAB
 from core.model.tokenizer import SPECIAL_TOKENS
 
@@ -152,9 +153,9 @@ def load_corpus(source: str | os.PathLike) -> Corpus:
     A file that happens to be called "stdlib" or "pydoc" is reached as "./stdlib" or "./pydoc".
     """
     if isinstance(source, str) and source == STDLIB_SOURCE:
-        return _load_stdlib()
+        return load_snapshot(STDLIB_SOURCE)
     if isinstance(source, str) and source == PYDOC_SOURCE:
-        return _load_pydoc()
+        return load_snapshot(PYDOC_SOURCE)
     path = Path(source)
     if not path.exists():
         raise CorpusError(
@@ -261,14 +262,6 @@ def check_split_size(train_chars: int, val_chars: int, context_length: int) -> N
 # ---- helpers -------------------------------------------------------------------------------------
 
 
-def _load_stdlib() -> Corpus:
-    return load_snapshot(STDLIB_SOURCE)
-
-
-def _load_pydoc() -> Corpus:
-    return load_snapshot(PYDOC_SOURCE)
-
-
 def load_snapshot(source: str, folder: Path = SNAPSHOT_DIR) -> Corpus:
     """A named corpus from its shipped snapshot, refused unless its documents hash to the fingerprint it records."""
     path = folder / f"{source}.json.xz"
@@ -280,11 +273,12 @@ def load_snapshot(source: str, folder: Path = SNAPSHOT_DIR) -> Corpus:
     if len(raw) > SNAPSHOT_MAX_BYTES * 4:
         raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} is larger than expected; reinstall the lab")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = read_json(raw, "the snapshot", max_bytes=SNAPSHOT_MAX_BYTES * 4)  # the bound the read above had
         documents = [Document(str(name), str(text)) for name, text in data["documents"]]
         recorded = str(data["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
-        raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} is damaged ({e}); reinstall the lab") from e
+        why = e.problem if isinstance(e, JsonFileError) else e
+        raise CorpusError(f"the shipped {source!r} corpus {str(path)!r} is damaged ({why}); reinstall the lab") from e
     if fingerprint(documents) != recorded:
         raise CorpusError(
             f"the shipped {source!r} corpus {str(path)!r} does not match its fingerprint; reinstall the lab"

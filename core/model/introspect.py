@@ -33,8 +33,6 @@ from core import handcheck
 from core.agreement import Agreement, allowance, model_terms, row_agreement
 from core.attention import causal_mask, scaled_dot_product_attention
 from core.model.gpt import GPT, Block, ModelConfig
-
-# encode_for_model is re-exported: the pages import it from here
 from core.model.rope import apply_rope, rope_cos_sin
 from core.numbers import is_int
 

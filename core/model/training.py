@@ -53,7 +53,6 @@ import torch
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-# document_stream, evaluate_loss, sample_batch, TrainConfig, learning_rate_at: re-exported (release, bench, tests)
 from core.model.batches import document_stream, evaluate_loss, next_token_loss, sample_batch
 from core.model.corpus import Corpus, check_split_size, split_documents
 from core.model.distributed import (

@@ -23,7 +23,8 @@ from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.release.serving.autocomplete import Prompt, distribution_figures
 from core.release.serving.completion import Completion, complete
 from core.telemetry.record import error_text, safe_slices
-from core.telemetry.store import Event, TelemetryStore
+from core.telemetry.schema import Event
+from core.telemetry.store import TelemetryStore
 
 
 class CompletionRecorder:

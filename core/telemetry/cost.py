@@ -23,7 +23,8 @@ import torch
 
 from core.database import Database
 from core.model.batches import document_stream
-from core.model.bundle import BundleError, load_bundle
+from core.model.bundle import load_bundle
+from core.model.bundle_checks import BundleError
 from core.model.corpus import Corpus, Document, split_documents
 from core.model.gpt import ModelConfig
 from core.model.tokenizer import CharTokenizer

@@ -173,13 +173,13 @@ def bucket_width(rows: Sequence[dict]) -> str:
     days, else a day."""
     if not rows:
         return "minute"
-    span = (_time(rows[-1]["at"]) - _time(rows[0]["at"])).total_seconds()
+    span = (dt.datetime.fromisoformat(rows[-1]["at"]) - dt.datetime.fromisoformat(rows[0]["at"])).total_seconds()
     return "minute" if span <= 7200 else ("hour" if span <= 2 * 86400 else "day")
 
 
 def _bucket_start(at: str, seconds: int) -> int:
     """The POSIX time at which the bucket of `seconds` holding the time `at` (ISO 8601) starts."""
-    return int(_time(at).timestamp() // seconds * seconds)
+    return int(dt.datetime.fromisoformat(at).timestamp() // seconds * seconds)
 
 
 def _bucket_name(start: int) -> str:
@@ -375,7 +375,3 @@ def figures(rows: Sequence[dict], attention_cost: float = DEFAULT_ATTENTION_COST
         len(rows), list(top1), health(rows), width, over_time(rows, width), input_quality(rows), predictions(rows),
         outcomes(rows, attention_cost), {family: slices(rows, family) for family in FAMILY_COLUMNS}, top1,
     )  # fmt: skip
-
-
-def _time(at: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(at)

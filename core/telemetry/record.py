@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from core.model.corpus import Document
 from core.release.evaluation.slices import char_class, slice_labels
 from core.release.serving.autocomplete import MeasuredSuggestion
-from core.telemetry.store import MAX_ERROR_CHARS, Event, TelemetryStore
+from core.telemetry.schema import MAX_ERROR_CHARS, Event
+from core.telemetry.store import TelemetryStore
 
 
 def position_slices(text: str) -> dict[str, str]:

@@ -25,29 +25,13 @@ from core.telemetry import schema
 from core.telemetry.schema import (
     COLUMNS,
     EVENTS,
-    KINDS,
     MAX_ERROR_CHARS,
-    MAX_TEXT_CHARS,
     META,
     OUTCOMES,
-    SURFACES,
     Event,
     event_row,
     label,
 )
-
-__all__ = [
-    "COLUMNS",
-    "KINDS",
-    "MAX_ERROR_CHARS",
-    "MAX_TEXT_CHARS",
-    "OUTCOMES",
-    "SURFACES",
-    "Event",
-    "Health",
-    "TelemetryStore",
-    "telemetry_path",
-]
 
 ENV = "LAB_TELEMETRY_DB"
 DEFAULT_PATH = "telemetry.db"

@@ -24,7 +24,8 @@ from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.record import suggestion_event
-from core.telemetry.store import SURFACES, TelemetryStore
+from core.telemetry.schema import SURFACES
+from core.telemetry.store import TelemetryStore
 
 MAX_EVENTS = 5000  # suggestions one replay serves at most
 MAX_SESSIONS = 100

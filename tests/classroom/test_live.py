@@ -4,6 +4,7 @@ what was kept is read back through the driver itself (engine.sql), not through t
 
 import csv
 import io
+import json
 import sqlite3
 import threading
 
@@ -14,7 +15,9 @@ from core.classroom import live as live_module
 from core.classroom.checkpoint import Question
 from core.classroom.live import (
     MAX_NAME,
+    MAX_PARAM_CHARS,
     MAX_PARAMS,
+    MAX_VIEW_BYTES,
     SESSION_ALPHABET,
     LiveClass,
     RoundResult,
@@ -407,3 +410,20 @@ def test_a_learner_is_found_again_by_their_id_while_the_session_is_open(tmp_path
     assert live.learner("0" * 32) is None and live.learner("not an id") is None
     live.close_session(code)
     assert live.learner(ada) is None
+
+
+def test_a_stored_view_is_read_back_within_a_bound_that_the_largest_publish_fits(engine):
+    """The teacher's view is stored as JSON text and read back by the one bounded JSON reader: the largest view
+    publish() accepts (every character one json.dumps escapes to six bytes) reads back whole, and a stored view
+    larger than the bound (written to the database by hand) is refused with a message, never parsed."""
+    where = engine.db("class.db")
+    live = LiveClass(where)
+    code = live.open_session()
+    largest = {f"{i:064d}": "\x01" * MAX_PARAM_CHARS for i in range(MAX_PARAMS)}
+    assert len(json.dumps(largest, ensure_ascii=False, sort_keys=True).encode()) <= MAX_VIEW_BYTES
+    live.publish(code, "masks", largest)
+    assert live.view(code).params == largest
+    padded = json.dumps({"k": " " * MAX_VIEW_BYTES})
+    engine.sql(where, f"UPDATE live_sessions SET params = '{padded}' WHERE code = '{code}' RETURNING code")
+    with pytest.raises(ValueError, match="the teacher's published view: .* is more than the 619,502 it may hold"):
+        live.view(code)

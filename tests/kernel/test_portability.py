@@ -37,6 +37,8 @@ from core.release.evaluation.eval_report import EvalConfig
 from core.release.gate.gate import check_release
 from core.release.gate.rubric import ReleasePolicy
 from core.release.registry import registry
+from core.release.registry.registry_log import read_log
+from core.release.registry.served import read_current, resolve_version
 
 ROOT = Path(__file__).resolve().parents[2]
 # What Windows lacks (or only Windows has), by module. os.symlink exists there but needs a privilege most
@@ -322,8 +324,8 @@ def test_the_registry_promotes_serves_and_rolls_back_without_the_posix_flags(
     assert check.rubric.passed, check.rubric.failures()
     reg = tmp_path / "registry"
     result = registry.promote(trained_bundle_path, reg, check=check)
-    assert result.promoted and registry.read_current(reg)["version"] == check.rubric.version
-    served = registry.resolve_version(reg)
+    assert result.promoted and read_current(reg)["version"] == check.rubric.version
+    served = resolve_version(reg)
     assert served.version == check.rubric.version
     assert not registry.rollback(reg).switched  # nothing earlier: refused and logged, not raised
-    assert [e["event"] for e in registry.read_log(reg)] == ["promote", "rollback-refused"]
+    assert [e["event"] for e in read_log(reg)] == ["promote", "rollback-refused"]

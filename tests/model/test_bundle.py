@@ -12,18 +12,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from core.model.bundle import (
-    MANIFEST,
-    WEIGHTS,
-    BundleError,
-    _stored_tensors,
-    expected_tensors,
-    load_bundle,
-    manifest_version,
-    save_bundle,
-    verify_bundle,
-    write_manifest,
-)
+from core.model.bundle import _stored_tensors, load_bundle, manifest_version, save_bundle, verify_bundle, write_manifest
+from core.model.bundle_checks import MANIFEST, WEIGHTS, BundleError, expected_tensors
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS, ModelConfig
 from core.model.sampling import SampleConfig

@@ -16,15 +16,8 @@ import core.model.bundle
 import core.model.bundle_checks
 import core.model.gpt
 from cli.main import main
-from core.model.bundle import (
-    MANIFEST,
-    WEIGHTS,
-    BundleError,
-    expected_tensors,
-    file_sha256,
-    load_bundle,
-    save_bundle,
-)
+from core.model.bundle import load_bundle, save_bundle
+from core.model.bundle_checks import MANIFEST, WEIGHTS, BundleError, expected_tensors, file_sha256
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, PRESETS, ModelConfig
 from core.release.baselines.baseline_bundle import (
@@ -36,7 +29,7 @@ from core.release.baselines.baseline_bundle import (
     train_baseline,
     verify_any,
 )
-from core.release.gate.gate import CheckResult, Rubric
+from core.release.gate.rubric import CheckResult, Rubric
 
 TINY = dict(vocab_size=50, context_length=32, n_layer=2, n_head=2, d_model=32)
 

@@ -82,6 +82,16 @@ def test_a_damaged_or_missing_snapshot_is_refused_with_a_message(tmp_path):
         corpus_mod.load_snapshot("stdlib", tmp_path / "nowhere")
 
 
+def test_a_snapshot_json_would_choke_on_is_refused_as_damaged(tmp_path):
+    """The snapshot is read by the one bounded JSON reader: nesting that made json.loads raise RecursionError (no
+    CorpusError, no message) and a NaN are refused as a damaged snapshot."""
+    for text, why in (("[" * 100_000 + "]" * 100_000, "nested 100,000 levels deep"), ('{"fingerprint": NaN}', "NaN")):
+        with lzma.open(tmp_path / "pydoc.json.xz", "wb") as f:
+            f.write(text.encode())
+        with pytest.raises(CorpusError, match=f"is damaged \\(.*{why}.*\\); reinstall the lab"):
+            corpus_mod.load_snapshot("pydoc", tmp_path)
+
+
 def test_the_module_docstring_claims_hold(stdlib):
     doc = " ".join(corpus_mod.__doc__.split())
     assert "about two hundred modules" in doc and "(about 6 MB)" in doc

@@ -22,7 +22,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from core.model.batches import document_stream, next_token_loss, sample_batch
-from core.model.bundle import MANIFEST, load_bundle, manifest_version, verify_bundle, write_manifest
+from core.model.bundle import load_bundle, manifest_version, verify_bundle, write_manifest
+from core.model.bundle_checks import MANIFEST
 from core.model.corpus import corpus_from_text, split_documents
 from core.model.distributed import (
     TORCHRUN_ENV,

@@ -20,7 +20,8 @@ import core.model.gpt
 from core.attention import causal_mask
 from core.files import install_dir
 from core.model import leak, run_record, run_spec, runs, train_config
-from core.model.bundle import BundleError, check_out_dir, load_bundle, save_bundle
+from core.model.bundle import check_out_dir, load_bundle, save_bundle
+from core.model.bundle_checks import BundleError
 from core.model.corpus import CorpusError
 from core.model.gpt import GPT, PRESETS, preset
 from core.model.jobs import STOPPED, JobQueue

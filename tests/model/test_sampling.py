@@ -319,7 +319,8 @@ def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
     """core.model.bundle builds SampleConfig from the manifest's generation policy, so the bound refuses it there."""
     import json
 
-    from core.model.bundle import MANIFEST, BundleError, load_bundle, manifest_version, save_bundle, write_manifest
+    from core.model.bundle import load_bundle, manifest_version, save_bundle, write_manifest
+    from core.model.bundle_checks import MANIFEST, BundleError
     from core.model.corpus import corpus_from_text
     from core.model.tokenizer import CharTokenizer
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from core.model.batches import document_stream, evaluate_loss
-from core.model.bundle import WEIGHTS, load_bundle, verify_bundle
+from core.model.bundle import load_bundle, verify_bundle
+from core.model.bundle_checks import WEIGHTS
 from core.model.corpus import load_corpus, split_documents
 from core.model.gpt import PRESETS
 from core.model.sampling import SampleConfig, generate

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model.bundle import MANIFEST, BundleError, write_manifest
+from core.model.bundle import write_manifest
+from core.model.bundle_checks import MANIFEST, BundleError
 from core.model.corpus import Document, corpus_from_text
 from core.model.tokenizer import CharTokenizer
 from core.release.baselines.baseline_bundle import (

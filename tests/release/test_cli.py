@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import COMMANDS, _Progress, main
-from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version, write_manifest
+from core.model.bundle import load_bundle, manifest_version, write_manifest
+from core.model.bundle_checks import MANIFEST, WEIGHTS
 from core.model.training import TrainEvent
 from core.release.evaluation.tuning import THRESHOLDS
 from core.release.serving.autocomplete import prompt_for, suggest

@@ -19,10 +19,13 @@ from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig
 from core.model.training import train
 from core.release.evaluation.bootstrap import document_interval
-from core.release.evaluation.evaluation import EvalConfig, TransformerPredictor, evaluate_predictor, held_out
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.evaluation import evaluate_predictor
+from core.release.evaluation.held_out import held_out
 from core.release.evaluation.tuning import THRESHOLDS
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy
 from core.release.serving.predictor import continuations_by_log_probs
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
 FIRST = {"a": "b", "b": " ", " ": "a", "c": " ", "": "a"}  # the toy's most likely next character ("": <eos>)

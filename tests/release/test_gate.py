@@ -10,28 +10,20 @@ import pytest
 import torch
 
 from cli.main import main
-from core.model.bundle import MANIFEST, manifest_version, save_bundle, verify_bundle
+from core.model.bundle import manifest_version, save_bundle, verify_bundle
+from core.model.bundle_checks import MANIFEST
 from core.model.corpus import Document, load_corpus
 from core.model.gpt import PRESETS
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig
 from core.model.training import train
 from core.release.baselines.baseline_bundle import load_baseline
-from core.release.evaluation.eval_report import Interval, MetricSet
-from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
+from core.release.evaluation.eval_report import EvalConfig, Interval, MetricSet
+from core.release.evaluation.evaluation import evaluate_bundle
 from core.release.evaluation.tuning import record_policy
-from core.release.gate.gate import (
-    DEFAULT_POLICY,
-    RUBRIC,
-    ReleasePolicy,
-    canary_check,
-    causality_check,
-    check_release,
-    peek_check,
-    side_dir,
-    versus_baselines,
-    write_release_record,
-)
+from core.release.gate.checks import canary_check, causality_check, peek_check, versus_baselines
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import DEFAULT_POLICY, RUBRIC, ReleasePolicy, side_dir, write_release_record
 from core.release.serving.policy import SuggestionPolicy
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(80))

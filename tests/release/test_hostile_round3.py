@@ -17,9 +17,12 @@ from test_registry import _version, make_bundles, make_checks
 
 import ui.models
 from cli.main import main
-from core.model.bundle import MANIFEST, WEIGHTS, load_bundle, manifest_version
+from core.model.bundle import load_bundle, manifest_version
+from core.model.bundle_checks import MANIFEST, WEIGHTS
 from core.model.tokenizer import CharTokenizer
-from core.release.registry.registry import CURRENT, LOG, list_versions, promote, read_log, resolve_version
+from core.release.registry.registry import promote
+from core.release.registry.registry_log import LOG, read_log
+from core.release.registry.served import CURRENT, list_versions, resolve_version
 
 # 1,000,000 bytes (under the registry's 1 MiB cap), as in the issue: json.loads recursed into RecursionError on it.
 DEEP = "[" * 500_000 + "]" * 500_000

@@ -18,7 +18,8 @@ from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.evaluation import evaluate_bundle
 from core.release.evaluation.held_out import held_out
 from core.release.evaluation.tuning import THRESHOLDS, tune_bundle
-from core.release.gate.gate import GATE_STEPS, ReleasePolicy, check_release
+from core.release.gate.gate import GATE_STEPS, check_release
+from core.release.gate.rubric import ReleasePolicy
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.cost import measure_serving
 

@@ -19,18 +19,13 @@ from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
 from core.model.train_config import TrainConfig
 from core.model.training import train
-from core.release.evaluation.evaluation import EvalConfig
-from core.release.gate.gate import ReleasePolicy, check_release
-from core.release.registry.registry import (
-    CURRENT,
-    RegistryError,
-    promote,
-    read_current,
-    read_log,
-    resolve_version,
-    rollback,
-    status,
-)
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import ReleasePolicy
+from core.release.registry.registry import promote, rollback
+from core.release.registry.registry_log import read_log
+from core.release.registry.registry_status import status
+from core.release.registry.served import CURRENT, LOCK, RegistryError, read_current, resolve_version
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
 
@@ -208,7 +203,7 @@ def test_a_second_writer_waits_for_the_lock_and_gives_up_with_a_clear_error(bund
     promote(bundles["a"], reg, check=checks["a"])
     promote(bundles["b"], reg, check=checks["b"])
     monkeypatch.setattr(registry, "LOCK_TIMEOUT", 0.2)
-    with FileLock(str(reg / registry.LOCK)):  # another writer, with its own handle on the lock file
+    with FileLock(str(reg / LOCK)):  # another writer, with its own handle on the lock file
         with pytest.raises(RegistryError, match="locked by another promotion or rollback"):
             rollback(reg)
     assert read_current(reg)["version"] == vb and [e["event"] for e in read_log(reg)] == ["promote", "promote"]

@@ -15,18 +15,13 @@ from test_registry import _version, make_bundles, make_checks
 import core.model.bundle
 import core.release.registry.registry as registry
 from cli.main import main
-from core.model.bundle import MANIFEST, manifest_version, write_manifest
+from core.model.bundle import manifest_version, write_manifest
+from core.model.bundle_checks import MANIFEST
 from core.model.gpt import GPT
-from core.release.registry.registry import (
-    CURRENT,
-    RegistryError,
-    promote,
-    read_current,
-    read_log,
-    resolve_version,
-    rollback,
-    status,
-)
+from core.release.registry.registry import promote, rollback
+from core.release.registry.registry_log import LOG, read_log
+from core.release.registry.registry_status import status
+from core.release.registry.served import CURRENT, RegistryError, read_current, resolve_version
 
 OTHER = "0123456789abcdef"  # a well-formed version name that no bundle here has
 
@@ -223,7 +218,7 @@ def test_a_refusal_on_a_read_only_registry_keeps_its_reason(bundles, checks, reg
     real_log = registry._log
 
     def read_only_log(r, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(r / registry.LOG))
+        raise PermissionError(13, "Permission denied", str(r / LOG))
 
     for p in [reg, *reg.rglob("*")]:
         if p.is_dir():

@@ -13,9 +13,10 @@ from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
 from core.model.train_config import TrainConfig
 from core.model.training import train
-from core.release.evaluation.evaluation import EvalConfig
-from core.release.gate.gate import ReleasePolicy
-from core.release.registry.registry import promote, resolve_version
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.gate.rubric import ReleasePolicy
+from core.release.registry.registry import promote
+from core.release.registry.served import resolve_version
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
 from ui.text import WORD_JOINER

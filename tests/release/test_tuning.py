@@ -9,7 +9,8 @@ import pytest
 from bundles import TEXT, tiny_model
 from stubs import PRICED_TRACE, Bigram
 
-from core.model.bundle import MANIFEST, BundleError, manifest_version, save_bundle, write_manifest
+from core.model.bundle import manifest_version, save_bundle, write_manifest
+from core.model.bundle_checks import MANIFEST, BundleError
 from core.model.corpus import Document, corpus_from_text
 from core.model.tokenizer import CharTokenizer
 from core.release.evaluation.eval_report import EvalConfig

@@ -299,7 +299,8 @@ def test_the_request_rate_and_the_storage_are_read_from_either_engine(engine):
     """LAB_DATABASE_URL's server gives the cost report the same rate as an SQLite file holding the same rows, and
     its telemetry tables' size; its password is never shown."""
     from core.telemetry.cost import telemetry_bytes
-    from core.telemetry.store import Event, TelemetryStore
+    from core.telemetry.schema import Event
+    from core.telemetry.store import TelemetryStore
 
     where = engine.db("telemetry.db")
     store = TelemetryStore(where)  # one CLI event makes the tables; the rate counts only page sessions

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from core.telemetry.queueing import ClosedForm, md1, mgc_mean_wait, mm1, mmc, simulate, simulate_waits
+from core.telemetry.queueing import ClosedForm, md1, mgc_mean_wait, mmc, simulate, simulate_waits
 
 CUSTOMERS = 200_000
 WARMUP = 0.1
@@ -52,7 +52,7 @@ def test_exponential_service_matches_mm1_mean_and_p95(rho):
     assert_within(w.mean(), mean_by_hand, batch_se(w))
     assert_within(nearest_rank(w, 95), p95_by_hand, batch_se(w, lambda b: nearest_rank(b, 95)))
     # the closed form the cost report uses is the same formula
-    closed = mm1(lam, mu)
+    closed = mmc(lam, mu, 1)
     assert closed.utilisation == pytest.approx(rho, rel=1e-12)
     assert closed.wait_mean == pytest.approx(mean_by_hand, rel=1e-12)
     assert closed.wait_quantile(0.95) == pytest.approx(p95_by_hand, rel=1e-12)
@@ -138,7 +138,7 @@ def test_an_offered_load_of_one_or_more_is_unstable(service, lam):
 
 
 def test_closed_forms_report_unstable_loads():
-    for closed in (mm1(1.0, 1.0), mm1(2.0, 1.0), md1(1.0, 1.0), mmc(4.0, 1.0, 3)):
+    for closed in (mmc(1.0, 1.0, 1), mmc(2.0, 1.0, 1), md1(1.0, 1.0), mmc(4.0, 1.0, 3)):
         assert isinstance(closed, ClosedForm) and not closed.stable
         assert closed.wait_mean is None and closed.wait_quantile(0.95) is None
     assert mgc_mean_wait(2.0, 1.0, 0.5, 1) is None

@@ -18,10 +18,10 @@ from core.model.sampling import SampleConfig, generate
 from core.model.tokenizer import EOS_ID
 from core.release.baselines.baseline_bundle import load_baseline
 from core.release.evaluation.slices import slice_labels
-from core.release.evaluation.typing_sim import MAX_CONTEXT
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.completion import complete
 from core.release.serving.policy import MAX_CHARS, SuggestionPolicy, policy_from_manifest
+from core.release.serving.predictor import MAX_CONTEXT
 from core.release.serving.transformer_predictor import TransformerPredictor
 from core.telemetry.completions import recording_completion, served_completion
 from core.telemetry.record import outcome, position_slices, record_suggestion

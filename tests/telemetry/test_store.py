@@ -13,12 +13,12 @@ from sqlalchemy import Connection, text
 
 from core.database import URL_ENV, StoreError
 from core.telemetry import schema
+from core.telemetry.schema import Event
 from core.telemetry.store import (
     DEFAULT_MAX_BYTES,
     ENV,
     MAX_BYTES_ENV,
     STORE_TEXT_ENV,
-    Event,
     TelemetryStore,
     telemetry_location,
     telemetry_path,

@@ -13,9 +13,10 @@ from telemetry.helpers import held_out_documents, ngram_bundle, toy_corpus, tran
 
 from core.model.bundle import load_bundle
 from core.release.baselines.baseline_bundle import load_baseline
-from core.telemetry.store import ENV, STORE_TEXT_ENV, Event, TelemetryStore
+from core.settings import PASSCODE_ENV
+from core.telemetry.schema import Event
+from core.telemetry.store import ENV, STORE_TEXT_ENV, TelemetryStore
 from core.telemetry.traffic import replay
-from ui.teacher import ENV_VAR
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
 PASSCODE = "monitor-7c1e-teacher"
@@ -174,7 +175,7 @@ def test_text_from_the_database_is_never_rendered(versions, db, monkeypatch):
 def test_filling_is_the_teachers_and_writes_the_synthetic_events(versions, db, monkeypatch):
     at = page(versions[1])
     assert not [b for b in at.button if b.key == "mon_fill"]  # read-only without a passcode
-    monkeypatch.setenv(ENV_VAR, PASSCODE)
+    monkeypatch.setenv(PASSCODE_ENV, PASSCODE)
     at = page(versions[1])
     at.text_input(key="teacher_passcode_input").set_value(PASSCODE)
     at.button(key="teacher_unlock").click().run()

@@ -24,11 +24,16 @@ from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text, load_corpus
 from core.model.runs import train_and_save
 from core.model.train_config import TrainConfig
-from core.release.evaluation.evaluation import EvalConfig, evaluate_bundle
-from core.release.gate.gate import ReleasePolicy, causality_check, check_release
-from core.release.registry.registry import CURRENT, LOG, promote, read_current, read_log
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.evaluation import evaluate_bundle
+from core.release.gate.checks import causality_check
+from core.release.gate.gate import check_release
+from core.release.gate.rubric import ReleasePolicy
+from core.release.registry.registry import promote
+from core.release.registry.registry_log import LOG, read_log
+from core.release.registry.served import CURRENT, read_current
+from core.settings import PASSCODE_ENV
 from ui.rubric import decided_on
-from ui.teacher import ENV_VAR
 
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
 # Setting up an earlier version through the registry's own API: the full gate with small evaluation caps.
@@ -101,7 +106,7 @@ def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_
     result = promote(bundles["older"], reg, policy=SETUP_POLICY)
     assert result.promoted, result.reason
     monkeypatch.setattr(ui.models, "REGISTRY_DIR", reg)
-    monkeypatch.setenv(ENV_VAR, PASSCODE)
+    monkeypatch.setenv(PASSCODE_ENV, PASSCODE)
     return reg
 
 
@@ -375,13 +380,13 @@ def promote_good_and_reopen(bundles, registry) -> AppTest:
 
 
 def test_without_a_passcode_the_page_is_read_only_and_says_how_to_enable_it(bundles, registry, monkeypatch):
-    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.delenv(PASSCODE_ENV)
     at = promote_good_and_reopen(bundles, registry)
     before = registry_files(registry)
     assert all(at.button(key=k).disabled for k in ACTIONS)
     assert not [t for t in at.text_input if "passcode" in (t.key or "")]  # no passcode to type: nothing can unlock
     [how] = [i.value for i in at.info if "no teacher passcode is configured" in i.value]
-    assert f"{ENV_VAR}='choose-a-passcode' make run" in how and ".streamlit/secrets.toml" in how
+    assert f"{PASSCODE_ENV}='choose-a-passcode' make run" in how and ".streamlit/secrets.toml" in how
     # The recorded rubric and the registry's status still show: the versions and the log are listed; the checks are
     # the teacher's, so with no passcode nobody runs them here.
     assert not [b for b in at.button if b.key == "rel_run_checks"] and "run by the teacher" in shown(at)

@@ -50,7 +50,7 @@ def test_a_threads_setting_it_cannot_use_is_kept_to_be_shown_and_the_default_use
 def test_settle_freezes_once_per_page(monkeypatch):
     """What a page's first run left alive moves out of the collector's sight once; a later run of the same page
     freezes nothing more (its garbage stays collectable), another page's first run does."""
-    startup._settled.cache_clear()
+    startup.settle.cache_clear()
     frozen: list[int] = []
     monkeypatch.setattr(startup.gc, "freeze", lambda: frozen.append(1))
     startup.settle("masks")
@@ -58,7 +58,7 @@ def test_settle_freezes_once_per_page(monkeypatch):
     assert len(frozen) == 1
     startup.settle("rope")
     assert len(frozen) == 2
-    startup._settled.cache_clear()
+    startup.settle.cache_clear()
 
 
 IMPORT_UI = """

@@ -9,9 +9,9 @@ import pytest
 from streamlit import config
 from streamlit.runtime.secrets import Secrets
 
+from core.settings import PASSCODE_ENV
 from ui import teacher
 from ui.teacher import (
-    ENV_VAR,
     MAX_PASSCODE_CHARS,
     MAX_REASON_CHARS,
     check_reason,
@@ -25,7 +25,7 @@ def secrets_at(tmp_path):
     """`secrets_at(text)`: a real st.secrets-like Secrets reading only tmp_path/secrets.toml (None: no file).
 
     Streamlit copies string secrets into os.environ when it parses them: the variable is removed afterwards."""
-    before_files, before_env = config.get_option("secrets.files"), os.environ.get(ENV_VAR)
+    before_files, before_env = config.get_option("secrets.files"), os.environ.get(PASSCODE_ENV)
     path = tmp_path / "secrets.toml"
 
     def make(text: str | None) -> Secrets:
@@ -37,36 +37,38 @@ def secrets_at(tmp_path):
     yield make
     config.set_option("secrets.files", before_files)
     if before_env is None:
-        os.environ.pop(ENV_VAR, None)
+        os.environ.pop(PASSCODE_ENV, None)
     else:
-        os.environ[ENV_VAR] = before_env
+        os.environ[PASSCODE_ENV] = before_env
 
 
 def test_the_environment_variable_is_the_passcode_and_wins_over_secrets(secrets_at):
-    secrets = secrets_at(f'{ENV_VAR} = "from the secrets file"\n')
-    assert configured_passcode({ENV_VAR: "from the environment"}, secrets) == "from the environment"
+    secrets = secrets_at(f'{PASSCODE_ENV} = "from the secrets file"\n')
+    assert configured_passcode({PASSCODE_ENV: "from the environment"}, secrets) == "from the environment"
 
 
 def test_without_the_environment_variable_the_secrets_file_gives_it(secrets_at):
-    assert configured_passcode({}, secrets_at(f'{ENV_VAR} = "s3cret phrase"\n')) == "s3cret phrase"
-    assert configured_passcode({ENV_VAR: "  "}, secrets_at(f'{ENV_VAR} = "s3cret phrase"\n')) == "s3cret phrase"
-    assert configured_passcode({}, secrets_at(f"{ENV_VAR} = 4821\n")) == "4821"  # a TOML number: its digits
+    assert configured_passcode({}, secrets_at(f'{PASSCODE_ENV} = "s3cret phrase"\n')) == "s3cret phrase"
+    assert (
+        configured_passcode({PASSCODE_ENV: "  "}, secrets_at(f'{PASSCODE_ENV} = "s3cret phrase"\n')) == "s3cret phrase"
+    )
+    assert configured_passcode({}, secrets_at(f"{PASSCODE_ENV} = 4821\n")) == "4821"  # a TOML number: its digits
 
 
 def test_no_secrets_file_a_broken_one_or_no_entry_means_not_configured_and_never_raises(secrets_at):
     absent = secrets_at(None)
     with pytest.raises(FileNotFoundError):  # what st.secrets itself does with no file: the helper must absorb it
-        absent.get(ENV_VAR)
+        absent.get(PASSCODE_ENV)
     assert configured_passcode({}, secrets_at(None)) == ""
     assert configured_passcode({}, secrets_at("this is = = not toml [")) == ""
     assert configured_passcode({}, secrets_at('OTHER = "x"\n')) == ""
-    assert configured_passcode({}, secrets_at(f"[{ENV_VAR}]\nnested = 1\n")) == ""  # a table is not a passcode
-    assert configured_passcode({ENV_VAR: ""}, secrets_at(f'{ENV_VAR} = "   "\n')) == ""  # blanks: not set
+    assert configured_passcode({}, secrets_at(f"[{PASSCODE_ENV}]\nnested = 1\n")) == ""  # a table is not a passcode
+    assert configured_passcode({PASSCODE_ENV: ""}, secrets_at(f'{PASSCODE_ENV} = "   "\n')) == ""  # blanks: not set
 
 
 def test_the_defaults_read_os_environ(monkeypatch, secrets_at):
     secrets_at(None)  # st.secrets is not consulted while the environment has it
-    monkeypatch.setenv(ENV_VAR, "from os.environ")
+    monkeypatch.setenv(PASSCODE_ENV, "from os.environ")
     assert configured_passcode() == "from os.environ"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 import ui.models
-from core.release.registry.registry import ServedVersion
+from core.release.registry.served import ServedVersion
 
 LISTED = ServedVersion(None, "0123456789abcdef", "transformer", "serving the current version", False)
 

@@ -16,18 +16,14 @@ from core.files import install_dir, staged_dir
 from core.jsonfile import read_json_file
 from core.model.bundle import (
     FORMAT_VERSION,
-    MANIFEST,
     SUPPORTED_FORMAT_VERSIONS,
     Bundle,
-    BundleError,
-    entry_problems,
-    file_sha256,
     load_bundle,
     manifest_version,
-    read_manifest,
     verify_bundle,
     write_manifest,
 )
+from core.model.bundle_checks import MANIFEST, BundleError, entry_problems, file_sha256, read_manifest
 from core.model.corpus import Corpus, split_documents
 from core.model.tokenizer import CharTokenizer
 from core.numbers import is_int

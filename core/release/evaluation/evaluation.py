@@ -20,69 +20,27 @@ from core.model.corpus import Corpus, Document
 from core.progress import Progress, steps, within
 from core.release.baselines.ngram import train_ngram
 from core.release.baselines.rule import train_rule
-from core.release.evaluation.comparison import COMPARISON_ROWS, Evaluation, comparison_table
+from core.release.evaluation.comparison import Evaluation, comparison_table
 from core.release.evaluation.eval_report import (
     DEFAULT_EVAL,
     SLICE_FAMILIES,
     EvalConfig,
     EvalReport,
-    Interval,
-    Latency,
-    MetricSet,
     SliceMetrics,
-    WorstSlice,
 )
-from core.release.evaluation.held_out import HeldOut, held_out
+from core.release.evaluation.held_out import held_out
 from core.release.evaluation.latency import measure_suggestion_latency
 from core.release.evaluation.slices import (
-    CHAR_CLASSES,
-    COLUMN_BUCKETS,
-    char_class,
     metrics,
     slice_labels,
     slice_names,
     worst_slices,
 )
 from core.release.evaluation.tuning import tune_policy
-from core.release.evaluation.typing_sim import (
-    MAX_CONTEXT,
-    sample_blocks,
-    simulate_typing,
-    typing_segments,
-    typing_trace,
-)
+from core.release.evaluation.typing_sim import sample_blocks, simulate_typing, typing_segments, typing_trace
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
-from core.release.serving.transformer_predictor import TransformerPredictor, load_predictor
-
-__all__ = [
-    "CHAR_CLASSES",
-    "COLUMN_BUCKETS",
-    "COMPARISON_ROWS",
-    "MAX_CONTEXT",
-    "SLICE_FAMILIES",
-    "EvalConfig",
-    "EvalReport",
-    "Evaluation",
-    "HeldOut",
-    "Interval",
-    "Latency",
-    "MetricSet",
-    "SliceMetrics",
-    "TransformerPredictor",
-    "WorstSlice",
-    "char_class",
-    "comparison_table",
-    "evaluate_bundle",
-    "evaluate_predictor",
-    "held_out",
-    "load_predictor",
-    "measure_suggestion_latency",
-    "simulate_typing",
-    "slice_labels",
-    "worst_slices",
-]
-
+from core.release.serving.transformer_predictor import load_predictor
 
 # ---- evaluation ----------------------------------------------------------------------------------
 

@@ -11,9 +11,8 @@ import numpy as np
 from core.model.tokenizer import EOS_ID
 from core.numbers import percentile
 from core.release.evaluation.eval_report import EvalConfig, Latency
-from core.release.evaluation.typing_sim import MAX_CONTEXT
 from core.release.serving.policy import SuggestionPolicy, suggestion
-from core.release.serving.predictor import Predictor
+from core.release.serving.predictor import MAX_CONTEXT, Predictor
 
 
 def measure_suggestion_latency(

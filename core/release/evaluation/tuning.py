@@ -15,7 +15,8 @@ from pathlib import Path
 
 from core.files import write_json_atomic
 from core.model.batches import document_stream
-from core.model.bundle import MANIFEST, BundleError, manifest_version
+from core.model.bundle import manifest_version
+from core.model.bundle_checks import MANIFEST, BundleError
 from core.model.corpus import Corpus, Document
 from core.progress import Progress, steps
 from core.release.evaluation.eval_report import DEFAULT_EVAL, EvalConfig

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.model.batches import document_stream
-from core.model.bundle import BundleError, load_bundle, verify_bundle
+from core.model.bundle import load_bundle, verify_bundle
+from core.model.bundle_checks import BundleError
 from core.model.corpus import Corpus, CorpusError
 from core.progress import Progress
 from core.release.baselines.baseline_bundle import load_baseline, save_baseline
@@ -24,55 +25,29 @@ from core.release.baselines.ngram import NGramModel, train_ngram
 from core.release.baselines.rule import train_rule
 from core.release.evaluation.comparison import summary as predictor_summary
 from core.release.evaluation.eval_report import EvalConfig, EvalReport
-from core.release.evaluation.evaluation import HeldOut, evaluate_predictor, held_out, untuned_warning
+from core.release.evaluation.evaluation import evaluate_predictor, untuned_warning
+from core.release.evaluation.held_out import HeldOut, held_out
 from core.release.evaluation.tuning import tune_policy
 from core.release.gate.checks import (
     BASELINE_CHECKS,
     cache_checks,
     canary_check,
-    canary_text,
     causality_check,
     peek_check,
     versus_baselines,
 )
 from core.release.gate.rubric import (
     DEFAULT_POLICY,
-    EXIT_FAILED,
     FALLBACK,
-    RUBRIC,
     CheckResult,
     ReleaseCheck,
     ReleasePolicy,
     Rubric,
     not_run,
-    side_dir,
-    write_release_record,
 )
 from core.release.serving.policy import SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
 from core.release.serving.transformer_predictor import TransformerPredictor
-
-__all__ = [
-    "DEFAULT_POLICY",
-    "EXIT_FAILED",
-    "FALLBACK",
-    "GATE_STEPS",
-    "RUBRIC",
-    "CheckResult",
-    "ReleaseCheck",
-    "ReleasePolicy",
-    "Rubric",
-    "cache_checks",
-    "canary_check",
-    "canary_text",
-    "causality_check",
-    "check_release",
-    "peek_check",
-    "side_dir",
-    "versus_baselines",
-    "write_release_record",
-]
-
 
 # The gate's steps in the order it runs them, as its `progress` names them (core.progress).
 GATE_STEPS = (

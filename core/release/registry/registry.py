@@ -21,8 +21,8 @@ promote or rollback removes them (under the lock, so never one in progress: core
 Nothing here deletes what a user trained: the promoted bundle is copied, never moved, and a refused
 bundle is left untouched where it was.
 
-What is served, and the checks a version passes first, are the read side: core.release.registry.served (its names
-are re-exported here); the log is core.release.registry.registry_log, `status` core.release.registry.registry_status.
+The read side (what is served, and the checks a version passes first), the log and the status live in their own
+modules of this package; callers import those names from there, never through this module.
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from core.files import install_dir, staged_dir, write_json, write_json_atomic
-from core.model.bundle import BundleError, is_version, load_bundle
+from core.model.bundle import is_version, load_bundle
+from core.model.bundle_checks import BundleError
 from core.model.corpus import Corpus
 from core.release.baselines.baseline_bundle import read_kind, save_baseline
 from core.release.gate.gate import check_release
 from core.release.gate.rubric import DEFAULT_POLICY, RUBRIC, ReleaseCheck, ReleasePolicy, Rubric
-from core.release.registry.leftovers import Leftover, find_leftovers, remove
-from core.release.registry.registry_log import LOG, now, read_log
+from core.release.registry.leftovers import find_leftovers, remove
 from core.release.registry.registry_log import append_log as _log  # a module global: tests make it fail
-from core.release.registry.registry_status import RegistryStatus, status
+from core.release.registry.registry_log import now
 from core.release.registry.served import (
     BUNDLE,
     CURRENT,
@@ -58,46 +58,14 @@ from core.release.registry.served import (
     RECORD,
     VERSIONS,
     RegistryError,
-    ServedVersion,
-    VersionInfo,
     check_registry,
-    list_versions,
     load_version,
     pointer,
     quote,
     read_current,
-    resolve_version,
     short,
     version_dir,
 )
-
-__all__ = [
-    "BUNDLE",
-    "CURRENT",
-    "DEFAULT_POLICY",
-    "FALLBACK",
-    "LOCK",
-    "LOCK_TIMEOUT",
-    "LOG",
-    "MAX_NOTE_CHARS",
-    "RECORD",
-    "VERSIONS",
-    "Leftover",
-    "PromoteResult",
-    "RegistryError",
-    "RegistryStatus",
-    "RollbackResult",
-    "ServedVersion",
-    "VersionInfo",
-    "find_leftovers",
-    "list_versions",
-    "promote",
-    "read_current",
-    "read_log",
-    "resolve_version",
-    "rollback",
-    "status",
-]
 
 LOCK_TIMEOUT = 120.0  # seconds a promote or rollback waits for another to finish (an install takes seconds)
 MAX_NOTE_CHARS = 500  # actor, why and a rollback reason, as typed on a form

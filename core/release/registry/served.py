@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.jsonfile import read_json_file
-from core.model.bundle import VERSION_LENGTH, Bundle, BundleError, is_version, load_bundle
+from core.model.bundle import VERSION_LENGTH, Bundle, is_version, load_bundle
+from core.model.bundle_checks import BundleError
 from core.release.baselines.baseline_bundle import BaselineBundle, load_baseline
 from core.release.gate.rubric import RUBRIC
 from core.release.registry.registry_log import LOG
