@@ -12,7 +12,7 @@ given (cut to 40 characters), the range and the default, so the operator knows w
 (ui.startup) uses the default and shows that message above every page; the CLI stops with it.
 
 Settings that belong to one wing are read there, next to what they set: LAB_CLASS_DB (core.classroom.store),
-LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (core.model.run_record), LAB_DIST_TIMEOUT_S
+LAB_TELEMETRY_* (core.telemetry.store), LAB_RUNS_MAX_BYTES (the run record), LAB_DIST_TIMEOUT_S
 (core.model.distributed), LAB_WARMUP (ui.warmup), LAB_JOIN_URL (ui.join), LAB_TLS_CERT and LAB_RUN_DIR
 (cli.serve), LAB_DATABASE_URL (core.database), LAB_TEACHER_ATTEMPTS (ui.teacher).
 """
