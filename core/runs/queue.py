@@ -191,7 +191,8 @@ def _same_result(data: Any, run_dir: Path) -> Any:
 
 class JobQueue:
     """One worker's handle on the runs folder's queue. Two JobQueues on one folder (two workers, or two objects
-    in a test) see the same runs, the same line and the same slots."""
+    in a test) see the same runs, the same line and the same slots. `entry` is the module a run's process runs
+    (`python -m`, its name read off the module object); `read_event` and `read_result` decode what it logs."""
 
     def __init__(
         self,
