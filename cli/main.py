@@ -147,8 +147,8 @@ def _run_train(args: argparse.Namespace) -> int:
     from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
     from core.model.gpt import PRESETS
     from core.model.leak import first_failed_probe
-    from core.model.runs import train_and_save
     from core.model.train_config import check_train_size, train_config_for
+    from core.runs.job import train_and_save
 
     ranks = from_env()  # a single process unless torchrun started this one; a half-set environment is refused
     timeout = timeout_seconds() if ranks.distributed else None  # a bad LAB_DIST_TIMEOUT_S: refused before any wait
@@ -158,7 +158,7 @@ def _run_train(args: argparse.Namespace) -> int:
     check_batch_size(args.batch_size, ranks, name="--batch-size")  # on every rank, before any rank waits
     if ranks.is_main:  # before anything is trained: a bad --out costs a second (torchrun then stops the others)
         check_out_dir(args.out, overwrite=args.overwrite)
-    # One rule with the app (core.model.runs) for what the flags leave open: evaluation interval, warmup, final lr.
+    # One rule with the app (the runs wing's job) for what the flags leave open: evaluation interval, warmup, final lr.
     train_config = train_config_for(
         args.max_iters,
         max_seconds=args.max_seconds,

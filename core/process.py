@@ -1,6 +1,6 @@
 """A child process in a process group of its own, on POSIX and on Windows: written once, here.
 
-A training run (core.model.jobs) and the class server's workers and proxy (cli.serve) are each started in their own
+A training run (the runs queue) and the class server's workers and proxy (cli.serve) are each started in their own
 group, so Ctrl-C in a terminal or the death of the process that started them does not reach them, and one signal to
 the group stops a child with everything it started. POSIX: a new session (setsid). Windows has no sessions: a new
 process group (CTRL_BREAK_EVENT then reaches the group alone).

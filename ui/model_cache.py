@@ -16,12 +16,12 @@ from __future__ import annotations
 import streamlit as st
 
 from core.lessons.overfit import Overfit, overfit_on_corpus
-from core.model import runs
 from core.model.corpus import Corpus, CorpusError
 from core.model.gpt import GPT
-from core.model.run_events import Snapshot
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 from core.release.evaluation.held_out import held_out
+from core.runs import events, job
+from core.runs.events import Snapshot
 from core.telemetry import monitor, traffic
 from ui.suggestion_view import telemetry_store
 
@@ -30,15 +30,15 @@ from ui.suggestion_view import telemetry_store
 def attention_snapshot(
     _model: GPT, _tokenizer: CharTokenizer, version: str, text: str, layer: int, head: int, step: int
 ) -> Snapshot:
-    """core.model.runs.attention_snapshot of the model whose bundle version is `version` (a forward pass): the
+    """The run's attention_snapshot of the model whose bundle version is `version` (a forward pass): the
     Training page's picture of the shipped model before any run, the same on every rerun."""
-    return runs.attention_snapshot(_model, _tokenizer, text, layer=layer, head=head, step=step)
+    return events.attention_snapshot(_model, _tokenizer, text, layer=layer, head=head, step=step)
 
 
 @st.cache_resource(show_spinner="Reading the standard-library corpus...")
 def stdlib_corpus() -> Corpus:
     """The pinned standard-library corpus, read once per server (shared, never changed by a caller)."""
-    return runs.load_run_corpus("stdlib")
+    return job.load_run_corpus("stdlib")
 
 
 @st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")

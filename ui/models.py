@@ -26,11 +26,12 @@ import streamlit as st
 from core import settings
 from core.model.bundle import Bundle, is_version, load_bundle
 from core.model.bundle_checks import BundleError
-from core.model.jobs import JobQueue
-from core.model.run_events import progress_from_json, result_from_json
-from core.model.run_record import find as find_run
 from core.release.baselines.baseline_bundle import BaselineBundle
 from core.release.registry.served import CURRENT, VERSIONS, ServedVersion, resolve_version, version_dir
+from core.runs import job
+from core.runs.events import progress_from_json, result_from_json
+from core.runs.queue import JobQueue
+from core.runs.run_record import find as find_run
 from ui.params import MAX_QUOTED_CHARS, quoted
 from ui.startup import SETTING_PROBLEMS, setting
 from ui.text import escape_markdown
@@ -42,7 +43,6 @@ RUNS_DIR = settings.runs_dir()
 REGISTRY_DIR = settings.registry_dir()
 RELEASED_LABEL = "Released version (registry)"
 MAX_RUNNING = setting(settings.max_training_runs, 1)
-RUN_ENTRY = "cli.run_job"  # the module a training run's own process runs (`python -m cli.run_job RUN_DIR SLOTS`)
 _SESSION_BUNDLES = "lab_session_bundles"
 PIN = "model"  # the query parameter holding the selected model's version
 _PIN_NOTE = "_lab_pin_note"  # a link's version this server does not have, until the learner picks a model
@@ -55,13 +55,13 @@ def session_id() -> str:
 
 def job_queue() -> JobQueue:
     """This worker's handle on the server's training queue, which lives in the runs folder: at most MAX_RUNNING
-    runs at once across every worker, each in a process of its own (core.model.jobs), the rest wait their turn."""
+    runs at once across every worker, each in a process of its own (the runs wing's queue), the rest wait their turn."""
     return _job_queue(str(RUNS_DIR), MAX_RUNNING)
 
 
 @st.cache_resource
 def _job_queue(runs_dir: str, max_running: int) -> JobQueue:
-    return JobQueue(runs_dir, max_running, entry=RUN_ENTRY, read_event=progress_from_json, read_result=result_from_json)
+    return JobQueue(runs_dir, max_running, entry=job, read_event=progress_from_json, read_result=result_from_json)
 
 
 def _identity(path: Path) -> tuple:
@@ -148,7 +148,7 @@ def version_of(label: str, options: dict[str, Path | None]) -> str | None:
 
 def _linked(version: str) -> Path | None:
     """A bundle directory on this server with this exact version: an installed registry version or a run
-    trained here (core.model.run_record). None when there is none."""
+    trained here (the run record). None when there is none."""
     try:
         vdir = version_dir(REGISTRY_DIR, version) / "bundle"
         if vdir.is_dir():

@@ -1,6 +1,6 @@
 """What the Training page shows of a run: the loss curves, one head's attention map, and the leak evidence.
 
-The evaluations are core.model.runs.Progress events ("eval" kind, oldest first). The leak evidence is
+The evaluations are Progress events ("eval" kind, oldest first). The leak evidence is
 core.model.leak's: the causality probe's first failure (the detector) and the loss rule of `leak_verdict`
 (the symptom), against an honest reference when one is known: this session's own causal run on the same
 text, preset and step budget, or the shipped causal model's final validation loss on that text.
@@ -17,10 +17,10 @@ import streamlit as st
 
 from core.model import leak
 from core.model.bundle_checks import BundleError
-from core.model.jobs import JobView
 from core.model.leak import CausalityProbe
-from core.model.run_events import Progress, Snapshot
 from core.model.training import EvalRecord
+from core.runs.events import Progress, Snapshot
+from core.runs.queue import JobView
 from ui import charts, layout, models
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown

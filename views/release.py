@@ -10,16 +10,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.model import run_record
 from core.model.bundle_checks import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
-from core.model.run_process import try_lock
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.evaluation import evaluate_bundle
 from core.release.evaluation.tuning import reprice
 from core.release.gate.gate import check_release
 from core.release.gate.rubric import ReleasePolicy, Rubric
 from core.release.serving.policy import policy_from_manifest
+from core.runs import run_record
+from core.runs.queue import try_lock
 from ui import cost_view, layout, models, registry_view, release_actions, teacher, tradeoff_view
 from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 from ui.text import escape_markdown
@@ -60,7 +60,7 @@ def _kept_corpus(run_dir: str, identity: tuple, _record):
 
 
 def kept_corpus(bundle):
-    """The training corpus from the record of the run that saved `bundle` (core.model.run_record), or None
+    """The training corpus from the record of the run that saved `bundle` (the run record), or None
     when the bundle is not a run of this server's runs directory or its copy is missing or does not match.
     Rebuilt once per copy (a 20 MB text takes a moment to cut into documents)."""
     record = run_record.for_bundle(models.RUNS_DIR, bundle.path)

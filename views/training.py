@@ -3,13 +3,14 @@
 import streamlit as st
 
 from core.lessons.overfit import NEAR_ZERO
-from core.model import run_record, run_spec, runs, train_config
+from core.model import train_config
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
-from core.model.jobs import FAILED, FINISHED, QUEUED, RUNNING, JobError
-from core.model.run_spec import PYTHON_PROBE
 from core.release.registry.served import list_versions
+from core.runs import job, run_record
+from core.runs.job import PYTHON_PROBE
+from core.runs.queue import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from ui import fragment, layout, model_cache, models, params, training_view
 from ui.text import escape_markdown
 
@@ -30,7 +31,7 @@ def uploaded_corpus(upload):
     cached = st.session_state.get(UPLOAD_KEY)
     if cached is None or cached[0] != upload.file_id:
         try:
-            cached = (upload.file_id, runs.load_run_corpus(upload.name, upload.getvalue()), None)
+            cached = (upload.file_id, job.load_run_corpus(upload.name, upload.getvalue()), None)
         except CorpusError as err:
             cached = (upload.file_id, None, str(err))
         st.session_state[UPLOAD_KEY] = cached
@@ -44,11 +45,11 @@ def preset_label(name: str) -> str:
 
 def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
-    server cannot write) is shown, not raised. The run trains in a process of its own (cli.run_job), writes into
+    server cannot write) is shown, not raised. The run trains in a process of its own (the runs wing's job), writes into
     runs/<job id>/bundle, never over anything, tunes its threshold and keeps its record beside the bundle."""
     try:
-        runs.check_runs_dir(models.RUNS_DIR)
-        payload, files = runs.job_request(corpus, preset_name, train_config, corpus_label=corpus_label)
+        job.check_runs_dir(models.RUNS_DIR)
+        payload, files = job.job_request(corpus, preset_name, train_config, corpus_label=corpus_label)
         name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), payload, name=name, files=files)
     except (JobError, CorpusError) as err:
@@ -142,8 +143,8 @@ def running_status(job_id: str, last) -> None:
     else:
         bar.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}")
     a.metric("Tokens per second", f"{last.tokens_per_second:,.0f}")
-    b.metric("Time left (estimate)", runs.format_duration(last.eta_seconds))
-    c.metric("Elapsed", runs.format_duration(last.elapsed))
+    b.metric("Time left (estimate)", job.format_duration(last.eta_seconds))
+    c.metric("Elapsed", job.format_duration(last.elapsed))
 
 
 def finished_status(job_id: str, view) -> None:
@@ -205,7 +206,7 @@ def show_run(job_id: str, polling: bool) -> None:
     if view.state == QUEUED:
         limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
         st.info(
-            f"Waiting: {runs.ordinal(view.place)} in line ({limit} on this server). "
+            f"Waiting: {job.ordinal(view.place)} in line ({limit} on this server). "
             "Training starts by itself when the runs ahead finish; Stop cancels it."
         )
     elif view.state == RUNNING:
@@ -316,7 +317,7 @@ with layout.picture():
         source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
     with preset_col:
         preset_name = params.selectbox(
-            "Model size (preset)", "train_preset", list(run_spec.APP_PRESETS), "tiny", format_func=preset_label
+            "Model size (preset)", "train_preset", list(job.APP_PRESETS), "tiny", format_func=preset_label
         )
     with iters_col:
         iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
@@ -338,7 +339,7 @@ with layout.picture():
         if corpus is not None:
             vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
             st.caption(
-                f"About {run_spec.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
+                f"About {job.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
                 f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
             )
         seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
@@ -373,7 +374,7 @@ with layout.picture():
                 vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)
                 st.caption(
                     f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
-                    f"{run_spec.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
+                    f"{job.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
                     "vocabulary. The beginning:"
                 )
                 st.code(corpus.text[:300], language=None)
@@ -391,7 +392,7 @@ with layout.picture():
     unfit = None
     if corpus is not None:
         try:
-            runs.check_fits(corpus, preset_name, train_config)
+            job.check_fits(corpus, preset_name, train_config)
         except CorpusError as err:
             unfit = str(err)
             st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")

@@ -229,7 +229,7 @@ def causal_reference_loss(manifest: dict, corpus_fingerprint: str) -> float | No
 def causal_reference(
     results: Iterable[Any], *, corpus_fingerprint: str, preset_name: str, max_iters: int
 ) -> tuple | None:
-    """The history of the last causal run in `results` (core.model.runs.RunResult or None, oldest first) on the
+    """The history of the last causal run in `results` (a run's RunResult or None, oldest first) on the
     same corpus and preset with the same step budget (so its evaluations fall on the same steps), for the
     "reference run" rule of leak_verdict; None if none. A run whose own probe failed is no reference."""
     found = None

@@ -14,9 +14,9 @@ import random
 from pathlib import Path
 
 from cli.haproxy import COOKIE, WORKER_HEADER
-from core.model import run_record
-from core.model.jobs import JobQueue
-from core.model.run_events import progress_from_json, result_from_json
+from core.runs import job, run_record
+from core.runs.events import progress_from_json, result_from_json
+from core.runs.queue import JobQueue
 
 from .conftest import VIEWPORT, open_page, outside_requests, save_screenshot, wait_for_app_idle, wait_until
 
@@ -112,7 +112,7 @@ def test_a_learner_trains_through_the_proxy_and_downloads_a_chart_from_their_own
 
         # The run, read back from the runs folder as any worker reads it: the chart's data must be the run's.
         [record] = run_record.read_records(runs_dir)
-        queue = JobQueue(runs_dir, read_event=progress_from_json, read_result=result_from_json)
+        queue = JobQueue(runs_dir, entry=job, read_event=progress_from_json, read_result=result_from_json)
         result = queue.view(Path(record.bundle_path).parent.name).result
         assert result.metrics["iters"] == ITERS and len(result.history) > 2
 

@@ -9,6 +9,8 @@ concept (docs/STYLE.md, "split by concept, never by a line count"): no line cap 
                               evaluation, gate, registry, baselines
     classroom core/classroom/ may import the kernel, the model and the lessons wings (the checkpoint's numbers)
     telemetry core/telemetry/ may import the kernel, the model and the release wings (what serving did, and its cost)
+    runs     core/runs/       may import the kernel, the model and the release wings (a training run's whole life:
+                              queue, process, events, record, and the page's train-tune-keep job)
     cli      cli/             may import all of core
     ui       ui/              may import all of core (Streamlit lives here and above)
     views    views/, app.py   may import core and ui
@@ -42,9 +44,10 @@ ALLOWED = {
     "release": {"kernel", "model", "release"},
     "classroom": {"kernel", "model", "lessons", "classroom"},
     "telemetry": {"kernel", "model", "release", "telemetry"},
-    "cli": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "cli"},
-    "ui": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
-    "views": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "facade", "ui"},
+    "runs": {"kernel", "model", "release", "runs"},
+    "cli": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "runs", "facade", "cli"},
+    "ui": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "runs", "facade", "ui"},
+    "views": {"kernel", "model", "lessons", "release", "classroom", "telemetry", "runs", "facade", "ui"},
 }
 
 
@@ -55,7 +58,11 @@ def wing(module: str) -> str | None:
     if module == "core":
         return "facade"
     parts = module.split(".")
-    if parts[0] == "core" and len(parts) > 1 and parts[1] in ("model", "lessons", "release", "classroom", "telemetry"):
+    if (
+        parts[0] == "core"
+        and len(parts) > 1
+        and parts[1] in ("model", "lessons", "release", "classroom", "telemetry", "runs")
+    ):
         return parts[1]
     if parts[0] in ("cli", "ui", "views"):
         return parts[0]

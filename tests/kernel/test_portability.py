@@ -1,7 +1,7 @@
 """Windows has no O_NOFOLLOW, O_NONBLOCK or O_DIRECTORY, no fcntl, no process groups: the lab's file code must work
 without them, and no POSIX-only call may sit in the first-party source unguarded.
 
-(a) The run record (core.model.run_record), the file kernel (core.files) and the registry
+(a) The run record (the run record), the file kernel (core.files) and the registry
 (core.release.registry.registry)
     run with those `os` attributes deleted, as on Windows, and a run record that is a symlink (or a FIFO, or a file
     swapped for a link between the check and the open) is still refused.
@@ -30,7 +30,6 @@ import pytest
 from filelock import SoftFileLock
 
 from core import files
-from core.model import run_record
 from core.model.bundle import load_bundle
 from core.model.corpus import corpus_from_text
 from core.release.evaluation.eval_report import EvalConfig
@@ -39,6 +38,7 @@ from core.release.gate.rubric import ReleasePolicy
 from core.release.registry import registry
 from core.release.registry.registry_log import read_log
 from core.release.registry.served import read_current, resolve_version
+from core.runs import run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 # What Windows lacks (or only Windows has), by module. os.symlink exists there but needs a privilege most
@@ -157,7 +157,7 @@ def test_no_platform_only_call_is_left_unguarded():
         for line, what in platform_uses(path.read_text(encoding="utf-8"))
     ]
     assert found == [], "guard these with getattr/hasattr or a sys.platform / os.name check: " + "; ".join(found)
-    assert ROOT / "core" / "model" / "run_record.py" in first_party_files()  # the walk saw the run record
+    assert ROOT / "core" / "runs" / "run_record.py" in first_party_files()  # the walk saw the run record
 
 
 @pytest.mark.parametrize(

@@ -227,7 +227,7 @@ def test_torchrun_train_writes_one_bundle_on_rank_0_that_passes_the_integrity_ch
 
 def test_a_single_process_bundle_records_world_size_1(tmp_path):
     corpus = corpus_from_text("toy.py", TEXT)
-    from core.model.runs import train_and_save
+    from core.runs.job import train_and_save
 
     cfg = dataclasses.replace(ONE_STEP, max_iters=2, eval_interval=2, eval_iters=1)
     _, path = train_and_save(corpus, "tiny", cfg, tmp_path / "b", command=["python", "-m", "core", "train"])

@@ -3,8 +3,8 @@ with (a cache keyed on too little would hand one input's result to another)."""
 
 import pytest
 
-from core.model import runs
 from core.model.tokenizer import CharTokenizer
+from core.runs.events import attention_snapshot
 from ui import model_cache
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
@@ -15,7 +15,7 @@ def test_attention_snapshot_is_the_core_one_for_each_text_layer_head_and_step(tr
     asked = [("def add(a, b):", 0, 0, 5), ("x = 1", 0, 0, 5), ("def add(a, b):", 1, 1, 5), ("x = 1", 0, 0, 7)]
     for text, layer, head, step in asked + asked[:1]:  # the first again: from the cache, still its own numbers
         cached = model_cache.attention_snapshot(model, tok, version, text, layer, head, step)
-        assert cached == runs.attention_snapshot(model, tok, text, layer=layer, head=head, step=step)
+        assert cached == attention_snapshot(model, tok, text, layer=layer, head=head, step=step)
     first = model_cache.attention_snapshot(model, tok, version, *asked[0])
     other_head = model_cache.attention_snapshot(model, tok, version, *asked[2])
     assert first.weights != other_head.weights  # the key tells heads apart, so the check above could fail

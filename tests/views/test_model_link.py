@@ -64,9 +64,9 @@ def test_a_model_page_falls_back_to_the_shipped_default_when_the_selection_does_
 def test_a_reload_finds_a_model_trained_on_the_page_by_the_version_in_its_link(
     trained_bundle_path, tmp_path, monkeypatch
 ):
-    """A run kept under the runs directory (core.model.run_record) is found again by a fresh session whose URL
+    """A run kept under the runs directory (the run record) is found again by a fresh session whose URL
     names its version: what a reload, or a link shared by its owner, does."""
-    from core.model import run_record
+    from core.runs import run_record
 
     run_dir = tmp_path / "runs" / "job123"
     shutil.copytree(trained_bundle_path, run_dir / "bundle")

@@ -19,10 +19,8 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 import ui.models
-from core.model import run_record
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text, load_corpus
-from core.model.runs import train_and_save
 from core.model.train_config import TrainConfig
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.evaluation import evaluate_bundle
@@ -32,6 +30,8 @@ from core.release.gate.rubric import ReleasePolicy
 from core.release.registry.registry import promote
 from core.release.registry.registry_log import LOG, read_log
 from core.release.registry.served import CURRENT, read_current
+from core.runs import run_record
+from core.runs.job import train_and_save
 from core.settings import PASSCODE_ENV
 from ui.rubric import decided_on
 
@@ -317,7 +317,7 @@ def test_with_the_current_version_damaged_the_page_says_what_is_served_and_still
 
 
 def test_a_run_kept_with_its_text_is_checked_without_an_upload(bundles, registry, tmp_path, monkeypatch):
-    """A bundle trained on an upload whose run record kept the text (core.model.run_record): the page takes the
+    """A bundle trained on an upload whose run record kept the text (the run record): the page takes the
     held-out split from the record, asks for no upload, and its rubric is check_release's on that same text."""
     upload = corpus_from_text("copy.txt", copy_text())  # as the Training page reads an upload: source upload:...
     good = load_bundle(bundles["good"])

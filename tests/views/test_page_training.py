@@ -14,10 +14,12 @@ import torch
 from apptest import all_text, decode, figures, open_page, picture_figures
 from bundles import tiny_model
 
-from core.model import leak, run_record, runs, train_config
+from core.model import leak, train_config
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text
-from core.model.run_spec import PYTHON_PROBE
+from core.runs import run_record
+from core.runs.events import attention_snapshot
+from core.runs.job import PYTHON_PROBE, default_probe, load_run_corpus
 from ui import models
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60)).encode()
@@ -98,7 +100,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     assert record.bundle_path == result.bundle_path and record.label == label
     assert record.owner == run_record.owner_hash(at.session_state["lab_session_id"])
     assert record.version == load_bundle(path).version  # the version after tuning, the one a link names
-    assert run_record.corpus_of(record).fingerprint == runs.load_run_corpus("toy.py", TEXT).fingerprint
+    assert run_record.corpus_of(record).fingerprint == load_run_corpus("toy.py", TEXT).fingerprint
     assert f"kept on the server: after a reload, or from a link to version {record.version}" in text
     assert "over its storage cap of 1 bytes (LAB_RUNS_MAX_BYTES)" in text
     assert f"the oldest runs not released were removed first: old run older (version {older.version})" in text
@@ -238,11 +240,11 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_wi
     assert f"{probe.agreement.max_abs_diff:.2e}" in text and f"{probe.agreement.allowed:.2e}" in text
     # The symptom: the loss not yet (an untrained model), the attention above the diagonal already.
     assert "The loss does not show it yet" in text and f"{result.metrics['val_loss']:.3f} nats" in text
-    corpus = runs.load_run_corpus("notes.txt", prose())
-    snap = runs.attention_snapshot(
+    corpus = load_run_corpus("notes.txt", prose())
+    snap = attention_snapshot(
         bundle.model,
         bundle.tokenizer,
-        runs.default_probe(corpus, train_config.train_config_for(200)),
+        default_probe(corpus, train_config.train_config_for(200)),
         layer=0,
         head=0,
         step=0,

@@ -1,10 +1,11 @@
-"""core.model.runs: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
+"""The page's job: a training run as a job (events, snapshots, bundle, early stop, no mask), the leak stop on real runs
 (the causality probe at every evaluation; the probe itself and the loss rules at their boundaries are in
 tests/model/test_leak.py), unsafe bundles from a run's own evaluations, and where a run is saved: checked before
 training, never replaced without overwrite."""
 
 import dataclasses
 import functools
+import json
 import os
 import random
 import shutil
@@ -19,14 +20,30 @@ import torch
 import core.model.gpt
 from core.attention import causal_mask
 from core.files import install_dir
-from core.model import leak, run_record, run_spec, runs, train_config
+from core.model import leak, train_config
 from core.model.bundle import check_out_dir, load_bundle, save_bundle
 from core.model.bundle_checks import BundleError
 from core.model.corpus import CorpusError
 from core.model.gpt import GPT, PRESETS, preset
-from core.model.jobs import STOPPED, JobQueue
-from core.model.run_events import progress_from_json, result_from_json
 from core.model.tokenizer import CharTokenizer
+from core.runs import job as page_job
+from core.runs import run_record
+from core.runs.events import attention_snapshot, progress_from_json, result_from_json
+from core.runs.job import (
+    APP_COMMAND,
+    APP_PRESETS,
+    check_runs_dir,
+    format_duration,
+    job_request,
+    load_run_corpus,
+    ordinal,
+    parameter_count,
+    spec_from_job,
+    train_and_save,
+    training_work,
+    work_for_corpus,
+)
+from core.runs.queue import JOB, LOG, STOPPED, JobQueue
 
 TEXT = "\n\n".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(60))  # ~2 kB
 PROBE = "def f1(x):\n    return x"
@@ -38,7 +55,7 @@ def quick(max_iters=6, **kw):
 
 def run(tmp_path, cfg, name="run", should_stop=lambda: False):
     events = []
-    work = runs.training_work("toy.py", TEXT, "tiny", cfg, tmp_path / name, snapshot_text=PROBE)
+    work = training_work("toy.py", TEXT, "tiny", cfg, tmp_path / name, snapshot_text=PROBE)
     return work(events.append, should_stop), events
 
 
@@ -57,7 +74,7 @@ def test_a_run_saves_a_loadable_bundle_that_says_it_came_from_the_app(causal_run
     bundle = load_bundle(result.bundle_path)
     assert bundle.safe and result.safe and result.unsafe_reason is None
     command = bundle.manifest["training"]["command"]
-    assert command[: len(run_spec.APP_COMMAND)] == list(run_spec.APP_COMMAND)
+    assert command[: len(APP_COMMAND)] == list(APP_COMMAND)
     assert command[command.index("--max-iters") + 1] == "6" and "--no-causal-mask" not in command
     assert bundle.manifest["training"]["config"] == dataclasses.asdict(quick())
     assert bundle.manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
@@ -103,11 +120,14 @@ def test_the_last_snapshot_is_the_saved_models_own_attention(causal_run):
 
 @pytest.mark.numerics
 def test_a_page_run_in_its_own_process_is_seen_by_another_worker_and_stopped_keeps_what_it_learned(tmp_path):
-    """The Training page's path end to end: job_request, the run's process (cli.run_job), a second JobQueue (another
+    """The Training page's path end to end: job_request, the run's process (the page's job), a second JobQueue (another
     worker) reading its events and result back through the codec, and a stop written into the run's folder."""
-    corpus = runs.load_run_corpus("toy.py", TEXT)
-    queues = [JobQueue(tmp_path, 1, read_event=progress_from_json, read_result=result_from_json) for _ in range(2)]
-    payload, files = runs.job_request(corpus, "tiny", quick(max_iters=5000, max_seconds=120), corpus_label="toy.py")
+    corpus = load_run_corpus("toy.py", TEXT)
+    queues = [
+        JobQueue(tmp_path, 1, entry=page_job, read_event=progress_from_json, read_result=result_from_json)
+        for _ in range(2)
+    ]
+    payload, files = job_request(corpus, "tiny", quick(max_iters=5000, max_seconds=120), corpus_label="toy.py")
     job = queues[0].submit("me", payload, name="long run", files=files)
     wait_for(lambda: any(e.kind == "eval" for e in queues[1].view(job).events))
     queues[1].stop(job)
@@ -163,7 +183,7 @@ def test_without_the_causal_mask_the_bundle_is_unsafe_and_attention_reads_ahead(
 )
 def test_a_bad_corpus_fails_early_with_the_corpus_message(tmp_path, text, words):
     with pytest.raises(CorpusError, match=words):
-        runs.training_work("bad.txt", text, "tiny", quick(), tmp_path / "never")
+        training_work("bad.txt", text, "tiny", quick(), tmp_path / "never")
     assert not (tmp_path / "never").exists()
 
 
@@ -199,12 +219,12 @@ def test_a_real_causal_run_passes_and_the_no_mask_run_is_flagged_against_it(caus
 
 
 def test_parameter_count_matches_the_model():
-    for name in run_spec.APP_PRESETS:
-        assert run_spec.parameter_count(PRESETS[name], 57) == GPT(preset(name, 57)).num_parameters()
+    for name in APP_PRESETS:
+        assert parameter_count(PRESETS[name], 57) == GPT(preset(name, 57)).num_parameters()
 
 
 def test_text_helpers():
-    assert [runs.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 111)] == [
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 111)] == [
         "1st",
         "2nd",
         "3rd",
@@ -216,7 +236,7 @@ def test_text_helpers():
         "22nd",
         "111th",
     ]
-    assert runs.format_duration(None) == "unknown" and runs.format_duration(75.4) == "1 min 15 s"
+    assert format_duration(None) == "unknown" and format_duration(75.4) == "1 min 15 s"
 
 
 def prose(n_words=700, seed=0):
@@ -232,7 +252,7 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation(tm
     step 0, before its loss says anything, and the run ends there."""
     events = []
     cfg = train_config.train_config_for(40, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False)
-    result = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "stopped")(events.append, lambda: False)
+    result = training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "stopped")(events.append, lambda: False)
     assert result.metrics["stop_reason"] == "leak" and result.metrics["iters"] == 0 and not result.stopped
     evals = [e for e in events if e.kind == "eval"]
     assert [e.step for e in evals] == [0] and events[-1].kind == "done"
@@ -254,7 +274,7 @@ def test_with_the_leak_stop_off_the_run_goes_on_and_every_probe_fails(tmp_path):
     cfg = train_config.train_config_for(
         20, batch_size=4, eval_iters=2, eval_interval=10, num_threads=1, causal=False, leak_stop=False
     )
-    work = runs.training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "free")
+    work = training_work("notes.txt", prose(), "tiny", cfg, tmp_path / "free")
     result = work(lambda e: None, lambda: False)
     assert result.metrics["stop_reason"] == "max_iters" and result.metrics["iters"] == 20
     assert [r.step for r in result.history] == [0, 10, 20] and all(not r.probe.passed for r in result.history)
@@ -274,7 +294,7 @@ def leaky_mask(T, S=None, *, device=None):
 def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path, monkeypatch):
     monkeypatch.setattr(core.model.gpt, "causal_mask", leaky_mask)
     cfg = quick(max_iters=6)
-    result = runs.training_work("toy.py", TEXT, "tiny", cfg, tmp_path / "subtle", snapshot_text=PROBE)(
+    result = training_work("toy.py", TEXT, "tiny", cfg, tmp_path / "subtle", snapshot_text=PROBE)(
         lambda e: None, lambda: False
     )
     assert result.causal  # the architecture claims the mask
@@ -288,8 +308,8 @@ def test_a_model_that_says_causal_but_leaks_is_stopped_and_saved_unsafe(tmp_path
 def test_a_causal_run_whose_loss_only_looks_too_good_stays_safe(tmp_path):
     """The loss rule is the symptom, not the detector: a causal run whose every probe passed is saved safe even
     when its loss falls below half a reference (very repetitive text does that honestly)."""
-    corpus = runs.load_run_corpus("toy.py", TEXT)
-    result, path = runs.train_and_save(corpus, "tiny", quick(max_iters=2), tmp_path / "b", command=["test"])
+    corpus = load_run_corpus("toy.py", TEXT)
+    result, path = train_and_save(corpus, "tiny", quick(max_iters=2), tmp_path / "b", command=["test"])
     assert all(r.probe.passed for r in result.history)
     assert leak.leak_verdict(result.history, reference_loss=1e6).leaked  # the symptom fires ...
     assert load_bundle(path).safe  # ... and does not decide
@@ -341,24 +361,24 @@ def test_check_out_dir_accepts_only_what_it_can_write_without_replacing_anything
 
 
 def test_train_and_save_checks_the_directory_before_training(tmp_path, a_bundle):
-    corpus = runs.load_run_corpus("toy.py", TEXT)
+    corpus = load_run_corpus("toy.py", TEXT)
     before = {p.name: p.read_bytes() for p in a_bundle.iterdir()}
     (tmp_path / "file").write_text("mine")
     for out in (tmp_path / "file", a_bundle):
         events = []
         with pytest.raises(BundleError):
-            runs.train_and_save(corpus, "tiny", quick(), out, command=["test"], callback=events.append)
+            train_and_save(corpus, "tiny", quick(), out, command=["test"], callback=events.append)
         assert events == []  # refused before the first evaluation
     assert {p.name: p.read_bytes() for p in a_bundle.iterdir()} == before
     copy = tmp_path / "copy"
     shutil.copytree(a_bundle, copy)
-    result, path = runs.train_and_save(corpus, "tiny", quick(max_iters=2), copy, command=["test"], overwrite=True)
+    result, path = train_and_save(corpus, "tiny", quick(max_iters=2), copy, command=["test"], overwrite=True)
     assert load_bundle(path).manifest["training"]["metrics"]["iters"] == 2  # replaced, as asked
 
 
 def test_save_bundle_replaces_a_bundle_only_when_asked(tmp_path, a_bundle):
     bundle = load_bundle(a_bundle)
-    corpus = runs.load_run_corpus("toy.py", TEXT)
+    corpus = load_run_corpus("toy.py", TEXT)
     out = tmp_path / "b"
     save = functools.partial(save_bundle, model=bundle.model, tokenizer=bundle.tokenizer, command=["t"], corpus=corpus)
     save(out, metrics={"run": 1})
@@ -387,23 +407,23 @@ def test_a_run_directory_that_already_exists_is_never_replaced(tmp_path):
     (tmp_path / "runs" / "job1").mkdir(parents=True)
     (tmp_path / "runs" / "job1" / "manifest.json").write_text("{}")  # somebody's run, same name
     with pytest.raises(BundleError, match="already holds a bundle"):
-        runs.work_for_corpus(runs.load_run_corpus("toy.py", TEXT), "tiny", quick(), tmp_path / "runs" / "job1")
+        work_for_corpus(load_run_corpus("toy.py", TEXT), "tiny", quick(), tmp_path / "runs" / "job1")
     assert (tmp_path / "runs" / "job1" / "manifest.json").read_text() == "{}"
     (tmp_path / "blocked").write_text("a file where the runs directory should be")
     with pytest.raises(BundleError, match="is a file"):  # refused before the job is queued
-        runs.check_runs_dir(tmp_path / "blocked")
+        check_runs_dir(tmp_path / "blocked")
 
 
 def test_a_queued_text_that_changed_on_disk_is_refused_by_the_run(tmp_path):
-    corpus = runs.load_run_corpus("toy.py", TEXT)
-    payload, files = runs.job_request(corpus, "tiny", quick(), corpus_label="toy.py")
+    corpus = load_run_corpus("toy.py", TEXT)
+    payload, files = job_request(corpus, "tiny", quick(), corpus_label="toy.py")
     (tmp_path / "corpus.txt").write_bytes(files["corpus.txt"])
-    spec, label = runs.spec_from_job(tmp_path, payload)
+    spec, label = spec_from_job(tmp_path, payload)
     assert spec.corpus.fingerprint == corpus.fingerprint and label == "toy.py"
     assert spec.out_dir == tmp_path / "bundle" and spec.train_config == quick()
     (tmp_path / "corpus.txt").write_bytes(files["corpus.txt"] + b"\nedited")
     with pytest.raises(CorpusError, match="not the one that was queued"):
-        runs.spec_from_job(tmp_path, payload)
+        spec_from_job(tmp_path, payload)
 
 
 def test_a_snapshot_of_a_text_longer_than_the_context_reads_its_last_tokens():
@@ -413,7 +433,7 @@ def test_a_snapshot_of_a_text_longer_than_the_context_reads_its_last_tokens():
     L = model.config.context_length
     text = TEXT * (2 * L // len(TEXT) + 2)  # longer than the context
     assert len(text) > L
-    snap = runs.attention_snapshot(model, tokenizer, text, layer=1, head=1, step=0)
+    snap = attention_snapshot(model, tokenizer, text, layer=1, head=1, step=0)
     tail = text[-L:]  # one character per token: the tokens nearest the next prediction
     assert snap.tokens == [tokenizer.display_piece(i) for i in tokenizer.encode(tail)]
     with torch.no_grad():
@@ -427,15 +447,11 @@ class Killed(BaseException):
 
 @pytest.mark.parametrize("killed_in, unfinished", [("tune_bundle", "NOT_TUNED"), ("keep_run", "NOT_KEPT")])
 def test_a_page_run_logs_its_saved_bundle_before_it_tunes_and_keeps_it(tmp_path, monkeypatch, killed_in, unfinished):
-    """cli.run_job logs the saved bundle, and what is still to do, before each step after the save: a run killed while
-    tuning or keeping is read back (core.model.jobs) with a bundle that loads, saying what was not done."""
-    import json
+    """The page's job logs the saved bundle, and what is still to do, before each step after the save: a run killed
+    while tuning or keeping is read back (the queue) with a bundle that loads, saying what was not done."""
 
-    import cli.run_job as run_job
-    from core.model.run_process import JOB, LOG, read_json
-
-    corpus = runs.load_run_corpus("toy.py", TEXT)
-    payload, files = runs.job_request(corpus, "tiny", quick(), corpus_label="toy.py")
+    corpus = load_run_corpus("toy.py", TEXT)
+    payload, files = job_request(corpus, "tiny", quick(), corpus_label="toy.py")
     run_dir = tmp_path / "0123456789ab"
     run_dir.mkdir()
     for name, data in files.items():
@@ -445,13 +461,13 @@ def test_a_page_run_logs_its_saved_bundle_before_it_tunes_and_keeps_it(tmp_path,
     def kill(*args, **kwargs):
         raise Killed
 
-    monkeypatch.setattr(run_job, "tune_bundle", lambda *a, **k: None)
-    monkeypatch.setattr(run_job.run_record, "keep_run", lambda *a, **k: None)
-    monkeypatch.setattr(run_job if killed_in == "tune_bundle" else run_job.run_record, killed_in, kill)
+    monkeypatch.setattr(page_job, "tune_bundle", lambda *a, **k: None)
+    monkeypatch.setattr(page_job, "keep_run", lambda *a, **k: None)
+    monkeypatch.setattr(page_job, killed_in, kill)
     with pytest.raises(Killed):
-        run_job.page_work(run_dir)(lambda event: None, lambda: False)
+        page_job.page_work(run_dir)(lambda event: None, lambda: False)
     saved = [e for e in map(json.loads, (run_dir / LOG).read_text().splitlines()) if e["kind"] == "saved"]
-    assert saved and saved[-1]["unfinished"] == getattr(run_job, unfinished)
+    assert saved and saved[-1]["unfinished"] == getattr(page_job, unfinished)
     result = result_from_json(saved[-1]["result"], run_dir)
     assert result.bundle_path == run_dir / "bundle" and load_bundle(result.bundle_path).version
-    assert read_json(run_dir / run_record.RECORD, 1 << 16) is None  # not kept: the sentence says so
+    assert not (run_dir / run_record.RECORD).exists()  # not kept: the sentence says so

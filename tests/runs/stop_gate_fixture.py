@@ -1,5 +1,5 @@
-"""The Training page's own run process (cli.run_job's work: train, tune, keep), held at one evaluation until a stop
-is requested: `python -m tests.model.stop_gate_fixture RUN_DIR SLOTS`, started by core.model.jobs.
+"""The Training page's own run process (the page's job: train, tune, keep), held at one evaluation until a stop
+is requested: `python -m tests.runs.stop_gate_fixture RUN_DIR SLOTS`, started by the queue.
 
 Why a gate: a run takes tens of steps a second, so a test that reads the log and then writes the stop would measure
 its own reaction time. Held at the evaluation of step k (the first after step 0) until the stop file is there, the
@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from cli.run_job import page_work
-from core.model.run_events import progress_to_json
-from core.model.run_process import Work, serve
+from core.runs.events import progress_to_json
+from core.runs.job import page_work
+from core.runs.queue import Work, serve
 
 HOLD_LIMIT_S = 300  # a test that never stops the run must not leave it held forever
 

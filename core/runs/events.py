@@ -1,13 +1,13 @@
 """What a training run reports: attention snapshots, progress events and the run's result.
 
-`core.model.runs.run_training` turns each `core.model.training.TrainEvent` into a compact `Progress` (no
+The run's training turns each training event into a compact `Progress` (no
 model in it, so a page can keep every event), with a `Snapshot` at every evaluation: one head's attention
 weights (T, S) over a fixed probe text, as plain lists, drawn from the real model with
 `forward(return_weights=True)`. The probe is encoded by `core.model.prompt.encode_for_model`, the one rule
 for every text the model reads: a probe longer than the context keeps its LAST context_length tokens.
 `RunResult` is what the job returns once the bundle is saved.
 
-A run trains in a process of its own (core.model.jobs), so these objects cross to the page as JSON lines in the
+A run trains in a process of its own (the queue), so these objects cross to the page as JSON lines in the
 run's folder: `progress_to_json` / `result_to_json` in the run, `progress_from_json` / `result_from_json` in
 whichever worker serves the page. The folder is data others could write, so reading checks every field's type
 (ValueError otherwise), bounds the snapshot, and confines the bundle's path to the run's folder.

@@ -1,4 +1,4 @@
-"""core.model.run_record: a run's record round-trips; damaged, foreign or escaping records are skipped, never
+"""The run record: a run's record round-trips; damaged, foreign or escaping records are skipped, never
 raised; the cap removes the oldest unreleased runs first and never a released one, a run being written, or
 anything outside the runs directory; owned_by lists only the token's runs; the corpus copy gives back the
 training corpus with the same held-out split."""
@@ -11,13 +11,13 @@ import os
 import pytest
 import torch
 
-from core.model import run_record
 from core.model.bundle import load_bundle, save_bundle
 from core.model.corpus import corpus_from_text, split_documents
 from core.model.gpt import GPT, PRESETS
-from core.model.run_record import CORPUS_COPY, RECORD
 from core.model.tokenizer import CharTokenizer
 from core.release.evaluation.held_out import held_out
+from core.runs import run_record
+from core.runs.run_record import CORPUS_COPY, RECORD
 
 TOKEN_A, TOKEN_B = "a" * 32, "b" * 32
 

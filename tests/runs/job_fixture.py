@@ -1,14 +1,14 @@
-"""A stand-in for a training run's process (`python -m tests.model.job_fixture RUN_DIR SLOTS`, started by
-core.model.jobs like cli.run_job): it reports numbered steps, polls should_stop() before each, and holds where
+"""A stand-in for a training run's process (`python -m tests.runs.job_fixture RUN_DIR SLOTS`, started by
+the queue like the page's job): it reports numbered steps, polls should_stop() before each, and holds where
 the test says until the test writes a file into the run folder: "go" after step `hold_at`, "finish" at the end.
-With "saved" it logs a saved result (run_process.record_saved) and with "staged" it leaves a half-written save
+With "saved" it logs a saved result (record_saved) and with "staged" it leaves a half-written save
 (a `.bundle.*.tmp` folder, a staged file in its bundle) before it holds at the end."""
 
 import sys
 import time
 from pathlib import Path
 
-from core.model.run_process import Work, read_job, record_saved, serve
+from core.runs.queue import Work, read_job, record_saved, serve
 
 
 def hold(path: Path, should_stop=lambda: False) -> None:

@@ -1,26 +1,27 @@
-"""One training run as a job: corpus in, progress and attention snapshots out, a bundle saved.
+"""One training run as a job: what it needs, the work, and the Training page's run in a process of its own.
 
-The app's Training page checks a run and turns it into a job on disk with `job_request` (the settings as JSON, an
-upload's text as a file), which `core.model.jobs.JobQueue.submit` queues; the run's own process (cli.run_job)
-rebuilds the `RunSpec` (core.model.run_spec) with `spec_from_job` and runs `run_training`. `training_work(...)`
-and `work_for_corpus(...)` give the same work from plain arguments, in this process (the tests, the CLI). The work:
+The page checks a run and turns it into a job on disk with `job_request` (the settings as JSON, an upload's text as
+a file), which the queue's `JobQueue.submit` queues with this module as the entry: the run's own process is
+`python -m` this module, which rebuilds the `RunSpec` with `spec_from_job` and does the page's work (`page_work`):
+train (`run_training`), tune the suggestion threshold on the validation documents (with a smaller typing budget than
+the CLI's, so the run ends soon after its last step), then keep the run (the run record: run.json with the owner's
+hash, and an upload's text). Before each step after the save it logs what is saved and what is left
+(`record_saved`), so a run killed while tuning or keeping is read back with its bundle and says so. A failed tuning
+leaves the bundle untuned (the Autocomplete page says so); a record that cannot be written leaves the run listed
+for its session only. `training_work` and `work_for_corpus` give the same training from plain arguments, in this
+process (the tests, the CLI). This package may import the model and the release wings, so the whole job lives here.
 
-1. trains through `core.model.training.train`, forwarding a compact `Progress` event per optimizer step (at
-   most one every `STEP_REPORT_SECONDS`, so a long run does not pile up thousands of events), every
-   evaluation and the end;
-2. at every evaluation takes a `Snapshot` (core.model.run_events: one head's attention weights over a fixed
-   probe text, drawn from the real model), and forwards the evaluation's causality probe (core.model.leak,
-   run by core.model.training at every evaluation);
-3. saves a bundle with `core.model.bundle.save_bundle`, even when the run was stopped early (it holds what the
-   model learned so far), recording an app command line and the full TrainConfig. The output directory
-   is checked before training starts (`core.model.bundle.check_out_dir`) and never replaced without
-   overwrite. A run without the causal mask, or whose own evaluations broke the leak rule (a failed
-   causality probe), is saved marked unsafe. The loss symptom (core.model.leak.leak_verdict) is shown, never
-   decides: very repetitive text goes below any loss floor honestly, and a probe that edits every
-   position already catches a model that reads ahead.
+The training: `run_training` forwards a compact `Progress` event per optimizer step (at most one every
+`STEP_REPORT_SECONDS`), every evaluation and the end, with a `Snapshot` (one head's attention over a fixed probe
+text, from the real model) and the evaluation's causality probe; it saves a bundle even when stopped early. The
+output directory is checked before training and never replaced without overwrite. A run without the causal mask,
+or whose own evaluations failed a causality probe, is saved marked unsafe; the loss symptom is shown, never decides.
+`train_config_for` turns the leak stop on: a run ends at its first evaluation whose causality probe fails.
 
-`train_config_for` (core.model.train_config) turns the leak stop on (TrainConfig.leak_stop): a run ends at its
-first evaluation whose causality probe fails, on any text, with stop_reason "leak".
+Why a process of its own, started with `python -m` rather than a multiprocessing "spawn" child: it shares nothing
+with the Streamlit worker that queued it, runs in a session of its own (a worker that dies or restarts leaves it
+training to the end), and everything it needs is in its run folder, so any worker can read back what it writes.
+It trains on one torch thread: the machine's other cores serve the pages.
 
 Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
 """
@@ -30,36 +31,147 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from core.model.bundle import MANIFEST, check_out_dir, save_bundle
-from core.model.bundle_checks import read_manifest
-from core.model.corpus import MAX_BYTES, STDLIB_SOURCE, Corpus, CorpusError, corpus_from_text
-from core.model.distributed import Ranks
-from core.model.leak import first_failed_probe
-from core.model.run_events import (
-    Progress,
-    RunResult,
-    attention_snapshot,
-)
-from core.model.run_record import BUNDLE, CORPUS_COPY
-from core.model.run_spec import (
-    RunSpec,
-    check_fits,
-    default_probe,
-    load_run_corpus,
-    preset_config,
-)
-from core.model.tokenizer import CharTokenizer
-from core.model.train_config import (
-    TrainConfig,  # re-exported: cli and the tests
-)
-from core.model.training import EvalRecord, TrainEvent, TrainResult, train
+import torch
 
-STEP_REPORT_SECONDS = 0.2
+from core.model.bundle import MANIFEST, BundleError, check_out_dir, save_bundle
+from core.model.bundle_checks import read_manifest
+from core.model.corpus import (
+    MAX_BYTES,
+    STDLIB_SOURCE,
+    Corpus,
+    CorpusError,
+    check_split_size,
+    corpus_from_text,
+    load_corpus,
+    split_documents,
+)
+from core.model.distributed import Ranks
+from core.model.gpt import PRESETS, ModelConfig
+from core.model.leak import first_failed_probe
+from core.model.tokenizer import CharTokenizer
+from core.model.train_config import TrainConfig
+from core.model.training import EvalRecord, TrainEvent, TrainResult, train
+from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import tune_bundle
+from core.runs.events import Progress, RunResult, attention_snapshot, progress_to_json, result_to_json
+from core.runs.queue import Work, read_job, record_saved, serve
+from core.runs.run_record import BUNDLE, CORPUS_COPY, HashedOwner, keep_run
+
+APP_PRESETS = ("tiny", "baby", "default")  # the sizes the app offers ("large" is for benchmarks)
+PYTHON_PROBE = "if key in self:\n    return key"  # 30 characters: fits every preset's context
+PROBE_CHARS = 32  # an uploaded corpus probes with the start of its first validation document
+STEP_REPORT_SECONDS = 0.2  # at most one step event this often
+APP_COMMAND = ("attention-lab-app", "views/training.py", "train")  # marks a bundle trained from the app
+
+TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained on the page (the CLI types 20,000)
+NOT_TUNED = (
+    "the model was saved, but its suggestion threshold was not tuned (it suggests at the default) and the run was "
+    "not kept on the server: it is listed for this session only"
+)
+NOT_KEPT = "the model was saved and tuned, but the run was not kept on the server: it is listed for this session only"
+
+
+# ---- what a run needs, checked before it queues ----------------------------------------------------
+
+
+def parameter_count(config: ModelConfig, vocab_size: int) -> int:
+    """Trainable parameters of GPT(config) with `vocab_size`, in closed form (the tied embedding counted once):
+    V*C for the embedding, per block two LayerNorms (4C) + qkv and proj (4C^2) + MLP (2 * mlp_ratio * C^2),
+    and the final LayerNorm (2C)."""
+    C = config.d_model
+    per_block = 4 * C + 4 * C * C + 2 * config.mlp_ratio * C * C
+    return vocab_size * C + config.n_layer * per_block + 2 * C
+
+
+def load_run_corpus(source: str, text: str | bytes | None = None) -> Corpus:
+    """The corpus of a run: `text` (an upload: data, never executed) named `source`, or, without text,
+    `load_corpus(source)` ("stdlib" or a file path). Raises CorpusError with a message for the user."""
+    if text is None:
+        return load_corpus(source)
+    return corpus_from_text(source, text)
+
+
+def check_fits(corpus: Corpus, preset_name: str, train_config: TrainConfig) -> None:
+    """Raise CorpusError unless both sides of the document split hold one context window of the preset
+    (the check train() makes, done before a run waits in the queue). One character is one token."""
+    context = preset_config(preset_name).context_length
+    train_docs, val_docs = split_documents(corpus, train_config.val_fraction, train_config.seed)
+    check_split_size(sum(len(d.text) + 1 for d in train_docs), sum(len(d.text) + 1 for d in val_docs), context)
+
+
+def default_probe(corpus: Corpus, train_config: TrainConfig) -> str:
+    """PYTHON_PROBE for the standard library; otherwise the first PROBE_CHARS characters of the first
+    validation document (text the model never trains on, in its own alphabet)."""
+    if corpus.source == STDLIB_SOURCE:
+        return PYTHON_PROBE
+    _, val_docs = split_documents(corpus, train_config.val_fraction, train_config.seed)
+    text = val_docs[0].text
+    return (text.lstrip() or text)[:PROBE_CHARS]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run needs. `out_dir` is a Path or a zero-argument callable returning one (a JobDir:
+    the page names the directory after the job id it gets back), called when the run starts, so the
+    directory is checked before training."""
+
+    corpus: Corpus
+    preset_name: str
+    train_config: TrainConfig
+    out_dir: Path | Callable[[], Path]
+    snapshot_text: str = PYTHON_PROBE
+    snapshot_layer: int = 0
+    snapshot_head: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.corpus, Corpus) or not isinstance(self.train_config, TrainConfig):
+            raise ValueError("RunSpec needs a Corpus (load_run_corpus) and a TrainConfig")
+        config = preset_config(self.preset_name)
+        if not isinstance(self.snapshot_text, str) or not self.snapshot_text:
+            raise ValueError(f"snapshot_text must be a non-empty string, got {self.snapshot_text!r}")
+        if not 0 <= self.snapshot_layer < config.n_layer or not 0 <= self.snapshot_head < config.n_head:
+            raise ValueError(
+                f"snapshot layer {self.snapshot_layer}, head {self.snapshot_head} do not exist in "
+                f"preset {self.preset_name!r} ({config.n_layer} layers, {config.n_head} heads)"
+            )
+
+    def command(self) -> list[str]:
+        """The command line recorded in the bundle: says it came from the app, with its settings."""
+        cfg = self.train_config
+        argv = [
+            *APP_COMMAND,
+            "--corpus",
+            self.corpus.source,
+            "--preset",
+            self.preset_name,
+            "--max-iters",
+            str(cfg.max_iters),
+            "--seed",
+            str(cfg.seed),
+            "--batch-size",
+            str(cfg.batch_size),
+            "--learning-rate",
+            repr(cfg.learning_rate),
+            "--eval-interval",
+            str(cfg.eval_interval),
+        ]
+        if cfg.max_seconds is not None:
+            argv += ["--max-seconds", repr(cfg.max_seconds)]
+        return argv + ([] if cfg.causal else ["--no-causal-mask"]) + ([] if cfg.leak_stop else ["--no-leak-stop"])
+
+
+def preset_config(name: str) -> ModelConfig:
+    """PRESETS[name] (vocab_size still 0: train() fills it in); ValueError naming the presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]
 
 
 # ---- the work ------------------------------------------------------------------------------------
@@ -243,7 +355,7 @@ def job_request(
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
 ) -> tuple[dict, dict[str, bytes]]:
-    """(payload, files) for core.model.jobs.JobQueue.submit: the run's settings as JSON, and an upload's text as
+    """(payload, files) for JobQueue.submit: the run's settings as JSON, and an upload's text as
     CORPUS_COPY (the standard library is read again from this Python). Checked now, before the run waits in line:
     the text fits the preset (CorpusError), the probe, layer and head exist (ValueError)."""
     check_fits(corpus, preset_name, train_config)
@@ -291,6 +403,45 @@ def check_runs_dir(runs_dir: Path) -> None:
     check_out_dir(Path(runs_dir) / f".unnamed-{uuid.uuid4().hex}")  # a name no run has: checks the parent
 
 
+# ---- the page's run in its own process: train, tune, keep ---------------------------------------
+
+
+def page_work(run_dir: Path) -> Work:
+    """The work of the job in `run_dir`: train, tune, keep; returns the RunResult as JSON."""
+    owner, payload = read_job(run_dir)
+
+    def work(report, should_stop) -> dict:
+        spec, corpus_label = spec_from_job(run_dir, payload)  # inside the work: a bad job is its failure
+        result = run_training(spec, report, should_stop)
+        record_saved(run_dir, result_to_json(result, run_dir), NOT_TUNED)
+        try:
+            tune_bundle(result.bundle_path, corpus=spec.corpus, config=EvalConfig(typing_chars=TUNE_TYPING_CHARS))
+        except (BundleError, CorpusError, ValueError):
+            pass
+        else:
+            record_saved(run_dir, result_to_json(result, run_dir), NOT_KEPT)
+        try:
+            keep_run(
+                result.bundle_path,
+                preset=spec.preset_name,
+                corpus_label=corpus_label,
+                owner_token=HashedOwner(owner),
+                corpus_text=None if spec.corpus.source == STDLIB_SOURCE else spec.corpus.text,
+            )
+        except (BundleError, OSError, ValueError):
+            pass
+        return result_to_json(result, run_dir)
+
+    return work
+
+
+def main(argv: list[str] | None = None) -> int:
+    run_dir, slots = (sys.argv[1:] if argv is None else argv)[:2]
+    torch.set_num_threads(1)
+    serve(Path(run_dir), int(slots), page_work(Path(run_dir)), write_event=progress_to_json)
+    return 0
+
+
 # ---- display helpers (plain text, used by the page and the tests) --------------------------------
 
 
@@ -304,3 +455,7 @@ def format_duration(seconds: float | None) -> str:
         return "unknown"
     minutes, s = divmod(int(round(seconds)), 60)
     return f"{minutes} min {s:02d} s" if minutes else f"{s} s"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

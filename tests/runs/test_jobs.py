@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from core.model import jobs
-from core.model.jobs import DONE, FAILED, FINISHED, QUEUED, RUNNING, STOPPED, JobError, JobQueue
+from core.runs import queue as run_queue
+from core.runs.queue import ALIVE, DONE, FAILED, FINISHED, JOB, LOG, QUEUED, RUNNING, STOPPED, JobError, JobQueue
+from tests.runs import job_fixture
 
-FIXTURE = "tests.model.job_fixture"  # a stand-in run process: steps, gates opened by files, should_stop
+FIXTURE = job_fixture  # a stand-in run process: steps, gates opened by files, should_stop
 
 
 def wait_for(predicate, timeout=120.0):  # polls: a long limit costs nothing when the condition comes early
@@ -153,23 +154,23 @@ def test_a_run_that_ends_while_it_is_read_is_shown_done_not_dead(tmp_path, monke
     (queue,) = workers(tmp_path, n=1)
     job = queue.submit("alice", {"steps": 1, "hold_end": True})
     wait_for(lambda: queue.view(job).state == RUNNING and len(queue.view(job).events) == 1)
-    plain = jobs.held
+    plain = run_queue.held
 
     def ends_now(path):  # the run finishes between the reader's log read and its check of alive.lock
-        if path.name == jobs.ALIVE:
+        if path.name == ALIVE:
             open_gate(queue, job, "finish")
             wait_for(lambda: not plain(path))
         return plain(path)
 
-    monkeypatch.setattr(jobs, "held", ends_now)
+    monkeypatch.setattr(run_queue, "held", ends_now)
     view = queue.view(job)
     assert view.state == DONE and view.result == {"last_step": 0, "stopped": False}, (view.state, view.error)
 
 
 def test_bad_limit_unknown_run_and_a_file_name_that_is_not_plain(tmp_path):
     with pytest.raises(ValueError):
-        JobQueue(tmp_path, max_running=0)
-    q = JobQueue(tmp_path / "runs")
+        JobQueue(tmp_path, max_running=0, entry=FIXTURE)
+    q = JobQueue(tmp_path / "runs", entry=FIXTURE)
     for unknown in ("nope", "0123456789ab", "../../etc"):
         with pytest.raises(JobError, match="no run"):
             q.view(unknown)
@@ -179,7 +180,7 @@ def test_bad_limit_unknown_run_and_a_file_name_that_is_not_plain(tmp_path):
         q.submit("a", {}, files={"../escape.txt": b"x"})
     (tmp_path / "blocked").write_text("a file where the runs folder should be")
     with pytest.raises(JobError, match="cannot be written"):
-        JobQueue(tmp_path / "blocked").submit("a", {})
+        JobQueue(tmp_path / "blocked", entry=FIXTURE).submit("a", {})
 
 
 def test_the_log_is_read_whole_lines_only_and_a_damaged_line_is_skipped(tmp_path):
@@ -188,10 +189,10 @@ def test_the_log_is_read_whole_lines_only_and_a_damaged_line_is_skipped(tmp_path
     run_dir = runs / "0123456789ab"
     run_dir.mkdir(parents=True)
     job = {"id": run_dir.name, "owner": "0" * 64, "name": "n", "queued_at": 1.0, "key": f"{1:020d}-{run_dir.name}"}
-    (run_dir / jobs.JOB).write_text(json.dumps({**job, "payload": {}}))
-    log = run_dir / jobs.LOG
+    (run_dir / JOB).write_text(json.dumps({**job, "payload": {}}))
+    log = run_dir / LOG
     log.write_text('{"kind":"event","data":1}\n{"kind":"event","da')
-    q = JobQueue(runs)
+    q = JobQueue(runs, entry=FIXTURE)
     assert q.view(run_dir.name).events == (1,)
     with open(log, "a") as f:
         f.write('ta":2}\nnot json\n{"kind":"event","data":3}\n')
@@ -205,6 +206,6 @@ def test_the_log_is_read_whole_lines_only_and_a_damaged_line_is_skipped(tmp_path
 def test_a_run_folder_that_is_not_a_job_is_not_listed(tmp_path):
     runs = tmp_path / "runs"
     (runs / "0123456789ab").mkdir(parents=True)
-    (runs / "0123456789ab" / jobs.JOB).write_text('{"id": "0123456789ab", "owner": "x"}')
-    assert JobQueue(runs).jobs_of("anyone") == []
+    (runs / "0123456789ab" / JOB).write_text('{"id": "0123456789ab", "owner": "x"}')
+    assert JobQueue(runs, entry=FIXTURE).jobs_of("anyone") == []
     assert Path(runs / "0123456789ab").is_dir()

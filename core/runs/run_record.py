@@ -64,7 +64,7 @@ class RunRecord:
 
 class HashedOwner(str):
     """An owner already hashed (the sha256 hex): a run's own process has only the hash its job keeps
-    (core.model.jobs), never the session's token. `owner_hash` passes it through."""
+    (the queue), never the session's token. `owner_hash` passes it through."""
 
 
 def owner_hash(token: str) -> str:

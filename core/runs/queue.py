@@ -1,29 +1,40 @@
-"""Training runs in processes of their own, limited server-wide through files in the runs folder.
+"""The queue of training runs: runs in processes of their own, limited server-wide through files in the runs folder.
 
 A Streamlit worker must not train in its own interpreter (a run slows every rerun that worker serves), and
 several workers serve one class behind a proxy, so the queue lives where all of them see it: the runs folder
-(LAB_RUNS_DIR, core.settings.runs_dir).
+(LAB_RUNS_DIR). Both sides of the process boundary are written here: `JobQueue` in the workers, `serve` in the
+run's own process. The files, under the runs folder:
 
-The files (named and written in core.model.run_process): slots, the line, and per run its job, log and stop.
+    .slots/slot-<k>.lock    k < max_running. A running run holds one (filelock) for its whole life; the OS frees
+                            it when the run's process ends, even by SIGKILL, so a killed run never keeps a slot
+    .line/<key>.json, .lock the waiting line. key = queued-at in ns + job id, so names sorted are arrival order;
+                            the worker that queued the run holds the .lock while the run waits
+    <id>/job.json           what was asked: the owner (the sha256 of the session's token), name, queued-at, payload
+    <id>/log.jsonl          what happened, written by the run's process, append-only, one JSON object a line:
+                            "started" (it holds a slot), "event" (a progress report), "saved" (what the work has
+                            kept so far, and what it has still to do), "end" (state, result, error)
+    <id>/alive.lock         held by the run's process while it lives
+    <id>/stop               a stop request: any worker writes it; the run polls it at every step
+    <id>/process.log        the run process's stderr (a traceback lands here, never on a page)
 
 Who does what:
 - `JobQueue.submit` (in a worker) writes job.json, joins the line and starts a launcher thread. A waiting run costs
   that thread, not a process: an interpreter with torch holds about 150 MB of its own memory, and thirty learners
   pressing Start at once would cost 4 GB.
 - The launcher of the run at the head of the line starts its process once a slot is free, `python -m <entry>
-  RUN_DIR SLOTS` in a session of its own (a worker that dies or restarts never takes a started run with it), and
-  leaves the line only when the process says "started": the next run never sees a slot that is already promised.
-  A run still waiting when its worker dies leaves the line (nobody holds its .lock) and is shown as never started:
-  its learner's session went with the worker.
-- `serve` (core.model.run_process, in the run's process, called by the entry) takes a slot and runs
-  `work(report, should_stop)`: it reports through `report(event)`, polls `should_stop()`, never touches a page.
+  RUN_DIR SLOTS` (the entry is a module object, its name read off it) in a session of its own (a worker that dies
+  or restarts never takes a started run with it), and leaves the line only when the process says "started": the
+  next run never sees a slot that is already promised. A run still waiting when its worker dies leaves the line
+  (nobody holds its .lock) and is shown as never started: its learner's session went with the worker.
+- `serve` (in the run's process, called by the entry) takes a slot and runs `work(report, should_stop)`: it
+  reports through `report(event)`, polls `should_stop()`, never touches a page.
 - Any worker reads a run back (`view`, `jobs_of`, `active_job`): job.json once, the log incrementally (only what was
   appended since its last read, only complete lines, at most MAX_LOG_BYTES), through the queue's codec, which turns
-  the JSON back into the objects a page shows (core.model.run_events for training runs).
-- A run that dies (killed, out of memory) or fails after its work logged what it saved (run_process.record_saved)
-  is read back failed WITH that result and what was left undone; only a run that logged nothing saved says
-  "nothing was saved". What a killed save left half-written (a staged `.bundle.*.tmp`) is removed once its process
-  is gone: by the launcher when the process ends, and at the next submit for any run whose worker died too.
+  the JSON back into the objects a page shows (the run's events for training runs).
+- A run that dies (killed, out of memory) or fails after its work logged what it saved (`record_saved`) is read
+  back failed WITH that result and what was left undone; only a run that logged nothing saved says "nothing was
+  saved". What a killed save left half-written (a staged `.bundle.*.tmp`) is removed once its process is gone: by
+  the launcher when the process ends, and at the next submit for any run whose worker died too.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -41,40 +53,93 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from core.files import write_json_atomic
-from core.model.run_process import (
-    ALIVE,
-    DONE,
-    FAILED,
-    JOB,
-    LINE,
-    LOG,
-    MAX_JOB_BYTES,
-    OWNER,
-    POLL_SECONDS,
-    PROCESS_LOG,
-    SLOTS,
-    STOP,
-    STOPPED,
-    append_line,
-    clear_leftovers,
-    held,
-    read_json,
-    same,
-)
-from core.model.run_record import BUNDLE, owner_hash
+from core.jsonfile import read_json_file
 from core.numbers import is_int
 from core.process import own_group
+from core.runs.run_record import BUNDLE, owner_hash
+
+DONE, STOPPED, FAILED = "done", "stopped", "failed"
+JOB, LOG, ALIVE, STOP, PROCESS_LOG = "job.json", "log.jsonl", "alive.lock", "stop", "process.log"
+SLOTS, LINE = ".slots", ".line"
+POLL_SECONDS = 0.1  # how often a run waiting for a slot (and a waiting run's launcher) looks again
+MAX_JOB_BYTES = 64 * 1024  # job.json holds settings; the training text is a file beside it
+OWNER = re.compile(r"[0-9a-f]{64}")  # the sha256 hex of a session's token (the run record's owner_hash)
+
+Work = Callable[[Callable[[Any], None], Callable[[], bool]], Any]
+
+
+def same(data: Any) -> Any:
+    """The codec of events that are JSON already (the default on both sides)."""
+    return data
+
+
+def read_job(run_dir: str | os.PathLike) -> tuple[str, dict]:
+    """(owner, payload) of the job in `run_dir`, as `submit` wrote it: the owner is the sha256 of the session's
+    token. ValueError when job.json is missing or not a job."""
+    try:
+        raw = read_json_file(Path(run_dir) / JOB, max_bytes=MAX_JOB_BYTES)
+    except (OSError, ValueError):
+        raw = None
+    if not isinstance(raw, dict) or not isinstance(raw.get("payload"), dict):
+        raise ValueError(f"{str(run_dir)!r} holds no job")
+    owner = raw.get("owner")
+    if not isinstance(owner, str) or OWNER.fullmatch(owner) is None:
+        raise ValueError(f"the job in {str(run_dir)!r} names no owner")
+    return owner, raw["payload"]
+
+
+def serve(run_dir: str | os.PathLike, slots: int, work: Work, *, write_event: Callable[[Any], Any] = same):
+    """Run `work` as the run in `run_dir`: hold alive.lock, take one of `slots` slots (waiting for one, in
+    the rare case another machine's run took it), log "started", each reported event (through `write_event`,
+    to JSON) and the end. The work's return value must already be JSON (the entry encodes it). Returns it."""
+    run_dir = Path(run_dir)
+    runs_dir = run_dir.parent
+    alive = FileLock(run_dir / ALIVE, thread_local=False)
+    alive.acquire(timeout=0)
+    stop_file = run_dir / STOP
+    slot = None
+    while slot is None and not stop_file.exists():
+        slot = next((s for k in range(slots) if (s := try_lock(runs_dir / SLOTS / f"slot-{k}.lock"))), None)
+        if slot is None:
+            time.sleep(POLL_SECONDS)
+    logged = run_dir / LOG
+    if slot is None:
+        append_line(logged, {"kind": "end", "state": STOPPED, "time": time.time()})
+        return None
+    append_line(logged, {"kind": "started", "time": time.time(), "pid": os.getpid()})
+    result, error = None, None
+    try:
+        result = work(
+            lambda event: append_line(logged, {"kind": "event", "data": write_event(event)}), stop_file.exists
+        )
+        state = STOPPED if stop_file.exists() else DONE
+    except Exception as err:  # failures are data: the page shows the message, the traceback goes to stderr
+        log.exception("run %s failed", run_dir.name)
+        state, error = FAILED, f"{type(err).__name__}: {err}"
+    append_line(logged, {"kind": "end", "state": state, "result": result, "error": error, "time": time.time()})
+    slot.release()
+    alive.release()
+    return result
+
+
+def record_saved(run_dir: str | os.PathLike, result: Any, unfinished: str) -> None:
+    """Log what the work has kept so far (`result`, JSON, as the work will return it) and what is still to do
+    (`unfinished`, a sentence), before it goes on: a run whose process then dies (killed, out of memory) or fails is
+    read back with this result and that sentence (`JobQueue.view`), not as a run that saved nothing."""
+    append_line(Path(run_dir) / LOG, {"kind": "saved", "result": result, "unfinished": unfinished})
+
 
 QUEUED, RUNNING = "queued", "running"
 FINISHED = (DONE, STOPPED, FAILED)
 ROOT = Path(__file__).resolve().parents[2]  # where `python -m <entry>` finds the lab's packages
 MAX_LOG_BYTES = 64 * 2**20  # a default run's log is about 10 MB (a snapshot is 128 x 128 weights)
-MAX_JOBS = 10_000  # run folders looked at in one scan (as core.model.run_record)
+MAX_JOBS = 10_000  # run folders looked at in one scan (as the run record)
 MAX_NAME_CHARS = 500
 _ID = re.compile(r"[0-9a-f]{12}")
 _FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -126,14 +191,15 @@ def _same_result(data: Any, run_dir: Path) -> Any:
 
 class JobQueue:
     """One worker's handle on the runs folder's queue. Two JobQueues on one folder (two workers, or two objects
-    in a test) see the same runs, the same line and the same slots."""
+    in a test) see the same runs, the same line and the same slots. `entry` is the module a run's process runs
+    (`python -m`, its name read off the module object); `read_event` and `read_result` decode what it logs."""
 
     def __init__(
         self,
         runs_dir: str | os.PathLike,
         max_running: int = 1,
         *,
-        entry: str = "cli.run_job",
+        entry: ModuleType,
         read_event: Callable[[Any], Any] = same,
         read_result: Callable[[Any, Path], Any] = _same_result,
     ):
@@ -232,7 +298,7 @@ class JobQueue:
         """The run's process: its own session (a worker's death or restart does not reach it), stderr to a file."""
         with open(run_dir / PROCESS_LOG, "ab") as err:
             return subprocess.Popen(
-                [sys.executable, "-m", self.entry, str(run_dir), str(self.max_running)],
+                [sys.executable, "-m", self.entry.__name__, str(run_dir), str(self.max_running)],
                 cwd=ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -317,7 +383,7 @@ class JobQueue:
 
     def _saved(self, parsed: _Log, run_dir: Path) -> tuple[Any, str | None]:
         """(result, what it left undone) of a run that failed after its work logged what it saved
-        (run_process.record_saved); (None, None) when it logged nothing, or nothing that can be read back."""
+        (record_saved); (None, None) when it logged nothing, or nothing that can be read back."""
         saved = parsed.saved
         if saved is not None and saved.get("result") is not None and isinstance(saved.get("unfinished"), str):
             try:
@@ -327,7 +393,7 @@ class JobQueue:
         return None, None
 
     def _clear_leftovers(self) -> None:
-        """Staged entries of every run whose process has ended (run_process.clear_leftovers)."""
+        """Staged entries of every run whose process has ended (clear_leftovers)."""
         try:
             run_dirs = [p for _, p in zip(range(MAX_JOBS), self.runs_dir.iterdir()) if _ID.fullmatch(p.name)]
         except OSError:
@@ -368,7 +434,12 @@ class JobQueue:
         with self._lock:
             if job_id in self._jobs:
                 return self._jobs[job_id]
-        raw = read_json(self.runs_dir / job_id / JOB, MAX_JOB_BYTES) if _ID.fullmatch(job_id) else None
+        raw = None
+        if _ID.fullmatch(job_id):
+            try:
+                raw = read_json_file(self.runs_dir / job_id / JOB, max_bytes=MAX_JOB_BYTES)
+            except (OSError, ValueError):
+                pass
         if not isinstance(raw, dict) or raw.get("id") != job_id:
             return None
         owner, name, created, key = raw.get("owner"), raw.get("name"), _number(raw.get("queued_at")), raw.get("key")
@@ -402,6 +473,8 @@ class JobQueue:
 
     def _take(self, parsed: _Log, line: bytes) -> None:
         try:
+            # json.loads, not the bounded reader: a diverged run's events carry NaN losses, which that reader refuses
+            # (a line is bounded by MAX_LOG_BYTES, and RecursionError is caught below)
             entry = json.loads(line)
             kind = entry.get("kind")
             if kind == "started":
@@ -422,6 +495,66 @@ class JobQueue:
 
 
 # ---- files -------------------------------------------------------------------------------------------
+
+
+def append_line(path: Path, entry: dict) -> None:
+    """One JSON line added with one write() in append mode: a reader sees the whole line or none of it."""
+    line = (json.dumps(entry, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def try_lock(path: Path) -> FileLock | None:
+    lock = FileLock(path, thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    return lock
+
+
+def held(path: Path) -> bool:
+    """Whether a live process holds the lock at `path` (taken and let go at once when nobody does)."""
+    lock = try_lock(path)
+    if lock is None:
+        return True
+    lock.release()
+    return False
+
+
+def staged(name: str) -> bool:
+    """A staged entry's name (core.files: ".<name>.<random>.tmp"), written and then renamed into place."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def clear_leftovers(run_dir: Path, inside: tuple[str, ...] = ()) -> list[Path]:
+    """Remove the staged entries of a run whose process has ended (alive.lock exists and nobody holds it): a save
+    killed half-way leaves one (a `.bundle.*.tmp` folder) that nothing would ever finish. Looks at the run folder
+    and the folders named in `inside` (the bundle), never further: a page may be writing elsewhere (a release
+    record beside the bundle). A run still alive, or never started, is left alone. Returns what was removed."""
+    try:
+        if run_dir.is_symlink():
+            return []
+        folders = [run_dir, *(run_dir / name for name in inside if (run_dir / name).is_dir())]
+        found = [e for folder in folders if not folder.is_symlink() for e in folder.iterdir() if staged(e.name)]
+        if not found or not (run_dir / ALIVE).is_file() or held(run_dir / ALIVE):  # first the cheap look
+            return []
+    except OSError:
+        return []
+    removed = []
+    for entry in found:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
 
 
 def _leave(line: Path, key: str) -> None:
