@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text, rerun_fragment
+from tests.apptest import APP, all_text, page_file, rerun_fragment
 from ui import follow
 from ui.live_class import FOLLOW_KEY, LEARNER_KEY, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
@@ -46,7 +46,7 @@ def learner(live: LiveClass, code: str, page: str | None = None, *, following: b
     at.session_state[LEARNER_KEY] = (code, live.join(code, "Ada"), "Ada")
     at.run()
     if page is not None:
-        at.switch_page(f"views/{page}.py").run()
+        at.switch_page(page_file(page)).run()
     if following:
         at.toggle(key=FOLLOW_KEY).set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
