@@ -23,13 +23,13 @@ PAGES = {
         st.Page("views/rope.py", title="RoPE"),
         st.Page("views/training.py", title="Training"),
         st.Page("views/autocomplete.py", title="Autocomplete"),
-        st.Page("views/inspector.py", title="Attention inspector"),
+        st.Page("views/inspector/page.py", title="Attention inspector", url_path="inspector"),
     ],
     "Check": [
         st.Page("views/checkpoint.py", title="Checkpoint"),
     ],
     "Release": [
-        st.Page("views/release.py", title="Release"),
+        st.Page("views/release/page.py", title="Release", url_path="release"),
         st.Page("views/monitoring.py", title="Monitoring"),
     ],
 }

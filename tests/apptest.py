@@ -10,7 +10,14 @@ from streamlit.testing.v1 import AppTest
 
 from ui.text import WORD_JOINER
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def page_file(stem: str) -> str:
+    """The script of the page at url path `stem`: views/<stem>.py, or a page package's views/<stem>/page.py."""
+    package = f"views/{stem}/page.py"
+    return package if (ROOT / package).is_file() else f"views/{stem}.py"
 
 
 def open_page(
@@ -28,7 +35,7 @@ def open_page(
     at.run()
     for k, v in (query or {}).items():
         at.query_params[k] = v
-    at.switch_page(f"views/{page}.py").run()
+    at.switch_page(page_file(page)).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -111,7 +118,7 @@ def fresh_visit(page: str | None, query: dict[str, str]) -> AppTest:
         at.query_params[k] = v
     at.run()
     if page is not None:
-        at.switch_page(f"views/{page}.py").run()
+        at.switch_page(page_file(page)).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

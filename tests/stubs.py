@@ -39,7 +39,7 @@ class Bigram:
                 c.append(int(t))
 
 
-# A trace for the price of attention (core.release.evaluation.tuning, ui.tradeoff_view). Typing [1, 10): low-probability
+# A trace for the price of attention (core.release.evaluation.tuning, the Release page). Typing [1, 10): low-probability
 # cuts at 1 and 2 are wrong, the one at 3 is right (3 saved, on at 7); 7 is likely and right (2 saved).
 PRICED_TRACE = {
     1: (TraceCut(2, 0.1, False),),

@@ -1,14 +1,15 @@
-"""Pure computations the pages repeat on every rerun, cached per server with st.cache_data.
+"""What the pages compute on every rerun, cached per server: one rule for every page.
 
 Each function is the core function of the same name (or, named for what a page shows, the page's numbers or
 table made from core's result), keyed on its inputs, so a widget that does not change them (another selector, a
-toggle of the drawing) reuses the result. Only computations that cost more than
-st.cache_data's copy are here: a cached value is pickled and unpickled for every caller, which for a result
-of many small tensors (introspect.projections, 11 tensors: 1.8 ms) costs as much as computing it (1.9 ms).
-A model is not hashed: `version` (the bundle's content hash) stands for it, as on the Autocomplete page. The
-cache keeps a bounded number of entries; st.cache_data hands every caller its own copy, so a page may not
-change what another one sees.
-tests/views/test_cached.py holds each one to the uncached core call.
+toggle of the drawing) reuses the result. Two costs are avoided: the computation itself, and the definition (a
+function decorated with st.cache_* inside a page script is decorated again on every rerun, the decorator hashing
+its source; defined here, in a module imported once, it is decorated once). Only computations that cost more than
+st.cache_data's copy are here: a cached value is pickled and unpickled for every caller, which for a result of many
+small tensors (11 projection tensors: 1.8 ms) costs as much as computing it (1.9 ms). A model is not hashed:
+`version` (the bundle's content hash) stands for it. st.cache_data hands every caller its own copy, so a page may
+not change what another one sees. tests/views/test_cached.py holds each one to the uncached core call; the
+Monitoring page's two are held by its page test.
 """
 
 from __future__ import annotations
@@ -25,10 +26,18 @@ from core.lessons import masks as masking
 from core.lessons import rope as rope_lab
 from core.lessons import scores as lessons
 from core.lessons.example_run import EXAMPLE
+from core.lessons.overfit import Overfit, overfit_on_corpus
 from core.model import introspect
+from core.model.corpus import Corpus, CorpusError
 from core.model.gpt import GPT
+from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+from core.release.evaluation.held_out import held_out
+from core.runs import events, job
+from core.runs.events import Snapshot
+from core.telemetry import monitor, traffic
 from ui import charts
 from ui.companion import matrix_table
+from ui.suggestion_view import telemetry_store
 
 ENTRIES = 64  # per function: a class exploring a page stays well inside it
 
@@ -141,3 +150,51 @@ def rope_on_off_scores(_model: GPT, version: str, ids: tuple[int, ...], layer: i
 def ids_key(ids: Sequence[int]) -> tuple[int, ...]:
     """Token ids as the hashable key the cached functions take."""
     return tuple(int(i) for i in ids)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def attention_snapshot(
+    _model: GPT, _tokenizer: CharTokenizer, version: str, text: str, layer: int, head: int, step: int
+) -> Snapshot:
+    """The run's attention_snapshot of the model whose bundle version is `version` (a forward pass): the
+    Training page's picture of the shipped model before any run, the same on every rerun."""
+    return events.attention_snapshot(_model, _tokenizer, text, layer=layer, head=head, step=step)
+
+
+@st.cache_resource(show_spinner="Reading the standard-library corpus...")
+def stdlib_corpus() -> Corpus:
+    """The pinned standard-library corpus, read once per server (shared, never changed by a caller)."""
+    return job.load_run_corpus("stdlib")
+
+
+@st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")
+def overfit_result(steps: int) -> Overfit:
+    """core.lessons.overfit.overfit_on_corpus on the standard library with seed 0: the Training page's exercise."""
+    return overfit_on_corpus(stdlib_corpus(), steps=steps, seed=0)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def vocabulary_size(fingerprint: str, _text: str) -> int:
+    """Distinct characters plus the special tokens, counted once per text (97 ms for the stdlib corpus); keyed by
+    the text's fingerprint, so the text itself is never hashed on a rerun."""
+    return len(set(_text)) + len(SPECIAL_TOKENS)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")
+def telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
+    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
+    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
+    return monitor.figures(monitor.load(telemetry_store(), kind=kind, surfaces=surfaces))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
+def reference_top1(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
+    """The release-time top-1 reference of a version (core.telemetry.monitor's docstring), once per server."""
+    try:
+        documents = held_out(_source.manifest).val
+        result = traffic.replay(
+            _source, documents, seed=monitor.REFERENCE_SEED, store=None, max_events=monitor.REFERENCE_EVENTS
+        )
+    except (CorpusError, ValueError, OSError) as e:
+        return None, str(e)
+    return result.top1, None

@@ -42,7 +42,6 @@ from core.model.bundle import is_version
 from ui import fragment, live_class, models, params, projector
 from ui.text import escape_markdown
 
-TOGGLE_KEY = "follow_teacher"  # the learner's sidebar toggle
 POLL_S = 1.0  # the fragments' period: the teacher's view check, the follower's own-move check
 LOCAL = frozenset({projector.KEY})  # this screen's presentation: neither published nor followed
 LEFT = "You left follow mode by moving a slider; turn Follow the teacher on to rejoin."
@@ -128,7 +127,7 @@ def _teacher_poll(code: str, page_path: str) -> None:
 
 def _toggled() -> None:
     """The toggle's on_change. Turned on: a fresh start (the teacher's current view is applied on this run)."""
-    st.session_state[_FOLLOWING] = bool(st.session_state.get(TOGGLE_KEY))
+    st.session_state[_FOLLOWING] = bool(st.session_state.get(live_class.FOLLOW_KEY))
     st.session_state.pop(params.MOVED, None)
     st.session_state.pop(_APPLIED, None)
     st.session_state.pop(_NOTE, None)
@@ -152,10 +151,10 @@ def _learner(code: str, page_path: str) -> None:
         if left is not None:
             st.session_state[_FOLLOWING] = False
             st.session_state[_NOTE] = left
-        st.session_state[TOGGLE_KEY] = bool(st.session_state.get(_FOLLOWING))
+        st.session_state[live_class.FOLLOW_KEY] = bool(st.session_state.get(_FOLLOWING))
         following = st.toggle(
             "Follow the teacher",
-            key=TOGGLE_KEY,
+            key=live_class.FOLLOW_KEY,
             on_change=_toggled,
             help="Your page, sliders and model follow the teacher's; moving a slider yourself leaves follow mode.",
         )

@@ -49,6 +49,9 @@ TEACHER_KEY = "live_class_teacher"  # the code of the session this (unlocked) te
 CODE_INPUT = "live_class_code"  # the join form's fields
 NAME_INPUT = "live_class_name"
 RESUME_INPUT = "live_class_resume_code"  # the teacher's: a session still open
+# a joined learner's "Follow the teacher" toggle (drawn by the follow module, which imports this one): its value
+# sets the poll period here, so the key lives here and no import runs back
+FOLLOW_KEY = "follow_teacher"
 _NOTE_KEY = "live_class_note"  # the last join or teacher action's problem, in words
 _PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run with
 _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
@@ -228,9 +231,7 @@ def sidebar() -> None:
             if note:
                 st.warning(escape_markdown(note))
         if joined is not None:
-            from ui import follow  # here: ui.follow imports this module
-
-            following = bool(st.session_state.get(follow.TOGGLE_KEY))
+            following = bool(st.session_state.get(FOLLOW_KEY))
             fragment.polled(FOLLOW_POLL_S if following else POLL_S)(_poll)(joined.code)
 
 
@@ -324,14 +325,12 @@ def _poll(code: str) -> None:
     the whole page reruns only when the teacher did something this page shows (see changed). Inside a whole-script
     run it only notes the pulse: the rest of that run draws what is new, and a rerun from here would drop what the run
     is for (a prediction just submitted would be neither checked nor recorded)."""
-    from ui import follow  # here: ui.follow imports this module
-
     tick = fragment.fragment_run()
     try:
         pulse = live().pulse(code)
         seen = st.session_state.get(_PULSE_KEY)
         st.session_state[_PULSE_KEY] = pulse
-        following = bool(st.session_state.get(follow.TOGGLE_KEY))
+        following = bool(st.session_state.get(FOLLOW_KEY))
         if tick and seen is not None and seen != pulse and changed(live(), code, shown(), following=following):
             st.rerun()
     except (ValueError, StoreError):

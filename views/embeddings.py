@@ -274,7 +274,9 @@ def page_section(bundle: Bundle) -> None:
         ]
         if not any(linked):
             st.caption("(The Score geometry and Masks pages are in the Attention section of the sidebar.)")
-        link_if_registered("views/inspector.py", "Attention inspector: every layer's and head's weights for this model")
+        link_if_registered(
+            "views/inspector/page.py", "Attention inspector: every layer's and head's weights for this model"
+        )
 
 
 page_section(bundle)

@@ -15,7 +15,7 @@ from core.release.evaluation.eval_report import SLICE_FAMILIES
 from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
 from core.telemetry.schema import SURFACES
-from ui import charts, layout, model_cache, models, teacher
+from ui import cached, charts, layout, models, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store
 from ui.text import escape_markdown
@@ -94,7 +94,7 @@ surfaces = right.multiselect(
 )  # fmt: skip
 figures = None
 try:
-    figures = model_cache.telemetry_figures(str(store.path), store.stamp(), kind, tuple(surfaces))
+    figures = cached.telemetry_figures(str(store.path), store.stamp(), kind, tuple(surfaces))
 except StoreError as e:
     st.error(f"The telemetry database cannot be read: {escape_markdown(e)}")
 if store.notice:
@@ -309,7 +309,7 @@ if figures is not None and figures.events:
                     "settings yet: the drift figure appears once it has."
                 )
             else:
-                reference, problem = model_cache.reference_top1(source.version, source)
+                reference, problem = cached.reference_top1(source.version, source)
                 found_drift = monitor.drift(live, reference)
                 chart(
                     charts.grouped_bars(

@@ -11,7 +11,7 @@ from core.release.registry.served import list_versions
 from core.runs import job, run_record
 from core.runs.job import PYTHON_PROBE
 from core.runs.queue import FAILED, FINISHED, QUEUED, RUNNING, JobError
-from ui import fragment, layout, model_cache, models, params, training_view
+from ui import cached, fragment, layout, models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
@@ -28,14 +28,14 @@ OVERFIT_OPTIONS = {"it falls with it, towards zero": False, "it stays high, or r
 
 def uploaded_corpus(upload):
     """(corpus, error message) for an uploaded file, parsed once per upload."""
-    cached = st.session_state.get(UPLOAD_KEY)
-    if cached is None or cached[0] != upload.file_id:
+    kept = st.session_state.get(UPLOAD_KEY)
+    if kept is None or kept[0] != upload.file_id:
         try:
-            cached = (upload.file_id, job.load_run_corpus(upload.name, upload.getvalue()), None)
+            kept = (upload.file_id, job.load_run_corpus(upload.name, upload.getvalue()), None)
         except CorpusError as err:
-            cached = (upload.file_id, None, str(err))
-        st.session_state[UPLOAD_KEY] = cached
-    return cached[1], cached[2]
+            kept = (upload.file_id, None, str(err))
+        st.session_state[UPLOAD_KEY] = kept
+    return kept[1], kept[2]
 
 
 def preset_label(name: str) -> str:
@@ -282,7 +282,7 @@ def shipped_preview() -> None:
         st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
         return
     metrics = bundle.manifest["training"]["metrics"]
-    snap = model_cache.attention_snapshot(
+    snap = cached.attention_snapshot(
         bundle.model, bundle.tokenizer, bundle.version, PYTHON_PROBE, layer=0, head=0, step=int(metrics["iters"])
     )
     left, right = st.columns([3, 2])
@@ -331,13 +331,13 @@ with layout.picture():
         "Settings", width="stretch", help="The text, the seed, the causal mask (the leakage lesson) and the leak stop"
     ):
         if source == STDLIB_CHOICE:
-            corpus, corpus_label = model_cache.stdlib_corpus(), "the Python standard library"
+            corpus, corpus_label = cached.stdlib_corpus(), "the Python standard library"
             st.caption(
                 f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
                 f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
             )
         if corpus is not None:
-            vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
+            vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
             st.caption(
                 f"About {job.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
                 f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
@@ -371,7 +371,7 @@ with layout.picture():
                 st.warning(f"This file cannot be used: {escape_markdown(error)}")
             else:
                 corpus_label = upload.name
-                vocab = model_cache.vocabulary_size(corpus.fingerprint, corpus.text)
+                vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text)
                 st.caption(
                     f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
                     f"{job.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
@@ -463,7 +463,7 @@ with overfit_tab:
     if prediction is None:
         st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
     elif shown_steps is not None:
-        result = model_cache.overfit_result(int(shown_steps))
+        result = cached.overfit_result(int(shown_steps))
         training_view.overfit_chart(result)
         verdict = OVERFIT_OPTIONS[prediction]
         (st.success if verdict else st.error)(

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from core.classroom.live import SESSION_CODE
-from ui import follow
+from ui import follow, live_class
 
 from .conftest import (
     TEACHER_PASSCODE,
@@ -191,7 +191,7 @@ def test_a_learner_follows_the_teachers_slider_and_page_and_leaves_by_moving_one
     left = sidebar(learner).get_by_text(re.compile(r"You left follow mode by moving a slider"))
     wait_until(learner, lambda: left.count() == 1, FOLLOW_MS, lambda: "no 'left follow mode' message")
     assert left.inner_text().strip() == follow.LEFT
-    toggle = sidebar(learner).locator(f".st-key-{follow.TOGGLE_KEY} input")
+    toggle = sidebar(learner).locator(f".st-key-{live_class.FOLLOW_KEY} input")
     expect(toggle).not_to_be_checked()
 
 

@@ -4,7 +4,7 @@ import json
 import stat
 
 import pytest
-from apptest import APP, all_text
+from apptest import APP, all_text, page_file
 from streamlit.testing.v1 import AppTest
 
 import ui.models
@@ -64,7 +64,7 @@ def run_page(page: str | None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     if page:
-        at.switch_page(f"views/{page}.py").run()
+        at.switch_page(page_file(page)).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

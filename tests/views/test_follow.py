@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text, rerun_fragment
+from tests.apptest import APP, all_text, page_file, rerun_fragment
 from ui import follow
-from ui.live_class import LEARNER_KEY, TEACHER_KEY
+from ui.live_class import FOLLOW_KEY, LEARNER_KEY, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
 from ui.teacher import UNLOCKED_KEY
 
@@ -46,9 +46,9 @@ def learner(live: LiveClass, code: str, page: str | None = None, *, following: b
     at.session_state[LEARNER_KEY] = (code, live.join(code, "Ada"), "Ada")
     at.run()
     if page is not None:
-        at.switch_page(f"views/{page}.py").run()
+        at.switch_page(page_file(page)).run()
     if following:
-        at.toggle(key=follow.TOGGLE_KEY).set_value(True).run()
+        at.toggle(key=FOLLOW_KEY).set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -93,7 +93,7 @@ def test_no_session_or_a_locked_teacher_publishes_nothing(live):
     ok(at.run())
     ok(at.switch_page("views/temperature.py").run())
     assert live.view(code) is None
-    assert not [t for t in at.toggle if t.key == follow.TOGGLE_KEY]  # not a learner either: no toggle
+    assert not [t for t in at.toggle if t.key == FOLLOW_KEY]  # not a learner either: no toggle
 
 
 def test_a_follower_is_brought_to_the_teachers_page_and_values(live):
@@ -111,7 +111,7 @@ def test_a_follower_is_brought_to_the_teachers_page_and_values(live):
     fresh = ok(AppTest.from_file(APP, default_timeout=60).run())
     default_len1 = ok(fresh.switch_page("views/masks.py").run()).slider(key="mask_len1").value
     assert at.slider(key="mask_len1").value == default_len1 != 2
-    assert at.toggle(key=follow.TOGGLE_KEY).value  # still following: nothing was moved by hand
+    assert at.toggle(key=FOLLOW_KEY).value  # still following: nothing was moved by hand
 
 
 def test_a_follower_comes_back_to_a_page_it_saw_with_the_teachers_values(live):
@@ -121,7 +121,7 @@ def test_a_follower_comes_back_to_a_page_it_saw_with_the_teachers_values(live):
     at = learner(live, code, "temperature", following=False)
     ok(at.slider(key="temperature").set_value(3.0).run())
     ok(at.switch_page("views/masks.py").run())
-    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    ok(at.toggle(key=FOLLOW_KEY).set_value(True).run())
     live.publish(code, "temperature", {})  # the teacher is at the default temperature
     ok(at.run())
     assert at.slider(key="temperature").value == 1.0  # views/temperature.py's default
@@ -151,7 +151,7 @@ def test_a_stale_tick_after_a_follow_draws_the_teachers_page_again_with_its_valu
     assert not tree.exception, [e.value for e in tree.exception]
     assert [t.value for t in tree.title] == ["Masks"]  # the page drawn again, whole
     assert [s.value for s in tree.slider if s.key == "mask_len0"] == [3]  # with the teacher's value
-    assert at.toggle(key=follow.TOGGLE_KEY).value  # still following
+    assert at.toggle(key=FOLLOW_KEY).value  # still following
 
 
 HOSTILE = {
@@ -178,11 +178,11 @@ def test_a_hostile_view_is_ignored_with_a_notice(live, monkeypatch, view):
     ok(at.slider(key="mask_len0").set_value(5).run())
     before = (at.slider(key="mask_len0").value, dict(at.query_params))
     monkeypatch.setattr(LiveClass, "view", lambda self, code: view)  # as if the database held it
-    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    ok(at.toggle(key=FOLLOW_KEY).set_value(True).run())
     assert (at.slider(key="mask_len0").value, dict(at.query_params)) == before  # still on Masks, as it was
     assert "The teacher's view was not applied" in all_text(at)
     assert "evil.example" not in all_text(at)  # the view's text is never quoted back
-    assert at.toggle(key=follow.TOGGLE_KEY).value  # the next good view is followed
+    assert at.toggle(key=FOLLOW_KEY).value  # the next good view is followed
 
     monkeypatch.setattr(LiveClass, "view", lambda self, code: TeacherView("masks", {"mask_len0": "2"}, 2, ""))
     ok(at.run())
@@ -195,16 +195,16 @@ def test_moving_a_slider_leaves_follow_mode_and_says_how_to_rejoin(live):
     at = learner(live, code)
     assert at.slider(key="temperature").value == pytest.approx(0.2)
     ok(at.slider(key="temperature").set_value(1.5).run())
-    assert not at.toggle(key=follow.TOGGLE_KEY).value
+    assert not at.toggle(key=FOLLOW_KEY).value
     assert follow.LEFT in [t.replace("\\", "") for t in (i.value for i in at.sidebar.info)]
 
     live.publish(code, "temperature", {"temperature": "0.4"})
     ok(at.run())
     assert at.slider(key="temperature").value == pytest.approx(1.5)  # not following: the learner's own value stays
 
-    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())  # rejoin: the teacher's view again, the note gone
+    ok(at.toggle(key=FOLLOW_KEY).set_value(True).run())  # rejoin: the teacher's view again, the note gone
     assert at.slider(key="temperature").value == pytest.approx(0.4)
-    assert at.toggle(key=follow.TOGGLE_KEY).value and not at.sidebar.info
+    assert at.toggle(key=FOLLOW_KEY).value and not at.sidebar.info
 
 
 def test_the_model_the_teacher_picks_is_followed_and_picking_another_leaves(live, trained_bundle_path):
@@ -216,15 +216,15 @@ def test_the_model_the_teacher_picks_is_followed_and_picking_another_leaves(live
     at.session_state["lab_bundle"] = SHIPPED_LABEL
     at.session_state[LEARNER_KEY] = (code, live.join(code, "Ada"), "Ada")
     ok(at.run())
-    ok(at.toggle(key=follow.TOGGLE_KEY).set_value(True).run())
+    ok(at.toggle(key=FOLLOW_KEY).set_value(True).run())
     live.publish(code, "temperature", {"model": load_bundle(trained_bundle_path).version})
     ok(at.run())
     assert at.selectbox(key="lab_bundle").value == "Trained here"
     assert at.query_params["model"] == load_bundle(trained_bundle_path).version
-    assert at.toggle(key=follow.TOGGLE_KEY).value
+    assert at.toggle(key=FOLLOW_KEY).value
 
     ok(at.selectbox(key="lab_bundle").set_value(SHIPPED_LABEL).run())
-    assert not at.toggle(key=follow.TOGGLE_KEY).value
+    assert not at.toggle(key=FOLLOW_KEY).value
     assert follow.LEFT_MODEL in [t.replace("\\", "") for t in (i.value for i in at.sidebar.info)]
 
 

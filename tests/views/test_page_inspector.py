@@ -390,7 +390,7 @@ def test_compare_without_another_model_offers_only_another_text():
 # ---- picture first, readable type -----------------------------------------------------------------------------
 
 MIN_TEXT_PX = 16  # issue 25: every text on the enlarged map at least 16 px, at 1440x900 too
-TICK_PITCH_PX = 22  # the room one tick label needs along its axis (views/inspector.py)
+TICK_PITCH_PX = 22  # the room one tick label needs along its axis (views/inspector/page.py)
 
 
 def assert_map_text_at_least_16px(fig: dict) -> None:

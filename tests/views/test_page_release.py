@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest import APP, all_text, decode, open_page, picture_figures
+from apptest import APP, all_text, decode, open_page, page_file, picture_figures
 from apptest import figures as figures_of
 from streamlit import config
 from streamlit.testing.v1 import AppTest
@@ -33,7 +33,7 @@ from core.release.registry.served import CURRENT, read_current
 from core.runs import run_record
 from core.runs.job import train_and_save
 from core.settings import PASSCODE_ENV
-from ui.rubric import decided_on
+from views.release.rubric import decided_on
 
 COMPARE = EvalConfig(max_positions=4000, typing_chars=600, latency_samples=10)  # the caps the page states
 # Setting up an earlier version through the registry's own API: the full gate with small evaluation caps.
@@ -307,7 +307,7 @@ def test_with_the_current_version_damaged_the_page_says_what_is_served_and_still
     weights.write_bytes(bytes(data))
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()  # no bundle of this session: the sidebar selects the registry's released version, now the n-gram
-    at.switch_page("views/release.py").run()
+    at.switch_page(page_file("release")).run()
     assert not at.exception, [e.value for e in at.exception]
     text = shown(at)
     assert "No transformer bundle is selected" in text

@@ -12,7 +12,7 @@ from core.model.corpus import load_corpus
 from core.model.gpt import PRESETS
 from core.model.train_config import TrainConfig
 from core.model.training import train
-from ui import cost_view
+from views.release import cost_view
 
 TEXT = "\n\n".join(f"def mul{i}(a, b):\n    return a * b + {i}\n" for i in range(60))
 TITLE = "p95 wait and time to a suggestion by class size"

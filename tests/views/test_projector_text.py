@@ -8,14 +8,15 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from apptest import APP, figures, predict
+from apptest import APP, figures, page_file, predict
 from plotly.subplots import make_subplots
 from streamlit.testing.v1 import AppTest
 
 from ui import projector
 
 LABEL = "test bundle (tiny)"
-PAGES = sorted(p.stem for p in (Path(APP).parent / "views").glob("*.py") if p.stem != "__init__")
+VIEWS = Path(APP).parent / "views"
+PAGES = sorted([p.stem for p in VIEWS.glob("*.py")] + [p.parent.name for p in VIEWS.glob("*/page.py")])
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
 
@@ -118,7 +119,7 @@ def visit(page: str, bundle: Path) -> AppTest:
     at.session_state["lab_bundle"] = LABEL
     at.query_params["projector"] = "true"
     at.run()
-    at.switch_page(f"views/{page}.py").run()
+    at.switch_page(page_file(page)).run()
     assert not at.exception, [e.value for e in at.exception]
     for key in [r.key for r in at.radio if r.key and r.key.endswith("_predict_answer")]:
         at = predict(at, key.removesuffix("_answer"))

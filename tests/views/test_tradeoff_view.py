@@ -1,4 +1,4 @@
-"""ui.tradeoff_view: the Release page's trade-off curve draws core.release.evaluation.tuning's own figures, marks the
+"""The Release page's trade-off view: its curve draws core.release.evaluation.tuning's own figures, marks the
 threshold the tuning chose, and says the same in its summary and table."""
 
 import math
@@ -8,7 +8,7 @@ from stubs import PRICED_SEGMENTS, PRICED_TRACE
 
 from core.release.evaluation.tuning import THRESHOLDS, tune_threshold
 from core.release.evaluation.typing_sim import simulate_typing
-from ui import tradeoff_view
+from views.release import tradeoff_view
 
 TRACE, SEGMENTS = PRICED_TRACE, PRICED_SEGMENTS  # tests/stubs.py: worked out on paper there
 

@@ -12,12 +12,13 @@ import streamlit as st
 from core.classroom.checkpoint import Question
 from core.model.introspect import check_row, head_summaries, heaviest_keys, projections, weight_allowance
 from core.model.prompt import encode_for_model
-from ui import cached, charts, compare_view, fragment, layout, params, predict, projector
+from ui import cached, charts, fragment, layout, params, predict, projector
 from ui.charts import masked
 from ui.companion import chart, matrix_table
-from ui.grid_figure import grid_figure
 from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered, number, verdict
+from views.inspector import compare_view
+from views.inspector.grid_figure import grid_figure
 
 DEFAULT_TEXT = "def add(a, b): return a + b"
 BAR_VALUES_UP_TO = 32  # keys; a longer row's bars carry no printed values
@@ -125,7 +126,7 @@ def inspect(bundle) -> None:
     question = Question(
         id="insp_predict",
         topic="reading attention maps",
-        page="views/inspector.py",
+        page="views/inspector/page.py",
         prompt=f"In layer {layer}, head {head}, which key does query {labels[t]} weigh most? {sees} "
         "Keys are named by position and piece.",
         answer=answer,

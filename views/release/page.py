@@ -20,9 +20,10 @@ from core.release.gate.rubric import ReleasePolicy, Rubric
 from core.release.serving.policy import policy_from_manifest
 from core.runs import run_record
 from core.runs.queue import try_lock
-from ui import cost_view, layout, models, registry_view, release_actions, teacher, tradeoff_view
-from ui.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
+from ui import layout, models, teacher
 from ui.text import escape_markdown
+from views.release import cost_view, registry_view, release_actions, tradeoff_view
+from views.release.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
 POLICY = ReleasePolicy()
@@ -113,7 +114,7 @@ def run_checks(bundle, corpus, key: tuple):
 
 def shown_rubric(bundle, key: tuple) -> tuple[Rubric, str] | None:
     """(the rubric the page shows, when and where it was measured): this session's check of `key` when it has run,
-    else the one a check recorded for the same version (ui.rubric.recorded), else None."""
+    else the one a check recorded for the same version (the rubric module's recorded), else None."""
     cached = st.session_state.get(CHECKS_KEY, {}).get(key)
     if cached is not None:
         check, seconds = cached
