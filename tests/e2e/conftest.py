@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
@@ -592,6 +593,18 @@ def wait_for_app_idle(page, timeout_ms: int = APP_IDLE_TIMEOUT_MS, settle_checks
                 pytrace=False,
             )
         page.wait_for_timeout(150)
+
+
+def when_idle(page, target, timeout_ms: int = APP_IDLE_TIMEOUT_MS):
+    """`target` (a locator), once the app is idle (wait_for_app_idle) and `target` is attached, visible and enabled.
+
+    The one wait before acting on a widget. A click or a keystroke that lands while Streamlit is still running a
+    script is lost (the widget it hit is replaced, or the run in progress drops the event): act only on an idle app,
+    then wait for the action's result with expect(..., timeout=APP_IDLE_TIMEOUT_MS), never by acting again."""
+    wait_for_app_idle(page, timeout_ms)
+    expect(target).to_be_visible(timeout=timeout_ms)
+    expect(target).to_be_enabled(timeout=timeout_ms)
+    return target
 
 
 def wait_until(page, condition, timeout_ms: int, message, *, fail: bool = True) -> bool:

@@ -28,7 +28,7 @@ from cli.haproxy import COOKIE
 from core.classroom import checkpoint as cp
 from core.classroom.store import ClassStore
 
-from .conftest import VIEWPORT, open_page, save_screenshot, serve_class, wait_for_app_idle, wait_until
+from .conftest import VIEWPORT, open_page, save_screenshot, serve_class, wait_for_app_idle, wait_until, when_idle
 
 SHOTS = Path("/tmp/class-shots")
 CLASS = "KILL-23"
@@ -76,12 +76,12 @@ def begin(learner: Learner) -> None:
     wait_for_app_idle(page, STEP_TIMEOUT_MS)
     again = page.get_by_role("button", name="Take it again")
     if again.count():
-        again.click()
+        when_idle(page, again, STEP_TIMEOUT_MS).click()
         wait_for_app_idle(page, STEP_TIMEOUT_MS)
     if page.get_by_label("Your name").count():
-        page.get_by_label("Your name").fill(learner.name)
+        when_idle(page, page.get_by_label("Your name"), STEP_TIMEOUT_MS).fill(learner.name)
         page.get_by_label("Class code (from your teacher)").fill(CLASS)
-        page.get_by_role("button", name="Start the checkpoint").click()
+        when_idle(page, page.get_by_role("button", name="Start the checkpoint"), STEP_TIMEOUT_MS).click()
     expect(page.get_by_role("button", name="Submit my answers")).to_be_enabled(timeout=STEP_TIMEOUT_MS)
     wait_for_app_idle(page, STEP_TIMEOUT_MS)
     no_exception(page)
@@ -112,7 +112,7 @@ def take_checkpoint(learner: Learner, wrong: set[int]) -> Submission:
                 numbers.nth(n).fill(text)
                 n += 1
             rows.append((q.id, text, i not in wrong))
-        page.get_by_role("button", name="Submit my answers").click()
+        when_idle(page, page.get_by_role("button", name="Submit my answers"), STEP_TIMEOUT_MS).click()
         wait_until(
             page,
             lambda: verdict.count() > 0 or page.get_by_label("Your name").count() > 0,

@@ -24,6 +24,7 @@ from .conftest import (
     streamlit_server,
     wait_for_app_idle,
     wait_until,
+    when_idle,
 )
 from .test_offline_and_a11y import FAILING_IMPACTS, describe, run_axe
 
@@ -66,29 +67,29 @@ def shot(page, name: str) -> Path:
 
 
 def switch_on(page, box, label: str) -> None:
-    """Turn the toggle `label` on and wait for its run. On a loaded 2-core machine a click on a switch just after its
-    expander opened is sometimes lost (the switch stays off, nothing reruns: about one run in five with both cores
-    busy, never on a quiet machine); a teacher would click again, and so does this, at most twice."""
-    switch = box.get_by_label(label, exact=True)
-    for _ in range(3):
-        if switch.is_checked():
-            break
-        box.get_by_text(label, exact=True).click()
-        idle(page)
-    expect(switch).to_be_checked()
+    """Turn the toggle `label` on, once the app is idle, and wait until it shows on and its run has finished."""
+    when_idle(page, box.get_by_text(label, exact=True), STEP_TIMEOUT_MS).click()
+    expect(box.get_by_label(label, exact=True)).to_be_checked(timeout=STEP_TIMEOUT_MS)
+    idle(page)
+
+
+def click(page, target) -> None:
+    """Click `target` once the app is idle (when_idle), then wait for the run it starts."""
+    when_idle(page, target, STEP_TIMEOUT_MS).click()
+    idle(page)
 
 
 def teacher_opens_a_session(page, url: str) -> str:
     open_page(page, url, "/masks")
     side = page.locator(SIDEBAR)
-    side.get_by_text("Class session", exact=True).click()
+    when_idle(page, side.get_by_text("Class session", exact=True), STEP_TIMEOUT_MS).click()
     switch_on(page, side, "I am the teacher")
-    side.get_by_label("Teacher passcode").fill(TEACHER_PASSCODE)
-    side.get_by_role("button", name="Unlock", exact=True).click()
-    idle(page)
-    side.get_by_role("button", name="Open a class session").click()
-    idle(page)
-    code = side.locator("p[data-session-code]").inner_text().strip()
+    when_idle(page, side.get_by_label("Teacher passcode"), STEP_TIMEOUT_MS).fill(TEACHER_PASSCODE)
+    click(page, side.get_by_role("button", name="Unlock", exact=True))
+    click(page, side.get_by_role("button", name="Open a class session"))
+    code_shown = side.locator("p[data-session-code]")
+    expect(code_shown).to_have_count(1, timeout=STEP_TIMEOUT_MS)
+    code = code_shown.inner_text().strip()
     dialog = page.get_by_role("dialog")  # the code is shown to the room at once
     expect(dialog.get_by_text(code, exact=True)).to_be_visible()
     page.keyboard.press("Escape")
@@ -101,14 +102,12 @@ def learner_joins_and_answers(page, url: str, code: str, name: str, answer: str)
     open_page(page, url, f"/masks?session={code}")  # the join QR code's link
     side = page.locator(SIDEBAR)
     expect(side.get_by_label("Session code (from your teacher)")).to_have_value(code)  # filled in by the link
-    side.get_by_label("Your display name").fill(name)
-    side.get_by_role("button", name="Join", exact=True).click()
-    idle(page)
-    expect(side.get_by_text(f"In session {code} as {name}")).to_be_visible()
-    page.get_by_role("tab", name=TAB).click()
-    page.get_by_label(re.compile(r"^Your prediction")).fill(answer)
-    page.get_by_role("button", name="Check my prediction").click()
-    idle(page)
+    when_idle(page, side.get_by_label("Your display name"), STEP_TIMEOUT_MS).fill(name)
+    click(page, side.get_by_role("button", name="Join", exact=True))
+    expect(side.get_by_text(f"In session {code} as {name}")).to_be_visible(timeout=STEP_TIMEOUT_MS)
+    when_idle(page, page.get_by_role("tab", name=TAB), STEP_TIMEOUT_MS).click()
+    when_idle(page, page.get_by_label(re.compile(r"^Your prediction")), STEP_TIMEOUT_MS).fill(answer)
+    click(page, page.get_by_role("button", name="Check my prediction"))
     assert page.get_by_text("not recorded for your teacher").count() == 0
 
 
@@ -140,7 +139,7 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
         learners[name] = new_page(browser, seen)
         learner_joins_and_answers(learners[name], live_server.url, code, name, answer)
 
-    teacher.get_by_role("tab", name=TAB).click()
+    when_idle(teacher, teacher.get_by_role("tab", name=TAB), STEP_TIMEOUT_MS).click()
     main = teacher.locator('[data-testid="stMain"]')
     wait_until(  # the teacher's panel re-reads the room every second: no reload, no click
         teacher,
@@ -160,8 +159,7 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
     room_chart = teacher.locator('[data-testid="stPlotlyChart"]').filter(has_text="The room's answers")
     room_chart.scroll_into_view_if_needed()
     shot(teacher, "live-class-teacher-1440x900")
-    teacher.locator(SIDEBAR).get_by_text("Projector mode (large type)").click()
-    idle(teacher)
+    click(teacher, teacher.locator(SIDEBAR).get_by_text("Projector mode (large type)"))
     room_chart.scroll_into_view_if_needed()
     shot(teacher, "live-class-teacher-projector")
     if teacher.locator(SIDEBAR).get_attribute("data-collapsed") == "true":  # projector mode collapses the sidebar
@@ -169,7 +167,7 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
         teacher.wait_for_function(
             "() => document.querySelector('[data-testid=\"stSidebar\"]').getBoundingClientRect().right > 0"
         )
-    teacher.locator(SIDEBAR).get_by_role("button", name="Show the code to the room").click()
+    when_idle(teacher, teacher.locator(SIDEBAR).get_by_role("button", name="Show the code to the room")).click()
     dialog = teacher.get_by_role("dialog")
     expect(dialog.get_by_text(code, exact=True)).to_be_visible(timeout=STEP_TIMEOUT_MS)
     expect(dialog.get_by_role("img")).to_have_count(1)  # the join QR code (LAB_JOIN_URL is set)
@@ -178,8 +176,7 @@ def test_three_learners_answer_the_teacher_sees_the_counts_without_names_and_rev
     teacher.keyboard.press("Escape")
     expect(dialog).to_have_count(0)
 
-    teacher.get_by_role("button", name="Reveal to everyone").click()
-    idle(teacher)
+    click(teacher, teacher.get_by_role("button", name="Reveal to everyone"))
     for name, page in learners.items():  # each learner's page polls the session and reruns on the reveal
         revealed = page.get_by_text("Your teacher revealed the lab's answer")
         wait_until(

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from ui.teacher import LOCKOUT_S, SERVER_FREE, SESSION_LIMIT
 
-from .conftest import TEACHER_PASSCODE, VIEWPORT, open_page, streamlit_server, wait_for_app_idle
+from .conftest import TEACHER_PASSCODE, VIEWPORT, open_page, streamlit_server, wait_for_app_idle, when_idle
 
 MAX_TRIES = 40  # a refused attempt during the 1 s wait is one more round trip; the lockout comes well before
 TOO_MANY = re.compile(r"Too many wrong passcodes: try again in (\d+) s\.")
@@ -31,8 +31,8 @@ def own_server(tmp_path_factory):
 
 
 def submit(page, passcode: str) -> str:
-    page.get_by_label("Teacher passcode").fill(passcode)
-    page.get_by_role("button", name="Unlock", exact=True).click()
+    when_idle(page, page.get_by_label("Teacher passcode")).fill(passcode)
+    when_idle(page, page.get_by_role("button", name="Unlock", exact=True)).click()
     wait_for_app_idle(page)
     return " ".join(page.locator('[data-testid="stAlertContentError"]').all_inner_texts())
 

@@ -11,7 +11,15 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from .conftest import ROOT, TEACHER_PASSCODE, open_page, outside_requests, save_screenshot, wait_for_app_idle
+from .conftest import (
+    ROOT,
+    TEACHER_PASSCODE,
+    open_page,
+    outside_requests,
+    save_screenshot,
+    wait_for_app_idle,
+    when_idle,
+)
 
 SHIPPED_VERSION = json.loads((ROOT / "models" / "default" / "manifest.json").read_text())["version"]
 
@@ -29,9 +37,8 @@ def registry_state(server) -> dict[str, bytes]:
 
 
 def submit_passcode(page, passcode: str) -> None:
-    field = page.get_by_label("Teacher passcode")
-    field.fill(passcode)
-    page.get_by_role("button", name="Unlock", exact=True).click()
+    when_idle(page, page.get_by_label("Teacher passcode")).fill(passcode)
+    when_idle(page, page.get_by_role("button", name="Unlock", exact=True)).click()
     wait_for_app_idle(page)
 
 
@@ -40,7 +47,8 @@ def test_release_actions_refuse_without_the_passcode_and_the_right_one_opens_the
 ):
     before = registry_state(server)
     open_page(page, base_url, "/release")
-    page.get_by_role("tab", name="Promote or roll back").click()  # the actions are one click from the picture
+    # the actions are one click from the picture
+    when_idle(page, page.get_by_role("tab", name="Promote or roll back")).click()
     promote = page.get_by_role("button", name=re.compile(r"^Promote version"))
     rollback = page.get_by_role("button", name=re.compile(r"^Roll back to"))
     expect(promote).to_have_count(1)
@@ -66,7 +74,7 @@ def test_release_actions_refuse_without_the_passcode_and_the_right_one_opens_the
     expect(promote).to_be_enabled()
     expect(rollback).to_be_disabled()  # nothing was ever promoted on this server: nothing to return to
     save_screenshot(page, tmp_path, "release-unlocked")
-    promote.click()
+    when_idle(page, promote).click()
     dialog = page.get_by_role("dialog")
     # The dialog streams in: it is visible before its reason field is drawn, so wait for the text
     # (expect retries) rather than read it once (the read raced the field on CI).
