@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_warmed_page_is_a_page_of_the_app():
-    pages = set(re.findall(r'st\.Page\("views/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8")))
+    app = (ROOT / "app.py").read_text(encoding="utf-8")  # a page's url path: its file's stem, or a package's url_path
+    pages = set(re.findall(r'st\.Page\("views/(\w+)\.py"', app)) | set(re.findall(r'url_path="(\w+)"', app))
+    assert {"inspector", "release"} <= pages
     assert set(warmup.WARM_PAGES) <= pages
     assert {"training", "release", "monitoring"}.isdisjoint(warmup.WARM_PAGES)  # they compute on request only
 
