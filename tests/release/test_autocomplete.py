@@ -288,8 +288,8 @@ def test_parity_passes_on_the_shipped_model():
 class BrokenCacheGPT(GPT):
     """A GPT whose one-token cached steps push token 4 up by 50: parity must catch it."""
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         if cache is None or idx.shape[1] != 1:
             return out
         logits = out.logits.clone()
@@ -393,7 +393,7 @@ class BigramStub(torch.nn.Module):
     def new_cache(self, batch_size=1):
         return KVCache.for_model(self.config, batch_size)
 
-    def forward(self, idx, cache=None, fast_attention=False):
+    def forward(self, idx, cache=None, return_weights=False):
         return SimpleNamespace(logits=self.table[idx])  # (B, T, V)
 
 
@@ -578,8 +578,8 @@ class SpecialLovingGPT(GPT):
         torch.manual_seed(0)
         return cls(preset("tiny", V)).eval()
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         logits = out.logits.clone()
         logits[..., list(NEVER_SAMPLED)] += 8.0
         return ModelOutput(logits=logits, weights=out.weights)
