@@ -540,7 +540,8 @@ def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logit
         prefix = list(ids)
         for s, c in zip(trace.steps, cached_steps):
             with torch.no_grad():
-                uncached = m(torch.tensor([prefix[-config.context_length :]])).logits[0, -1]  # (V,)
+                window = torch.tensor([prefix[-config.context_length :]])  # (1, T)
+                uncached = m(window, return_weights=True).logits[0, -1]  # (V,) the lessons' kernel, as the trace
             top2 = uncached.topk(2).values
             assert float(top2[0] - top2[1]) > 1e-3  # no near-tie: float32 and float64 choose alike on any CPU
             figure = s.agreement if dtype == torch.float64 else s.float32
