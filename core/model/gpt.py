@@ -156,12 +156,9 @@ class CausalSelfAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         B, T, C = x.shape
         H, D = self.config.n_head, self.config.head_dim
-        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
-        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = k.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        v = v.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        q = rotate_pairs(q, cos, sin)  # RoPE at the new tokens' absolute positions
-        k = rotate_pairs(k, cos, sin)  # rotated before it enters the cache
+        qkv = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D): q, k, v
+        q, k = rotate_pairs(qkv[:2], cos, sin)  # (B, H, T, D) each: RoPE at the new tokens' absolute positions
+        v = qkv[2]  # (B, H, T, D); k is rotated before it enters the cache
         if cache is not None:
             k, v = cache.append(layer, k, v)  # (B, H, S, D) each: cached keys + the T new ones
         weights = None
