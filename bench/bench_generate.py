@@ -6,13 +6,14 @@ token against its position.
 What is measured, in one run, on one shape: 4 layers, 4 heads, width 128 (the `baby` preset) with its
 context set to 64 and to 256; untrained weights (timing does not depend on them), torch.manual_seed(0):
   ours cached   core.model.sampling.generate(use_cache=True), the path the app, the CLI and the typist use:
-                greedy, every GenerationStep with its logits and distribution; its forward pass is
-                core.model.decode, held to parity with GPT.forward by tests/model/test_decode.py
+                greedy, every GenerationStep with its logits and distribution; its forward pass is the
+                model's one forward pass with a KV cache and PyTorch's fused attention, held to parity with the
+                lessons' kernel by tests/model/test_gpt.py
   recompute     bench/reference_gpt.py: a nanoGPT-style model holding the same weights (the bench prints
                 the largest logit difference first) and nanoGPT's sampler, no cache: crop to the context,
                 full forward, last logits, argmax, append
   ours uncached core.model.sampling.generate(use_cache=False): the teaching forward pass over the whole
-                window every step (for reference; it returns the attention path the lessons show)
+                window every step (for reference)
 Each generates C - 1 tokens from a one-token prompt, so the window grows from 1 to C tokens and never
 slides; tokens/s = (C - 1) / wall-clock seconds of the whole loop (time.perf_counter). The three run
 interleaved round by round (the machine is shared: a slow moment hits all), after one warm-up each;

@@ -8,10 +8,10 @@ another), the `baby` preset (4 layers, 4 heads, width 128, context 64), batch 12
 corpus's vocabulary).
 
 Part 1, optimizer steps (forward, cross-entropy, backward, clip, AdamW step) on identical random batches:
-  ours (default)      core.model.training's step: GPT.forward(fast_attention=True) (RoPE as one complex
-                      multiply, PyTorch's fused attention; held to parity with core.attention in logits and
+  ours (default)      core.model.training's step: GPT.forward without weights (RoPE from a table,
+                      PyTorch's fused attention; held to parity with core.attention in logits and
                       gradients by tests/model/test_gpt.py) and make_optimizer's fused AdamW
-  ours, core.attn     the same with fast_attention=False (`train --core-attention`): the lessons' attention
+  ours, core.attn     the same with return_weights=True (`train --core-attention`): the lessons' attention
   reference           bench/reference_gpt.py: a nanoGPT-style model of the same sizes (RoPE by strided slices
                       and a stack, F.scaled_dot_product_attention(is_causal=True)) and torch.optim.AdamW's
                       defaults
@@ -113,9 +113,7 @@ def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
     batches = [sample_batch(stream, args.batch_size, config.context_length, g) for _ in range(args.steps)]
     ref_opt = reference_optimizer(ref, cfg.learning_rate, (cfg.beta1, cfg.beta2), cfg.weight_decay)
     steps = {
-        "ours (default)": make_step(
-            ours, make_optimizer(ours, cfg), lambda m, x: m(x, fast_attention=True).logits, cfg.grad_clip
-        ),
+        "ours (default)": make_step(ours, make_optimizer(ours, cfg), lambda m, x: m(x).logits, cfg.grad_clip),
         "ours, core.attn": make_step(
             ours_core, make_optimizer(ours_core, cfg), lambda m, x: m(x).logits, cfg.grad_clip
         ),

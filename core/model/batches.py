@@ -85,5 +85,5 @@ def next_token_loss(
 ) -> Tensor:
     """Mean cross-entropy of the model's logits for inputs x (B, T) against the targets y (B, T); `model` may be
     a GPT wrapped in DistributedDataParallel (a distributed run's forward, core.model.training)."""
-    logits = model(x, fast_attention=fast_attention).logits  # (B, T, V)
+    logits = model(x, return_weights=not fast_attention).logits  # (B, T, V): the lessons' kernel unless fast
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T

@@ -5,7 +5,7 @@
     eval_mode(model)            eval mode and no gradients for a block, the training flag restored after: the one
                                 helper every evaluation, generation and measurement of a model uses
     forward_last(model, window) the logits (V,) after `window`, recomputed from scratch (no cache)
-    next_token_logits           window + eval_mode, then generation's first step: core.model.decode on a fresh
+    next_token_logits           window + eval_mode, then generation's first step: the forward pass on a fresh
                                 cache, so the page's bars are exactly what generate draws its first token from
     closing(steps)              close a generation when the block ends early (its generator is released)
 
@@ -54,9 +54,9 @@ def eval_mode(model: torch.nn.Module, *, no_grad: bool = True) -> Iterator[None]
 
 
 def forward_last(model: GPT, ids: list[int]) -> Tensor:
-    """Uncached logits (V,) after `ids` (a window), recomputed from scratch."""
+    """Uncached logits (V,) after `ids` (a window), recomputed from scratch through the lessons' kernel."""
     device = next(model.parameters()).device
-    return model(torch.tensor([ids], device=device)).logits[0, -1]  # (1, T, V) -> (V,)
+    return model(torch.tensor([ids], device=device), return_weights=True).logits[0, -1]  # (1, T, V) -> (V,)
 
 
 def next_token_logits(model: GPT, ids: Sequence[int]) -> Tensor:
@@ -66,7 +66,7 @@ def next_token_logits(model: GPT, ids: Sequence[int]) -> Tensor:
     device = next(model.parameters()).device
     with eval_mode(model):
         idx = torch.tensor([kept], device=device)  # (1, T)
-        return model(idx, model.new_cache(), fast_attention=True).logits[0, -1]  # (V,)
+        return model(idx, model.new_cache()).logits[0, -1]  # (V,)
 
 
 @contextlib.contextmanager

@@ -7,15 +7,10 @@ Read top-down, as nanoGPT's model.py:
                             x = x + MLP(LayerNorm(x))           Linear, GELU, Linear
        -> LayerNorm -> LM head tied to the token embedding -> logits (B, T, V)
 
-The attention inside every block is `core.attention.scaled_dot_product_attention`, the function the
-lesson pages show, with `core.attention.causal_mask`. With `return_weights=True` the forward pass
-returns every layer's attention weights (B, H, T, S), so the app draws the maps of the real model.
-
-`forward(..., fast_attention=True)` is the one exception, the fast path, which returns no weights:
-training calls PyTorch's fused F.scaled_dot_product_attention instead of core.attention, and generation
-with a KV cache runs core.model.decode (the same weights without the per-layer checks and objects only
-teaching needs). tests/model/test_gpt.py and tests/model/test_decode.py hold both to parity with the
-core.attention path (logits, gradients, cache). Everything the app shows takes the core.attention path.
+One forward pass for training, generation and the lessons. Every block's attention writes the new k and v into the
+KV cache when one is given, then attends with the lab's own kernel (the one the lesson pages show, which returns the
+weights) when return_weights=True, so the app draws the maps of the real model, and with PyTorch's fused SDPA
+otherwise. tests/model/test_gpt.py holds the two to parity in float64 (logits, gradients, the cache).
 
 `ModelConfig.causal=False` exists only for the leakage lesson: without the mask every position sees
 the token it has to predict and the training loss becomes impossibly good.
@@ -36,9 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.attention import causal_mask, scaled_dot_product_attention
-from core.model.decode import decode
 from core.model.kv_cache import KVCache
-from core.model.rope import rope_rotations, rope_table, rotate_pairs, rotate_qkv
+from core.model.rope import rope_table, rotate_pairs
 from core.numbers import integer
 
 # Bounds on every architecture number a config (and so a bundle's manifest) may declare, checked before anything
@@ -131,11 +125,6 @@ def preset(name: str, vocab_size: int) -> ModelConfig:
     return dataclasses.replace(PRESETS[name], vocab_size=vocab_size)
 
 
-# RoPE as the blocks receive it: cos and sin (T, D/2) each on the teaching path, the rotations e^{i theta}
-# (T, 1, 1, D/2) on training's fast path (core.model.rope.rotate_qkv).
-Rope = tuple[Tensor, Tensor] | Tensor
-
-
 @dataclass(frozen=True)
 class ModelOutput:
     logits: Tensor  # (B, T, V)
@@ -143,7 +132,9 @@ class ModelOutput:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention: project to q, k, v, rotate q and k (RoPE), attend, merge heads."""
+    """Multi-head self-attention: project to q, k, v, rotate q and k (RoPE), store k and v in the cache, attend,
+    merge heads. Attends with the lessons' kernel when the weights are asked for, with PyTorch's fused kernel
+    otherwise; the mask arrives from GPT.forward, built once per pass."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -153,38 +144,31 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, x: Tensor, rope: Rope, cache: KVCache | None = None, layer: int = 0, fast: bool = False
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        mask: Tensor | None,
+        is_causal: bool,
+        cache: KVCache | None,
+        layer: int,
+        return_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        if fast:
-            assert isinstance(rope, Tensor) and cache is None, "the fast path takes a rotation table and no cache"
-            return self.fused(x, rope), None
-        assert isinstance(rope, tuple), "the teaching path takes cos and sin"
         B, T, C = x.shape
         H, D = self.config.n_head, self.config.head_dim
-        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
-        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = k.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        v = v.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        q = rotate_pairs(q, *rope)  # RoPE at the new tokens' absolute positions
-        k = rotate_pairs(k, *rope)  # rotated before it enters the cache
+        qkv = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D): q, k, v
+        q, k = rotate_pairs(qkv[:2], cos, sin)  # (B, H, T, D) each: RoPE at the new tokens' absolute positions
+        v = qkv[2]  # (B, H, T, D); k is rotated before it enters the cache
         if cache is not None:
             k, v = cache.append(layer, k, v)  # (B, H, S, D) each: cached keys + the T new ones
-        S = k.shape[2]
-        # With a cache, query row t is the token at absolute position S - T + t: it may see keys 0..S-T+t.
-        mask = causal_mask(T, S, device=x.device) if self.config.causal else None  # (T, S)
-        result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
-        out = result.out.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
-        return self.resid_dropout(self.proj(out)), result.weights
-
-    def fused(self, x: Tensor, rotation: Tensor) -> Tensor:
-        """Training's fast path, without a cache: RoPE as one complex multiply (rotate_qkv) and PyTorch's fused
-        F.scaled_dot_product_attention; held to parity with forward in logits and gradients (tests/model/test_gpt.py).
-        """
-        B, T, C = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.config.n_head, self.config.head_dim)  # (B, T, 3, H, D)
-        q, k, v = rotate_qkv(qkv, rotation)  # (B, H, T, D) each
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.config.causal)  # (B, H, T, D)
-        return self.resid_dropout(self.proj(out.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
+        weights = None
+        if return_weights:
+            result = scaled_dot_product_attention(q, k, v, mask)  # out (B, H, T, D), weights (B, H, T, S)
+            out, weights = result.out, result.weights
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)  # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.proj(out)), weights
 
 
 class MLP(nn.Module):
@@ -212,11 +196,19 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(
-        self, x: Tensor, rope: Rope, cache: KVCache | None, layer: int, fast: bool = False
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        mask: Tensor | None,
+        is_causal: bool,
+        cache: KVCache | None,
+        layer: int,
+        return_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        attn_out, weights = self.attn(self.norm_attn(x), rope, cache, layer, fast)
-        x = x + attn_out
-        x = x + self.mlp(self.norm_mlp(x))
+        attn_out, weights = self.attn(self.norm_attn(x), cos, sin, mask, is_causal, cache, layer, return_weights)
+        x = x + attn_out  # (B, T, C)
+        x = x + self.mlp(self.norm_mlp(x))  # (B, T, C)
         return x, weights
 
 
@@ -265,35 +257,31 @@ class GPT(nn.Module):
         param = self.token_embedding.weight
         return KVCache.for_model(self.config, batch_size, dtype=param.dtype, device=param.device)
 
-    def forward(
-        self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False, fast_attention: bool = False
-    ) -> ModelOutput:
-        """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache`.
-
-        fast_attention=True is the fast path, held to parity with this one by tests and with no weights to
-        return: without a cache, training's, PyTorch's fused kernel in place of core.attention; with a cache,
-        generation's, core.model.decode (no gradients).
-        """
-        if fast_attention and return_weights:
-            raise ValueError("fast_attention has no attention weights to return: use return_weights without it")
-        self._check_idx(idx, cache)
-        if fast_attention and cache is not None:
-            return ModelOutput(logits=decode(self, idx, cache), weights=None)  # generation's path (core.model.decode)
+    def forward(self, idx: Tensor, cache: KVCache | None = None, *, return_weights: bool = False) -> ModelOutput:
+        """Logits (B, T, V) for token ids idx (B, T); the new positions follow those already in `cache` (which then
+        holds them too). return_weights=True attends with the lessons' kernel and returns every layer's weights."""
+        self._check_idx(idx, cache)  # once per pass: no layer checks again
         B, T = idx.shape
         start = 0 if cache is None else cache.length
-        rope: Rope
-        if fast_attention:
-            c, param = self.config, self.token_embedding.weight
-            rotations = rope_rotations(c.context_length, c.head_dim, c.rope_base, param.dtype, param.device)
-            rope = rotations[:T].view(T, 1, 1, c.head_dim // 2)  # (T, 1, 1, D/2): e^{i theta}, no cache here
-        else:
-            cos, sin = self.rope_table()  # (L, D/2) each
-            rope = cos[start : start + T], sin[start : start + T]  # (T, D/2) each: absolute positions, all layers
+        S = start + T
+        cos, sin = self.rope_table()  # (L, D/2) each, computed once per shape
+        cos, sin = cos[start:S], sin[start:S]  # (T, D/2) each: the new tokens' absolute positions, all layers
+        # Query t sits at absolute position S - T + t and may see keys 0 .. S - T + t: the causal mask is
+        # bottom-right aligned. SDPA's is_causal is top-left aligned, right only when T == S; one new token sees
+        # every key, so it needs no mask; a prefill into a non-empty cache needs the explicit (T, S) mask.
+        mask, is_causal = None, False
+        if self.config.causal and return_weights:
+            mask = causal_mask(T, S, device=idx.device)  # (T, S), True = may attend
+        elif self.config.causal and T > 1:
+            if T == S:
+                is_causal = True
+            else:
+                mask = causal_mask(T, S, device=idx.device)  # (T, S)
         x = self.dropout(self.token_embedding(idx))  # (B, T, C)
         weights = []
         for layer, block in enumerate(self.blocks):
-            x, layer_weights = block(x, rope, cache, layer, fast_attention)  # (B, T, C), (B, H, T, S)
-            weights.append(layer_weights)
+            x, layer_weights = block(x, cos, sin, mask, is_causal, cache, layer, return_weights)  # (B, T, C)
+            weights.append(layer_weights)  # (B, H, T, S) or None
         x = self.norm_final(x)
         logits = self.lm_head(x)  # (B, T, V)
         return ModelOutput(logits=logits, weights=weights if return_weights else None)

@@ -3,8 +3,7 @@
     prompt_window(L, room)         how many of a prompt's last tokens the model reads: the context window, written once
     window_start(N, L, room)       where that window begins in N tokens (the ids the model reads are ids[start:])
     default_keep, next_window_start   the sliding window past the context (slide, reset, re-encode the last `keep`)
-    KVCache                        per-layer k and v, preallocated; `append` (the teaching path, checked per layer)
-                                   and `write` + `commit` (core.model.decode's fast path, checked once per pass)
+    KVCache                        per-layer k and v, preallocated; `append` is the one write to its buffers
 
 Whether cached and uncached generation agree is measured once, by core.model.sampling.cache_parity, and decided by
 core.agreement's rule (float64); the KV-cache lesson and the release gate both read that measurement.
@@ -93,9 +92,8 @@ class KVCache:
 
     `append(layer, k_new, v_new)` writes the T new positions of one layer and returns that layer's
     keys and values so far, views of shape (B, H, S, D). Layers are appended in order 0 .. n_layer - 1
-    once per forward pass; `length` counts the positions every layer holds. The fast path (core.model.decode)
-    checks once per pass instead of once per layer: `write(layer, k_new, v_new)` for every layer, then `commit(T)`.
-    Every write to the buffers `k` and `v` is one of these two methods.
+    once per forward pass; `length` counts the positions every layer holds. Every write to the buffers `k` and `v`
+    is this method.
     """
 
     def __init__(
@@ -176,26 +174,6 @@ class KVCache:
         self._lengths[layer] = start + T
         S = start + T
         return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
-
-    def write(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
-        """The fast path's append: store k_new, v_new (B, H, T, D) of `layer` after the committed positions and
-        return that layer's (B, H, S, D) views, S = length + T, without counting them (commit(T) counts every layer at
-        once). Nothing is checked here: core.model.decode checks ids, batch and room once per forward pass
-        (GPT._check_idx) and calls this for every layer in order, then commit(T)."""
-        start, T = self._lengths[layer], k_new.shape[2]  # every layer starts at the committed length
-        keys, values = self.layer_k[layer], self.layer_v[layer]  # (B, H, capacity, D) each
-        keys.narrow(2, start, T).copy_(k_new)
-        values.narrow(2, start, T).copy_(v_new)
-        return keys.narrow(2, 0, start + T), values.narrow(2, 0, start + T)  # (B, H, S, D) each
-
-    def commit(self, T: int) -> None:
-        """Count T new positions in every layer at once, after `write` has stored them in every layer (the fast
-        path, core.model.decode)."""
-        if not is_int(T) or not 1 <= T <= self.remaining:
-            raise ValueError(f"cannot commit {T!r} positions: the cache holds {self.length} of {self.capacity}")
-        if len(set(self._lengths)) != 1:
-            raise ValueError(f"layers hold different numbers of positions {self._lengths}: append them in order")
-        self._lengths = [self.length + T] * self.n_layer
 
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape

@@ -100,10 +100,13 @@ def causality_probe(model: GPT, *, sequences: int = 2, length: int | None = None
     edited = seqs[seq_of].clone()  # (B, T)
     edited[torch.arange(rows), j_of] = (edited[torch.arange(rows), j_of] + shift[seq_of, j_of]) % V
     chunk = max(1, PROBE_TOKENS_PER_CHUNK // L)
-    base = torch.cat([reference(seqs[i : i + chunk]).logits for i in range(0, sequences, chunk)])  # (N, T, V)
+    # A GPT through the lessons' kernel, which builds its causal mask itself (the fused kernel, held to parity with
+    # it, takes SDPA's own square mask); any other sequence model as it is.
+    kernel: dict[str, Any] = {"return_weights": True} if isinstance(reference, GPT) else {}
+    base = torch.cat([reference(seqs[i : i + chunk], **kernel).logits for i in range(0, sequences, chunk)])  # (N, T, V)
     change = torch.empty(rows, L, dtype=DECIDING_DTYPE)  # (B, T): max over V of |edited - base| at each t
     for i in range(0, rows, chunk):
-        out = reference(edited[i : i + chunk]).logits  # (b, T, V)
+        out = reference(edited[i : i + chunk], **kernel).logits  # (b, T, V)
         change[i : i + chunk] = (out - base[seq_of[i : i + chunk]]).abs().amax(-1)  # (b, T)
     change = torch.where(torch.isfinite(change), change, torch.full_like(change, math.inf))  # NaN never agrees
     before = torch.arange(L)[None, :] < j_of[:, None]  # (B, T): positions t < j of each copy

@@ -112,36 +112,11 @@ def rope_table(
     kept (never modify them): the model slices it in every forward pass instead of recomputing its angles.
     Row m is rope_cos_sin at position m (the same float64 angle, cast after cos and sin)."""
     check_position("context_length", context_length)
-    # Plain tensors even when first asked for inside torch.inference_mode (core.model.decode): training uses
+    # Plain tensors even when first asked for inside torch.inference_mode (generation): training uses
     # the same table, and autograd refuses inference tensors.
     with torch.inference_mode(False), torch.no_grad():
         positions = torch.arange(context_length, device=device)  # (L,)
         return rope_cos_sin(positions, D, base, dtype)  # (L, D/2) each
-
-
-@functools.lru_cache(maxsize=16)
-def rope_rotations(
-    context_length: int, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
-) -> Tensor:
-    """rope_table as complex numbers cos + i sin (context_length, D/2): read as complex pairs x_2i + i x_2i+1,
-    a vector times this row is the 2x2 rotation of every pair (core.model.decode's one-multiply RoPE)."""
-    cos, sin = rope_table(context_length, D, base, dtype, device)  # (L, D/2) each
-    with torch.inference_mode(False), torch.no_grad():
-        return torch.complex(cos, sin)  # (L, D/2)
-
-
-def rotate_qkv(qkv: Tensor, rotation: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The fast paths' RoPE: q and k rotated by one complex multiply, and v, from a fused projection.
-
-    qkv (B, T, 3, H, D) holds q, k, v side by side; rotation (T, 1, 1, D/2) is rope_rotations at the T positions.
-    Each adjacent pair (x_2i, x_2i+1) is read as the complex number x_2i + i x_2i+1, and
-    (a + ib)(cos + i sin) = (a cos - b sin) + i (a sin + b cos) is rotate_pairs' 2x2 rotation; the strided
-    slices and the stack that rotate_pairs builds (it shows the rotation) cost more than the arithmetic.
-    Returns q, k, v (B, H, T, D) each."""
-    B, T, _, H, D = qkv.shape
-    qk = torch.view_as_complex(qkv[:, :, :2].view(B, T, 2, H, D // 2, 2))  # (B, T, 2, H, D/2) complex pairs
-    q, k = torch.view_as_real(qk * rotation).view(B, T, 2, H, D).permute(2, 0, 3, 1, 4)  # (B, H, T, D) each
-    return q, k, qkv[:, :, 2].transpose(1, 2)  # v (B, H, T, D)
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

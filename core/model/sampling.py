@@ -313,11 +313,11 @@ def _generate(model, ids, sample, generator, use_cache, keep, allowed) -> Iterat
 
 
 def _last_logits(model: GPT, idx: Tensor, cache: KVCache | None) -> Tensor:
-    """The last position's logits (V,): with a cache the fast path (core.model.decode), without one the
-    teaching forward pass over the whole window. no_grad wraps this call only: a generator suspended inside
-    `with no_grad()` would leave gradients disabled in the caller's code."""
-    with torch.no_grad():
-        return model(idx, cache=cache, fast_attention=cache is not None).logits[0, -1]  # (V,)
+    """The last position's logits (V,): through the cache and the fused kernel, or without a cache through the
+    lessons' kernel (the teaching recompute the cached path is held to). inference_mode wraps this call only: a
+    generator suspended inside it would leave gradients disabled in the caller's code."""
+    with torch.inference_mode():
+        return model(idx, cache=cache, return_weights=cache is None).logits[0, -1]  # (V,)
 
 
 @dataclass(frozen=True)
@@ -328,7 +328,7 @@ class CacheParityStep:
     position: int  # index of the new token in prompt + generated tokens
     token: int  # drawn from the cached logits: generate's own token (on the float64 copy)
     uncached_token: int  # drawn from the uncached logits with the generator in the state the cached draw started from
-    cached: Tensor  # (V,) float64: generate's logits through the cache (the fast path, core.model.decode)
+    cached: Tensor  # (V,) float64: generate's logits through the cache
     uncached: Tensor  # (V,) float64: the same window recomputed from scratch (the teaching forward pass)
     cached_as_given: Tensor  # (V,) the model in its own dtype (float32 as served), through its own cache
     uncached_as_given: Tensor  # (V,) the model in its own dtype, the same window from scratch
@@ -396,7 +396,7 @@ def cache_parity(
                 cache.reset()
             feed = window if cache.length == 0 else window[-1:]  # prefill, or the newest token only
             with eval_mode(model):
-                cached_as_given = model(torch.tensor([feed], device=device), cache, fast_attention=True).logits[0, -1]
+                cached_as_given = model(torch.tensor([feed], device=device), cache).logits[0, -1]
                 uncached_as_given = forward_last(model, window)  # (V,)
             steps.append(
                 CacheParityStep(

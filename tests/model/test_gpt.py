@@ -154,7 +154,12 @@ def test_block_attention_equals_pytorch_sdpa():
     D = C // H
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(4))
     positions = torch.arange(T)
-    out, weights = attn(x, rope_cos_sin(positions, D))
+    cos, sin = rope_cos_sin(positions, D)
+    mask = core.model.gpt.causal_mask(T, T)  # (T, T)
+    out, weights = attn(x, cos, sin, mask, False, None, 0, True)  # the lessons' kernel, with weights
+    fused, none = attn(x, cos, sin, None, True, None, 0, False)  # PyTorch's fused kernel, no weights
+    assert none is None
+    torch.testing.assert_close(fused, out, atol=1e-5, rtol=1.3e-6)
 
     q, k, v = attn.qkv(x).split(C, dim=2)
     q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
@@ -168,7 +173,7 @@ def test_block_attention_equals_pytorch_sdpa():
     torch.testing.assert_close(weights, torch.softmax(scores, dim=-1), atol=1e-6, rtol=0)
 
 
-def test_every_block_calls_core_attention(monkeypatch):
+def test_every_block_calls_core_attention_when_the_weights_are_asked_for_and_only_then(monkeypatch):
     calls = []
     original = core.model.gpt.scaled_dot_product_attention
 
@@ -178,8 +183,10 @@ def test_every_block_calls_core_attention(monkeypatch):
 
     monkeypatch.setattr(core.model.gpt, "scaled_dot_product_attention", spy)
     model = tiny_model()
-    model(random_ids(1, 7))
+    model(random_ids(1, 7), return_weights=True)
     assert calls == [((1, 2, 7, 16), (7, 7))] * model.config.n_layer
+    model(random_ids(1, 7))  # no weights: PyTorch's fused kernel
+    assert len(calls) == model.config.n_layer
 
 
 # ---- training sanity ---------------------------------------------------------------------------
@@ -211,18 +218,19 @@ def test_a_tiny_batch_overfits():
 
 
 @pytest.mark.numerics
-def test_fast_attention_path_matches_core_attention_in_logits_and_gradients():
-    """Training's fast path (PyTorch's fused kernel) is held to parity with core.attention, in float64 by
-    core.agreement's rule: a gradient entry sums over every one of the B * T positions on top of the forward chain."""
+def test_sdpa_path_matches_core_attention_in_logits_and_gradients():
+    """Without weights asked for, attention is PyTorch's fused kernel; it is held to parity with the lessons' kernel
+    (return_weights=True), in float64 by core.agreement's rule: a gradient entry sums over every one of the B * T
+    positions on top of the forward chain."""
     torch.manual_seed(0)
     cfg = dataclasses.replace(preset("tiny", 23), n_layer=2)
     model = GPT(cfg).double()
     idx = torch.randint(0, 23, (3, cfg.context_length))
     targets = torch.randint(0, 23, (3, cfg.context_length))
     grads = []
-    for fast in (False, True):
+    for return_weights in (True, False):
         model.zero_grad()
-        logits = model(idx, fast_attention=fast).logits
+        logits = model(idx, return_weights=return_weights).logits
         F.cross_entropy(logits.reshape(-1, 23), targets.reshape(-1)).backward()
         grads.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
     terms = model_terms(cfg)
@@ -231,6 +239,149 @@ def test_fast_attention_path_matches_core_attention_in_logits_and_gradients():
     for (name, _), fast_grad, core_grad in zip(model.named_parameters(), grads[1][1], grads[0][1]):
         a = agreement(fast_grad, core_grad, terms=terms + idx.numel())
         assert a.passed, f"{name}: {a.describe()}"
-    # With a cache, fast_attention is generation's path (core.model.decode): tests/model/test_decode.py.
-    with pytest.raises(ValueError, match="no attention weights"):
-        model(idx, return_weights=True, fast_attention=True)
+
+
+# ---- the cache through both kernels (was the fast decode path's parity) -----------------------------------
+
+
+def spread_model(seed=0, **changes):
+    """The tiny preset with larger random weights (greedy decoding then varies its tokens), float64, eval."""
+    torch.manual_seed(seed)
+    model = GPT(dataclasses.replace(preset("tiny", 20), **changes))
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0.0, 0.3)  # LayerNorm gains and biases too: a wrong norm argument shows
+    return model.double().eval()
+
+
+def assert_agree(fast, teaching, model):
+    a = agreement(fast, teaching, terms=model_terms(model.config))
+    assert a.passed and a.dtype == "float64", a.describe()
+
+
+def sdpa_and_kernel(model, idx, prefills):
+    """Logits of idx through the fused kernel (chunks of the given lengths, then one token at a time) and the same
+    chunks through the lessons' kernel, each with its own cache; both caches are returned."""
+    L = idx.shape[1]
+    fast_cache, teaching_cache = model.new_cache(idx.shape[0]), model.new_cache(idx.shape[0])
+    bounds = [0]
+    for n in prefills:
+        bounds.append(bounds[-1] + n)
+    bounds += range(bounds[-1] + 1, L + 1)
+    fast, teaching = [], []
+    with torch.no_grad():
+        for a, b in zip(bounds, bounds[1:]):
+            fast.append(model(idx[:, a:b], fast_cache).logits)
+            teaching.append(model(idx[:, a:b], teaching_cache, return_weights=True).logits)
+    return torch.cat(fast, 1), torch.cat(teaching, 1), fast_cache, teaching_cache
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("prefills", [[1], [5], [5, 7]], ids=["token by token", "prefill", "prefill after a prefill"])
+def test_cached_logits_of_both_kernels_equal_the_uncached_pass(prefills):
+    """[5, 7]: a chunk of 7 after 5 cached positions needs the explicit bottom-right mask."""
+    model = spread_model()
+    idx = random_ids(3, model.config.context_length, vocab=20)
+    fast, teaching, _, _ = sdpa_and_kernel(model, idx, prefills)
+    assert_agree(fast, teaching, model)
+    with torch.no_grad():
+        assert_agree(fast, model(idx, return_weights=True).logits, model)  # the uncached pass, whole sequence
+
+
+@pytest.mark.numerics
+def test_a_top_left_aligned_mask_with_a_non_empty_cache_is_caught(monkeypatch):
+    """The broken variant: SDPA's own alignment (top-left) for a prefill after cached positions lets query t see
+    only keys 0..t of the cache, not its own position; the parity check must fail."""
+    model = spread_model()
+    idx = random_ids(1, 12, vocab=20)
+
+    def top_left(T, S, device=None):
+        return torch.ones(T, S, dtype=torch.bool, device=device).tril()  # (T, S): row t sees keys 0..t
+
+    monkeypatch.setattr(core.model.gpt, "causal_mask", top_left)
+    fast, _, _, _ = sdpa_and_kernel(model, idx, [5, 7])
+    with torch.no_grad():
+        whole = model(idx).logits  # T == S: top-left is right here
+    a = agreement(fast, whole, terms=model_terms(model.config))
+    assert not a.passed, a.describe()
+
+
+@pytest.mark.numerics
+def test_both_kernels_fill_the_cache_with_the_same_rotated_keys_and_values():
+    model = spread_model()
+    idx = random_ids(2, 20, vocab=20)
+    _, _, fast_cache, teaching_cache = sdpa_and_kernel(model, idx, [6])
+    assert fast_cache.length == teaching_cache.length == 20
+    assert_agree(fast_cache.k[:, :, :, :20], teaching_cache.k[:, :, :, :20], model)
+    assert_agree(fast_cache.v[:, :, :, :20], teaching_cache.v[:, :, :, :20], model)
+
+
+@pytest.mark.numerics
+def test_the_cached_pass_of_the_model_without_a_causal_mask_matches_its_forward_pass():
+    model = spread_model(causal=False)  # the leakage lesson's model: a prefill sees every key
+    idx = random_ids(1, 12, vocab=20)
+    with torch.no_grad():
+        assert_agree(model(idx, model.new_cache()).logits, model(idx, return_weights=True).logits, model)
+
+
+@pytest.mark.numerics
+def test_the_cached_pass_reads_the_weights_as_they_are_now():
+    """An in-place update or load_state_dict after a cached call shows in the next one."""
+    model = spread_model()
+    idx = random_ids(1, 8, vocab=20)
+    model(idx, model.new_cache())
+    other = spread_model(seed=5)
+    model.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        model.blocks[0].mlp.fc.weight.mul_(2.0)
+        other.blocks[0].mlp.fc.weight.mul_(2.0)
+        assert_agree(model(idx, model.new_cache()).logits, other(idx, return_weights=True).logits, model)
+
+
+@pytest.mark.numerics
+def test_the_cached_pass_follows_a_model_converted_after_its_first_call():
+    """model.float() swaps every Parameter's data in place: the next cached call reads the float32 tensors."""
+    model = spread_model()
+    idx = random_ids(1, 8, vocab=20)
+    model(idx, model.new_cache())  # float64
+    model.float()
+    with torch.no_grad():
+        fast = model(idx, model.new_cache()).logits
+        a = agreement(fast, model(idx, return_weights=True).logits, terms=model_terms(model.config))
+    assert fast.dtype == torch.float32
+    assert a.passed and a.dtype == "float32", a.describe()  # stale float64 weights would be off by whole units
+
+
+@pytest.mark.numerics
+def test_greedy_cached_generation_matches_the_uncached_recompute_across_window_slides():
+    from core.model.sampling import SampleConfig, generate
+
+    model = spread_model()
+    greedy = SampleConfig(temperature=0.0, max_new_tokens=70)  # 70 tokens through a 32-token context
+    cached = list(generate(model, [3, 1, 4], greedy, use_cache=True))
+    uncached = list(generate(model, [3, 1, 4], greedy, use_cache=False))
+    assert sum(s.reencoded for s in cached) >= 2
+    assert [s.token for s in cached] == [s.token for s in uncached]
+    assert_agree(torch.stack([s.logits for s in cached]), torch.stack([s.logits for s in uncached]), model)
+
+
+def test_training_after_a_cached_generation_step_still_has_gradients():
+    """The RoPE tables first asked for inside inference_mode are shared with training: plain tensors."""
+    from core.model.sampling import SampleConfig, generate
+
+    model = GPT(dataclasses.replace(preset("tiny", 20), rope_base=12345.0)).eval()  # a fresh table shape
+    list(generate(model, [1, 2, 3], SampleConfig(temperature=0.0, max_new_tokens=2), use_cache=True))
+    model.train()
+    loss = model(random_ids(2, 8, vocab=20)).logits.square().mean()
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_a_cached_pass_refuses_bad_ids_and_a_full_cache_claiming_no_position():
+    model = spread_model()
+    cache = model.new_cache()
+    with pytest.raises(ValueError, match="token ids must lie"):
+        model(torch.tensor([[20]]), cache)
+    with pytest.raises(ValueError, match="exceed context_length"):
+        model(random_ids(1, model.config.context_length + 1, vocab=20), cache)
+    assert cache.length == 0  # a refused call claims no position

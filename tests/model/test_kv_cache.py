@@ -1,4 +1,4 @@
-"""core.model.kv_cache: storage (append, and the fast path's write + commit), rotated keys, bottom-right mask,
+"""core.model.kv_cache: storage (append, the one write), rotated keys, bottom-right mask,
 cached == uncached, the context window (prompt_window, window_start), the sliding window, and parity measured once
 (core.model.sampling.cache_parity)."""
 
@@ -121,32 +121,11 @@ def test_mask_with_a_cache_is_bottom_right_aligned():
         assert_agree(w, w_full[..., 4:, :], model)
 
 
-def test_write_then_commit_stores_what_append_stores():
-    """The fast path's write (every layer, then one commit) leaves the buffers and the length as append does."""
-    B, H, D, n_layer = 2, 3, 4, 2
-    by_append, by_write = (KVCache(n_layer, B, H, D, capacity=8, dtype=torch.float64) for _ in range(2))
-    g = torch.Generator().manual_seed(0)
-    for T in (3, 1, 2):
-        new = [(torch.randn(B, H, T, D, generator=g), torch.randn(B, H, T, D, generator=g)) for _ in range(n_layer)]
-        before = by_write.length
-        for layer, (k, v) in enumerate(new):
-            k_a, v_a = by_append.append(layer, k, v)
-            k_w, v_w = by_write.write(layer, k, v)
-            assert by_write.length == before  # counted only by commit
-            assert torch.equal(k_w, k_a) and torch.equal(v_w, v_a)  # (B, H, S, D) each
-            assert torch.equal(k_w[:, :, -T:], k.double()) and k_w.shape[2] == before + T
-        by_write.commit(T)
-        assert by_write.length == by_append.length == before + T
-    assert torch.equal(by_write.k[:, :, :, :6], by_append.k[:, :, :, :6])
-    with pytest.raises(ValueError, match="commit"):
-        by_write.commit(3)  # 6 of 8 held: no room for 3
-
-
-def test_decode_writes_the_cache_only_through_kv_cache():
-    """Every write to the cache's buffers is KVCache's own: a fast forward pass calls write once per layer."""
+def test_the_forward_pass_writes_the_cache_only_through_append():
+    """Every write to the cache's buffers is KVCache's own: a forward pass calls append once per layer."""
     model = spread_model()
     calls = []
-    real = KVCache.write
+    real = KVCache.append
 
     def counted(self, layer, k_new, v_new):
         calls.append((layer, k_new.shape[2]))
@@ -154,9 +133,9 @@ def test_decode_writes_the_cache_only_through_kv_cache():
 
     cache = model.new_cache()
     with torch.no_grad(), pytest.MonkeyPatch.context() as m:
-        m.setattr(KVCache, "write", counted)
-        model(random_ids(1, 5), cache, fast_attention=True)
-        model(random_ids(1, 1, seed=1), cache, fast_attention=True)
+        m.setattr(KVCache, "append", counted)
+        model(random_ids(1, 5), cache)
+        model(random_ids(1, 1, seed=1), cache)
     n = model.config.n_layer
     assert calls == [(layer, 5) for layer in range(n)] + [(layer, 1) for layer in range(n)]
     assert cache.length == 6
@@ -307,15 +286,15 @@ def test_cache_parity_matches_the_written_out_uncached_reference_across_the_boun
 
 @pytest.mark.numerics
 def test_cache_parity_sees_a_broken_fast_path_write(monkeypatch):
-    """A fast path that stores every key one position off: the measurement moves by whole units."""
-    real = KVCache.write
+    """A cache write that returns every key one position off: the measurement moves by whole units."""
+    real = KVCache.append
 
     def broken(self, layer, k_new, v_new):
         k, v = real(self, layer, k_new, v_new)  # (B, H, S, D) each
         return (torch.roll(k, shifts=1, dims=2) if k.shape[2] > 1 else k), v
 
     model = spread_model().float()
-    monkeypatch.setattr(KVCache, "write", broken)
+    monkeypatch.setattr(KVCache, "append", broken)
     steps = cache_parity(model, random_ids(1, 6, seed=2)[0].tolist(), 5, SampleConfig(temperature=0.0))
     worst = max(float((s.cached - s.uncached).abs().max()) for s in steps)
     assert worst > 1e-3

@@ -47,7 +47,7 @@ def oracle(model, edits, *, sequences=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     seqs = torch.randint(0, V, (sequences, L), generator=g)
     shift = torch.randint(1, V, (sequences, L), generator=g)
-    base = [m(seqs[n : n + 1]).logits[0] for n in range(sequences)]  # (T, V) each
+    base = [m(seqs[n : n + 1], return_weights=True).logits[0] for n in range(sequences)]  # (T, V) each
     allowed = allowance(torch.float64, model_terms(model.config), scale=max(float(b.abs().max()) for b in base))
     largest, first = 0.0, None
     for j in edits:
@@ -55,7 +55,7 @@ def oracle(model, edits, *, sequences=2, seed=0):
             edited = seqs[n : n + 1].clone()
             edited[0, j] = (edited[0, j] + shift[n, j]) % V
             assert edited[0, j] != seqs[n, j]
-            out = m(edited).logits[0]  # (T, V)
+            out = m(edited, return_weights=True).logits[0]  # (T, V)
             for t in range(j):
                 moved = float((out[t] - base[n][t]).abs().max())
                 largest = max(largest, moved)

@@ -146,25 +146,3 @@ def test_bad_positions_raise():
         apply_rope(x, torch.arange(3.0))
     with pytest.raises(ValueError, match=">= 0"):
         apply_rope(x, torch.tensor([-1, 0, 1]))
-
-
-@pytest.mark.numerics
-def test_the_fast_paths_complex_rotation_equals_rotate_pairs_on_q_and_k():
-    """rotate_qkv (one complex multiply of q and k, the fast paths) against rotate_pairs (the lesson's 2x2
-    rotation, written out) on the same fused projection, float64: they differ by rounding only."""
-    from core.agreement import agreement
-    from core.model.rope import rope_rotations, rope_table, rotate_pairs, rotate_qkv
-
-    B, T, H, D, L = 2, 7, 3, 8, 16
-    qkv = torch.randn(B, T, 3, H, D, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    start = 5  # positions 5 .. 11 of a 16-position table
-    rotation = rope_rotations(L, D, 10000.0, torch.float64)[start : start + T].view(T, 1, 1, D // 2)
-    q, k, v = rotate_qkv(qkv, rotation)  # (B, H, T, D) each
-    cos, sin = rope_table(L, D, 10000.0, torch.float64)
-    cos, sin = cos[start : start + T], sin[start : start + T]  # (T, D/2) each
-    for got, i in ((q, 0), (k, 1)):
-        want = rotate_pairs(qkv[:, :, i].transpose(1, 2), cos, sin)  # (B, H, T, D)
-        result = agreement(got, want, terms=4)
-        assert result.passed, result.describe()
-    assert torch.equal(v, qkv[:, :, 2].transpose(1, 2))
-    assert not torch.allclose(q, qkv[:, :, 0].transpose(1, 2))  # positions 5..11 really rotate

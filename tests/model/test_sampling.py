@@ -375,8 +375,8 @@ def test_suppressed_ids_get_zero_and_the_rest_is_renormalised():
 class SpecialLovingGPT(GPT):
     """A GPT that pushes <pad>, <bos> and <unk> far up (and <eos> a little): without suppression they win."""
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         logits = out.logits.clone()
         logits[..., list(NEVER_SAMPLED)] += 6.0
         logits[..., EOS_ID] += 2.0

@@ -288,8 +288,8 @@ def test_parity_passes_on_the_shipped_model():
 class BrokenCacheGPT(GPT):
     """A GPT whose one-token cached steps push token 4 up by 50: parity must catch it."""
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         if cache is None or idx.shape[1] != 1:
             return out
         logits = out.logits.clone()
@@ -393,7 +393,7 @@ class BigramStub(torch.nn.Module):
     def new_cache(self, batch_size=1):
         return KVCache.for_model(self.config, batch_size)
 
-    def forward(self, idx, cache=None, fast_attention=False):
+    def forward(self, idx, cache=None, return_weights=False):
         return SimpleNamespace(logits=self.table[idx])  # (B, T, V)
 
 
@@ -540,7 +540,8 @@ def test_parity_figures_are_the_agreement_rule_recomputed_from_independent_logit
         prefix = list(ids)
         for s, c in zip(trace.steps, cached_steps):
             with torch.no_grad():
-                uncached = m(torch.tensor([prefix[-config.context_length :]])).logits[0, -1]  # (V,)
+                window = torch.tensor([prefix[-config.context_length :]])  # (1, T)
+                uncached = m(window, return_weights=True).logits[0, -1]  # (V,) the lessons' kernel, as the trace
             top2 = uncached.topk(2).values
             assert float(top2[0] - top2[1]) > 1e-3  # no near-tie: float32 and float64 choose alike on any CPU
             figure = s.agreement if dtype == torch.float64 else s.float32
@@ -578,8 +579,8 @@ class SpecialLovingGPT(GPT):
         torch.manual_seed(0)
         return cls(preset("tiny", V)).eval()
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         logits = out.logits.clone()
         logits[..., list(NEVER_SAMPLED)] += 8.0
         return ModelOutput(logits=logits, weights=out.weights)

@@ -352,13 +352,13 @@ def test_the_cache_checks_read_the_one_parity_measurement_and_fail_a_broken_fast
     assert (logits.name, greedy.name) == ("cache logits", "cache greedy")
     assert logits.passed and logits.value <= 1e-10 and "eps(float64)" in logits.threshold
     assert greedy.passed and greedy.value == 32 + 8 and "window slide" in logits.detail
-    real = KVCache.write
+    real = KVCache.append
 
     def broken(self, layer, k_new, v_new):
         k, v = real(self, layer, k_new, v_new)  # (B, H, S, D) each
         return (torch.roll(k, shifts=1, dims=2) if k.shape[2] > 1 else k), v
 
-    monkeypatch.setattr(KVCache, "write", broken)
+    monkeypatch.setattr(KVCache, "append", broken)
     logits, greedy = cache_checks(model)
     assert not logits.passed and logits.value > 1e-3
     assert not greedy.passed and "first difference" in greedy.detail

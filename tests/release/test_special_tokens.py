@@ -32,8 +32,8 @@ class SpecialLovingGPT(GPT):
     """A GPT whose logits of <pad>, <bos>, <unk> are pushed up by 10 (first in many rows, as
     test_the_stubs_really_prefer_special_tokens checks) and of <eos> by 1."""
 
-    def forward(self, idx, cache=None, *, return_weights=False, fast_attention=False):
-        out = super().forward(idx, cache, return_weights=return_weights, fast_attention=fast_attention)
+    def forward(self, idx, cache=None, *, return_weights=False):
+        out = super().forward(idx, cache, return_weights=return_weights)
         logits = out.logits.clone()
         logits[..., sorted(NEVER)] += 10.0
         logits[..., EOS_ID] += 1.0

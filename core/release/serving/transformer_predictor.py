@@ -57,7 +57,7 @@ class TransformerPredictor:
         """The context window of a continuation of max_new tokens: core.model.kv_cache.prompt_window."""
         return prompt_window(self.model.config.context_length, max_new)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
         """Rows from one KV cache per group of contexts of equal length. Each context is cut to its context window,
         the last self.reads(max_new) = core.model.kv_cache.prompt_window(L, max_new) tokens, so the window never
@@ -78,14 +78,14 @@ class TransformerPredictor:
         logits = torch.empty(len(cut), self.tokenizer.vocab_size, dtype=dtype)  # (B, V)
         for n, members in groups.items():
             x = torch.tensor([cut[b] for b in members], dtype=torch.long)  # (B_n, n)
-            logits[members] = self.model(x, caches[n], fast_attention=True).logits[:, -1]  # (B_n, V)
+            logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
         for step in range(max(max_new, 1)):
             tokens = yield F.softmax(logits.double(), dim=-1)  # (B, V) float64
             if step + 1 >= max_new:
                 break
             for n, members in groups.items():
                 x = tokens[members].long()[:, None]  # (B_n, 1)
-                logits[members] = self.model(x, caches[n], fast_attention=True).logits[:, -1]  # (B_n, V)
+                logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
 
 
 def load_predictor(path: str | os.PathLike) -> tuple[Predictor, dict]:
