@@ -157,7 +157,7 @@ def heatmap(
 
 def bars(
     labels: Sequence[str],
-    values: Sequence[float],
+    values: Sequence[float | None],  # None leaves a gap (give `text` for it)
     *,
     title: str,
     y_title: str,

@@ -22,7 +22,7 @@ changes only presentation, never a number:
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,7 @@ def on() -> bool:
     return bool(st.session_state.get(KEY, False))
 
 
-def sidebar_state() -> str:
+def sidebar_state() -> Literal["collapsed", "auto"]:
     """The sidebar's state for st.set_page_config, which runs before the toggle: collapsed while projecting (the
     toggle's value, or on a first visit the link's), else Streamlit's "auto". Streamlit applies a change of this
     value (turning the mode on collapses the sidebar) and otherwise leaves the sidebar where the user put it."""

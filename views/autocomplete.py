@@ -45,7 +45,15 @@ PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session ask
 # Their timings are not shown: the cache section measures on purpose, with a warm-up and repeats. Only the
 # completion shown is generated; the parity check compares the cached path with the uncached one.
 @st.cache_data(max_entries=32, show_spinner="Generating...")
-def _completion(_bundle, version: str, ids: tuple, filters: tuple, length: int, seed: int, use_cache: bool):
+def _completion(
+    _bundle,
+    version: str,
+    ids: tuple,
+    filters: tuple[float, int | None, float | None],
+    length: int,
+    seed: int,
+    use_cache: bool,
+):
     run = SampleConfig(*filters, max_new_tokens=length)
     return ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=use_cache)
 

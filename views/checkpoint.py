@@ -59,9 +59,9 @@ def again() -> None:
 def leave() -> None:
     for key in (LEARNER_KEY, GRADED_KEY, NOTE_KEY):
         st.session_state.pop(key, None)
-    for key in list(st.session_state):
-        if str(key).startswith("cp_answer_"):
-            del st.session_state[key]
+    for name in list(st.session_state):
+        if str(name).startswith("cp_answer_"):
+            del st.session_state[name]
 
 
 st.title("Checkpoint")

@@ -100,7 +100,7 @@ def page_section(bundle: Bundle) -> None:
         mask = proj.mask.tolist()  # (T, T)
         z = [[scores[t][s] if mask[t][s] else None for s in range(T)] for t in range(T)]
         last = z[T - 1]
-        best = max(range(T), key=lambda s: last[s] if last[s] is not None else float("-inf"))
+        best = max((s for s in range(T) if mask[T - 1][s]), key=lambda s: scores[T - 1][s])
         chart(
             charts.heatmap(
                 z,

@@ -297,8 +297,8 @@ def tabs_section() -> None:
         spike = params.number_input(
             "Forbidden logit (key 3 of row 2 of the worked example)", "mask_spike", 0.0, 10000.0, 1000.0, 10.0
         )
-        row_scores, row_allowed = example.result.scores[0, 2], example.mask[2]  # (S,), (S,)
-        case = masking.renormalise_after_softmax(row_scores, row_allowed, forbidden_logit=spike)
+        worked_scores, worked_allowed = example.result.scores[0, 2], example.mask[2]  # (S,), (S,)
+        case = masking.renormalise_after_softmax(worked_scores, worked_allowed, forbidden_logit=spike)
         keys = list(range(len(case.logits)))
         plain = [NAN_TEXT if case.undefined else f"{x:.6f}" for x in case.renormalised.tolist()]
         projector.dataframe(

@@ -47,7 +47,7 @@ def page_section() -> None:
             f"The lesson's worked example (torch.manual_seed(2), causal mask): q {tuple(q.shape)}, "
             f"k {tuple(k.shape)}, v {tuple(v.shape)} for its one sequence."
         )
-    elif source == MODEL:
+    elif source == MODEL and inspected:
         q, k, v = row_reading.row_inputs_from_lists(inspected["q"], inspected["k"], inspected["v"])
         about = (
             f"The loaded model's layer {inspected['layer']}, head {inspected['head']} on the text the "
@@ -155,10 +155,10 @@ def page_section() -> None:
             + f"; the allowed weights sum to {reading.weight_sum:.8f}.",
             key="row_weights",
         )
-        cols = st.columns(3)
-        cols[0].metric("Sum of the allowed weights", f"{reading.weight_sum:.8f}")
-        cols[1].metric("|sum − 1|", f"{reading.sum_error:.1e}")
-        cols[2].metric("Allowed keys", f"0 to {t}" if t else "0 only")
+        figures = st.columns(3)
+        figures[0].metric("Sum of the allowed weights", f"{reading.weight_sum:.8f}")
+        figures[1].metric("|sum − 1|", f"{reading.sum_error:.1e}")
+        figures[2].metric("Allowed keys", f"0 to {t}" if t else "0 only")
         if t == 0:
             st.success(
                 f"Row 0 may attend only to key 0, so its single allowed weight is exactly one: "

@@ -43,14 +43,14 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
-def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
+def start_run(corpus, corpus_label, preset_name, config) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
     server cannot write) is shown, not raised. The run trains in a process of its own (the runs wing's job), writes into
     runs/<job id>/bundle, never over anything, tunes its threshold and keeps its record beside the bundle."""
     try:
         job.check_runs_dir(models.RUNS_DIR)
-        payload, files = job.job_request(corpus, preset_name, train_config, corpus_label=corpus_label)
-        name = f"{preset_name} on {corpus_label}, {train_config.max_iters} steps"
+        payload, files = job.job_request(corpus, preset_name, config, corpus_label=corpus_label)
+        name = f"{preset_name} on {corpus_label}, {config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), payload, name=name, files=files)
     except (JobError, CorpusError) as err:
         st.warning(escape_markdown(err))
@@ -66,10 +66,10 @@ def start_run(corpus, corpus_label, preset_name, train_config) -> bool:
         corpus=corpus_label,
         fingerprint=corpus.fingerprint,
         preset=preset_name,
-        causal=train_config.causal,
-        max_iters=train_config.max_iters,
-        seed=train_config.seed,
-        leak_stop=train_config.leak_stop,
+        causal=config.causal,
+        max_iters=config.max_iters,
+        seed=config.seed,
+        leak_stop=config.leak_stop,
     )
     st.session_state.pop(PINNED_KEY, None)
     return True
@@ -381,7 +381,7 @@ with layout.picture():
 
     # The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
     # are known (an upload too short for the model's context is said now, not after Start).
-    train_config = train_config.train_config_for(
+    config = train_config.train_config_for(
         int(iters),
         max_seconds=float(seconds),
         seed=int(seed),
@@ -392,7 +392,7 @@ with layout.picture():
     unfit = None
     if corpus is not None:
         try:
-            job.check_fits(corpus, preset_name, train_config)
+            job.check_fits(corpus, preset_name, config)
         except CorpusError as err:
             unfit = str(err)
             st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")
@@ -415,7 +415,7 @@ with layout.picture():
         if corpus is None:
             st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
         elif unfit is None:
-            if start_run(corpus, corpus_label, preset_name, train_config):
+            if start_run(corpus, corpus_label, preset_name, config):
                 st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 
     job_id = st.session_state.get(JOB_KEY)
