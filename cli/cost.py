@@ -1,12 +1,8 @@
-"""`python -m core cost --bundle DIR [--json]`: what a bundle costs to keep, train and serve, and the largest class
-one machine serves within a latency target (core.telemetry.cost; the queues in core.telemetry.class_queue).
+"""`python -m core cost`: what a bundle costs to keep, train and serve, and the largest class one machine serves
+within a latency target.
 
-    python -m core cost --bundle DIR [--corpus SRC] [--registry DIR] [--learners N] [--rate R]
-                        [--latency-target-ms MS] [--samples N] [--seed N] [--threads N] [--training-slots N] [--json]
-
-The registry defaults to LAB_REGISTRY_DIR (else the repository's registry/), the telemetry database to
-LAB_TELEMETRY_DB (else ./telemetry.db), the training slots to LAB_MAX_TRAINING_RUNS (else 1), as the app's
-(core.settings). It times suggestions on one torch thread by default, as the app serves them.
+The registry, telemetry database and training slots default to the app's settings, and suggestions are timed on
+one torch thread by default, as the app serves them, so the figures are the app's.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""The HAProxy configuration of a class server (`python -m core serve --class`): a pure function of its settings.
+"""The HAProxy configuration of a class server: a pure function of its settings.
 
-Learners reach one address; HAProxy hands each browser to one Streamlit worker and keeps it there:
-- affinity by a cookie HAProxy inserts (LABWORKER=w2), never by client address: a school's network puts the whole
-  room behind one address, and a Streamlit session (its websocket, its uploads and downloads) lives in one process;
-- health checks on Streamlit's own `/_stcore/health`, so a worker that stops answering gets no new browsers;
-- `option redispatch`: a browser pinned to a dead worker is sent to a live one (its page reconnects there);
-- `timeout tunnel 1h`: a learner's websocket stays open through a quiet lesson;
-- the worker's name in a response header (X-Lab-Worker), so a test, or a teacher's browser tools, sees which
-  worker answered;
-- with a certificate (LAB_TLS_CERT, a PEM holding the certificate and its key) the proxy terminates TLS, so a
-  passcode typed over a school's Wi-Fi never travels in clear text; an optional plain-HTTP port then only
-  redirects to https.
-
-The settings are checked before they become text: every value written into the file is a number, an IPv4 address
-or a path refused when it holds a character the configuration language would read (quote, newline, ...).
+Learners reach one address; HAProxy hands each browser to one Streamlit worker and keeps it there by a cookie it
+inserts, never by client address (a school's network puts the whole room behind one address, and a Streamlit
+session lives in one process). Health checks and redispatch move a browser off a dead worker; a long tunnel
+timeout keeps a websocket open through a quiet lesson; with a certificate the proxy terminates TLS, so a passcode
+typed over a school's Wi-Fi never travels in clear text. Every value written into the file is checked first: a
+number, an IPv4 address, or a path refused when it holds a character the configuration language would read.
 """
 
 from __future__ import annotations

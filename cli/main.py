@@ -1,45 +1,12 @@
-"""The command line: `python -m core <command>`. The only part of core that prints.
+"""The command line: `python -m core <command>` (`--help` lists the commands and their options).
 
-    python -m core train --corpus {stdlib|PATH} --out DIR [--overwrite] [--preset NAME] [--max-iters N]
-                         [--max-seconds S] [--seed N] [--batch-size N] [--no-causal-mask] [--no-leak-stop] ...
-        Checks DIR first (new or empty; an existing bundle only with --overwrite), trains a model, shows
-        progress on stderr (one line rewritten with \\r on a terminal, a line per evaluation and every
-        PROGRESS_EVERY seconds otherwise), writes a bundle to DIR whose manifest records this command,
-        and prints one JSON line of metrics on stdout (its last line). Ctrl-C stops training early; the
-        bundle is still written from the weights so far. At every evaluation the causality probe
-        (core.model.leak) edits every position and checks no earlier prediction moves; the first failure stops
-        the run ("stop_reason": "leak"; `--no-leak-stop` trains on to watch the leak happen).
-        Under `torchrun --nproc_per_node=N -m core train ...` the same loop runs on N ranks with
-        DistributedDataParallel (core.model.distributed): --batch-size stays the global batch (a multiple of
-        N), rank 0 alone shows progress, writes the bundle (world size and torchrun line in its manifest),
-        tunes and prints the JSON line; the other ranks exit 0 quietly. LAB_DIST_TIMEOUT_S bounds every wait.
+Train (single process, or under torchrun with DistributedDataParallel, where rank 0 alone prints and writes) and
+generate live here; the other commands have their own modules. Ctrl-C during training still writes the bundle
+from the weights so far. Bad arguments, a missing or tampered bundle and an unusable corpus print one line
+`error: ...` on stderr and exit with status 2, without a traceback.
 
-    python -m core generate --bundle DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-                            [--top-k K] [--top-p P] [--seed N] [--no-cache] [--completion-only]
-        Prints the prompt followed by its completion (only the completion with --completion-only),
-        streamed as it is generated. Generation stops at <eos> or after max_new_tokens; sampling
-        options not given come from the bundle's generation policy.
-
-    python -m core suggest --bundle DIR --prompt TEXT [--json]     (cli/suggest.py)
-        The one suggestion policy (core.release.serving.policy) after TEXT: the suggestion, its probability, and
-        whether it clears the bundle's threshold, exactly as the Autocomplete page shows it.
-    python -m core tune --bundle DIR                                (cli/suggest.py)
-        Choose the suggestion threshold on the validation documents and record it in the manifest; `train`
-        does it after training unless --no-tune.
-    python -m core evaluate | baseline | release ...                (cli/release.py)
-    python -m core cost --bundle DIR [--json] ...                   (cli/cost.py)
-        Storage, preprocessing, training FLOPs, serving time and CPU per suggestion, and the class's queueing:
-        the largest class this machine serves within a latency target.
-    python -m core serve [--port N] | serve --class [--workers N] ...   (cli/serve.py)
-        Serve the lab: one Streamlit on localhost with its warm-up (`make run`), or a class: N workers behind
-        HAProxy on the network, refused without a teacher passcode (`make class`).
-
-Bad arguments, a missing or tampered bundle and an unusable corpus print one line `error: ...` on
-stderr and exit with status 2, without a traceback.
-
-Adding a command: write `register_<name>(subparsers)` that adds a subparser and sets its handler with
-`parser.set_defaults(handler=...)` (a function of the parsed args returning an exit status), and append
-it to COMMANDS.
+Adding a command: write `register_<name>(subparsers)`, which adds a subparser and sets its handler (a function of
+the parsed args returning an exit status) with `parser.set_defaults(handler=...)`, and append it to COMMANDS.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Progress bars of the long commands (evaluate, release check, tune, cost) on stderr, drawn with tqdm from
-core's progress callbacks (core.progress: core never prints).
+core's progress callbacks (core never prints).
 
-When: on a terminal (stderr is a TTY) and not under --json. LAB_PROGRESS overrides both: 1 draws the bars
-always (still on stderr, so stdout stays one JSON object under --json), 0 never; unset or empty is the rule
-above. Stdout is never written here.
-
-One bar per stage: a report with done == 0 begins a new bar (the previous one is closed where it stood), the
-others move it to `done` and name what is running.
+Drawn on a terminal and not under --json; LAB_PROGRESS=1 draws them always (still on stderr, so stdout stays one
+JSON object), 0 never. A report with done == 0 begins a new bar.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The release commands of `python -m core`: evaluate, baseline, release {check, promote, rollback, status}.
 
-The library they drive is core.release (evaluation, baselines, gate, registry); this module
-only parses arguments and prints (with cli/main.py, the only printing code in core).
+The release wing does the work; this module only parses arguments and prints.
 """
 
 from __future__ import annotations
@@ -104,7 +103,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_attention_cost(p: argparse.ArgumentParser, what: str) -> None:
-    """--attention-cost C: keystrokes a suggestion shown and not taken costs (core.release.evaluation.utility)."""
+    """--attention-cost C: keystrokes a suggestion shown and not taken costs (the decision utility's price)."""
     p.add_argument(
         "--attention-cost",
         type=float,

@@ -1,22 +1,10 @@
 """`python -m core serve`: serve the lab on one laptop, or to a class through HAProxy in front of several workers.
 
-    python -m core serve [--port 8501]
-        One laptop (`make run`): one Streamlit on http://localhost:PORT, and the warm-up visit (ui.warmup) that
-        makes the server compute every lab page's default view before anyone arrives.
-    python -m core serve --class [--workers N] [--port 8501] [--address 0.0.0.0] [--http-port N]
-        A class (`make class`): N Streamlit workers (default one per core, 1..32) on 127.0.0.1, ports PORT+1 ..
-        PORT+N, behind HAProxy on ADDRESS:PORT (cli/haproxy.py: cookie affinity, health checks, redispatch,
-        websockets). Refuses to start without a teacher passcode or without HAProxy. Prints the addresses learners
-        type and passes the first to the workers as LAB_JOIN_URL (the Start page shows it with a QR code). A worker
-        that exits is started again on its port after a pause that doubles with each restart in the last minute; one
-        that exits MAX_RESTARTS_PER_MINUTE times in a minute is left stopped. If HAProxy stops, everything stops.
-
-Every child runs in its own process group (a new session on POSIX, CREATE_NEW_PROCESS_GROUP on Windows): Ctrl-C in the
-terminal reaches only this process, which stops every group it started, as it does on SIGTERM.
-
-Settings: LAB_TEACHER_PASSCODE (or the same key in .streamlit/secrets.toml), LAB_TLS_CERT (a PEM with certificate
-and key: the proxy serves https), LAB_JOIN_URL (the address the Start page shows; default: this machine's address
-on the network with the port), LAB_RUN_DIR (the proxy's configuration and every process's log; default ./.lab/).
+One laptop (`make run`): one Streamlit on localhost, and the warm-up visit that computes every page's default view
+before anyone arrives. A class (`make class`): N workers on 127.0.0.1 behind HAProxy on the network, refused
+without a teacher passcode or without HAProxy. A worker that exits is restarted after a pause that doubles with
+each restart in the last minute, and left stopped past MAX_RESTARTS_PER_MINUTE; if HAProxy stops, everything
+stops. Every child runs in its own process group, so Ctrl-C reaches only this process, which stops them all.
 """
 
 from __future__ import annotations
@@ -171,7 +159,7 @@ def serve_laptop(port: int) -> int:
 
 
 def configured_passcode(environ: Mapping[str, str] | None = None, secrets_files: Sequence[Path] | None = None) -> str:
-    """The teacher passcode the workers will find (core.settings.teacher_passcode, the rule ui.teacher uses too),
+    """The teacher passcode the workers will find (`teacher_passcode`, the rule the teacher's gate uses too),
     with Streamlit's secrets files parsed here: the project's wins over the user's, as Streamlit merges them."""
     if secrets_files is None:
         secrets_files = (Path.home() / ".streamlit" / "secrets.toml", ROOT / ".streamlit" / "secrets.toml")

@@ -1,13 +1,8 @@
 """`python -m core suggest` and `python -m core tune`: the one suggestion policy from the command line.
 
-    suggest --bundle DIR --prompt TEXT [--json]   the suggestion, its probability, and whether it would be shown
-    tune --bundle DIR [--corpus C] [--attention-cost C]   choose the threshold on the validation documents (the
-                                                  most net keystrokes saved at that price) and record both;
-                                                  prints the trade-off table, the chosen threshold marked
-
-The library is core.release.serving.policy (what is offered) and core.release.evaluation.tuning (the threshold); this
-module only parses arguments and prints. Every suggestion is recorded in the telemetry database (core.telemetry, surface
-'cli'); when that fails, stderr says so and the suggestion is printed as ever.
+`tune` chooses the threshold with the most net keystrokes saved at the given price of attention and records both
+in the bundle. Every suggestion is recorded in the telemetry database (surface 'cli'); when that fails, stderr
+says so and the suggestion is printed as ever.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """`python -m core --version`: the lab's version.
 
-Run from a source checkout (a pyproject.toml beside core/), the version is the source's own, core.__version__
-(tests/kernel/test_version.py holds it equal to pyproject.toml's): an editable install's metadata keeps the version
-it was installed with and goes stale when pyproject.toml moves on. Installed from a wheel, it is the installed
-distribution's (importlib.metadata "attention-lab"), else core.__version__.
+From a source checkout it is the source's own version (a test holds it equal to pyproject.toml's), since an
+editable install's metadata keeps the version it was installed with and goes stale. Installed from a wheel, it is
+the installed distribution's.
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@ Shape legend, used in every shape comment of the project:
     V  vocabulary size
 
 Masks are bool with True = may attend, broadcastable to (B, H, T, S); with a cache the causal mask is
-bottom-right aligned (query t sits at absolute position S - T + t).
-This package never imports streamlit; only its command line (cli.main, cli.release) prints.
-docs/ARCHITECTURE.md lists every module and its concept.
+bottom-right aligned (query t sits at absolute position S - T + t). Never imports streamlit, never prints.
 """
 
 # The lab's version, equal to pyproject.toml's (tests/kernel/test_version.py); `python -m core --version` prints it.

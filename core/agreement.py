@@ -118,7 +118,7 @@ def row_agreement(
     scale: float,
     dtype: torch.dtype | None = None,
 ) -> Agreement:
-    """Two computations of one attention row (weights or output), e.g. core.handcheck against core.attention
+    """Two computations of one attention row (weights or output), e.g. the hand-check against the attention kernel
     on the same q (D,), k and v rows (S, D). The chain is a D-term dot product, an S-term softmax normaliser
     and an S-term weighted sum (terms D + 2S); rounding is relative to the largest sum of |q_d k_d| (times
     the score scale, 1/sqrt(D)) and the largest |v| entry: Higham's bound for a dot product is
@@ -131,7 +131,7 @@ def row_agreement(
 
 
 def model_terms(config) -> int:
-    """The longest chain of additions behind one logit of a `core.model.gpt.ModelConfig` model: per layer the
+    """The longest chain of additions behind one logit of a `ModelConfig` model: per layer the
     longest sum (the MLP's down projection, mlp_ratio * C terms, or attention over the context), plus the
     LM head's C. Residual connections add the layers' roundings up, hence the sum over layers."""
     per_layer = max(config.mlp_ratio * config.d_model, config.context_length, config.d_model)

@@ -1,14 +1,9 @@
-"""Scaled dot-product attention, the way the lab teaches it.
+"""Scaled dot-product attention, the way the lab teaches it: softmax(Q Kᵀ / √d_k + M) V.
 
-    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V
-
-Masks are boolean with True = "may attend" (PyTorch's SDPA convention) and broadcast to the score
-shape (..., T, S). A forbidden logit is set to −∞ *before* the softmax; a row with no allowed key
-(for example a query that only sees padding) gets all-zero weights and a zero output, never NaN,
-and its gradients stay finite. This matches PyTorch's own "safe softmax" behaviour for such rows.
-
-Shapes use the legend of `core/__init__.py`: B batch, H heads, T query positions, S key positions,
-D head width. Both (B, T, D) and (B, H, T, D) inputs are accepted.
+Masks are boolean with True = "may attend" (PyTorch's SDPA convention), broadcast to the score shape (..., T, S).
+A forbidden logit is set to −∞ before the softmax; a row with no allowed key gets all-zero weights and a zero
+output, never NaN, with finite gradients (PyTorch's own "safe softmax" does the same). Accepts (B, T, D) and
+(B, H, T, D) inputs.
 """
 
 from __future__ import annotations

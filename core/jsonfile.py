@@ -136,7 +136,7 @@ def read_json_file(
     path: str | os.PathLike, label: str | None = None, *, max_bytes: int = MAX_JSON_BYTES, fix: str = DEFAULT_FIX
 ) -> Any:
     """read_json of a regular file (a link to one is followed), refused by its size before it is read
-    (core.files.read_bounded). OSError (missing, unreadable) passes through: callers already treat it as an
+    (`read_bounded`). OSError (missing, unreadable) passes through: callers already treat it as an
     unreadable file."""
     path = Path(path)
     label = path.name if label is None else label

@@ -1,9 +1,9 @@
 """A child process in a process group of its own, on POSIX and on Windows: written once, here.
 
-A training run (the runs queue) and the class server's workers and proxy (cli.serve) are each started in their own
-group, so Ctrl-C in a terminal or the death of the process that started them does not reach them, and one signal to
-the group stops a child with everything it started. POSIX: a new session (setsid). Windows has no sessions: a new
-process group (CTRL_BREAK_EVENT then reaches the group alone).
+A training run and the class server's workers and proxy each start in their own group, so Ctrl-C in a terminal or
+the death of their parent does not reach them, and one signal to the group stops a child with everything it
+started. POSIX: a new session (setsid); Windows has no sessions: a new process group (CTRL_BREAK_EVENT then
+reaches the group alone).
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Streamlit-only helpers: URL-synced widgets (params), figure builders (charts), chart companions.
+"""Streamlit-only helpers: URL-synced widgets, figure builders, chart companions, cached resources.
 
-Importing this package runs nothing: the server's own set-up (torch's threads, the heap frozen out of the garbage
-collector's walk) is ui/startup.py's `start()`, which app.py calls first.
+Importing this package runs nothing: the server's own set-up is the startup module's, which app.py calls first.
 """

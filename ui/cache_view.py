@@ -1,9 +1,8 @@
 """The KV cache's evidence on the Autocomplete page: what it saves (timed now) and that it changes nothing.
 
-`show_timing` draws the KV-cache lesson's measurement (core.lessons.kv_cache): per-step milliseconds with and without
-the cache after a prompt that fills the context, and the same medians for a one-character prompt beside it (where the
-cache barely helps). `show_parity` draws the lesson's parity trace: per step the float64 logit difference
-that decides, its allowance, and the float32 figure of the model as served, then the verdict.
+The timing draws the KV-cache lesson's measurement, with and without the cache, after a prompt that fills the
+context and after a one-character prompt (where the cache barely helps); the parity draws the lesson's trace: the
+float64 logit difference that decides, its allowance, and the float32 figure of the model as served.
 """
 
 from __future__ import annotations

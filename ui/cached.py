@@ -1,15 +1,10 @@
 """What the pages compute on every rerun, cached per server: one rule for every page.
 
-Each function is the core function of the same name (or, named for what a page shows, the page's numbers or
-table made from core's result), keyed on its inputs, so a widget that does not change them (another selector, a
-toggle of the drawing) reuses the result. Two costs are avoided: the computation itself, and the definition (a
-function decorated with st.cache_* inside a page script is decorated again on every rerun, the decorator hashing
-its source; defined here, in a module imported once, it is decorated once). Only computations that cost more than
-st.cache_data's copy are here: a cached value is pickled and unpickled for every caller, which for a result of many
-small tensors (11 projection tensors: 1.8 ms) costs as much as computing it (1.9 ms). A model is not hashed:
-`version` (the bundle's content hash) stands for it. st.cache_data hands every caller its own copy, so a page may
-not change what another one sees. tests/views/test_cached.py holds each one to the uncached core call; the
-Monitoring page's two are held by its page test.
+Each function is a core computation keyed on its inputs, so a widget that does not change them reuses the result.
+Defined here, in a module imported once, a function is decorated once (inside a page script st.cache_* would hash
+its source again on every rerun). Only computations that cost more than st.cache_data's pickled copy are here (a
+result of many small tensors can cost as much to copy as to compute). A model is not hashed: its `version` (the
+bundle's content hash) stands for it. Every caller gets its own copy, so a page may not change what another sees.
 """
 
 from __future__ import annotations
@@ -44,13 +39,13 @@ ENTRIES = 64  # per function: a class exploring a page stays well inside it
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def score_variance(widths: tuple[int, ...], seed: int) -> list[lessons.VarianceRow]:
-    """core.lessons.scores.score_variance: 4096 random (q, k) pairs per width, about 150 ms."""
+    """The lesson's `score_variance`: 4096 random (q, k) pairs per width, about 150 ms."""
     return lessons.score_variance(list(widths), seed=seed)
 
 
 @dataclass(frozen=True)
 class GeometryView:
-    """What the Score geometry page shows of core.lessons.scores.score_geometry for batch element b and head h, as
+    """What the Score geometry page shows of the lesson's `score_geometry` for batch element b and head h, as
     plain numbers: the whole result's tensors would cost more to copy out of the cache than the page reads."""
 
     scale: float
@@ -66,7 +61,7 @@ class GeometryView:
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def score_geometry(B: int, H: int, T: int, D: int, seed: int, scaled: bool, b: int, h: int) -> GeometryView:
-    """core.lessons.scores.score_geometry(B, H, T, D, seed=seed, scaled=scaled), read at element b, head h."""
+    """The lesson's `score_geometry(B, H, T, D, seed=seed, scaled=scaled)`, read at element b, head h."""
     geo = lessons.score_geometry(B, H, T, D, seed=seed, scaled=scaled)
     return GeometryView(
         geo.scale,
@@ -83,7 +78,7 @@ def score_geometry(B: int, H: int, T: int, D: int, seed: int, scaled: bool, b: i
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """The numbers of one core.lessons.masks.RenormalisedRow that the Masks page's sweep draws and tables."""
+    """The numbers of one `RenormalisedRow` that the Masks page's sweep draws and tables."""
 
     forbidden_logit: float
     kept_mass: float
@@ -93,8 +88,8 @@ class SweepPoint:
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def worked_row_sweep(row: int, forbidden_logits: tuple[float, ...]) -> list[SweepPoint]:
-    """core.lessons.masks.renormalise_after_softmax of row `row` of the worked example
-    (core.lessons.scores.worked_example) for each forbidden logit: the Masks page's sweep (12 ms), kept as
+    """`renormalise_after_softmax` of row `row` of the worked example
+    (`worked_example`) for each forbidden logit: the Masks page's sweep (12 ms), kept as
     plain numbers (the rows' tensors would take 30 ms to unpickle)."""
     example = lessons.worked_example()
     scores, allowed = example.result.scores[0, row], example.mask[row]  # (S,), (S,)
@@ -104,8 +99,8 @@ def worked_row_sweep(row: int, forbidden_logits: tuple[float, ...]) -> list[Swee
 
 @st.cache_data(max_entries=1, show_spinner=False)
 def worked_example_weights() -> tuple[list[list[float | None]], pd.DataFrame]:
-    """Start here's picture: the worked example's weights (core.lessons.scores.worked_example) with the forbidden
-    cells None, and their data table (ui.companion.matrix_table); the same on every run of every learner."""
+    """Start here's picture: the worked example's weights (`worked_example`) with the forbidden
+    cells None, and their data table (`matrix_table`); the same on every run of every learner."""
     example = lessons.worked_example()
     weights = charts.masked(example.result.weights[0].tolist(), example.mask.tolist())  # (T, S)
     labels = [str(i) for i in range(len(weights))]
@@ -120,7 +115,7 @@ def example_source() -> str:
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def attention_grid(_model: GPT, version: str, ids: tuple[int, ...]) -> Tensor:
-    """core.model.introspect.attention_grid of the model whose bundle version is `version`."""
+    """`attention_grid` of the model whose bundle version is `version`."""
     return introspect.attention_grid(_model, list(ids))
 
 
@@ -128,7 +123,7 @@ def attention_grid(_model: GPT, version: str, ids: tuple[int, ...]) -> Tensor:
 def rope_offset_scores(
     D: int, offsets: tuple[int, ...], positions: tuple[int, ...], base: float
 ) -> rope_lab.OffsetScores:
-    """core.lessons.rope.offset_scores of the RoPE page's seeded q and k of width D (core.lessons.rope.seeded_qk):
+    """The lesson's `offset_scores` of the RoPE page's seeded q and k of width D (`seeded_qk`):
     its offset curves rotate 4 × 65 pairs of vectors, the same for every m and n with the same anchors."""
     q, k = rope_lab.seeded_qk(D)
     return rope_lab.offset_scores(q, k, list(offsets), list(positions), base)
@@ -136,14 +131,14 @@ def rope_offset_scores(
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def rope_layout_equivalence(D: int, m: int, n: int, base: float) -> rope_lab.LayoutEquivalence:
-    """core.lessons.rope.layout_equivalence of the RoPE page's seeded q at position m and k at n (width D)."""
+    """The lesson's `layout_equivalence` of the RoPE page's seeded q at position m and k at n (width D)."""
     q, k = rope_lab.seeded_qk(D)
     return rope_lab.layout_equivalence(torch.stack([q, k]), torch.tensor([m, n]), base)  # (2, D) at (m, n)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def rope_on_off_scores(_model: GPT, version: str, ids: tuple[int, ...], layer: int, head: int) -> rope_lab.RopeOnOff:
-    """core.lessons.rope.rope_on_off_scores of the model whose bundle version is `version`."""
+    """The lesson's `rope_on_off_scores` of the model whose bundle version is `version`."""
     return rope_lab.rope_on_off_scores(_model, list(ids), layer, head)
 
 
@@ -169,7 +164,7 @@ def stdlib_corpus() -> Corpus:
 
 @st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")
 def overfit_result(steps: int) -> Overfit:
-    """core.lessons.overfit.overfit_on_corpus on the standard library with seed 0: the Training page's exercise."""
+    """The lesson's `overfit_on_corpus` on the standard library with seed 0: the Training page's exercise."""
     return overfit_on_corpus(stdlib_corpus(), steps=steps, seed=0)
 
 
@@ -189,7 +184,7 @@ def telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surface
 
 @st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
 def reference_top1(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
-    """The release-time top-1 reference of a version (core.telemetry.monitor's docstring), once per server."""
+    """The release-time top-1 reference of a version (see the monitor), once per server."""
     try:
         documents = held_out(_source.manifest).val
         result = traffic.replay(

@@ -1,5 +1,5 @@
 """Every chart comes with a one-line text summary and its data table (with a CSV download), and can be saved
-as an offline HTML file (ui.export; PNG from the chart's camera button).
+as an offline HTML file (PNG from the chart's camera button).
 
 People who do not read charts, and screen readers, get the same numbers as the picture.
 """
@@ -19,7 +19,7 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
     """Render `fig` (restyled for a projector when that mode is on, no text under 12 px otherwise), then `summary`
     as a caption, then `table` in an expander with a CSV button.
 
-    The figure and the table's Arrow form that are sent are built once per server for each spec (ui.figure_cache)
+    The figure and the table's Arrow form that are sent are built once per server for each spec (the figure cache)
     and shared: nothing here changes them."""
     projected = projector.on()
     shown, rows = figure_cache.final(fig, projected), figure_cache.table(table)

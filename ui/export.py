@@ -1,19 +1,9 @@
 """Saving what the lab shows: a chart, or every chart of the current view, as one self-contained HTML file.
 
-    chart_html(fig, summary, table) -> bytes     one chart, its summary and its data table
-    chart_html_size(fig, summary, table) -> int  that file's size, for the button that offers it
-    begin()                                      app.py, before the page runs: a fresh list for this run
-    collect(fig, summary, table)                 ui.companion.chart: each chart joins the view's list
-    view_button()                                the sidebar's "Download this view" (deferred: built on click)
-
-The files inline plotly.js (`plotly.io.to_html(include_plotlyjs=True)`), so they open with no network: a
-teacher can put them on a USB stick or a class page. That library is most of a chart's file (4.8 MB), so each
-chart's button says the file's size before the download (`chart_html_size`: the library's bytes measured once
-per process, the chart's figure and table each time, without building the file); a view's file holds one copy
-of the library for all its charts. (Separate files sharing one plotly.js would need it in a folder beside them,
-which a file opened from a USB stick or a class page does not have.) Summaries and tables are the page's own
-text, escaped for HTML all the same (they quote learner text). PNG: each chart's camera button (Plotly's
-modebar) saves it in the browser, offline.
+The files inline plotly.js, so they open with no network: a teacher can put them on a USB stick or a class page.
+That library is most of a chart's file (4.8 MB), so each button says the file's size before the download, and a
+view's file holds one copy of it for all its charts. The view's file is built only on click. Summaries and tables
+are escaped for HTML all the same, since they quote learner text.
 """
 
 from __future__ import annotations
@@ -112,7 +102,7 @@ def chart_html_size(
 ) -> int:
     """The size of chart_html(fig, summary, table) in bytes, within a few hundred (the margins the file asks for),
     computed without building the file: most of it is plotly.js, measured once. `plot_bytes`: the length of
-    `fig`'s JSON and `table_bytes` table_size(table), when the caller knows them (ui.figure_cache measures both once
+    `fig`'s JSON and `table_bytes` table_size(table), when the caller knows them (the figure cache measures both once
     per spec)."""
     heading = html.escape(_chart_heading(fig))
     title = html.escape(fig.layout.title.text or "")

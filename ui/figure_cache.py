@@ -1,29 +1,11 @@
 """A chart's final figure and its data table as sent, built once per server per spec.
 
-Every chart goes through ui.companion.chart, which turns the builder's figure into what the browser is sent
-(ui.projector's readable() or, projected, restyle()) and measures its share of the chart's HTML file. The same
-spec is asked for again and again: every rerun of a page whose slider did not touch that chart, and the same
-state asked by 30 learners, or by a class following the teacher. So the result is kept server-wide
-(st.cache_resource: one object shared by every session, no copy), keyed by a digest of the builder's spec (its
-trace and layout dicts, which hold every number, label and size, the Streamlit theme's template included) and the
-projector switch. A hit costs the digest: one walk over the builder's spec (`feed`).
-
-The cached figure is shared by every session, so nothing may change it: ui.companion.chart only hands it to
-st.plotly_chart (which reads it) and to ui.export (which copies it before adding its margins). Its dict, what
-st.plotly_chart sends, is made once when it is cached (`Drawn.to_dict`), not deep-copied on every draw.
-
-Memory per entry, measured with tracemalloc over the 64 figures the 14 pages draw in their default state, normal
-and projected: median 88 kB, at most 510 kB (the Inspector's 4 x 4 grid of 27 x 27 maps), about 12 times the
-figure's JSON (each figure holds a property tree, its dict, and the Streamlit theme's template). MAX_ENTRIES = 256
-bounds the cache near 25 MB for a typical mix and 130 MB if every entry were an Inspector grid; a class's working
-set (every page's default state in both modes is 64 entries, each slider position a few more) fits it, and the
-least recently used entries go first.
-
-The chart's data table gets the same treatment: its Arrow form (what st.dataframe sends, converted from pandas
-on every draw otherwise) and its share of the HTML file, keyed by a digest of the DataFrame's columns and cells. A
-table's entry is about the size of its Arrow bytes (30 kB for a 27 x 27 matrix's 729 rows).
-
-ENABLED switches the cache off (tests/views/test_figure_path.py runs every page both ways and compares).
+The same chart is asked for again and again (every rerun that did not touch it, 30 learners in the same state, a
+class following the teacher), so the figure as sent is kept server-wide (st.cache_resource, shared, no copy), keyed
+by a digest of the builder's spec and the projector switch; a hit costs the digest. A cached figure is shared by
+every session, so nothing may change it. MAX_ENTRIES = 256 bounds the cache near 25 MB for a typical mix (an entry:
+median 88 kB, at most 510 kB for the Inspector's grid, measured with tracemalloc over the 64 default figures); a
+class's working set fits, least recently used first out. ENABLED switches it off (a page test runs both ways).
 """
 
 from __future__ import annotations

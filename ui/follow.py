@@ -1,31 +1,11 @@
-"""Follow the teacher: a learner in a class session whose page and widgets follow the teacher's view (issue 29).
+"""Follow the teacher (issue 29): a learner in a class session whose page and widgets follow the teacher's view.
 
-    sync(page_path)   app.py, just before the page runs
-
-The teacher (unlocked, with an open session, ui.live_class.teacher_session): the view is the page's url_path and
-the values of its URL-bound widgets (ui.params) that differ from their defaults, plus the model version pinned in
-the URL (ui.models.PIN). It is published (core.classroom.live.LiveClass.publish) only when it changed since the
-last publish, which this session keeps, so a plain rerun writes nothing. A widget drawn in an st.fragment reruns
-only its fragment, not app.py, so the teacher's sidebar also checks the view every POLL_S in a fragment of its own.
-
-A learner in the session gets a "Follow the teacher" toggle. Publishing bumps the session's pulse, which
-ui.live_class already polls for every learner (one read every live_class.POLL_S) and reruns the page when it
-changed; this run then reads the view and, when its number is not the one last applied, applies it: every widget
-this session has seen on the teacher's page is set to the teacher's value (or its default when the teacher's is),
-the model pin goes into the URL, and st.switch_page brings the learner to the teacher's page with the teacher's
-values in the URL (a widget not yet drawn in this session is seeded from there, as from a link). A published view
-is untrusted text, as a link is: the page must be one of app.py's, each value must pass the widget's own link
-check (ui.params.Bound.parse), and a view that fails anything is ignored whole, with a notice.
-
-Leaving: a widget the learner moves by hand records itself (ui.params.MOVED, its on_change, which a value set from
-code never fires; counted only in the run the widget's own change asked for, since a poll's tick carries the
-browser's values, which can be older than the ones just applied), as does a model picked in the sidebar (the pin
-in the URL differs from the applied one). The next run turns the toggle off and says how to rejoin; while
-following, a fragment checks for it every POLL_S (no database read), since a widget in a page's fragment reruns
-only that fragment.
-
-Both polls, and ui.live_class's, are ui.fragment.polled: a tick the browser sent before it heard of this module's
-st.switch_page would otherwise be run as a run of the page the learner left, and blank the followed page.
+The teacher's view (page, URL-bound widgets off their defaults, pinned model) is published only when it changed,
+so a plain rerun writes nothing. A following learner's page already polls the session's pulse; when a new view
+arrives it sets every widget to the teacher's value and switches page. A published view is untrusted text, as a
+link is: the page must be one of the app's and every value must pass the widget's own link check, or the view is
+ignored whole, with a notice. A widget the learner moves by hand (its on_change, which a value set from code never
+fires) or a model picked in the sidebar stops following, and the page says how to rejoin.
 """
 
 from __future__ import annotations
@@ -182,7 +162,7 @@ def _own_move_poll() -> None:
 
 def page_scripts() -> dict[str, str]:
     """url_path -> script of every page in app.py's st.navigation. Streamlit has no public list of the pages, so this
-    reads its page registry for this session (ctx.pages_manager), as ui.fragment reads ctx.fragment_ids_this_run."""
+    reads its page registry for this session (ctx.pages_manager), as the fragments read ctx.fragment_ids_this_run."""
     ctx = get_script_run_ctx()
     if ctx is None:
         return {}

@@ -1,34 +1,11 @@
-"""Fragments (st.fragment): a section of a page that reruns alone when one of its own widgets moves, view export
-kept whole; and a fragment that polls (run_every), kept on the page it was drawn on.
+"""Fragments (st.fragment): a page section that reruns alone when one of its own widgets moves, with the view's
+export kept whole; and a polling fragment, kept on the page it was drawn on.
 
-    @fragment.section
-    def picture_section() -> None:
-        ...  # the widgets that drive this section, and everything that depends on them
-
-    picture_section()
-
-    @fragment.polled(1.0)       # or fragment.polled(seconds)(func)(args): st.fragment(func, run_every=seconds)
-    def poll() -> None: ...
-
-A widget drawn inside an st.fragment makes the browser ask for a rerun of that fragment only: app.py (the
-sidebar), the page's other sections and their computations do not run. That is correct only when every element
-that depends on the section's widgets is drawn inside it (tests/views/test_fragments_attention.py holds each
-section to a plain whole-script run). What the section cannot do: draw into a container made outside it.
-
-The one run-scoped thing a fragment run would leave stale is the sidebar's "Download this view" file
-(ui.export): app.py starts an empty list of the run's charts and every chart joins it, but a fragment run does
-not run app.py, so the section's new charts would pile up after the old ones. `section` records where its
-charts sit in that list in a whole-script run and, in a fragment run, puts the new charts in their place.
-
-A polled fragment's tick that runs on a page this session has left (`polled`). The browser sends each tick with
-the page it believes it shows. When the server changes page itself (st.switch_page: a learner following the
-teacher), a tick the browser sent before it heard of the new page is queued behind the new page's run and then run
-as a run of the old page: Streamlit (1.67) tells the browser the page is the old one again, and the browser clears
-the new page's main area, which stays blank until the next whole-script run (seen in tests/e2e/test_follow.py: a
-follower's Masks page blank, sidebar whole). app.py records each whole-script run's page (`remember_page`); a tick
-that finds itself on another page does not run its body but switches back to that page, so the page is drawn again
-at once; its URL-bound widgets keep their values (tests/views/test_follow.py: a follower's page comes back with the
-teacher's values).
+A section is correct only when everything that depends on its widgets is drawn inside it. A fragment run does not
+run app.py, so `section` puts its new charts in their place in the view's export list instead of after the old
+ones. `polled`: when the server switches page (a learner following the teacher), a tick the browser sent before it
+heard of the new page runs as a run of the old page, and Streamlit (1.67) then blanks the new page; a tick that
+finds itself on another page switches back to it instead of running its body.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The Start page's join block: the address learners type to reach a class server, in large type, and its QR code.
 
-`python -m core serve --class` gives every worker the address in LAB_JOIN_URL (the operator may set it too, for
-a name the school's network resolves); the block is shown only when it is set. The value comes from the
-operator's environment but is treated as untrusted text all the same: it is shown only if it is short and has the
-shape http(s)://host[:port]/ (a host of letters, digits, dots and dashes), rendered escaped, and the QR code is
-drawn offline by segno (PNG bytes from segno's own writer), never by an outside service.
-
-The code is large enough to scan from the back of a room when projected: QR_PX wide, PROJECTOR_QR_PX in
-projector mode (ui.projector), below the address rather than beside it, with the four-module quiet zone scanners
-need and error correction level M.
+Shown only when LAB_JOIN_URL is set (the class server sets it for its workers). The value is treated as untrusted
+all the same: shown only if short and shaped http(s)://host[:port]/, escaped, and the QR code is drawn offline by
+segno, never by an outside service, large enough to scan from the back of a room when projected.
 """
 
 from __future__ import annotations

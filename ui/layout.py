@@ -1,17 +1,9 @@
 """Picture first: the one layout every lab page follows, so the class sees a computed result on the first screen.
 
-    with layout.picture():       # the page's main computed picture (and, where the page asks first, its question)
-        ...
-    layout.more(["Explain", "Batch", ...])   # everything else, one click away (st.tabs)
-
-A page opens on a short title, the controls that drive its picture just above or beside it, and the picture;
-text that explains comes after it, folded (tabs or expanders), so the default page is at most about two
-screens at 1440x900, in projector mode too. tests/e2e/test_first_screen.py finds the picture by its container
-key (the `st-key-picture` class Streamlit gives a keyed container) and holds its chart inside the first screen
-at 1440x900 and, in projector mode, at 1920x1080.
-
-`lesson_case` is how a page shows a teaching case of something going wrong (a NaN row, an unseen
-character): a labelled callout, never an error or warning box, which a projected room reads as a crash.
+A page opens on a short title, the controls that drive its picture, and the picture; what explains comes after,
+folded, one click away, so the default page is at most about two screens at 1440x900, in projector mode too (a
+browser test finds the picture by its container key). A teaching case of something going wrong (a NaN row, an
+unseen character) is a labelled callout, never an error box, which a projected room reads as a crash.
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ def lesson_case(title: str, body: str) -> None:
     """A teaching case of what goes wrong, in a bordered, labelled callout (not st.error / st.warning).
 
     `title` and `body` are the page's own markdown; a value from a link or an upload must be escaped by the
-    caller (ui.text.escape_markdown) before it goes in."""
+    caller (`escape_markdown`) before it goes in."""
     with st.container(border=True):
         st.markdown(f"**What goes wrong: {title}**")  # no :material/ icon: its font would load from outside
         st.markdown(body)

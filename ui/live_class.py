@@ -1,29 +1,11 @@
-"""A live class session in the sidebar: the teacher opens one, learners join with its code and a display name.
+"""A live class session in the sidebar (issue 29): the teacher opens one, learners join with its code and a
+display name, and every predict-first question then records their checks and opens when the teacher reveals.
 
-Issue 29. Without a session the lab works as before: the sidebar has one more (closed) expander, "Class session".
-
-- A learner joins with the code the teacher shows and a display name; from then on every predict-first question
-  (ui.predict) records the learner's checks into the session, and opens when the teacher reveals its answer.
-  A link may carry `?session=CODE` (the join QR code's): the form is then filled in, the value checked first.
-- The teacher (the passcode of ui.teacher) opens a session: its code in large type (and the join QR code when the
-  lab serves the network, LAB_JOIN_URL), the answers as CSV, Close.
-
-Everything lives in the class database (core.classroom.live), so every worker of a class server sees the same
-session; this browser session keeps only its place in it: a learner's (code, learner id, display name) or the
-teacher's open session code. `current()` and `teacher_session()` read them for ui.predict and ui.follow.
-
-A learner's page learns of the teacher's actions (a reveal, a new round, a closed session) by polling one cheap
-read, LiveClass.pulse, every POLL_S in a fragment, and reruns the whole page only when it changed.
-
-A place kept in the address (issue 35): a joined learner's page keeps their learner id in the URL (`?seat=`), which
-the browser keeps when the server loses its session (a worker restarted, the tab reloaded). A new browser session
-with a seat takes that place up again, the same learner counted once (LiveClass.learner), or is told it is no longer
-in a class session and how to join again; never dropped silently. The address is as good as the learner's place (as
-a shared computer is): it is never shown, and a display name is taken once per session, so a second join under it
-is refused (asking for another name) rather than counted as another learner.
-
-The teacher's room draws Reveal and New round before the chart (which is placed above them): they never depend on
-the chart being drawn.
+Everything lives in the class database, so every worker sees the same session; this browser session keeps only
+its place in it. A learner's page polls one cheap read (the session's pulse) and reruns only when it changed.
+The learner's place is kept in the address (issue 35), so a restarted worker or a reload takes it up again as the
+same learner, or says it is gone; never dropped silently. The teacher's Reveal and New round are drawn before the
+chart, so they never depend on it.
 """
 
 from __future__ import annotations
@@ -343,7 +325,7 @@ def shown() -> dict[str, tuple[int, bool]]:
 
 
 def changed(classes: LiveClass, code: str, shown: dict[str, tuple[int, bool]], *, following: bool) -> bool:
-    """After the pulse moved: does a learner's page need a run? Yes when following the teacher (ui.follow applies the
+    """After the pulse moved: does a learner's page need a run? Yes when following the teacher (to apply the
     new view), when the session closed, or when a question the page shows (`shown`) has a new round or was revealed.
     Not for the teacher's other moves: every learner's page rerunning at each of them would load the class server
     for nothing (issue 26: 60 learners on 2 workers). A few primary-key reads, only after the pulse moved."""
@@ -394,7 +376,7 @@ def room(question: Question, fingerprint: str) -> None:
     so the shift after a discussion shows), counted for the teacher's own version of the question, never with a name;
     Reveal to everyone and New round. Re-read every ROOM_POLL_S while the room answers.
 
-    Its chart stays out of the sidebar's "Download this view" (ui.export): redrawn every second on its own, it would
+    Its chart stays out of the sidebar's "Download this view": redrawn every second on its own, it would
     pile up copies there; the session's answers are the teacher's CSV download."""
     view = st.session_state.get(export._VIEW)
     st.session_state[export._VIEW] = None  # export.collect keeps nothing while this is None

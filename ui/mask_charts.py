@@ -1,7 +1,6 @@
 """A boolean mask drawn and tabled for the Masks page: cells say in words whether a key may be read.
 
-True = may attend (the convention of core.attention). Forbidden cells are grey gaps with their word printed,
-so colour is never the only channel; the table is the chart's companion (ui.companion.chart).
+True = may attend. Forbidden cells are grey gaps with their word printed, so colour is never the only channel.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Which model bundle the pages use, loaded once per server, and the shared training queue.
 
-The sidebar offers, in this order: the released version from the registry (when anything was promoted;
-core.release.registry.registry.resolve_version picks the current version, else the last known-good one, else the n-gram
-fallback, and says why), the shipped default bundle, and the bundles this browser session trained
-(other sessions' runs are never listed). A bundle is loaded through core.model.bundle.load_bundle, which
-verifies it first; loads are cached per server, keyed by the files' identity so an edited bundle is
-verified again. Pages call `require_bundle()` (a transformer) or `selected_model()` (anything that
-can suggest). The training queue is not in this process: `job_queue()` reads and writes it in the runs folder.
-
-The selected model's exact version is in the URL (`?model=<version>`), so a shared link (or a reload)
-shows the same model: opening a link selects that version when this server has it (a listed option, an
-installed registry version, or a run trained on this server, found by its version), and otherwise says
-plainly that it does not and which model is shown instead. A transformer page never strands: when the
-selection is a baseline or does not load, `require_bundle` falls back to the registry's served transformer
-(current, then last known-good), then the shipped default, and says so above the page.
+The sidebar offers the registry's served version (when anything was promoted), the shipped default, and the
+bundles this browser session trained (never another session's). Every load verifies the bundle and is cached
+per server, keyed by the files' identity, so an edited bundle is verified again. The version is in the URL, so a
+shared link shows the same model, or says plainly which one is shown instead. A transformer page never strands:
+it falls back to the registry's served transformer, then the shipped default, and says so.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Widgets whose state lives in the URL, so a teacher's link reproduces what the class sees.
 
-Streamlit binds a keyed widget to a query parameter of the same name (`bind="query-params"`) and
-silently drops a value it cannot use. These wrappers add what a shared link needs on top: when the
-link carried a value that is not usable, the page says which one and that the default is shown.
-The note stays until the learner changes that widget. A link is anyone's text: the note quotes at most
-MAX_QUOTED_CHARS of it, escaped, so a crafted value cannot become markdown (an image from another host).
-
-Every value read from a link is bounded before it is used (a link once carried 20,000 characters in each of 8
-keys): a number's or an option's value longer than MAX_LINK_VALUE_CHARS is unusable without being parsed.
-A value the lab's check refuses never reaches Streamlit's own parsing: the widget is drawn unbound for that run and
-the value is taken out of the link (Streamlit reads an integer widget's link value as a float, and `?seed=inf`
-then raised OverflowError from int() before the page drew).
-
-Texts are not bound by Streamlit (`bind="query-params"` writes the widget's whole value into the address bar: a
-200 KB paste made a 280 KB URL, and the server refuses any request over 16 KB, so the reload failed). A text
-widget holds up to MAX_TEXT_CHARS in the session, and the link carries only its longest prefix that fits
-LINK_TEXT_BYTES once URL-encoded (`link_prefix`); the page says when the link keeps less than the whole text. A
-link whose text is longer than that is used up to the same prefix, and the page says so.
+Streamlit silently drops a link value it cannot use; these wrappers say which one was dropped and that the default
+is shown. A link is anyone's text: every value is bounded before it is used (one carried 20,000 characters in each
+of 8 keys), one the lab's check refuses never reaches Streamlit's parsing (`?seed=inf` raised OverflowError), and a
+quote of it is escaped. Texts are not bound by Streamlit (a 200 KB paste made a URL the server refused): the link
+carries only the text's longest prefix that fits LINK_TEXT_BYTES, and the page says so.
 """
 
 from __future__ import annotations
@@ -71,14 +59,14 @@ def _clear_note(key: str) -> None:
 def _by_hand() -> bool:
     """In a widget's callback: whether this run is the one the widget's own change asked for (the whole script, or
     the widget's fragment). Another fragment's run (a poll's run_every tick) also carries the browser's widget values,
-    which can be older than a value just set from code (ui.follow): that difference is not the learner's move."""
+    which can be older than a value just set from code (by following): that difference is not the learner's move."""
     ctx = get_script_run_ctx()
     fragments = ctx.fragment_ids_this_run if ctx is not None else None
     return not fragments or ThreadState.get().fragment_id in fragments
 
 
 def _drawn(key: str, default: Any, usable: Callable[[str], bool], value: Callable[[str], Any]) -> None:
-    """Record the widget for ui.follow (when it is listening): a value is taken only if a link's would be."""
+    """Record the widget for Follow the teacher (when it is listening): a value is taken only if a link's would be."""
 
     def parse(raw: str) -> Any:
         if len(raw) > MAX_LINK_VALUE_CHARS or not usable(raw):

@@ -1,25 +1,10 @@
 """Predict, then reveal: one question a lab page asks before it shows its own computed answer.
 
-    ask(question, hint=...) -> Graded | None
-
-The page builds a core.classroom.checkpoint.Question from its current inputs (the prompt names them, the
-answer is what core computes for them), and shows the sections that give the answer away only once `ask`
-returns a Graded. The learner commits a choice or a number in a form, a hint waits in an expander, and the
-same grading as the checkpoint (`checkpoint.grade`: the option core picks, or a number within the stated
-tolerance) says whether it was right, how far off, and why.
-
-A check belongs to the question it answered: when the learner moves a slider the prompt (or the answer)
-changes, the old check no longer applies and the page asks again, with an empty answer field: the choice made for
-the old question is cleared, not left selected for the new one. The field keeps its key (`<id>_answer`, which
-tests and pages name); its value is reset from code, which Streamlit also sends to the browser. Prompts, options
-and answers may hold learner or model text, so all of it is shown escaped.
-
-In a class session (ui.live_class, issue 29) a learner's check is also recorded for the teacher, under the question's
-fingerprint (core.classroom.live.fingerprint: a digest of prompt, options, answer and tolerance, "this very question",
-the same on every worker). When the teacher reveals the question's current round, the box shows the lab's answer to
-a learner who has not checked: `ask` then returns a Graded with `given` "" and REVEALED as its message, so the page
-opens as after a check (pages test only `is None`). The teacher's own page shows, under the question, the room's
-answers (ui.live_class.room).
+The page builds the question from its current inputs (its answer is what core computes for them) and shows what
+gives the answer away only once the learner has checked, graded as the checkpoint grades. When an input moves the
+question changes, so the page asks again with the old answer cleared. Prompts, options and answers may hold learner
+or model text, so all of it is escaped. In a class session a check is recorded under the question's fingerprint
+(the same on every worker), and a reveal opens the page for a learner who has not checked.
 """
 
 from __future__ import annotations

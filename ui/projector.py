@@ -1,22 +1,10 @@
 """Projector mode: the same pages in large type, for a teacher projecting the lab to a class.
 
-A sidebar toggle bound to the URL (`?projector=true`), so a teacher's link opens in projector mode. It
-changes only presentation, never a number:
-- `sidebar_state()` (app.py's set_page_config, before any widget) starts the sidebar collapsed while the mode is
-  on, so the page gets the whole projected width; its arrow in the top corner opens it again, toggle included;
-- `style()` scales the page's type (every size in Streamlit's theme is relative to the root font size) and
-  stacks a row of columns when two of them hold charts, so each chart gets the full width (a row of controls
-  beside a chart stays a row: the picture and its controls fit one screen);
-- `restyle(fig)` gives a copy of a Plotly figure larger text: every text the figure can draw (cell values, ticks,
-  axis and legend titles, annotations, colour bars, hover labels) at least MIN_PROJECTED_PX, thicker lines and
-  outlines, a white background with dark grid lines, and a height of at most MAX_HEIGHT_PX so a picture and its
-  controls fit a 1080 px screen. Colours stay colour-blind safe: Cividis and purple-orange for matrices, and for
-  categories the Okabe-Ito colours that keep at least 3:1 contrast on white (yellow and sky blue are dropped).
-  ui.companion.chart applies it to every chart while the toggle is on, and `readable(fig)` otherwise (no text
-  under MIN_TEXT_PX);
-- `dataframe(...)` is st.dataframe, except that in projector mode the rows are a static table in the page's large
-  type (the interactive grid draws on a canvas in its own small type, whatever the page's font size), with the
-  same number formats, scrolling past TABLE_PX. Every table of the lab goes through it.
+A sidebar toggle bound to the URL, so a teacher's link opens in it. It changes only presentation, never a number:
+the sidebar starts collapsed, the type is scaled, columns of charts stack, every figure gets larger text, thicker
+lines and a height that fits a 1080 px screen (colour-blind-safe colours with 3:1 contrast on white), and tables
+are drawn as static rows in the page's large type, since the interactive grid draws on a canvas in its own small
+type.
 """
 
 from __future__ import annotations

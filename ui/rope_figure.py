@@ -1,7 +1,7 @@
 """The RoPE page's drawing of one pair: q and k before and after rotation, with the turning angles as arcs.
 
-A pure figure builder over core.lessons.rope.PairRotation (data in, figure out), in the colour-blind-safe
-palette of ui.charts; the page gives it the one-line summary and the data table (ui.companion.chart).
+A pure figure builder (data in, figure out) in the shared colour-blind-safe palette; the page gives it its summary
+and data table.
 """
 
 from __future__ import annotations

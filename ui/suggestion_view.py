@@ -1,36 +1,10 @@
 """The suggestion on the Autocomplete page: the one suggestion policy as served, and the Accept action.
 
-    page_prompt(predictor, text, manifest)  the page's one encoding of the text (core.release.serving.autocomplete
-                                            .prompt_for at the bundle's policy): what "what the model sees" shows, what
-                                            the suggestion, the next-token bars and the completion read, and what
-                                            telemetry records of it
-    suggestion_for(predictor, prompt, manifest)   core.release.serving.autocomplete.suggest at the bundle's recorded
-                                            policy (what `python -m core suggest` prints), recorded in the telemetry;
-                                            or None with a warning when the bundle's policy or the model cannot
-                                            serve one
-    show_offer(s, tokenizer)                the offered text, spaces and line breaks drawn, and quoted
-    accept_button(key, text, s)             "Accept suggestion": appends s.text to the text area `key`
-    show_verdict(s)                         whether it clears the threshold ("shown" / "not shown"), and why
-    show_numbers(s)                         its probability, the threshold and whether it was tuned, the keystrokes it
-                                            saves, the record `python -m core suggest --json` prints
-    offer(predictor, prompt, manifest, key)   suggestion_for, show_offer, accept_button: what the page's picture
-                                            holds beside the text box; returns the suggestion for show_verdict and
-                                            show_numbers
-    section(predictor, prompt, manifest, key) offer, show_verdict, show_numbers (a page with room for all in one
-                                            column)
-    record_completion(bundle, prompt, shown, waited_ms, settings)   the page's sampled completion, into the telemetry
-
-Accepting happens in the button's on_click callback, which Streamlit runs before the script, so the text area
-is drawn again with the appended text. It appends only when the text area still holds the text the suggestion
-was made for: had the learner edited it in the same moment, nothing they typed is replaced or lost.
-
-Telemetry (core.telemetry) observes the serving call: the page calls core.release.serving.autocomplete.suggest, then
-core.telemetry.record.record_suggestion with what it measured, so one suggestion crosses ui -> release -> model and
-the text is encoded once (page_prompt). Each suggestion served is recorded once per new (version, text) of a session,
-not on every rerun (a rerun shows `cached_suggestion`, the same greedy suggestion computed once per server), and its
-outcome when the learner's next text decides it (core.telemetry.record.outcome): the ids of the undecided ones are
-kept in the session (PENDING_KEY). A telemetry failure changes nothing that is served:
-the suggestion is shown, with a caption saying telemetry is not being recorded and why.
+The page encodes its text once; the suggestion, the next-token bars, the completion and telemetry all read that
+one prompt. Accepting runs in the button's callback, before the script, and appends only when the text box still
+holds the text the suggestion was made for, so nothing typed meanwhile is lost. Each suggestion served is recorded
+in the telemetry once per new (version, text) of a session, and its outcome when the next text decides it; a
+telemetry failure changes nothing that is served, and the page says telemetry is not being recorded.
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """Teacher-only actions: a passcode that the server's operator sets unlocks them for one browser session.
 
-Promote and rollback change the model the whole class is served, so the Release page offers them only to
-whoever knows the passcode. The operator sets it in the environment variable LAB_TEACHER_PASSCODE (or in
-Streamlit secrets, `.streamlit/secrets.toml`); with none set, the actions are read-only. The passcode is
-compared in constant time, never echoed, never put in the URL, and never kept: the input is cleared as
-soon as it is checked, and the session keeps only the boolean "teacher unlocked".
-
-Guessing is throttled per browser session and per server, as OWASP's authentication guidance asks, and never so
-that the teacher is kept out because others guessed wrong (a lockout of everyone was: one wrong guess every five
-minutes kept it shut for a lesson):
-- a session: the first FREE_TRIES wrong passcodes in a row (within WINDOW_S) are answered at once (a teacher's typos);
-  after each further one the next attempt waits 1, 2, 4 ... s (at most MAX_DELAY_S); SESSION_LIMIT in a row lock
-  that session out for LOCKOUT_S, a right passcode included (a teacher who mistyped that often opens a new tab);
-- the server, every worker together: it holds SERVER_FREE guesses; each wrong passcode spends one, and one comes back
-  every SERVER_INTERVAL_S. With none left an attempt is refused uncompared and counts for nothing, so in any t
-  seconds at most SERVER_FREE + t / SERVER_INTERVAL_S wrong passcodes are compared (70 in an hour, 1,450 a day) from
-  any number of sessions, workers or clients, and once the guesses stop the right one is compared within
-  SERVER_INTERVAL_S.
-Each attempt is one critical section across workers (a burst of 100 at once once got 28 compared): under a file lock
-the server's record is read, a guess is spent and written, and only then is the passcode compared (the guess is given
-back if it was right). It never fails open: when the lock is not had within LOCK_TIMEOUT_S, or the record cannot be
-read or written, nothing is compared and the page says the passcode cannot be checked right now. A refused attempt is
-told only "Too many wrong passcodes: try again in N s", never whether a guess was close. The record is two numbers
-(the guesses left and when) in a small JSON file, LAB_TEACHER_ATTEMPTS (default `teacher_attempts.json` beside the
-class database). Every wrong passcode is logged (never the guess). The clock is the module's `clock` (wall time: the
-workers share it), which tests replace.
+Promote and rollback change what the whole class is served. The passcode is compared in constant time, never echoed,
+put in the URL or kept. Guessing is throttled as OWASP's authentication guidance asks, per session (FREE_TRIES wrong
+ones in a row answered at once, then waits of 1, 2, 4 ... s, then SESSION_LIMIT lock that session out for LOCKOUT_S)
+and per server (SERVER_FREE guesses, one back every SERVER_INTERVAL_S: in t seconds at most SERVER_FREE + t /
+SERVER_INTERVAL_S wrong passcodes are compared), never so that others' guesses lock the teacher out (a lockout of
+everyone once stayed shut for a lesson). Each attempt is one critical section across workers under a file lock, and
+it never fails open: without the lock or the record nothing is compared.
 """
 
 from __future__ import annotations
@@ -188,7 +170,7 @@ def gate(what: str, why: str = "change what the whole class is served", *, key: 
     for the messages): the how-to when no passcode is configured, the passcode form while locked, a Lock button
     once unlocked. True when unlocked.
 
-    `key` prefixes the gate's widget keys: the sidebar's class session (ui.live_class) shows a gate on the same run
+    `key` prefixes the gate's widget keys: the sidebar's class session shows a gate on the same run
     as a page's own."""
     configured = configured_passcode()
     if not configured:

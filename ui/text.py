@@ -69,7 +69,7 @@ def verdict(passed: bool, if_passed: str, if_failed: str) -> None:
 
 
 def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
-    """The notes every page that feeds text to the model owes the reader (`enc`: core.model.prompt.EncodedText):
+    """The notes every page that feeds text to the model owes the reader (`enc`: the encoded prompt):
     an empty text stops the page ('...so there is nothing to <nothing_to>'), unseen characters are listed,
     and a text longer than the context says what was cut."""
     if enc.T == 0:

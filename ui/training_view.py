@@ -1,9 +1,8 @@
 """What the Training page shows of a run: the loss curves, one head's attention map, and the leak evidence.
 
-The evaluations are Progress events ("eval" kind, oldest first). The leak evidence is
-core.model.leak's: the causality probe's first failure (the detector) and the loss rule of `leak_verdict`
-(the symptom), against an honest reference when one is known: this session's own causal run on the same
-text, preset and step budget, or the shipped causal model's final validation loss on that text.
+The leak evidence is the causality probe's first failure (the detector) and the loss rule (the symptom), against
+an honest reference when one is known: this session's own causal run on the same text, preset and budget, or the
+shipped causal model's final validation loss on that text.
 """
 
 from __future__ import annotations
@@ -222,7 +221,7 @@ def leak_section(
 
 
 def overfit_chart(result) -> None:
-    """The tiny-batch overfit (core.lessons.overfit.Overfit): both losses against the step, table and summary."""
+    """The tiny-batch overfit (an `Overfit`): both losses against the step, table and summary."""
     fig = charts.lines(
         list(result.steps),
         {"the one training batch": list(result.batch_loss), "held-out text": list(result.held_out_loss)},

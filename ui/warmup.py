@@ -1,26 +1,10 @@
 """Warm-up: the lab pages' default views computed once when a server starts, before the class arrives.
 
-Every lab page's first view on default inputs (the default prompt's candidates, completion and parity on the
-served model, the lessons' default computations) is the same for every session and cached per server
-(st.cache_data / st.cache_resource, keyed on the inputs and the model version). Cold, that work costs a few
-seconds of CPU; thirty learners arriving at once would all wait for it behind the cache's per-key lock. So
-the server computes it first: it opens each page in WARM_PAGES once, over its own websocket, exactly as a
-browser does (Streamlit's protocol, `/_stcore/stream`), and the caches are warm when the learners arrive.
-
-    start()             app.py calls it on every run; the first run of a server process starts the warm-up
-                        in a background thread (st.cache_resource: once per server). LAB_WARMUP=0 turns it off.
-    visit(url, pages)   open each page once in one session; returns a WarmUp with the seconds and the errors.
-    python -m ui.warmup [--url URL]   wait until the lab answers, then open its default page once, which starts
-                        the server's own warm-up: `make run` does this, so the caches warm before anyone arrives.
-
-What a page's first run leaves alive (its model, its default view's cache entries) is frozen out of the garbage
-collector's walk by ui/startup.py's `settle`, which app.py calls after every page run.
-
-The warm-up's session opens its pages with WARMUP_QUERY in the address (`visiting()` is then true), and the pages
-record none of what it is served in the telemetry: it is not a learner's request.
-
-A page that fails to warm is logged and skipped: the warm-up never stops the server or a session. It writes
-one line to the server's log when it ends ("warm-up: 9 pages in 4.1 s, 0 errors").
+Every page's first view is the same for every session and cached per server, but cold it costs seconds of CPU that
+thirty learners arriving at once would all wait for. So the server opens each page once over its own websocket,
+exactly as a browser does, in a background thread (LAB_WARMUP=0 turns it off). Run as a script (`make run` does),
+it waits until the lab answers and opens its default page once, which starts the warm-up. Its visits are not
+recorded in the telemetry, and a page that fails to warm is logged and skipped, never stopping the server.
 """
 
 from __future__ import annotations

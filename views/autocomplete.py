@@ -1,14 +1,10 @@
-"""Autocomplete: the suggestion the bundle serves (core.release.serving.autocomplete.suggest, the one policy of page,
-CLI and evaluation) with an Accept button to type with the model, the next-token candidates, a sampled
-completion, what the KV cache saves (measured now), and a parity inspector comparing cached with uncached logits.
+"""Autocomplete: the suggestion the bundle serves, with an Accept button to type with the model, the next-token
+candidates, a sampled completion, what the KV cache saves, and a parity check of cached against uncached logits.
 
-Picture first (ui.layout): the text box, the suggestion beside it and the next-character chart under it fill the
-first screen. The chart asks first: until the learner has predicted the top probability it draws the model's logits
-for the same characters (the scores the sampler turns into those probabilities), then the probabilities themselves.
-The completion, the cache's timing and the parity check are in tabs.
-
-The text is encoded once (ui.suggestion_view.page_prompt: the window the suggestion reads, the context less its
-longest), and "what the model sees", the suggestion, the bars and the completion all read that one prompt."""
+The suggestion is the one policy of page, CLI and evaluation. The next-character chart asks first: until the
+learner has predicted the top probability it draws the logits the sampler turns into probabilities. The text is
+encoded once, and "what the model sees", the suggestion, the bars and the completion all read that one prompt.
+"""
 
 import math
 import threading
@@ -164,7 +160,7 @@ if not bundle.safe:
 @fragment.section
 def explore(bundle) -> None:
     """The picture and the tabs under it: everything the text, the sampling settings and the completion's settings
-    drive, so a change of one of them reruns this fragment only, not app.py's sidebar (ui.fragment, issue 26). What
+    drive, so a change of one of them reruns this fragment only, not app.py's sidebar (issue 26). What
     the page draws outside it (the title, the unsafe-bundle warning) depends on the bundle alone."""
     tok, model, arch = bundle.tokenizer, bundle.model, bundle.config
     predictor = TransformerPredictor(model, tok)

@@ -1,8 +1,7 @@
 """Checkpoint: questions across the lesson, answered first and graded after, kept for the teacher.
 
-The questions and their grading are core.classroom.checkpoint's (numbers drawn per learner by the lab's own
-code); answers go to the class database (core.classroom.store, LAB_CLASS_DB). The class's results are the
-teacher's, behind the same passcode as the release actions (ui.teacher).
+Numbers are drawn per learner by the lab's own code; answers go to the class database, and the class's results
+are the teacher's, behind the same passcode as the release actions.
 """
 
 import pandas as pd

@@ -1,9 +1,9 @@
-"""Monitoring: what the served models did, by exact version side by side (core.telemetry): health, input quality,
-prediction distributions, outcomes, the evaluation's slices, and drift against the release-time reference.
+"""Monitoring: what the served models did, by exact version side by side: health, input quality, prediction
+distributions, outcomes, the evaluation's slices, and drift against the release-time reference.
 
-Reading is open to everyone; filling the database with synthetic traffic writes to what every teacher reads, so it
-sits behind the teacher passcode (ui.teacher). Every figure is core.telemetry.monitor's; nothing from the database
-is rendered as markdown or HTML unescaped (versions and document names come from a file anyone could edit).
+Reading is open to everyone; filling the database with synthetic traffic writes to what every teacher reads, so
+it sits behind the teacher passcode. Nothing from the database is rendered as markdown or HTML unescaped
+(versions and document names come from a file anyone could edit).
 """
 
 import pandas as pd

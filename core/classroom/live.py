@@ -1,40 +1,12 @@
-"""A live class session: the room's predictions seen by the teacher before the reveal, and the teacher's view
-followed by the room (issue 29).
+"""A live class session (issue 29): the room's predictions seen by the teacher before the reveal, and the
+teacher's view followed by the room.
 
-    SESSION_ALPHABET, SESSION_CODE   a code is 6 characters without look-alikes (no I, L, O, 0, 1)
-    check_session_code(text)         the code upper-cased and stripped, else ValueError saying what to do
-    check_name(text)                 a display name: 1..MAX_NAME printable characters
-    check_number(text)               a number answer: read as the checkpoint reads it, within +-MAX_NUMBER
-    fingerprint(question)            a short digest of (prompt, options, answer, tolerance): "this very question"
-    LiveClass(path)                  the session's reads and writes on the class database (core.classroom.store)
-    distribution(result, question)   a round's answers as counts: per option in the question's order, or per bin
-
-Where: the class database, through the same core.database.Database as the checkpoint's answers (SQLite in WAL at
-LAB_CLASS_DB, or PostgreSQL at LAB_DATABASE_URL), its tables defined in core.classroom.store (schema 2). Every
-worker of `make class` reads the same rows, so a learner served by one worker sees the reveal the teacher made on
-another. Each call is one short transaction; a write on SQLite takes the write lock first (BEGIN IMMEDIATE).
-
-Rounds: answers go to a question's current round; the first round exists without a row (round 1, not revealed),
-so 30 learners answering at once never race to create it. new_round adds a row (the old round's answers stay),
-reveal marks the current round revealed (an answer after that is refused until the next round). One answer per
-learner per round: a second one replaces the first (ON CONFLICT DO UPDATE, atomic on both engines).
-
-Bounds (issue 35): a number answer is kept only within +-MAX_NUMBER (every question of the lab asks for a number far
-inside it: weights, sums, variances of a few hundred, counts of rows), so one learner's `1e308` is refused at submit
-with the range, and distribution() counts whatever is already stored beyond it (an old row, another version's) as
-unreadable: the teacher's chart always has finite, bounded bins. A display name is one learner per session: a join
-under a name already there (whatever its case and spaces) is refused, so the CSV's names tell learners apart (its
-`learner` column numbers them in the order they joined, for rows from before this rule too). A browser session that
-lost its place (its worker restarted) takes it up again by its learner id (`learner(id)`, ui.live_class keeps the id
-in the page's address): the same learner, counted once.
-
-Polling: pulse(code) is one primary-key read of a counter that reveal, new_round, publish and close bump; a
-learner's page polls it and reruns only when it changed. Answers do not bump it: the learners' pages need not
-rerun for them; the teacher's panel re-reads rounds() instead.
-
-Isolation: every read and write is by session code, and a code is never reused (it is the sessions' primary key),
-so a closed session's answers never show in a later one. A display name is read only by answers_csv, the
-teacher's download; rounds() carries no names.
+Everything lives in the class database, so every worker of `make class` sees the reveal another made; each call
+is one short transaction. A question's first round exists without a row, so a room answering at once never races
+to create it; one answer per learner per round (a second replaces the first). Answers are bounded (issue 35): a
+number within ±MAX_NUMBER, a display name once per session; a stored value past the bound counts as unreadable, so
+the teacher's chart always has finite bins. Learners poll `pulse`, one counter that reveals and publishes bump
+(answers do not). Everything is keyed by a session code never reused; names are read only by the teacher's CSV.
 """
 
 from __future__ import annotations
@@ -226,7 +198,7 @@ def _upsert(conn: Connection, table: Table, values: dict, keys: Sequence[str], r
 class LiveClass:
     """Live class sessions on the class database at `path` (as ClassStore: a SQLite file, a postgresql:// URL, or
     None for LAB_DATABASE_URL / LAB_CLASS_DB / ./class.db). Every method checks its input first (ValueError with
-    what to do) and raises core.database.StoreError when the database cannot be used."""
+    what to do) and raises StoreError when the database cannot be used."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.store = ClassStore(path)  # its Database, schema and damage handling, written once there
@@ -502,7 +474,7 @@ class LiveClass:
 
 
 def _gone(code: str, where: str) -> str:
-    """Why a session that existed is not found: its database was removed or replaced (core.classroom.store)."""
+    """Why a session that existed is not found: its database was removed or replaced (see the class store)."""
     return (
         f"the session {code} is not in the class database {where!r}: it was removed or replaced; the teacher "
         "opens a new class session (Close, then Open) and learners join that one"

@@ -42,7 +42,7 @@ class ParityStep:
 
     @property
     def allowed(self) -> float:
-        """What float64 rounding alone explains at this step (core.agreement.allowance)."""
+        """What float64 rounding alone explains at this step (the agreement rule's allowance)."""
         return self.agreement.allowed
 
     @property
@@ -113,9 +113,9 @@ def parity_trace(
     keep: int | None = None,
 ) -> ParityTrace:
     """Run a cached generation and, at every step, recompute the logits without the cache
-    (core.model.sampling.cache_parity), and decide every step.
+    (`cache_parity`), and decide every step.
 
-    The verdict compares the float64 copy's logits with core.agreement.agreement(cached, uncached,
+    The verdict compares the float64 copy's logits with `agreement(cached, uncached,
     terms=model_terms(config)): summation order then moves logits by about 1e-15 relative on every CPU, a cache bug
     by whole units. The float32 difference on the model as served, along the same windows, is kept as a figure with
     its float32 allowance. Bad arguments (n_steps, sample, seed) raise ValueError before any work.

@@ -91,7 +91,7 @@ def overfit_tiny_batch(
 
 def overfit_on_corpus(corpus: Corpus, *, preset_name: str = "tiny", steps: int = 300, seed: int = 0) -> Overfit:
     """overfit_tiny_batch on a corpus as training splits it: the batch from its training documents, the held-out
-    batches from its validation documents (core.model.corpus.split_documents, 10% held out)."""
+    batches from its validation documents (`split_documents`, 10% held out)."""
     tokenizer = CharTokenizer.from_text(corpus.text)
     train_docs, val_docs = split_documents(corpus, 0.1, seed)
     config = preset(preset_name, tokenizer.vocab_size)

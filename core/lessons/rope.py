@@ -58,7 +58,7 @@ def seeded_qk(D: int, seed: int = SEED) -> tuple[Tensor, Tensor]:
 
 
 def _rotate(x: Tensor, positions: Sequence[int], base: float) -> Tensor:
-    """x (D,) rotated at each position: (P, D), float64, through core.model.rope.apply_rope."""
+    """x (D,) rotated at each position: (P, D), float64, through the model's `apply_rope`."""
     pos = torch.tensor(list(positions), dtype=torch.long)  # (P,)
     rows = x.to(torch.float64).unsqueeze(0).expand(len(pos), -1)  # (P, D)
     return apply_rope(rows, pos, base)  # (P, D)
@@ -243,7 +243,7 @@ class PairFrequencies:
 
 
 def pair_frequencies(D: int, base: float = 10000.0) -> PairFrequencies:
-    """θ_i = base^(-2i/D) from core.model.rope.rope_frequencies, and each pair's wavelength 2π/θ_i in tokens."""
+    """θ_i = base^(-2i/D) from the model's `rope_frequencies`, and each pair's wavelength 2π/θ_i in tokens."""
     thetas = rope_frequencies(D, base)  # (D/2,)
     return PairFrequencies(
         D=D,
@@ -323,7 +323,7 @@ class RopeOnOff:
 
 
 def rope_on_off_scores(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) -> RopeOnOff:
-    """The head's q, k before and after RoPE from `core.model.introspect.projections` (the model's own modules), and
+    """The head's q, k before and after RoPE from `projections` (the model's own modules), and
     the scores and weights from each. Turning RoPE off here only skips the rotation for this head: the
     model was trained with it, so the 'off' map is what its learned q, k say without positions."""
     proj = projections(model, ids, layer, head)

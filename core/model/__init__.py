@@ -1,6 +1,5 @@
-"""The model wing: the decoder-only transformer from basic layers and everything that makes or moves one.
+"""The model wing: the decoder-only transformer built from basic layers, and what makes, reads or moves one
+(the tokenizer, the corpus, training, the causality probe, the look inside a model, bundles).
 
-tokenizer, rope, gpt (ModelConfig, GPT), kv_cache, sampling, introspect (a text through the model's own
-modules), corpus, training, leak (the causality probe), runs and jobs (a training run in the app),
-bundle (the versioned files). Imports the kernel (core.attention, core.agreement) and nothing above it.
+Imports the kernel (the attention kernel, the agreement rule) and nothing above it.
 """

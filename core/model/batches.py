@@ -59,7 +59,7 @@ def evaluate_loss(
     """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
 
     The same seed gives the same batches. The model is evaluated in eval mode and returned to the
-    mode it was in; fast_attention=True takes training's fast path (core.model.gpt), as a run that trains on it does.
+    mode it was in; fast_attention=True takes training's fast path, as a run that trains on it does.
     shard=(index, count) computes only batches i with i % count == index (every batch is still drawn, so each
     is the batch a single process sees) and returns their share of the mean, their sum / iters: the shares of
     index 0..count-1 add up to the mean. The default (0, 1) is every batch.
@@ -84,6 +84,6 @@ def next_token_loss(
     model: GPT | DistributedDataParallel, x: Tensor, y: Tensor, *, fast_attention: bool = False
 ) -> Tensor:
     """Mean cross-entropy of the model's logits for inputs x (B, T) against the targets y (B, T); `model` may be
-    a GPT wrapped in DistributedDataParallel (a distributed run's forward, core.model.training)."""
+    a GPT wrapped in DistributedDataParallel (a distributed run's forward)."""
     logits = model(x, return_weights=not fast_attention).logits  # (B, T, V): the lessons' kernel unless fast
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # mean over B * T

@@ -1,30 +1,13 @@
-"""A model bundle: everything needed to reproduce a model's predictions, versioned together.
+"""A model bundle: a directory of exactly two files, manifest.json and model.safetensors, everything needed to
+reproduce a model's predictions, versioned together.
 
-A bundle is a directory holding exactly two files:
-
-    manifest.json       format_version, kind ("transformer"), version, created, tokenizer (its to_dict()
-                        plus content_hash), architecture (asdict(ModelConfig)), corpus (fingerprint,
-                        source), training (command, metrics, config, world_size, launch_command),
-                        safe and unsafe_reason,
-                        prompt_template, generation (asdict(SampleConfig) + the cache policy),
-                        files {name: sha256} for every file except manifest.json itself
-    model.safetensors   the weights, float32; the tied LM head is stored once, as token_embedding.weight
-
-`version` is the first 16 hex digits of the sha256 of the canonical manifest JSON without `version`
-and `created`; since `files` holds the weights' hash, it names weights and manifest together, and any
-edit of the manifest (a flipped `safe`, a changed architecture) shows as a version mismatch. It is an
-integrity check against accidents and half-copied directories, not a signature.
-
-Weights are read with safetensors only (no pickle, no torch.load: a pickle can run code on load).
-`load_bundle` runs the checks of core.model.bundle_checks in stages (entries, manifest fields, format
-and kind, files and their sha256, version, architecture within core.model.gpt's bounds, the safetensors
-header against `expected_tensors(config)`, finite weights within MAX_ABS_WEIGHT, vocabulary size, `safe`
-False without the causal mask) and refuses with a BundleError naming the file, field or tensor. All of
-it comes before any model is allocated, so a manifest declaring a huge model over small tensors costs
-nothing; only then is GPT(config) built and load_state_dict(strict=True) run.
-
-Writing goes through core.files: the bundle is built in a staged sibling directory, loaded back, then
-installed; without overwrite nothing already at the target is ever replaced.
+`version` hashes the canonical manifest (which holds the weights' sha256), so any edit of either shows as a
+mismatch: an integrity check against accidents and half-copied directories, not a signature. Weights are read with
+safetensors only (a pickle can run code on load). Loading checks, in stages, the entries, the manifest's fields,
+format and kind, every file's sha256, the version, the architecture's bounds, the tensor header, finite weights
+and the vocabulary, and refuses with a BundleError naming the file, field or tensor, all before any model is
+allocated, so a manifest declaring a huge model over small tensors costs nothing. Writing is staged, loaded back,
+then installed; without overwrite nothing at the target is ever replaced.
 """
 
 from __future__ import annotations
@@ -142,7 +125,7 @@ def save_bundle(
     `check_out_dir`: new or empty, or (only with overwrite=True) an existing bundle, which is then
     replaced; nothing else is ever replaced. A model built with causal=False is saved with safe=False
     and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe. `world_size` is the number of
-    processes that trained it (core.model.distributed) and `launch_command` the line that started them
+    processes that trained it (a distributed run) and `launch_command` the line that started them
     (`command` by default: a single process is started by its own command).
     """
     if not isinstance(model, GPT) or not isinstance(tokenizer, CharTokenizer):
@@ -261,7 +244,7 @@ def check_out_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
 
 
 def write_manifest(bundle_dir: str | os.PathLike, manifest: dict) -> None:
-    """Write manifest.json (ASCII JSON, indented, no NaN) and fsync it: core.files.write_json."""
+    """Write manifest.json (ASCII JSON, indented, no NaN) and fsync it: `write_json`."""
     write_json(Path(bundle_dir) / MANIFEST, manifest)
 
 
@@ -281,7 +264,7 @@ def verify_bundle(path: str | os.PathLike) -> list[str]:
     return _inspect(Path(path))[0]
 
 
-# ---- loading: core.model.bundle_checks in stages, then the model ------------------------------------
+# ---- loading: the bundle checks in stages, then the model -------------------------------------------
 
 
 def _inspect(path: Path) -> tuple[list[str], Bundle | None]:

@@ -62,7 +62,7 @@ class BundleError(ValueError):
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a bundle's file, opened by core.files.open_regular: BundleError for a FIFO (which would hang
+    """The sha256 of a bundle's file, opened by `open_regular`: BundleError for a FIFO (which would hang
     the read), a device (/dev/zero never ends) or a link that replaced the file since it was listed."""
     h = hashlib.sha256()
     try:
@@ -116,8 +116,8 @@ def entry_problems(path: Path) -> list[str]:
 
 
 def read_manifest(path: Path) -> Any:
-    """manifest.json's value, opened by core.files.open_regular (never a FIFO, a device or a symbolic link: one to
-    /dev/zero was read until memory ran out) and read by core.jsonfile.read_json; BundleError naming the file, and
+    """manifest.json's value, opened by `open_regular` (never a FIFO, a device or a symbolic link: one to
+    /dev/zero was read until memory ran out) and read by the bounded JSON reader; BundleError naming the file, and
     the field that holds a NaN, an Infinity, an overflowing number or a repeated key, for anything it refuses
     (json.loads alone raised RecursionError on deep nesting). Every reader of a manifest comes here."""
     try:

@@ -138,7 +138,7 @@ def difference(
     """B - A for two (T, T) weight matrices of the same shape, in float64, and the cell that changed most.
 
     A cell counts only where both masks allow it (True = may attend); elsewhere `delta` holds None. `margin` (e.g.
-    core.model.introspect.weight_allowance): cells whose |B - A| is within it of the largest are reported as `tied`,
+    `weight_allowance`): cells whose |B - A| is within it of the largest are reported as `tied`,
     since float32 rounding need not order them the same way on every computer."""
     a = _matrix(weights_a, "weights_a")
     T = len(a)

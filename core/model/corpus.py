@@ -1,22 +1,11 @@
 """The text a model learns from: a corpus of named documents, and its train/validation split.
 
-The default domain is Python source code: `STDLIB_MODULES` pins about two hundred modules of the standard
-library (about 6 MB), one file per document. A text of another kind is "pydoc": the language reference topics
-the interpreter ships for `help()` (pydoc_data/topics.py, about 0.5 MB of English prose), one topic per document.
-Both are read from snapshots shipped with the lab (`core/model/corpora/*.json.xz`, taken from CPython 3.11.7
-by `take_snapshots()`, under the PSF licence in `corpora/LICENSE-PSF.txt`), never from the running
-interpreter: its files differ between Python releases, and the corpus `fingerprint` (recorded in every bundle)
-then differed too, so the held-out split and the shipped models' checks depended on the teacher's Python.
-A snapshot is checked against the fingerprint it records before it is used.
-
-Any UTF-8 text file (or an uploaded text) can be used instead. It is cut into documents at
-blank-line boundaries, each about `DOCUMENT_CHARS` characters (a paragraph longer than twice that is
-cut at a line end, or hard-cut if it has none); a short text is cut into about ten documents, and
-never fewer than two, because the validation split takes whole documents: a model is never evaluated
-on characters it trained on, which a split by random characters (or random windows of one stream)
-could not promise. Concatenating the
-documents of a file gives back its text exactly (after CRLF -> LF and a leading BOM removed). A text holds at
-most MAX_CHARACTERS distinct characters, the vocabulary a model takes (checked when it is read, before a run).
+The default domain is Python source: about two hundred modules of the standard library (about 6 MB), one file per
+document; "pydoc" is the interpreter's `help()` topics (about 0.5 MB of English prose). Both come from snapshots
+shipped with the lab (taken from CPython 3.11.7, PSF licence), never from the running interpreter, whose files
+change between releases and would change the corpus fingerprint every bundle records.
+Any UTF-8 text can be used instead, cut at blank lines into documents of about DOCUMENT_CHARS (never fewer than
+two): the split takes whole documents, so a model is never evaluated on characters it trained on.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Inside a trained model, for one text: its tokens, the q, k, v of one head, and every attention map.
 
-Everything here is computed by calling the model's OWN modules, in the order its forward pass uses
-them, so what the pages draw is what the model computes:
-
-    text -> ids (T,)                                 core.model.prompt: the last context_length kept
-    ids -> token_embedding -> x (T, C)               blocks 0 .. layer-1 applied to reach `layer`
-    x -> block.norm_attn -> normed (T, C)
-    normed -> block.attn.qkv -> q, k, v (T, D) of one head (columns head*D .. head*D + D - 1)
-    q, k -> core.model.rope.apply_rope at positions 0 .. T-1
-    scores = q kᵀ / √D (T, T), the causal mask, softmax -> the weights forward(return_weights=True) gives
-
-`check_row` then recomputes one query row by hand (`core.handcheck.attention_row`: lists, `math`,
-loops) and compares it with core.attention on the same q, k, v in float64, within core.agreement's
-allowance (the verdict); the model's own float32 weights are compared too, as a figure only.
-
-Shapes use the legend of `core/__init__.py`: T positions, C model width, D head width, H heads,
-L layers (n_layer).
+Everything is computed by calling the model's own modules in the order its forward pass uses them, so what the
+pages draw is what the model computes. One query row is then recomputed by hand and compared with the attention
+kernel in float64 (the verdict); the model's own float32 weights are compared too, as a figure only.
+Shapes: T positions, C model width, D head width, H heads, L layers.
 """
 
 from __future__ import annotations
@@ -183,8 +171,8 @@ class RowCheck:
 
 
 def check_row(proj: Projections, weights: Tensor, t: int) -> RowCheck:
-    """Recompute row t of `proj`'s head with `core.handcheck.attention_row` from its q, k, v (the keys the
-    mask allows) and compare it with core.attention's weights on the same q, k, v cast to float64 (the
+    """Recompute row t of `proj`'s head with the hand-check's `attention_row` from its q, k, v (the keys the
+    mask allows) and compare it with the attention kernel's weights on the same q, k, v cast to float64 (the
     verdict) and with `weights` (T, T), the model's own float32 weights for that layer and head
     (attention_grid(...)[layer, head], shown as a figure)."""
     T = proj.q.shape[0]

@@ -128,7 +128,7 @@ def causality_probe(model: GPT, *, sequences: int = 2, length: int | None = None
 def first_failed_probe(evaluations: Iterable[Any]) -> Any | None:
     """The leak rule: the first evaluation (by step) whose causality probe failed, else None.
     `evaluations`: records with `.step` and `.probe` (a CausalityProbe, or None where none was run), such
-    as core.model.training.EvalRecord or the eval events of a run."""
+    as an `EvalRecord` or the eval events of a run."""
     for record in sorted(evaluations, key=lambda r: r.step):
         probe = getattr(record, "probe", None)
         if probe is not None and not probe.passed:

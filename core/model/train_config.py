@@ -144,7 +144,7 @@ def train_config_for(
 # for 26 GB.
 def check_train_size(seed: int, batch_size: int, context_length: int, *, flags: bool = False) -> None:
     """Refuse a seed outside 0 .. 2**63 - 1 and a batch above MAX_BATCH_TOKENS // context_length with a ValueError in
-    the words core.model.sampling.check_seed gives `generate`; `flags` names them as the command line does
+    the words `check_seed` gives `generate`; `flags` names them as the command line does
     (--seed, --batch-size). A batch below 1 is left to TrainConfig, which says so."""
     try:
         check_seed(seed)

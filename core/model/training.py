@@ -1,43 +1,12 @@
 """Training loop: AdamW, linear warmup then cosine decay, gradient clipping, held-out evaluation.
 
-The data: the tokenizer is built from the whole corpus text (so validation never meets <unk>); the
-corpus is split by whole documents (`core.model.corpus.split_documents`); each side becomes one token
-stream, its documents joined by <eos> (`core.model.batches.document_stream`). A batch is `batch_size` random windows of
-context_length + 1 tokens from the training stream: the first T tokens are the input, the last T the
-targets (the same windows shifted by one).
-
-Randomness is explicit. `seed` fixes the model initialisation, dropout, the data order (a
-`torch.Generator`) and the evaluation batches, which are the same at every evaluation (fixed seeded
-batches) so the loss curve compares like with like. `train` runs inside `torch.random.fork_rng`, so the
-caller's global RNG state is untouched; with `num_threads` set it changes torch's thread count for
-the duration of the run and restores it afterwards. No other global state is changed.
-
-Progress goes through one callback, used by the CLI's progress bar and by the app alike: a frozen
-`TrainEvent` of kind "eval" at step 0, every `eval_interval` steps and at the end, "step" after every
-optimizer step, and one "done". `should_stop` is polled before every step (the app's Stop button sets a
-threading.Event); a stopped run still ends with an evaluation and a "done" event. A time budget (max_seconds)
-covers evaluation too: an evaluation reads as many of its eval_iters batches as fit in the time left, at least
-one (`_Run.eval_batches`), so a run ends within the budget plus about one batch of each stream and the probe.
-
-The leak detector runs at every evaluation: `core.model.leak.causality_probe` edits every position of a seeded
-random sequence and checks that no earlier position's logits move (on a float64 copy, so training's RNG
-and weights are untouched). Its result rides on the EvalRecord and the "eval" event; with
-`leak_stop=True` (the CLI's and the app's default, through core.model.train_config.train_config_for) the run
-stops at the first evaluation whose probe failed (`core.model.leak.first_failed_probe`), with stop_reason "leak".
-
-Several processes (`ranks`, core.model.distributed; torchrun starts them): the same loop on every rank.
-Every rank builds the model from the same seed (DistributedDataParallel also broadcasts rank 0's weights);
-`batch_size` stays the global batch, each rank drawing batch_size / N windows from its own seeded generator
-(rank 0's is a single process's); DDP averages the gradients during backward, which for equal shards is the
-gradient of the global batch's mean loss; then clip_grad_norm_ (after that all-reduce) and the optimizer step,
-identical on every rank. The schedule depends on the step alone, and under a time budget on the slowest rank's
-clock, so it does not depend on N. The stop conditions (leak, should_stop, the time budget) are agreed every
-step (`agree_stop`): every rank stops on the same step with the same stop_reason. Evaluation is sharded: rank r
-computes the evaluation batches i with i % N == r and the shares are summed, so the figure is the single
-process's (up to float rounding). Losses are the global batch's, tokens/s counts every rank's tokens. The
-callback runs on rank 0 only; every rank returns the plain GPT.
-
-Shapes use the legend of `core/__init__.py`: B batch, T positions, V vocabulary size.
+The corpus is split by whole documents, each side one token stream; a batch is random windows of context + 1
+tokens. Randomness is explicit (one seed: initialisation, dropout, data order, fixed evaluation batches so the loss
+curve compares like with like) and the caller's RNG and thread count are restored. Progress goes through one
+callback (the CLI's bar and the app alike); a time budget covers evaluation too. The causality probe runs at every
+evaluation and, with leak_stop, ends the run at the first failure. With several ranks (torchrun, DDP) every rank
+runs the same loop on its share of the global batch and they agree on when to stop, so the figures are a single
+process's.
 """
 
 from __future__ import annotations
@@ -140,7 +109,7 @@ def train(
     The model's vocab_size comes from the tokenizer and its `causal` flag from `train_config.causal`
     (a model_config with causal=False needs train_config.causal=False too). Raises CorpusError when the
     corpus is too small for the context length. `ranks` (default: a single process) places the run in a
-    process group already joined (core.model.distributed.init); DistributedError when batch_size does not
+    process group already joined (the distributed `init`); DistributedError when batch_size does not
     split into equal shards or the group is not joined.
     """
     if not isinstance(model_config, ModelConfig) or not isinstance(train_config, TrainConfig):

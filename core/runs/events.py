@@ -1,18 +1,9 @@
 """What a training run reports: attention snapshots, progress events and the run's result.
 
-The run's training turns each training event into a compact `Progress` (no
-model in it, so a page can keep every event), with a `Snapshot` at every evaluation: one head's attention
-weights (T, S) over a fixed probe text, as plain lists, drawn from the real model with
-`forward(return_weights=True)`. The probe is encoded by `core.model.prompt.encode_for_model`, the one rule
-for every text the model reads: a probe longer than the context keeps its LAST context_length tokens.
-`RunResult` is what the job returns once the bundle is saved.
-
-A run trains in a process of its own (the queue), so these objects cross to the page as JSON lines in the
-run's folder: `progress_to_json` / `result_to_json` in the run, `progress_from_json` / `result_from_json` in
-whichever worker serves the page. The folder is data others could write, so reading checks every field's type
-(ValueError otherwise), bounds the snapshot, and confines the bundle's path to the run's folder.
-
-Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
+Each event becomes a compact `Progress` with no model in it, so a page can keep every one; an evaluation carries
+a `Snapshot`, one head's attention over a fixed probe text, drawn from the real model. A run trains in a process of
+its own, so these cross to the page as JSON lines in the run's folder; that folder is data others could write, so
+reading checks every field's type, bounds the snapshot and confines the bundle's path to the folder.
 """
 
 from __future__ import annotations
@@ -112,7 +103,7 @@ def attention_snapshot(
     model: GPT, tokenizer: CharTokenizer, text: str, *, layer: int, head: int, step: int
 ) -> Snapshot:
     """The weights of `head` in `layer` over `text`, from the model's own forward. A text longer than the
-    context keeps its last context_length tokens (core.model.prompt.encode_for_model), as everywhere else."""
+    context keeps its last context_length tokens (the one prompt rule), as everywhere else."""
     enc = encode_for_model(tokenizer, text, model.config.context_length)
     if enc.empty:
         raise ValueError("attention_snapshot needs a non-empty text")

@@ -1,29 +1,11 @@
-"""One training run as a job: what it needs, the work, and the Training page's run in a process of its own.
+"""One training run as a job: the Training page's train, tune and keep, in a process of its own.
 
-The page checks a run and turns it into a job on disk with `job_request` (the settings as JSON, an upload's text as
-a file), which the queue's `JobQueue.submit` queues with this module as the entry: the run's own process is
-`python -m` this module, which rebuilds the `RunSpec` with `spec_from_job` and does the page's work (`page_work`):
-train (`run_training`), tune the suggestion threshold on the validation documents (with a smaller typing budget than
-the CLI's, so the run ends soon after its last step), then keep the run (the run record: run.json with the owner's
-hash, and an upload's text). Before each step after the save it logs what is saved and what is left
-(`record_saved`), so a run killed while tuning or keeping is read back with its bundle and says so. A failed tuning
-leaves the bundle untuned (the Autocomplete page says so); a record that cannot be written leaves the run listed
-for its session only. `training_work` and `work_for_corpus` give the same training from plain arguments, in this
-process (the tests, the CLI). This package may import the model and the release wings, so the whole job lives here.
-
-The training: `run_training` forwards a compact `Progress` event per optimizer step (at most one every
-`STEP_REPORT_SECONDS`), every evaluation and the end, with a `Snapshot` (one head's attention over a fixed probe
-text, from the real model) and the evaluation's causality probe; it saves a bundle even when stopped early. The
-output directory is checked before training and never replaced without overwrite. A run without the causal mask,
-or whose own evaluations failed a causality probe, is saved marked unsafe; the loss symptom is shown, never decides.
-`train_config_for` turns the leak stop on: a run ends at its first evaluation whose causality probe fails.
-
-Why a process of its own, started with `python -m` rather than a multiprocessing "spawn" child: it shares nothing
-with the Streamlit worker that queued it, runs in a session of its own (a worker that dies or restarts leaves it
-training to the end), and everything it needs is in its run folder, so any worker can read back what it writes.
-It trains on one torch thread: the machine's other cores serve the pages.
-
-Shapes use the legend of `core/__init__.py`: T query positions, S key positions (here S = T).
+The page turns a run into a job on disk; the run's process (`python -m` this module, started by the queue) trains,
+tunes the suggestion threshold on the validation documents, and keeps the run record. It logs what is saved before
+each step after the save, so a run killed while tuning or keeping is read back with its bundle. A run without the
+causal mask, or whose evaluations failed a causality probe, is saved marked unsafe. Why `python -m` rather than a
+multiprocessing child: it shares nothing with the worker, survives a worker's restart, and keeps everything in its
+run folder, where any worker reads it. It trains on one torch thread: the other cores serve the pages.
 """
 
 from __future__ import annotations
@@ -262,7 +244,7 @@ def train_and_save(
     so a bad path fails in a second, not after the run. The bundle is marked unsafe when the run's own
     evaluations broke the leak rule (`leak_unsafe_reason`).
 
-    A distributed run (`ranks` of a joined process group, core.model.distributed): every rank trains, rank 0
+    A distributed run (`ranks` of a joined process group): every rank trains, rank 0
     alone checks the directory and writes the bundle, whose manifest records the world size and
     `launch_command` (the torchrun line; `command` by default); the other ranks return (result, None)."""
     ranks = Ranks() if ranks is None else ranks

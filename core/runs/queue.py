@@ -1,40 +1,12 @@
-"""The queue of training runs: runs in processes of their own, limited server-wide through files in the runs folder.
+"""The queue of training runs: each run in a process of its own, limited server-wide through files in the runs
+folder.
 
-A Streamlit worker must not train in its own interpreter (a run slows every rerun that worker serves), and
-several workers serve one class behind a proxy, so the queue lives where all of them see it: the runs folder
-(LAB_RUNS_DIR). Both sides of the process boundary are written here: `JobQueue` in the workers, `serve` in the
-run's own process. The files, under the runs folder:
-
-    .slots/slot-<k>.lock    k < max_running. A running run holds one (filelock) for its whole life; the OS frees
-                            it when the run's process ends, even by SIGKILL, so a killed run never keeps a slot
-    .line/<key>.json, .lock the waiting line. key = queued-at in ns + job id, so names sorted are arrival order;
-                            the worker that queued the run holds the .lock while the run waits
-    <id>/job.json           what was asked: the owner (the sha256 of the session's token), name, queued-at, payload
-    <id>/log.jsonl          what happened, written by the run's process, append-only, one JSON object a line:
-                            "started" (it holds a slot), "event" (a progress report), "saved" (what the work has
-                            kept so far, and what it has still to do), "end" (state, result, error)
-    <id>/alive.lock         held by the run's process while it lives
-    <id>/stop               a stop request: any worker writes it; the run polls it at every step
-    <id>/process.log        the run process's stderr (a traceback lands here, never on a page)
-
-Who does what:
-- `JobQueue.submit` (in a worker) writes job.json, joins the line and starts a launcher thread. A waiting run costs
-  that thread, not a process: an interpreter with torch holds about 150 MB of its own memory, and thirty learners
-  pressing Start at once would cost 4 GB.
-- The launcher of the run at the head of the line starts its process once a slot is free, `python -m <entry>
-  RUN_DIR SLOTS` (the entry is a module object, its name read off it) in a session of its own (a worker that dies
-  or restarts never takes a started run with it), and leaves the line only when the process says "started": the
-  next run never sees a slot that is already promised. A run still waiting when its worker dies leaves the line
-  (nobody holds its .lock) and is shown as never started: its learner's session went with the worker.
-- `serve` (in the run's process, called by the entry) takes a slot and runs `work(report, should_stop)`: it
-  reports through `report(event)`, polls `should_stop()`, never touches a page.
-- Any worker reads a run back (`view`, `jobs_of`, `active_job`): job.json once, the log incrementally (only what was
-  appended since its last read, only complete lines, at most MAX_LOG_BYTES), through the queue's codec, which turns
-  the JSON back into the objects a page shows (the run's events for training runs).
-- A run that dies (killed, out of memory) or fails after its work logged what it saved (`record_saved`) is read
-  back failed WITH that result and what was left undone; only a run that logged nothing saved says "nothing was
-  saved". What a killed save left half-written (a staged `.bundle.*.tmp`) is removed once its process is gone: by
-  the launcher when the process ends, and at the next submit for any run whose worker died too.
+A Streamlit worker must not train in its own interpreter (a run slows every rerun it serves), and several workers
+serve one class, so the queue lives where all of them see it: the runs folder. A waiting run costs a launcher
+thread in the worker that queued it, not a process (an interpreter with torch holds about 150 MB). A run holds a
+slot lock for its whole life, so the OS frees it even on SIGKILL; it starts in a session of its own, so a worker
+that dies never takes a started run with it. A run that dies after logging what it saved is read back failed with
+that result; what a killed save left half-written is removed once its process is gone.
 """
 
 from __future__ import annotations
@@ -64,6 +36,17 @@ from core.numbers import is_int
 from core.process import own_group
 from core.runs.run_record import BUNDLE, owner_hash
 
+# The files, under the runs folder:
+#   .slots/slot-<k>.lock    k < max_running. A running run holds one (filelock) for its whole life; the OS frees it
+#                           when the run's process ends, even by SIGKILL, so a killed run never keeps a slot
+#   .line/<key>.json, .lock the waiting line. key = queued-at in ns + job id, so names sorted are arrival order; the
+#                           worker that queued the run holds the .lock while the run waits
+#   <id>/job.json           what was asked: the owner (the sha256 of the session's token), name, queued-at, payload
+#   <id>/log.jsonl          written by the run's process, append-only, one JSON object a line: "started" (it holds a
+#                           slot), "event" (a progress report), "saved" (what is kept so far, what is left to do), "end"
+#   <id>/alive.lock         held by the run's process while it lives
+#   <id>/stop               a stop request: any worker writes it; the run polls it at every step
+#   <id>/process.log        the run process's stderr (a traceback lands here, never on a page)
 DONE, STOPPED, FAILED = "done", "stopped", "failed"
 JOB, LOG, ALIVE, STOP, PROCESS_LOG = "job.json", "log.jsonl", "alive.lock", "stop", "process.log"
 SLOTS, LINE = ".slots", ".line"
@@ -526,7 +509,7 @@ def held(path: Path) -> bool:
 
 
 def staged(name: str) -> bool:
-    """A staged entry's name (core.files: ".<name>.<random>.tmp"), written and then renamed into place."""
+    """A staged entry's name (the atomic writes': ".<name>.<random>.tmp"), written and then renamed into place."""
     return name.startswith(".") and name.endswith(".tmp")
 
 

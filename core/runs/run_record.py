@@ -1,19 +1,11 @@
-"""The record of a run trained on the page, kept beside its bundle so the run outlives the browser session.
+"""The record of a run trained on the page (run.json), kept beside its bundle so the run outlives the browser
+session.
 
-A run directory (runs/<job id>/ under the runs directory, LAB_RUNS_DIR) holds:
-
-    bundle/       BUNDLE: the bundle (core.model.bundle; a bundle holds only its own files, so the record
-                  sits beside it, never inside)
-    corpus.txt    CORPUS_COPY: the training text (UTF-8; an upload, bounded by corpus.MAX_BYTES), so the
-                  release page rebuilds the held-out split without asking for the text again
-    run.json      RECORD: the bundle's path (relative), version, label, owner (the sha256 of the owner
-                  session's token, never the token), created, bytes, and the corpus's name, source and
-                  fingerprint. Written last and atomically: a run directory with a record is complete.
-
-Everything read back is data from a directory others can write to: a damaged, oversized or foreign run.json
-is skipped (never raised), every field's type is checked, and every path is confined to its run directory.
-`enforce_cap` keeps the runs directory under a size cap (LAB_RUNS_MAX_BYTES) by removing the oldest runs
-that were not released.
+run.json is written last and atomically, so a run directory with a record is complete; it names the bundle, the
+owner by the sha256 of the session's token (never the token) and the corpus, whose text is kept beside it so the
+Release page can rebuild the held-out split. Everything read back comes from a directory others can write to:
+a damaged or foreign record is skipped, never raised, and every path is confined to its run directory. The runs
+directory is kept under a size cap by removing the oldest runs that were not released.
 """
 
 from __future__ import annotations
@@ -349,7 +341,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _busy(run_dir: Path) -> bool:
-    """A staged entry (".name.xxxx.tmp": core.files, write_record) in the run or its bundle: being written."""
+    """A staged entry (".name.xxxx.tmp": an atomic write, write_record) in the run or its bundle: being written."""
     for _, dirs, files in os.walk(run_dir, followlinks=False):
         if any(n.startswith(".") and n.endswith(".tmp") for n in (*dirs, *files)):
             return True

@@ -69,7 +69,7 @@ class Queueing:
     curve: tuple[CurvePoint, ...]
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """(figure, value as text, unit) for the cost table (core.telemetry.cost.CostReport.table)."""
+        """(figure, value as text, unit) for the cost table (`CostReport.table`)."""
         q = self
         formula = "Pollaczek-Khinchine" if q.serving_workers == 1 else "Lee-Longton approximation"
         t_formula = "M/D/1" if q.training_slots == 1 else "Lee-Longton approximation"

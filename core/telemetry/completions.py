@@ -35,7 +35,7 @@ class CompletionRecorder:
         self.first_logits: Tensor | None = None  # (V,)
 
     def step(self, step) -> None:
-        """One core.model.sampling.GenerationStep that was served (an <eos> that ends it included)."""
+        """One `GenerationStep` that was served (an <eos> that ends it included)."""
         if self.first_logits is None:
             self.first_logits = step.logits  # (V,)
         self.tokens += step.token != EOS_ID
@@ -96,8 +96,8 @@ def served_completion(
     session: str | None = None,
     store: TelemetryStore | None = None,
 ) -> tuple[Completion, int | None]:
-    """core.release.serving.completion.complete after `text` (templated), timed and recorded; the first step's
-    distribution comes from one more forward pass (core.model.forward.next_token_logits, what generation's
+    """The served completion (`complete`) after `text` (templated), timed and recorded; the first step's
+    distribution comes from one more forward pass (`next_token_logits`, what generation's
     first step computes)."""
     ids = tokenizer.encode(template.replace("{prompt}", text))
     began = time.perf_counter()
@@ -140,7 +140,7 @@ def record_completion(
     surface: str,
     session: str | None = None,
 ) -> int | None:
-    """Record `done`, a completion after `prompt` (core.release.serving.autocomplete.prepare_prompt: the ids the
+    """Record `done`, a completion after `prompt` (`prepare_prompt`: the ids the
     completion read) that a surface showed after waiting `latency_ms` for it (a cached one: the lookup); the first
     step's distribution from one forward pass over those ids, as served_completion's. The input quality is the
     prompt's own: nothing is encoded again."""

@@ -279,7 +279,7 @@ def measure_serving(
     predictor, manifest: dict, documents: Sequence[Document], samples: int, seed: int, progress: Progress | None = None
 ) -> Serving:
     """Time `samples` suggestions after seeded prefixes of the documents (weighted by length), after a warm-up;
-    `progress` hears of each one (core.progress)."""
+    `progress` hears of each one."""
     docs = [d for d in documents if d.text]
     if not docs:
         raise ValueError("the held-out documents are empty: there is no text to time suggestions on")

@@ -274,8 +274,8 @@ def outcomes(rows: Sequence[dict], attention_cost: float = DEFAULT_ATTENTION_COS
 
 
 def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
-    """Per version, per slice of `family` (a core.release.evaluation.eval_report.SLICE_FAMILIES name), in the
-    evaluation's reading order (core.release.evaluation.slices.slice_names), UNLABELLED last."""
+    """Per version, per slice of `family` (a `SLICE_FAMILIES` name), in the
+    evaluation's reading order (`slice_names`), UNLABELLED last."""
     if family not in FAMILY_COLUMNS:
         raise ValueError(f"family must be one of {tuple(FAMILY_COLUMNS)}, got {family!r}")
     column = FAMILY_COLUMNS[family]

@@ -73,7 +73,7 @@ def _positive(name: str, value: object, upper: float = math.inf) -> float:
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
-    """core.numbers.percentile of a non-empty array; sorted by numpy first, so the kernel's sort of up to
+    """`percentile` of a non-empty array; sorted by numpy first, so the kernel's sort of up to
     MAX_CUSTOMERS values is a single pass over a list already in order."""
     value = percentile(np.sort(values).tolist(), q)  # (n,) -> list of n floats
     if value is None:

@@ -17,7 +17,7 @@ from core.telemetry.store import TelemetryStore
 
 
 def position_slices(text: str) -> dict[str, str]:
-    """column_bucket and indent of the cursor after `text`, as core.release.evaluation.slices.slice_labels labels the
+    """column_bucket and indent of the cursor after `text`, as the evaluation's `slice_labels` labels the
     next character's position: its line so far, followed by a placeholder character (its class is unknown until
     the learner types it; `outcome` time gives it)."""
     line = text.rsplit("\n", 1)[-1]
@@ -60,7 +60,7 @@ def record_suggestion(
     slices: Mapping[str, str | None] | None = None,
     typed_next: str | None = None,
 ) -> int | None:
-    """Record one measured suggestion (core.release.serving.autocomplete.suggest) as a telemetry event: its id, or
+    """Record one measured suggestion (`suggest`) as a telemetry event: its id, or
     None when it was not recorded (a failure is counted by the store, never raised). `slices`: the position's slice
     labels when known (synthetic traffic), else derived from the text (position_slices); `typed_next`: the
     characters typed after the text, when known (synthetic traffic), decide the outcome at once."""

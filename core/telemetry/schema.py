@@ -55,7 +55,7 @@ META = Table(  # the database's own values: its salt
 
 
 def _create(conn: Connection) -> None:
-    """Schema 0 -> 1: the tables as defined above, and this database's salt (core.telemetry.store)."""
+    """Schema 0 -> 1: the tables as defined above, and this database's salt (see the telemetry store)."""
     METADATA.create_all(conn)
     conn.execute(META.insert().values(key="salt", value=secrets.token_hex(16)))
 
@@ -69,7 +69,7 @@ COLUMNS = [c.name for c in EVENTS.columns]  # in table order
 
 @dataclass(frozen=True)
 class Event:
-    """One served request, as core.telemetry.record measures it (the store adds id, time and hashes)."""
+    """One served request, as the telemetry record measures it (the store adds id, time and hashes)."""
 
     surface: str  # SURFACES
     kind: str  # KINDS

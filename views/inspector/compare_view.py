@@ -1,11 +1,8 @@
 """The Attention inspector's "Compare side by side": one layer and head for two texts, or for one text in two
 models, on one colour scale and the same axes, with a B − A map when the two sides pair cell by cell.
 
-    section(bundle, text, enc, layer, head, grid, side_a, summary_a, mask)
-
-Side A is what the page already computed (its grid, the enlarged head's masked weights and its summary); side
-B goes through the same cached core call (ui.cached.attention_grid). The alignment, the difference and its
-largest change are core.model.compare's.
+Side A is what the page already computed; side B goes through the same cached computation, so the two can differ
+only by their inputs.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ BY_TEXT, BY_MODEL = "another text", "another model"
 
 def other_models(shown: str) -> dict[str, Bundle]:
     """Sidebar label -> transformer bundle for every choice but the one shown (told apart by version), each loaded
-    through ui.models.load (verified, cached). A choice that does not load, or a baseline, is left out."""
+    through the models' `load` (verified, cached). A choice that does not load, or a baseline, is left out."""
     found, seen = {}, {shown}
     for label, path in models.choices().items():
         if path is None:  # the registry's served version: a transformer, or a baseline without attention
@@ -47,7 +44,7 @@ def other_models(shown: str) -> dict[str, Bundle]:
 
 
 def side_summary(name: str, s, n: int, layer: int, head: int) -> str:
-    """One line for a side's map from its core.model.introspect.HeadSummary."""
+    """One line for a side's map from its `HeadSummary`."""
     return (
         f"{name}, layer {layer}, head {head} over {n} tokens: on average {number(s.self_weight)} of a row's weight "
         f"goes to the token itself, {number(s.previous_weight)} to the previous token and {number(s.first_weight)} "

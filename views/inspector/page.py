@@ -1,8 +1,8 @@
 """Attention inspector: every layer's and head's weights for a text, one head enlarged, one row by hand.
 
-Picture first (ui.layout): the text and the layer, head and row selectors on top, then the grid of every head with
-the page's question beside it; once answered, the chosen head enlarged (every text on it at least 16 px). The row by
-hand and the side-by-side comparison are tabs."""
+Picture first: the selectors, then the grid of every head with the page's question beside it; once answered, the
+chosen head enlarged (every text on it at least 16 px). The row by hand and the comparison are tabs.
+"""
 
 import math
 
@@ -39,7 +39,7 @@ st.caption(
 @fragment.section
 def inspect(bundle) -> None:
     """Everything the text and the layer, head and row selectors drive, which is the whole page below its title: a
-    change of one of them reruns this fragment only, not app.py's sidebar (ui.fragment, issue 26). The page's
+    change of one of them reruns this fragment only, not app.py's sidebar (a fragment section, issue 26). The page's
     elements outside it (the title and its caption) depend on none of them."""
     config = bundle.config
     L, H, D = config.n_layer, config.n_head, config.head_dim

@@ -1,13 +1,9 @@
-"""The Release page's "What it costs" tab: core.telemetry.cost's report of the selected bundle.
+"""The Release page's "What it costs" tab: the cost report of the selected bundle.
 
-    section(bundle, corpus, registry)   the explanation, the "Measure the cost" button (it times the model, so it
-                                        runs only when pressed), then every figure in a table with its unit and
-                                        the p95 time to a suggestion over class sizes against the latency target
-
-The report is cached per bundle version (and corpus, registry, database) with st.cache_data, so pressing the
-button again, or in another session, shows the same measurement at once; it is a snapshot, and the caption
-says when it was taken. Notes and the rate's origin come from files and the environment: every markdown value is
-escaped, the figures are a dataframe, and the server's paths in them are named, never shown (`named_places`).
+It times the model, so it runs only when the button is pressed; the report is cached per bundle version (and
+corpus, registry, database), so a second press, or another session, shows the same snapshot at once, with the
+time it was taken. Notes come from files and the environment: every markdown value is escaped, and the server's
+paths are named, never shown.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Release: the gate a model passes before the team's autocomplete serves it, and the registry that serves it.
 
-The release checks take minutes of a core, in this page's worker: they are the teacher's (an unlocked session,
-ui.teacher, as Promote is), and one runs at a time on the whole server (CHECK_LOCK, a lock file in the runs folder
-that every worker sees; the OS lets go of it if the worker dies). A learner sees the rubric a check recorded.
+The release checks take minutes of a core in this page's worker, so they are the teacher's (as Promote is), and
+one runs at a time on the whole server (CHECK_LOCK, a lock file in the runs folder every worker sees; the OS lets
+go of it if the worker dies). A learner sees the rubric a check recorded.
 """
 
 import time
@@ -184,11 +184,11 @@ def rubric_section(bundle, key: tuple) -> None:
 
 
 def tradeoff_section(bundle, corpus) -> None:
-    """What each suggestion threshold buys at a price of attention (core.release.evaluation.utility), for the selected
+    """What each suggestion threshold buys at a price of attention (the decision utility), for the selected
     version.
 
     The typist replays the validation documents once per version (about a minute for the shipped model: on
-    request, cached per server); moving the price re-prices that grid (core.release.evaluation.tuning.reprice), which is
+    request, cached per server); moving the price re-prices that grid (`reprice`), which is
     exactly what tuning at that price would give, at once."""
     recorded_policy = policy_from_manifest(bundle.manifest)
     st.caption(

@@ -1,8 +1,7 @@
 """The model registry as the Release page shows it: what is current and served, the versions, the log.
 
-Reads only (core.release.registry.registry's read_current, list_versions, resolve_version, read_log); promoting and
-rolling back stay on the page, behind the teacher's confirmation. Versions, reasons and log entries come
-from the registry's files, so every markdown value is escaped and the tables are dataframes.
+Reads only; promoting and rolling back stay on the page, behind the teacher's confirmation. Versions, reasons and
+log entries come from the registry's files, so every markdown value is escaped and the tables are dataframes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Promote and roll back through the registry for the Release page, and show what the action did.
 
-The page asks the teacher to confirm (ui.teacher) and then calls `promote_version` or `rollback_to`; each
-calls core.release.registry.registry and keeps its outcome in this session (a message, the failed checks, the log
-line it appended) so that `show_action` can render it after the rerun that closes the dialog. A refusal or
-an error is an outcome to show, never a traceback.
+The outcome (a message, the failed checks, the log line) is kept in the session, so it shows after the rerun that
+closes the confirmation dialog. A refusal or an error is an outcome to show, never a traceback.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""The release gate's rubric, the gate's own figures against the baselines, and the quick comparison, as the
-Release page shows them.
+"""The release gate's rubric, the gate's figures against the baselines, and the quick comparison, as the Release
+page shows them.
 
-The rubric is core.release.gate.gate's own (one row per check, with the figure it measured and the rule it is
-held to) and a sentence per check saying what it guards against: measured in this session, or, until then,
-the one a check recorded for the same version (`recorded`: beside the bundle, or in the registry). The gate's
-figures against the baselines are the rubric summary's (core.release.evaluation.comparison.summary per predictor, with
-the 95% bootstrap intervals the keystrokes check decides on): exactly what `python -m core evaluate --compare`
-prints for the same config; `gate_chart` draws them as the Release page's picture. The quick comparison is
-core.release.evaluation.evaluation's with the page's small caps: the transformer, the rule and the n-gram on the same
-held-out positions, and top-1 accuracy per slice with its interval (a bootstrap over documents). Everything
-shown comes from a file or a model, so every markdown cell is escaped.
+The rubric is the gate's own, one row per check with its figure, its rule and a sentence on what it guards
+against: measured in this session or, until then, the one recorded for the same version. The figures against the
+baselines are exactly what `python -m core evaluate --compare` prints for the same config. The quick comparison
+uses the page's small caps. Everything shown comes from a file or a model, so every markdown cell is escaped.
 """
 
 from __future__ import annotations
@@ -136,7 +131,7 @@ def decided_on(figures: dict[str, dict]) -> tuple[str, str, str]:
 
 
 def gate_figures(summary: dict) -> dict[str, dict]:
-    """{shown name: core.release.evaluation.comparison.summary} of the rule, the n-gram and the transformer, in that
+    """{shown name: the comparison's `summary`} of the rule, the n-gram and the transformer, in that
     order; empty unless all three are there with keystrokes measured (the checks that measure them ran)."""
     predictors = summary.get("predictors") if isinstance(summary, dict) else None
     found = {name: (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}

@@ -1,18 +1,8 @@
 """The Release page's trade-off: what each suggestion threshold buys at a price of attention.
 
-    measured(path, version, attention_cost, typing_chars, corpus_key, _corpus)
-                                core.release.evaluation.tuning.tradeoff on the bundle's validation documents (cached per
-                                version, price and corpus)
-    figure(rows)                net and gross keystrokes saved per 100 characters (left axis) and the acceptance
-                                rate (right axis) against the threshold, the chosen threshold marked
-    table(rows), summary(rows)  the chart's data table and its one-line summary
-    render(rows, key=...)       the three through ui.companion.chart
-
-`rows` are core.release.evaluation.tuning.tune_threshold's, one per threshold of the grid, figured by the simulated
-typist on the validation documents: the threshold a bundle records is the one with the most net keystrokes saved at its
-price (core.release.evaluation.utility). A team that prices a glance higher reads off where its own optimum lies, and
-records it with `python -m core tune --bundle DIR --attention-cost C`. Nothing here is read from a user: the labels are
-the lab's own.
+Net and gross keystrokes saved per 100 characters and the acceptance rate against the threshold, from the
+simulated typist on the bundle's validation documents (cached per version, price and corpus). A team that prices a
+glance higher reads off its own optimum here and records it with `python -m core tune --attention-cost C`.
 """
 
 from __future__ import annotations
@@ -138,5 +128,5 @@ def summary(rows: Sequence[dict]) -> str:
 
 
 def render(rows: Sequence[dict], *, key: str = "rel_tradeoff") -> None:
-    """The trade-off chart with its one-line summary and its data table (ui.companion.chart)."""
+    """The trade-off chart with its one-line summary and its data table (the chart's companion)."""
     chart(figure(rows), table(rows), summary(rows), key=key)

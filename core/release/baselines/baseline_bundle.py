@@ -93,9 +93,9 @@ def save_baseline(
     command: Sequence[str] = (),
     suggestion: SuggestionPolicy | None = None,
 ) -> Path:
-    """Write a baseline bundle atomically (core.files.staged_dir, loaded back, install_dir) and return its path.
+    """Write a baseline bundle atomically (staged, loaded back, installed) and return its path.
 
-    `suggestion` (its tuned threshold: core.release.evaluation.tuning) is recorded as generation["suggestion"]; without
+    `suggestion` (its tuned threshold) is recorded as generation["suggestion"]; without
     it the bundle serves at the untuned default. An existing bundle at out_dir is replaced; any other non-empty
     directory is refused."""
     architecture: dict[str, object]
@@ -203,7 +203,7 @@ def read_kind(path: str | os.PathLike) -> str:
 
 
 def load_any(path: str | os.PathLike) -> Bundle | BaselineBundle:
-    """Load a bundle of any kind: a core.model.bundle.Bundle for "transformer", a BaselineBundle otherwise."""
+    """Load a bundle of any kind: a transformer `Bundle` for "transformer", a BaselineBundle otherwise."""
     return load_baseline(path) if read_kind(path) in KINDS else load_bundle(path)
 
 

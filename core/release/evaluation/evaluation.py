@@ -59,7 +59,7 @@ def evaluate_predictor(
     progress: Progress | None = None,
 ) -> EvalReport:
     """Every metric of the module docstring for `predictor` on `documents` (the held-out side), the typist
-    shown suggestions at `policy`'s threshold. `progress` (core.progress) hears of each chunk of positions
+    shown suggestions at `policy`'s threshold. `progress` hears of each chunk of positions
     scored and each batch the typist is shown: the two loops that take the time."""
     if not documents:
         raise ValueError("evaluation needs at least one held-out document")
@@ -147,7 +147,7 @@ def evaluate_bundle(
     tokenizer), tunes each one's threshold on the validation documents the same way, and evaluates them
     with the same code and positions. The net figure is taken at `attention_cost` (default: the price the
     bundle records; another price keeps the bundle's threshold, says so, and tunes the baselines at it).
-    `progress` hears each stage, named by the predictor (core.progress)."""
+    `progress` hears each stage, named by the predictor."""
     predictor, manifest = load_predictor(path)
     policy = policy_from_manifest(manifest)
     priced: tuple[str, ...] = ()

@@ -93,7 +93,7 @@ def worst_slices(slices: Sequence[SliceMetrics], config: EvalConfig) -> tuple[Wo
 
 def metrics(token: dict, typing: dict, mask: np.ndarray, document: np.ndarray, config: EvalConfig) -> MetricSet:
     """The figures of the positions in `mask` (N,) bool; `document` (N,) int is each position's document,
-    the unit every interval resamples (core.release.evaluation.bootstrap)."""
+    the unit every interval resamples (the bootstrap)."""
     sel = mask[token["pos"]]
     nll, c1, c3 = token["nll"][sel], token["top1"][sel], token["top3"][sel]
     n = int(sel.sum())

@@ -92,7 +92,7 @@ def tune_policy(
     progress: Progress | None = None,
 ) -> tuple[SuggestionPolicy, list[dict]]:
     """`policy` with the threshold tuned on `documents` (the validation side) at `policy.attention_cost`, and the
-    grid's figures; `progress` hears the typist's batches, then the grid (core.progress)."""
+    grid's figures; `progress` hears the typist's batches, then the grid."""
     if not documents:
         raise ValueError("tuning the threshold needs at least one validation document")
     config = dataclasses.replace(config, seed=config.seed + 1)  # other stretches than the evaluation types

@@ -78,7 +78,7 @@ def typing_trace(
     progress: Progress | None = None,
 ) -> dict[int, tuple[TraceCut, ...]]:
     """position -> the cuts the policy would choose from there (every position of every segment); `progress`
-    hears of each batch (core.progress)."""
+    hears of each batch."""
     positions = [i for seg in segments for i in range(seg.start, seg.stop)]
     trace: dict[int, tuple[TraceCut, ...]] = {}
     for c0 in steps(range(0, len(positions), BATCH), progress, "suggesting as the user types"):
@@ -93,7 +93,7 @@ def typing_trace(
 
 
 def choose_cut(cuts: Sequence[TraceCut], threshold: float) -> TraceCut | None:
-    """The shown cut at `threshold`: core.release.serving.policy.Proposal.choose on a trace."""
+    """The shown cut at `threshold`: the policy's `Proposal.choose` on a trace."""
     confident = [c for c in cuts if c.probability >= threshold]
     if not confident:
         return None

@@ -26,7 +26,7 @@ from core.release.serving.transformer_predictor import TransformerPredictor
 
 def causality_check(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> CheckResult:
     """Edit every position j of seeded random sequences; the logits at positions < j must not move
-    (core.model.leak.causality_probe, in float64, within core.agreement's allowance)."""
+    (the causality probe, in float64, within the agreement rule's allowance)."""
     probe = causality_probe(model, sequences=policy.causality_sequences, seed=policy.seed)
     a = probe.agreement
     where = (
@@ -47,8 +47,8 @@ def causality_check(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> Check
 
 def cache_checks(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> list[CheckResult]:
     """Greedy generation through the KV cache against the same windows recomputed without it, step by step, over more
-    than one context (so across window slides): core.model.sampling.cache_parity, the measurement the KV-cache lesson
-    shows too. The logits are decided on its float64 copy of the model (core.agreement); the float32 difference of
+    than one context (so across window slides): `cache_parity`, the measurement the KV-cache lesson
+    shows too. The logits are decided on its float64 copy of the model (the agreement rule); the float32 difference of
     the model as served is reported as a figure only; the tokens (and generate's windows) must be identical."""
     L, V = model.config.context_length, model.config.vocab_size
     g = torch.Generator().manual_seed(policy.seed + 1)
@@ -217,7 +217,7 @@ def versus_baselines(
       plausible: vs n-gram         loss >= ngram_floor_ratio x the n-gram's loss (a leak, not skill, beats that)
       beats baselines: loss        loss below every baseline's (the better baseline's)
       beats baselines: keystrokes  the lower end of the transformer's 95% interval of NET keystrokes saved per 100
-                                   characters (core.release.evaluation.utility: less the attention cost of every
+                                   characters (the decision utility: less the attention cost of every
                                    suggestion shown and not taken) above the upper end of EVERY baseline's interval
                                    (intervals that do not overlap); a missing interval (fewer than MIN_DOCUMENTS
                                    documents) fails

@@ -204,7 +204,7 @@ def _tuned_report(
 
 
 def _summary(split: HeldOut, reports: dict[str, EvalReport], ev: EvalConfig, served: SuggestionPolicy) -> dict:
-    """What the figures were measured on and, per predictor, core.release.evaluation.comparison.summary (the
+    """What the figures were measured on and, per predictor, the comparison's `summary` (the
     Release page's table of the gate's figures, and what `evaluate --compare --json` prints for the same EvalConfig)."""
     return {
         "held_out": split.describe(),

@@ -1,2 +1,3 @@
 """The model registry: promote, rollback, its log, what is served and why, and what an interrupted promotion
-leaves (core.release's fourth unit)."""
+leaves.
+"""

@@ -1,10 +1,6 @@
-"""Leftovers of an interrupted promotion: what a killed promote, rollback or switch leaves in a registry.
-
-    versions/.<version>.<8 characters>.tmp   the staged directory of a version (core.files.staged_dir)
-    .current.<random>.tmp                    the temporary sibling of `current` (core.files.write_json_atomic)
-
-`find_leftovers` lists them (`release status` shows them); `remove` deletes one, read-only files included.
-The registry removes them under its lock (core.release.registry.registry), so never one still in progress.
+"""Leftovers of an interrupted promotion: the staged version directories and temporary `current` files a
+killed promote, rollback or switch leaves in a registry. `release status` lists them; the registry removes them
+under its lock, so never one still in progress.
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
-"""The model registry: immutable versions, an atomically switched `current` pointer, an append-only log,
-and what to serve when the current version cannot be loaded.
+"""The model registry: immutable versions, an atomically switched `current` pointer and an append-only log.
 
-    registry/
-      versions/<version>/bundle/      a verified copy of the promoted bundle (its files made read-only)
-      versions/<version>/ngram/       its named fallback: the n-gram baseline trained on the same split
-      versions/<version>/rubric.json  the rubric it passed
-      versions/<version>/record.json  when it was promoted, from where, by whom and why
-      current                         {"version", "history" (earlier currents, oldest first), "switched", "reason"}
-      log.jsonl                       one JSON line per promotion, refusal, rollback and cleanup: time, event,
-                                      version, reason (and actor, why when the caller gave them)
-      .lock                           held (filelock, portable to Windows) while the registry changes
-
-`promote` runs the release rubric (core.release.gate.gate.check_release) first; a bundle that fails is refused,
-the refusal is logged with the failed checks, and `current` stays where it was. A version directory is
-installed by copying into a staged sibling `versions/.<version>.<8 characters>.tmp` (core.files.staged_dir)
-and renaming it into place (core.files.install_dir), and is never changed or removed afterwards; `current`
-is rewritten whole (core.files.write_json_atomic), so a reader sees the old pointer or the new one. A
-process killed mid-promotion leaves its staged directory: `status` lists such leftovers and the next
-promote or rollback removes them (under the lock, so never one in progress: core.release.registry.leftovers).
-Nothing here deletes what a user trained: the promoted bundle is copied, never moved, and a refused
-bundle is left untouched where it was.
-
-The read side (what is served, and the checks a version passes first), the log and the status live in their own
-modules of this package; callers import those names from there, never through this module.
+A bundle is promoted only if it passes the release rubric; a refusal is logged and `current` stays. A version is
+copied (never moved: nothing a user trained is deleted) into a staged directory, renamed into place, and never
+changed afterwards; `current` is rewritten whole, so a reader sees the old pointer or the new one. A killed
+promotion leaves only its staged directory, which the next promote or rollback removes under the lock.
 """
 
 from __future__ import annotations
@@ -308,7 +289,7 @@ def _who(actor: str | None, why: str | None, **more: str) -> dict:
 
 def _make(reg: Path) -> None:
     """The registry folder, made if it is new; RegistryError at once for a folder that is not a registry the lab made
-    (core.release.registry.served.registry_problem: /proc, /dev, a home folder) or that cannot be made."""
+    (`registry_problem`: /proc, /dev, a home folder) or that cannot be made."""
     check_registry(reg)
     try:
         reg.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,6 @@
-"""The registry's log: one JSON line per promotion, refusal, rollback and cleanup, appended, never rewritten.
-
-append_log(reg, event, version, reason, **extra)   time, event, version, reason (and actor, why ... when given),
-                                                    opened in append mode and fsync'ed
-read_log(registry)                                  every entry, oldest first (a line the bounded JSON reader,
-                                                    core.jsonfile, refuses is skipped; past MAX_LOG_BYTES the
-                                                    newest entries only)
+"""The registry's log: one JSON line per promotion, refusal, rollback and cleanup, appended and fsync'ed,
+never rewritten. Reading skips a line the bounded JSON reader refuses and, past MAX_LOG_BYTES, keeps the newest
+entries.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`release status`: the current version and its history, every version verified, what is served and why,
-the log's latest entries, and the leftovers of interrupted promotions. Reads only; a folder that is not a registry
-the lab made (core.release.registry.served.registry_problem) is a RegistryError.
+the log's latest entries and the leftovers of interrupted promotions. Reads only; a folder that is not a registry
+the lab made is a RegistryError.
 """
 
 from __future__ import annotations

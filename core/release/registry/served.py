@@ -1,26 +1,11 @@
-"""What the registry serves, and the checks a version passes before it is served: the registry's read side.
+"""What the registry serves, and the checks a version passes first: the registry's read side.
 
-Nothing read from the registry is trusted as a path. A version is served only if its name has the form
-core.model.bundle.manifest_version gives (16 lowercase hex digits; every `history` entry and rollback target
-too), its directory is a real directory inside versions/ (no symbolic link), its stored rubric.json
-records a passed rubric of that version, and its bundle loads with that version.
-
-    resolve_version(registry)   the current version if it passes those checks; otherwise the last known-good
-                               version (a promoted version that passes them: the earlier currents, latest
-                               first, then any other promoted version, newest first); otherwise the n-gram
-                               fallback stored with a version. `reason` names what is served and why, for the
-                               app's banner. It never raises for a bad registry.
-    read_current, list_versions               the pointer and the versions, read and checked
-    load_version(reg, version)                the bundle of a version that may be served, else BundleError
-    registry_problem(reg), check_registry(reg)
-                                              why a folder is not a registry the lab made (its layout: versions/,
-                                              current, log.jsonl or .lock, at most MAX_REGISTRY_ENTRIES entries;
-                                              or nothing yet), or RegistryError saying so. `--registry /proc` hung
-                                              `release rollback` on a lock that could never be made there: every
-                                              command now refuses such a folder at once, and lists none past its
-                                              bounds.
-
-The layout of a registry and how it changes: core.release.registry.registry.
+Nothing read from the registry is trusted as a path. A version is served only if its name is a manifest version
+(16 lowercase hex digits), its directory is a real one inside versions/, its rubric records a pass for it and its
+bundle loads with that version. Otherwise the last known-good version is served (earlier currents, latest first,
+then any other promoted version), else an n-gram fallback; the reason is said in the app's banner, and reading
+never raises for a bad registry. A folder that is not a registry the lab made is refused at once (`--registry
+/proc` once hung `release rollback` on a lock that could never be made there).
 """
 
 from __future__ import annotations
@@ -41,6 +26,9 @@ from core.release.registry.registry_log import LOG
 from core.release.serving.predictor import Predictor
 from core.release.serving.transformer_predictor import TransformerPredictor
 
+# A registry:  versions/<version>/{bundle/, ngram/ (its n-gram fallback), rubric.json, record.json (when, from
+# where, by whom, why)};  current {"version", "history" (earlier currents, oldest first), "switched", "reason"};
+# log.jsonl;  .lock (filelock, portable to Windows, held while the registry changes).
 CURRENT = "current"
 VERSIONS = "versions"
 BUNDLE = "bundle"
@@ -49,7 +37,7 @@ RECORD = "record.json"
 MAX_RECORD_BYTES = 1 << 20  # `current` and a stored rubric.json: a few kB (a pointer grows ~20 bytes a promotion)
 NAME_RULE = f"{VERSION_LENGTH} lowercase hex digits, as `release status` lists them"
 RECORD_FIX = "the registry file was damaged or edited by hand; promote or roll back again to rewrite it"
-LOCK = ".lock"  # held (filelock) while the registry changes: core.release.registry.registry
+LOCK = ".lock"  # held (filelock) while the registry changes
 LAYOUT = (VERSIONS, CURRENT, LOG, LOCK)  # what the lab makes in a registry; a folder holding none of them is not one
 MAX_REGISTRY_ENTRIES = 1_000  # a registry holds the LAYOUT and a few leftovers of interrupted promotions
 MAX_VERSIONS = 10_000  # versions/ is listed at most this far (a class promotes a few a term)
@@ -279,7 +267,7 @@ def pointer(reg: Path) -> tuple[dict | None, str]:
 
 def read_small(path: Path, label: str) -> Any:
     """A registry record (`current`, a rubric.json or record.json) through the one bounded JSON reader
-    (core.jsonfile): refused above MAX_RECORD_BYTES, nested too deeply, holding NaN or not JSON, with a
+    (the bounded JSON reader): refused above MAX_RECORD_BYTES, nested too deeply, holding NaN or not JSON, with a
     JsonFileError (a ValueError) naming `label`. Every caller treats it as an unreadable record."""
     return read_json_file(path, label, max_bytes=MAX_RECORD_BYTES, fix=RECORD_FIX)
 
