@@ -5,6 +5,7 @@ import torch
 
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.release.evaluation.typing_sim import Segment, TraceCut
+from core.release.serving.predictor import MAX_CONTEXT
 
 TOK = CharTokenizer.from_text("ab c")
 
@@ -27,6 +28,9 @@ class Bigram:
             p[TOK.encode(c)[0]] = prob
         p[EOS_ID] = 0.2
         return p
+
+    def reads(self, max_new):
+        return MAX_CONTEXT  # like a baseline: no window to slide, it reads what it is handed
 
     def log_probs(self, ids, positions):
         return torch.stack([self.row(ids[:t]).log() for t in positions])

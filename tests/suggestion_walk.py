@@ -10,6 +10,9 @@ things are read off it:
   the same wing collapsed. The issue's walk was ui -> release -> ui -> telemetry -> release -> model -> ...
 - `encodes`: how many times the run encoded the prompt, counted as calls of CharTokenizer.encode whose text ends
   with the typed text or is its end (the suggestion's own text, encoded to draw it, is not the prompt).
+- `cuts`: how many times the prompt was cut to its window on the way to the suggestion, counted as calls of
+  window_start made while the page encodes the text (page_prompt) or serves its suggestion (offer) (issue 36: the
+  predictor cut it a second time).
 
 Run as a script it prints both for a short and a long text: `python -m tests.suggestion_walk`.
 """
@@ -43,6 +46,11 @@ class Walk:
     wings: tuple[str, ...]  # the stack at the suggestion's first forward pass, one entry per run of one wing
     frames: tuple[str, ...]  # that stack, "file:function", outermost first (first-party frames only)
     encoders: tuple[str, ...]  # each encoding of the prompt in the run: its three callers, innermost first
+    cutters: tuple[str, ...] = ()  # each cut of the prompt to its window for the suggestion: its three callers
+
+    @property
+    def cuts(self) -> int:
+        return len(self.cutters)
 
     @property
     def encodes(self) -> int:
@@ -66,7 +74,9 @@ def walk(text: str) -> Walk:
     at.switch_page("views/autocomplete.py").run()
     stack_at_forward: list[tuple[str, str]] | None = None
     encoders: list[str] = []
+    cutters: list[str] = []
     view = str(ROOT / "ui" / "suggestion_view.py")
+    serving = {(view, "page_prompt"), (view, "offer")}  # the page's encoding of the text and its suggestion
 
     def first_party_stack(frame) -> list[tuple[str, str]]:
         out = []
@@ -87,6 +97,10 @@ def walk(text: str) -> Walk:
                 stack = first_party_stack(frame)
                 if any(f == view for f, _ in stack):
                     stack_at_forward = stack
+        elif name == "window_start" and wing_of(filename) is not None:
+            stack = first_party_stack(frame)
+            if serving & set(stack):
+                cutters.append(" < ".join(f"{Path(f).name}:{n}" for f, n in stack[::-1][1:4]))
         elif name == "encode" and filename.endswith(str(Path("core", "model", "tokenizer.py"))):
             arg_text = frame.f_locals.get("s")
             if isinstance(arg_text, str) and arg_text and (arg_text.endswith(text) or text.endswith(arg_text)):
@@ -109,15 +123,20 @@ def walk(text: str) -> Walk:
         if not wings or wings[-1] != w:
             wings.append(w)
     frames = tuple(f"{Path(f).resolve().relative_to(ROOT)}:{n}" for f, n in stack_at_forward)
-    return Walk(tuple(wings), frames, tuple(encoders))
+    return Walk(tuple(wings), frames, tuple(encoders), tuple(cutters))
 
 
 if __name__ == "__main__":
     for typed in ("def parse(", "x = compute_total(items)\n" * 6):
         w = walk(typed)
-        print(f"text of {len(typed)} characters: {w.hops} hops through {w.distinct} wings, prompt encoded {w.encodes}x")
+        print(
+            f"text of {len(typed)} characters: {w.hops} hops through {w.distinct} wings, prompt encoded {w.encodes}x, "
+            f"cut to its window {w.cuts}x"
+        )
         print("  wings:", " -> ".join(w.wings))
         for f in w.frames:
             print("   ", f)
         for e in w.encoders:
             print("  encoded by", e)
+        for c in w.cutters:
+            print("  cut by", c)

@@ -14,8 +14,9 @@ import json
 
 import streamlit as st
 
+from core.model.prompt import Prompt
 from core.model.tokenizer import CharTokenizer
-from core.release.serving.autocomplete import Prompt, prompt_for, suggest
+from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
 from core.telemetry import completions

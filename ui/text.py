@@ -69,10 +69,10 @@ def verdict(passed: bool, if_passed: str, if_failed: str) -> None:
 
 
 def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
-    """The notes every page that feeds text to the model owes the reader (`enc`: the encoded prompt):
+    """The notes every page that feeds text to the model owes the reader (`enc`: the text's Prompt):
     an empty text stops the page ('...so there is nothing to <nothing_to>'), unseen characters are listed,
     and a text longer than the context says what was cut."""
-    if enc.T == 0:
+    if enc.empty:
         st.info(f"The text is empty, so there is nothing to {nothing_to}. Type at least one character above.")
         st.stop()
     if enc.unknown_chars:
@@ -82,6 +82,6 @@ def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
         )
     if enc.truncated:
         st.info(
-            f"The text has {enc.original_length} characters but the model reads at most "
+            f"The text has {enc.n_tokens} characters but the model reads at most "
             f"{enc.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown."
         )

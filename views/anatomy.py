@@ -96,7 +96,7 @@ with ids_tab:
     st.code(decoded, language=None)  # shown verbatim, never rendered
     st.caption(
         "Identical to the text the model read."
-        if decoded == enc.text
+        if decoded == enc.kept_text
         else f"{len(enc.unknown_chars)} unseen character(s) came back as \ufffd: <unk> cannot say which it was."
     )
 

@@ -15,9 +15,12 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import kv_cache
+from core.model.forward import next_token_logits
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release.baselines.baseline_bundle import BaselineBundle
-from core.release.serving import autocomplete as ac
+from core.release.serving.autocomplete import baseline_candidates
+from core.release.serving.candidates import code_point, next_token_candidates
+from core.release.serving.completion import complete
 from core.release.serving.transformer_predictor import TransformerPredictor
 from ui import cache_view, charts, fragment, layout, params, predict, projector, suggestion_view
 from ui.companion import chart
@@ -51,19 +54,19 @@ def _completion(
     use_cache: bool,
 ):
     run = SampleConfig(*filters, max_new_tokens=length)
-    return ac.complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=use_cache)
+    return complete(_bundle.model, _bundle.tokenizer, ids, run, seed=seed, use_cache=use_cache)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _candidates(_bundle, version: str, ids: tuple, filters: tuple):
     """Every drawable next token, most likely first: the same for every session with this model and prompt."""
-    return ac.next_token_candidates(_bundle.model, list(ids), SampleConfig(*filters), None, tokenizer=_bundle.tokenizer)
+    return next_token_candidates(_bundle.model, list(ids), SampleConfig(*filters), None, tokenizer=_bundle.tokenizer)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _logits(_bundle, version: str, ids: tuple) -> list[float]:
     """The model's next-token logits after `ids` (V floats): what every sampling setting starts from."""
-    return ac.next_token_logits(_bundle.model, list(ids)).tolist()  # (V,)
+    return next_token_logits(_bundle.model, list(ids)).tolist()  # (V,)
 
 
 @st.cache_resource
@@ -128,7 +131,7 @@ if isinstance(fallback, BaselineBundle):
         with right:
             fallback_prompt = suggestion_view.page_prompt(fallback.predictor, text, fallback.manifest)
             suggestion_view.section(fallback.predictor, fallback_prompt, fallback.manifest, PROMPT_KEY)
-        candidates = ac.baseline_candidates(fallback.predictor, text)
+        candidates = baseline_candidates(fallback.predictor, text)
         labels = [c.piece for c in candidates]
         probs = [c.prob for c in candidates]
         fig = charts.bars(
@@ -307,7 +310,7 @@ def explore(bundle) -> None:
                         "rank": range(1, len(ranked) + 1),
                         "token id": [c.id for c in ranked],
                         "character (visible)": [c.piece for c in ranked],
-                        "code point": [ac.code_point(tok, c.id) for c in ranked],
+                        "code point": [code_point(tok, c.id) for c in ranked],
                         "logit": scores,
                     }
                 ),
@@ -333,7 +336,7 @@ def explore(bundle) -> None:
                     "rank": range(1, len(candidates) + 1),
                     "token id": [c.id for c in candidates],
                     "character (visible)": [c.piece for c in candidates],
-                    "code point": [ac.code_point(tok, c.id) for c in candidates],
+                    "code point": [code_point(tok, c.id) for c in candidates],
                     "probability": [c.prob for c in candidates],
                 }
             )

@@ -22,8 +22,7 @@ import torch
 from torch import Tensor
 
 from core.model.gpt import GPT
-from core.model.kv_cache import window_start
-from core.model.prompt import start_ids
+from core.model.prompt import start_ids, window_start
 
 Step = TypeVar("Step")
 

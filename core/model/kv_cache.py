@@ -1,7 +1,5 @@
 """The KV cache, one concept in one module: the cache itself, every write to its buffers, and the window policy.
 
-    prompt_window(L, room)         how many of a prompt's last tokens the model reads: the context window, written once
-    window_start(N, L, room)       where that window begins in N tokens (the ids the model reads are ids[start:])
     default_keep, next_window_start   the sliding window past the context (slide, reset, re-encode the last `keep`)
     KVCache                        per-layer k and v, preallocated; `append` is the one write to its buffers
 
@@ -46,24 +44,6 @@ import torch
 from torch import Tensor
 
 from core.numbers import integer, is_int
-
-
-def prompt_window(context_length: int, room: int = 0) -> int:
-    """The context window: how many of a prompt's last tokens the model reads when `room` more tokens will be appended
-    through the cache without the window sliding (0 for one next-token read, the suggestion's longest for a
-    suggestion): context_length - room, but never less than half the context (and at least one token). The one rule
-    every reader of a prompt uses (core.model.prompt.encode_for_model, the predictor, generation's first window)."""
-    integer("context_length", context_length, 1)
-    integer("room", room, 0)
-    return max(context_length - room, context_length // 2, 1)
-
-
-def window_start(n_tokens: int, context_length: int, room: int = 0) -> int:
-    """Where the context window begins in a prompt of `n_tokens` tokens: ids[window_start(...):] are the last
-    prompt_window(context_length, room) of them (all of them when the prompt is shorter). Every cut of a prompt's ids
-    (generation's first window, the next-token read, the predictor's continuations) is this one."""
-    integer("n_tokens", n_tokens, 0)
-    return max(0, n_tokens - prompt_window(context_length, room))
 
 
 def default_keep(context_length: int) -> int:

@@ -48,8 +48,8 @@ from core.agreement import float64_copy
 from core.attention import softmax
 from core.model.forward import closing, eval_mode, forward_last
 from core.model.gpt import GPT
-from core.model.kv_cache import KVCache, default_keep, next_window_start, window_start
-from core.model.prompt import start_ids
+from core.model.kv_cache import KVCache, default_keep, next_window_start
+from core.model.prompt import start_ids, window_start
 from core.model.tokenizer import BOS_ID, PAD_ID, UNK_ID
 from core.numbers import is_int
 

@@ -17,10 +17,10 @@ from torch import Tensor
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE
 from core.model.forward import next_token_logits
 from core.model.gpt import GPT
-from core.model.prompt import encode_for_model, start_ids
+from core.model.prompt import Prompt, encode_for_model, start_ids
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import EOS_ID, CharTokenizer
-from core.release.serving.autocomplete import Prompt, distribution_figures
+from core.release.serving.autocomplete import distribution_figures
 from core.release.serving.completion import Completion, complete
 from core.telemetry.record import error_text, safe_slices
 from core.telemetry.schema import Event
@@ -140,7 +140,7 @@ def record_completion(
     surface: str,
     session: str | None = None,
 ) -> int | None:
-    """Record `done`, a completion after `prompt` (`prepare_prompt`: the ids the
+    """Record `done`, a completion after `prompt` (the prompt's ids: what the
     completion read) that a surface showed after waiting `latency_ms` for it (a cached one: the lookup); the first
     step's distribution from one forward pass over those ids, as served_completion's. The input quality is the
     prompt's own: nothing is encoded again."""
@@ -161,10 +161,10 @@ def text_quality(tokenizer: CharTokenizer, text: str, template: str, context_len
     whole context (a streamed completion's first step); (len(text), 0, False) when the text or template is unusable
     (serving says so already)."""
     try:
-        encoded = encode_for_model(tokenizer, template.replace("{prompt}", text), context_length)  # (T,)
+        prompt = encode_for_model(tokenizer, text, context_length, template=template)  # (T,)
     except Exception:  # noqa: BLE001 - recording never changes what is served
         return (len(text) if isinstance(text, str) else 0), 0, False
-    return len(text), len(encoded.unknown_positions), encoded.truncated
+    return len(text), prompt.unseen, prompt.truncated
 
 
 def _completion_event(quality, text, probs, tokens, latency_ms, error, version, surface, session) -> Event:

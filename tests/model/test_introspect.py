@@ -25,7 +25,7 @@ from core.model.introspect import (
 )
 from core.model.prompt import encode_for_model
 from core.model.rope import apply_rope
-from core.model.tokenizer import UNK_ID, CharTokenizer
+from core.model.tokenizer import EOS_ID, UNK_ID, CharTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +101,9 @@ def test_text_longer_than_the_context_keeps_its_last_tokens():
     _, tok = tiny_model()
     text = "abdefr" * 10  # 60 characters, all in the vocabulary
     enc = encode_for_model(tok, text, 32)
-    assert enc.truncated and enc.original_length == 60 and enc.dropped == 28
+    assert enc.truncated and enc.n_tokens == 60 and enc.dropped == 28
     assert list(enc.ids) == tok.encode(text[-32:])
-    assert tok.decode(enc.ids) == enc.text == text[-32:]
+    assert tok.decode(enc.ids) == enc.kept_text == text[-32:]
     short = encode_for_model(tok, "abd", 32)
     assert not short.truncated and short.dropped == 0 and short.ids == tuple(tok.encode("abd"))
 
@@ -120,14 +120,15 @@ def test_unknown_characters_are_reported_with_their_positions():
     assert encode_for_model(tok, "z" + "a" * 32, 32).unknown_chars == ()
 
 
-def test_empty_text_has_no_ids_and_is_refused_by_the_model_functions(tiny):
+def test_empty_text_is_empty_and_no_ids_are_refused_by_the_model_functions(tiny):
+    """An empty text is flagged empty (the pages stop there) and reads only <eos>; no ids at all are refused."""
     model, tok = tiny
     enc = encode_for_model(tok, "", 32)
-    assert enc.ids == () and enc.T == 0 and not enc.truncated
+    assert enc.empty and enc.ids == (EOS_ID,) and enc.kept_text == "" and not enc.truncated
     with pytest.raises(ValueError, match="no tokens"):
-        projections(model, enc.ids, 0, 0)
+        projections(model, [], 0, 0)
     with pytest.raises(ValueError, match="no tokens"):
-        attention_grid(model, enc.ids)
+        attention_grid(model, [])
 
 
 def test_bad_arguments_name_what_was_wrong(tiny):

@@ -1,5 +1,5 @@
 """core.model.kv_cache: storage (append, the one write), rotated keys, bottom-right mask,
-cached == uncached, the context window (prompt_window, window_start), the sliding window, and parity measured once
+cached == uncached, the sliding window, and parity measured once
 (core.model.sampling.cache_parity)."""
 
 import copy
@@ -9,7 +9,7 @@ import torch
 
 from core.agreement import agreement, model_terms
 from core.model.gpt import GPT, preset
-from core.model.kv_cache import KVCache, default_keep, next_window_start, prompt_window, window_start
+from core.model.kv_cache import KVCache, default_keep, next_window_start
 from core.model.rope import apply_rope
 from core.model.sampling import SampleConfig, cache_parity, generate
 
@@ -139,34 +139,6 @@ def test_the_forward_pass_writes_the_cache_only_through_append():
     n = model.config.n_layer
     assert calls == [(layer, 5) for layer in range(n)] + [(layer, 1) for layer in range(n)]
     assert cache.length == 6
-
-
-# ---- the context window ---------------------------------------------------------------------
-
-
-def test_prompt_window_by_hand():
-    """The context window: context_length - room, never below half the context, at least one token."""
-    assert prompt_window(128, 24) == 104  # the shipped model before a suggestion of up to 24 characters
-    assert prompt_window(128, 100) == 64  # half the context, not 28
-    assert prompt_window(128) == prompt_window(128, 0) == 128  # one next-token read: the whole context
-    assert prompt_window(1) == prompt_window(1, 5) == 1
-    assert prompt_window(3, 2) == 1 and prompt_window(32, 24) == 16
-    for L, room in ((0, 0), (True, 0), (1.5, 0), ("128", 0), (128, -1), (128, True), (128, 2.0), (128, None)):
-        with pytest.raises(ValueError, match="context_length|room"):
-            prompt_window(L, room)
-
-
-def test_window_start_cuts_to_the_last_window_tokens():
-    assert window_start(200, 128) == 72 and window_start(128, 128) == 0 and window_start(0, 128) == 0
-    assert window_start(110, 128, 24) == 6 and window_start(104, 128, 24) == 0 and window_start(200, 128, 100) == 136
-    ids = list(range(200))
-    for n in (0, 1, 64, 104, 105, 128, 129, 200):
-        for room in (0, 24, 100):
-            kept = ids[:n][window_start(n, 128, room) :]
-            assert kept == ids[:n][len(ids[:n]) - min(n, prompt_window(128, room)) :]  # the last min(n, window)
-    for bad in (-1, True, 2.5):
-        with pytest.raises(ValueError, match="n_tokens"):
-            window_start(bad, 128)
 
 
 # ---- the sliding-window policy -----------------------------------------------------------------

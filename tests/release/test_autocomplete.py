@@ -18,18 +18,12 @@ from core.model.bundle import save_bundle
 from core.model.corpus import corpus_from_text
 from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
 from core.model.kv_cache import KVCache
+from core.model.prompt import Prompt, encode_for_model, prompt_window
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
-from core.release.serving.autocomplete import (
-    Prompt,
-    baseline_candidates,
-    code_point,
-    complete,
-    next_token_candidates,
-    prepare_prompt,
-    prompt_for,
-    suggest,
-)
+from core.release.serving.autocomplete import baseline_candidates, prompt_for, suggest
+from core.release.serving.candidates import code_point, next_token_candidates
+from core.release.serving.completion import complete
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, suggestion
 from core.release.serving.predictor import is_word_char
 from core.release.serving.transformer_predictor import TransformerPredictor
@@ -129,8 +123,6 @@ def test_bad_arguments_raise_value_errors_naming_them():
         next_token_candidates(model, [4], SampleConfig(), k=0)
     with pytest.raises(ValueError, match=f"0..{V - 1}"):
         next_token_candidates(model, [V], SampleConfig())
-    with pytest.raises(ValueError, match="ModelConfig"):
-        prepare_prompt(TOK, "x")
     with pytest.raises(ValueError, match="seed"):
         parity_trace(model, [4], 3, SampleConfig(temperature=1.0), seed=None)
     with pytest.raises(ValueError, match="n_steps"):
@@ -159,28 +151,15 @@ def test_bad_arguments_raise_value_errors_naming_them():
 # ---- prompts -------------------------------------------------------------------------------------
 
 
-def test_long_prompts_are_cut_to_the_context_and_unknown_characters_reported():
-    L = preset("tiny", V).context_length
-    config = preset("tiny", V)
-    text = "é" + "x + 1 " * 8 + "€"  # 50 characters; é falls in the cut part, € stays
-    prompt = prepare_prompt(TOK, text, config)
-    assert prompt.truncated and prompt.n_tokens == len(text) and prompt.dropped == len(text) - L
-    assert list(prompt.ids) == TOK.encode(text)[-L:]
-    assert prompt.unknown_chars == ("€",)  # what the model sees; the é was cut before it
-    assert prompt.ids[-1] == UNK_ID and prompt.pieces[-1] == "<unk>"
-    assert prompt.pieces == tuple("␣" if c == " " else "<unk>" if c == "€" else c for c in text[-L:])
+def test_code_points_name_each_token():
     assert [code_point(TOK, i) for i in TOK.encode(" x\n")] == ["U+0020", "U+0078", "U+000A"]
     assert code_point(TOK, UNK_ID) == "<unk>"
-
-    short = prepare_prompt(TOK, "x€s€", config)
-    assert not short.truncated and short.dropped == 0 and short.unknown_chars == ("€",)
-    assert list(short.ids) == [TOK.encode("x")[0], UNK_ID, TOK.encode("s")[0], UNK_ID]
 
 
 @pytest.mark.numerics
 def test_empty_prompt_starts_from_eos_for_candidates_and_completion():
     model = spread_model()
-    prompt = prepare_prompt(TOK, "", model.config)
+    prompt = encode_for_model(TOK, "", model.config.context_length)
     assert prompt.empty and prompt.ids == (EOS_ID,) and prompt.pieces == ("<eos>",)
     want = softmax_by_hand(last_logits(model, [EOS_ID]), 1.0)
     got = {c.id: c.prob for c in next_token_candidates(model, [], SampleConfig(), k=None)}
@@ -203,9 +182,11 @@ def test_a_bundle_brings_its_template_and_context(tmp_path):
     )
     from core.model.bundle import load_bundle
 
-    prompt = prepare_prompt(load_bundle(path), "main")
-    assert prompt.model_text == "# main" and list(prompt.ids) == TOK.encode("# main")
-    assert prompt.context_length == model.config.context_length
+    bundle = load_bundle(path)
+    predictor = TransformerPredictor(bundle.model, bundle.tokenizer)
+    prompt = prompt_for(predictor, "main", None, template=bundle.manifest["prompt_template"])  # as the page does
+    assert prompt.text == "main" and prompt.model_text == "# main" and list(prompt.ids) == TOK.encode("# main")
+    assert prompt.context_length == prompt.window == model.config.context_length
 
 
 # ---- completions and parity ----------------------------------------------------------------------
@@ -483,20 +464,53 @@ def test_an_error_in_serving_is_measured_and_raised_again():
 def test_the_prompt_is_the_window_the_suggestion_reads(n):
     """The stub's context is 64 and a suggestion may add 24 tokens, so a suggestion reads the last 40: a prompt of
     41 to 64 characters is truncated (what the issue found for 105-128 characters of a context of 128), and the
-    prompt of prompt_for is prepare_prompt's with room for the longest suggestion."""
+    prompt of prompt_for is the prompt's one constructor with room for the longest suggestion."""
     model = BigramStub()
     predictor = TransformerPredictor(model, TOK)
     text = (TEXT * 3)[:n]
     prompt = prompt_for(predictor, text, DEFAULT_POLICY)
-    assert prompt == prepare_prompt(TOK, text, model.config, room=DEFAULT_POLICY.max_chars)
+    assert prompt == encode_for_model(TOK, text, model.config.context_length, room=DEFAULT_POLICY.max_chars)
     assert prompt.window == 40 == predictor.reads(DEFAULT_POLICY.max_chars) and prompt.context_length == 64
     assert list(prompt.ids) == TOK.encode(text)[-40:]
     assert prompt.truncated == (n > 40) and prompt.dropped == max(0, n - 40)
-    # what the suggestion reads: the same as the policy fed the whole text (the predictor keeps the same window)
-    assert served(predictor, text, DEFAULT_POLICY) == suggestion(predictor, TOK.encode(text), DEFAULT_POLICY)
+    # what the suggestion reads: the same as the policy fed the text's last 40 ids, cut by hand
+    assert served(predictor, text, DEFAULT_POLICY) == suggestion(predictor, TOK.encode(text)[-40:], DEFAULT_POLICY)
     whole = prompt_for(predictor, text, None)  # one next-token read: the whole context
     assert whole.window == 64 and list(whole.ids) == TOK.encode(text)[-64:] and whole.truncated == (n > 64)
     assert isinstance(whole, Prompt)
+
+
+def test_prompt_for_gives_the_predictors_window_as_context_and_room():
+    """prompt_for hands the constructor (reads(0), reads(0) - reads(m)): the window rule gives back reads(m) for
+    every context and room, checked exhaustively against the rule written out (max(L - m, L // 2, 1))."""
+    for L in range(1, 130):
+        for m in range(0, 140):
+            w = max(L - m, L // 2, 1)
+            assert prompt_window(L, m) == w and prompt_window(L, L - w) == w
+
+
+def test_the_suggestion_reads_the_prompts_ids_as_they_are_and_refuses_a_longer_context():
+    """The suggestion path cuts once: the ids the model's first forward pass reads are the prompt's, token for
+    token; a context longer than the window reaches continuations only uncut, and is refused, not cut again."""
+    model = BigramStub()
+    seen = []
+    forward = model.forward
+
+    def spy(idx, *args, **kwargs):
+        seen.append(idx[0].tolist())
+        return forward(idx, *args, **kwargs)
+
+    model.forward = spy
+    predictor = TransformerPredictor(model, TOK)
+    text = (TEXT * 3)[:100]
+    prompt = prompt_for(predictor, text, DEFAULT_POLICY)
+    suggest(predictor, prompt, DEFAULT_POLICY).suggestion_or_raise()
+    assert seen[0] == list(prompt.ids) and len(seen[0]) == 40  # the window, read as cut
+    with pytest.raises(ValueError, match="longer than the 40"):
+        next(predictor.continuations([TOK.encode(text)], DEFAULT_POLICY.max_chars))
+    whole = prompt_for(predictor, text, None)  # the whole context: not the window a suggestion reads
+    with pytest.raises(ValueError, match="longer than the 40"):
+        suggest(predictor, whole, DEFAULT_POLICY).suggestion_or_raise()
 
 
 @pytest.mark.numerics
@@ -562,7 +576,7 @@ def test_completions_never_contain_special_tokens(text, seed, temperature):
     """A model that prefers <pad>, <bos> and <unk> still completes with characters only (and <eos> only as
     the stop); the prompt may hold unseen characters, which are <unk> on the way in."""
     model = SpecialLovingGPT.build()
-    ids = prepare_prompt(TOK, text, model.config).ids
+    ids = encode_for_model(TOK, text, model.config.context_length).ids
     completion = complete(model, TOK, ids, SampleConfig(temperature=temperature, max_new_tokens=10), seed=seed)
     assert not set(completion.tokens) & {PAD_ID, BOS_ID, EOS_ID, UNK_ID}
     assert "\ufffd" not in completion.text

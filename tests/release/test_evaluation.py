@@ -24,7 +24,7 @@ from core.release.evaluation.evaluation import evaluate_predictor
 from core.release.evaluation.held_out import held_out
 from core.release.evaluation.tuning import THRESHOLDS
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy
-from core.release.serving.predictor import continuations_by_log_probs
+from core.release.serving.predictor import MAX_CONTEXT, continuations_by_log_probs
 from core.release.serving.transformer_predictor import TransformerPredictor
 
 TEXT20 = "ab ab abc ac ab abab"  # 20 characters
@@ -39,6 +39,9 @@ class Toy:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+
+    def reads(self, max_new):
+        return MAX_CONTEXT  # like a baseline: no window to slide, it reads what it is handed
 
     def log_probs(self, ids, positions):
         V = self.tokenizer.vocab_size
@@ -153,10 +156,13 @@ def test_transformer_rows_are_the_full_forward_pass_and_continuations_agree(tiny
     torch.testing.assert_close(rows, full, atol=1e-6, rtol=0)
     assert torch.allclose(rows.exp().sum(-1), torch.ones(len(ids), dtype=torch.float64))
     # continuations (one KV cache) against log_probs (uncached windows) along a path, on a float64 copy: the
-    # context is cut to its last L - max_new = 24 tokens, then the sent tokens are appended
+    # context, cut by the caller to its last L - max_new = 24 tokens (a longer one is refused), then the sent tokens
+    # are appended
     predictor64 = TransformerPredictor(float64_copy(model), tok)
     path = tok.encode("    return")[:8]
-    steps = predictor64.continuations([ids], 8)
+    with pytest.raises(ValueError, match="longer than the 24"):
+        next(predictor64.continuations([ids], 8))
+    steps = predictor64.continuations([ids[-24:]], 8)
     rows = [next(steps)] + [steps.send(torch.tensor([t])) for t in path[:-1]]  # 8 x (1, V)
     context = ids[-24:] + path
     want = predictor64.log_probs(context, range(24, 32)).exp()  # (8, V)

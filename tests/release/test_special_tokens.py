@@ -9,17 +9,13 @@ from hypothesis import strategies as st
 
 from core.model.corpus import Document
 from core.model.gpt import GPT, ModelOutput
+from core.model.prompt import encode_for_model
 from core.model.sampling import NEVER_SAMPLED, SampleConfig
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from core.release.baselines.ngram import train_ngram
-from core.release.serving.autocomplete import (
-    baseline_candidates,
-    complete,
-    next_token_candidates,
-    prepare_prompt,
-    prompt_for,
-    suggest,
-)
+from core.release.serving.autocomplete import baseline_candidates, prompt_for, suggest
+from core.release.serving.candidates import next_token_candidates
+from core.release.serving.completion import complete
 from core.release.serving.policy import DEFAULT_POLICY, SuggestionPolicy, propose
 from core.release.serving.transformer_predictor import TransformerPredictor
 
@@ -58,8 +54,8 @@ prompts = st.text(alphabet=st.sampled_from(sorted(set(TEXT)) + list(OUTSIDE)), m
 
 def special_rows(predictor, text):
     """(completion length, rows of the proposal's steps whose most likely token is <pad>, <bos> or <unk>)."""
-    ids = list(prepare_prompt(TOK, text, MODEL.config).ids)
-    proposal = propose(predictor, ids)
+    ids = list(encode_for_model(TOK, text, MODEL.config.context_length).ids)
+    proposal = propose(predictor, prompt_for(predictor, text, DEFAULT_POLICY).ids)  # the window a suggestion reads
     full = ids + list(proposal.completion)
     rows = predictor.log_probs(full + [EOS_ID], range(len(ids), len(full) + 1))  # (k + 1, V): each step, the stop
     return len(proposal.completion), sum(int(i) in NEVER for i in rows.argmax(dim=-1))
@@ -84,7 +80,7 @@ def test_suggestions_never_hold_a_special_token(text, threshold):
         s = suggest(predictor, prompt_for(predictor, text, policy), policy).suggestion_or_raise()
         assert set(s.text) <= set(TOK.chars) and set(s.completion) <= set(TOK.chars)
         assert s.completion.startswith(s.text)
-        proposal = propose(predictor, TOK.encode(text)[-1024:], policy)
+        proposal = propose(predictor, TOK.encode(text)[-predictor.reads(policy.max_chars) :], policy)
         assert not set(proposal.completion) & SPECIAL
         assert all(not set(c.tokens) & SPECIAL for c in proposal.cuts)
         # every token decodes to one character: nothing was hidden by skipping special tokens in decode
@@ -99,7 +95,7 @@ def test_suggestions_never_hold_a_special_token(text, threshold):
     seed=st.integers(0, 2**63 - 1),
 )
 def test_completions_and_candidates_never_hold_pad_bos_or_unk(text, temperature, seed):
-    ids = prepare_prompt(TOK, text, MODEL.config).ids
+    ids = encode_for_model(TOK, text, MODEL.config.context_length).ids
     sample = SampleConfig(temperature=temperature, max_new_tokens=8)
     completion = complete(MODEL, TOK, ids, sample, seed=seed)
     assert not set(completion.tokens) & SPECIAL  # <eos> is the stop, never a token of the completion

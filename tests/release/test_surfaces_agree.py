@@ -10,7 +10,8 @@ evaluation reads.
 Long prompts (issue 27): a second bundle with the shipped model's context (128) is asked after prompts of 110 and 128
 characters (longer than the 104 a suggestion reads, prompt_window(128, 24), but within the context) and of 200 (longer
 than the context). The surfaces still agree, and the ids the model is fed for the suggestion are exactly the
-EncodedText the prompt is described by (core.model.prompt.encode_for_model with room = the policy's longest suggestion).
+Prompt it is described by (core.model.prompt.encode_for_model with room = the policy's longest suggestion), and the
+evaluation's typist, which cuts its stream to the same window, reads the same ids.
 """
 
 import json
@@ -128,7 +129,7 @@ def record_prefills(monkeypatch) -> list[list[int]]:
 
 @pytest.mark.parametrize("n", [110, 128, 200])
 def test_the_model_reads_exactly_the_ids_the_prompt_is_described_by(long_bundle, n, capsys, monkeypatch):
-    """What the model reads for a suggestion (the ids fed to its KV cache, captured at GPT.forward) is the EncodedText
+    """What the model reads for a suggestion (the ids fed to its KV cache, captured at GPT.forward) is the Prompt
     of encode_for_model(..., room=max_chars): its `window` is 104 of 128 by hand, and a prompt of 105-128 characters is
     `truncated`. Under the old rule (a prompt described by its last 128 characters, room 0, while the suggestion read
     104) the description of a 110- or 128-character prompt says "not truncated" and names ids the model never reads."""
@@ -138,12 +139,14 @@ def test_the_model_reads_exactly_the_ids_the_prompt_is_described_by(long_bundle,
     encoded = encode_for_model(tok, prompt, LONG_CONTEXT, room=max_chars)
     assert (max_chars, encoded.window) == (24, 104)  # by hand: max(128 - 24, 128 // 2, 1)
     assert encoded.ids == tuple(tok.encode(prompt[n - 104 :]))  # the last 104 characters, one token each
-    assert encoded.truncated and encoded.dropped == n - 104 and encoded.original_length == n
+    assert encoded.truncated and encoded.dropped == n - 104 and encoded.n_tokens == n
 
     fed = record_prefills(monkeypatch)
-    steps = predictor.continuations([tok.encode(prompt)], max_chars)  # the whole text: the predictor cuts it
-    next(steps)
-    steps.close()
+    with pytest.raises(ValueError, match="longer than the 104"):  # the whole text is refused, never cut a second time
+        next(predictor.continuations([tok.encode(prompt)], max_chars))
+    assert fed == []
+    stream = tok.encode(prompt)
+    typing_trace(predictor, stream + tok.encode("x"), [Segment(0, n, n + 1)], SuggestionPolicy())  # the typist
     assert fed == [list(encoded.ids)]
 
     fed.clear()

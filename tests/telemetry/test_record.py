@@ -12,8 +12,7 @@ from bundles import tiny_model
 
 from core.agreement import allowance, float64_copy, model_terms
 from core.model.corpus import Document
-from core.model.kv_cache import prompt_window
-from core.model.prompt import encode_for_model, start_ids
+from core.model.prompt import encode_for_model, prompt_window, start_ids
 from core.model.sampling import SampleConfig, generate
 from core.model.tokenizer import EOS_ID
 from core.release.baselines.baseline_bundle import load_baseline
@@ -248,16 +247,16 @@ def test_the_command_line_records_suggest_and_generate(trained_bundle_path, tmp_
 
 @pytest.mark.numerics
 def test_a_shown_completion_is_recorded_from_the_prompt_it_read_without_encoding_it_again(trained_bundle, tmp_path):
-    """record_completion takes the page's prompt (prepare_prompt with room for the longest suggestion): its input
+    """record_completion takes the page's prompt (encode_for_model with room for the longest suggestion): its input
     quality is that prompt's, and the first step's distribution is the model's after exactly its ids."""
-    from core.release.serving.autocomplete import prepare_prompt
     from core.telemetry.completions import record_completion
 
     bundle = trained_bundle
     L = bundle.config.context_length
     window = prompt_window(L, MAX_CHARS)
     text = "é" + ("def add(a, b):\n    return a + b\n" * 8)[: L - 2]  # longer than the window, within the context
-    prompt = prepare_prompt(bundle, text, room=MAX_CHARS)
+    template = bundle.manifest["prompt_template"]
+    prompt = encode_for_model(bundle.tokenizer, text, L, room=MAX_CHARS, template=template)
     assert prompt.window == window and prompt.truncated and prompt.unseen == 0  # the é is cut
     sample = SampleConfig(temperature=0.0, max_new_tokens=5)
     done = complete(bundle.model, bundle.tokenizer, prompt.ids, sample)

@@ -15,7 +15,7 @@ from core.model.bundle_checks import BundleError
 from core.model.compare import align, attention_mask, describe, difference, lacks, small_edit
 from core.model.compare import table as compare_table
 from core.model.introspect import head_summaries, weight_allowance
-from core.model.prompt import EncodedText, encode_for_model
+from core.model.prompt import Prompt, encode_for_model
 from ui import cached, charts, models, params
 from ui.charts import masked
 from ui.companion import chart, matrix_table
@@ -52,7 +52,7 @@ def side_summary(name: str, s, n: int, layer: int, head: int) -> str:
     )
 
 
-def section(bundle: Bundle, text: str, enc: EncodedText, layer: int, head: int, grid, side_a, summary_a, mask) -> None:
+def section(bundle: Bundle, text: str, enc: Prompt, layer: int, head: int, grid, side_a, summary_a, mask) -> None:
     """The inspector's "Compare side by side" tab. `grid` (L, H, T, T) is side A's attention, `side_a` its
     layer/head weights with None where masked, `summary_a` its HeadSummary, `mask` (T, T) True where a query may
     attend."""
@@ -89,7 +89,7 @@ def section(bundle: Bundle, text: str, enc: EncodedText, layer: int, head: int, 
         enc_b = encode_for_model(bundle.tokenizer, text_b, config.context_length)  # cut to the context like text A
         name_b, unknown_note = "Side B (the other text)", "That is in side B's text."
     missing = lacks(bundle_b.config, layer, head)
-    if enc_b.T == 0:
+    if enc_b.empty:
         problem = "Side B's text is empty: type at least one character to compare it with side A."
     elif missing is not None:
         problem = f"Side B's model lacks layer {layer}, head {head}: {missing}. Only side A is shown."

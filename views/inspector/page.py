@@ -326,7 +326,7 @@ def inspect(bundle) -> None:
             )
 
     st.session_state["inspector_row"] = {
-        "text": enc.text,  # what the model read (the end of a text longer than the context)
+        "text": enc.kept_text,  # what the model read (the end of a text longer than the context)
         "layer": layer,
         "head": head,
         "t": t,

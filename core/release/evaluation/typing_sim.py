@@ -80,10 +80,11 @@ def typing_trace(
     """position -> the cuts the policy would choose from there (every position of every segment); `progress`
     hears of each batch."""
     positions = [i for seg in segments for i in range(seg.start, seg.stop)]
+    kept = min(MAX_CONTEXT, predictor.reads(policy.max_chars))  # the stream cut once, to the window it reads
     trace: dict[int, tuple[TraceCut, ...]] = {}
     for c0 in steps(range(0, len(positions), BATCH), progress, "suggesting as the user types"):
         batch = positions[c0 : c0 + BATCH]
-        proposals = propose_all(predictor, [ids[max(0, i - MAX_CONTEXT) : i] for i in batch], policy)
+        proposals = propose_all(predictor, [ids[max(0, i - kept) : i] for i in batch], policy)
         for i, proposal in zip(batch, proposals):
             trace[i] = tuple(
                 TraceCut(cut.chars, cut.probability, list(ids[i : i + cut.chars]) == list(cut.tokens))

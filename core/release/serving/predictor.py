@@ -9,8 +9,9 @@ It works on token ids of the model's CharTokenizer, so every predictor is scored
                                                     P(next | contexts[b]); the (B,) tokens sent in are appended
                                                     and the next rows yielded, at most max_new times (fewer
                                                     when a model's context leaves less room: the caller stops)
-    reads(max_new) -> int                           how many of a context's last tokens continuations reads
-                                                    (the transformer: core.model.kv_cache.prompt_window)
+    reads(max_new) -> int                           how many of a context's last tokens continuations reads (the
+                                                    transformer: the prompt's window rule, and it refuses a longer
+                                                    context rather than cut it again: the caller cuts once)
 
 What is suggested from those rows is the one suggestion policy of core.release.serving.policy. A *word character*
 is a letter, a digit or "_" (`is_word_char`). Shapes: P positions, V vocabulary size.

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from core.model.bundle import BundleError
 from core.model.gpt import GPT
-from core.model.kv_cache import prompt_window, window_start
+from core.model.prompt import prompt_window
 from core.model.tokenizer import CharTokenizer
 from core.release.baselines.baseline_bundle import BaselineBundle, load_any
 from core.release.serving.policy import policy_from_manifest
@@ -54,22 +54,29 @@ class TransformerPredictor:
         return torch.cat(rows) if rows else torch.empty(0, self.tokenizer.vocab_size, dtype=torch.float64)  # (P, V)
 
     def reads(self, max_new: int) -> int:
-        """The context window of a continuation of max_new tokens: core.model.kv_cache.prompt_window."""
+        """The context window of a continuation of max_new tokens: the prompt's window rule (prompt_window)."""
         return prompt_window(self.model.config.context_length, max_new)
 
     @torch.inference_mode()
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
-        """Rows from one KV cache per group of contexts of equal length. Each context is cut to its context window,
-        the last self.reads(max_new) = core.model.kv_cache.prompt_window(L, max_new) tokens, so the window never
-        slides while tokens are appended; a model whose context leaves less room than max_new yields fewer rows."""
+        """Rows from one KV cache per group of contexts of equal length. Each context is read as it is: at most
+        self.reads(max_new) tokens (prompt_window(L, max_new)), cut to that window by whoever built it (a Prompt is,
+        the typist cuts its stream), so the window never slides while tokens are appended; a longer context is
+        refused, never cut a second time. A model whose context leaves less room than max_new yields fewer rows."""
         L = self.model.config.context_length
         if max_new < 1:
             raise ValueError(f"max_new must be >= 1, got {max_new}")
         kept = self.reads(max_new)  # context tokens the model reads
-        cut = [list(c[window_start(len(c), L, max_new) :]) for c in contexts]  # the last `kept` (or fewer) of each
-        max_new = min(max_new, L - kept)  # rows it can still give without sliding
+        cut = [list(c) for c in contexts]  # (B, T_b) each already cut to its window
         if any(not c for c in cut):
             raise ValueError("every context needs at least one token (an empty text starts from <eos>)")
+        longest = max((len(c) for c in cut), default=0)
+        if longest > kept:
+            raise ValueError(
+                f"a context of {longest} tokens is longer than the {kept} this model reads before {max_new} more: "
+                "cut it to its window first (a Prompt is)"
+            )
+        max_new = min(max_new, L - kept)  # rows it can still give without sliding
         groups: dict[int, list[int]] = {}  # context length -> indices of the contexts that long
         for b, c in enumerate(cut):
             groups.setdefault(len(c), []).append(b)
