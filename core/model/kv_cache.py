@@ -92,8 +92,10 @@ class KVCache:
 
     `append(layer, k_new, v_new)` writes the T new positions of one layer and returns that layer's
     keys and values so far, views of shape (B, H, S, D). Layers are appended in order 0 .. n_layer - 1
-    once per forward pass; `length` counts the positions every layer holds. Every write to the buffers `k` and `v`
-    is this method.
+    once per forward pass; `length` counts the positions every layer holds (it moves when the last layer is
+    written). Every write to the buffers `k` and `v` is this method. Layer 0 checks the new keys' shape and the
+    room left, once per pass; every later layer only that it comes next and brings the same shape (a cached step
+    is a few microseconds of arithmetic per layer, so the checks are not repeated in full).
     """
 
     def __init__(
@@ -114,8 +116,11 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.capacity = capacity
-        self.layer_k, self.layer_v = self.k.unbind(0), self.v.unbind(0)  # per layer (B, H, capacity, D) views
-        self._lengths = [0] * n_layer
+        # per layer (B, H, capacity, D) views, one select each (unbind's views refuse an in-place write under autograd)
+        self.layer_k, self.layer_v = [self.k[i] for i in range(n_layer)], [self.v[i] for i in range(n_layer)]
+        self._length = 0  # positions every layer holds
+        self._next_layer = 0  # the layer whose append comes next in this pass
+        self._new_shape: torch.Size | None = None  # (B, H, T, D) of this pass's new keys, set by layer 0
 
     @classmethod
     def for_model(cls, config, batch_size: int = 1, *, dtype=torch.float32, device=None) -> KVCache:
@@ -137,43 +142,55 @@ class KVCache:
     @property
     def length(self) -> int:
         """Positions stored in every layer (the absolute position of the next token)."""
-        return min(self._lengths)
+        return self._length
 
     @property
     def remaining(self) -> int:
-        return self.capacity - self.length
+        return self.capacity - self._length
 
     def reset(self) -> None:
         """Forget every position (the buffers are reused, stale values are never read)."""
-        self._lengths = [0] * self.n_layer
+        self._length, self._next_layer, self._new_shape = 0, 0, None
 
     def append(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Store k_new, v_new (B, H, T, D) of `layer` after its cached positions; return (B, H, S, D) views."""
+        if layer != self._next_layer or layer == 0:
+            self._check_first(layer, k_new)
+        if k_new.shape != self._new_shape or v_new.shape != self._new_shape:
+            raise ValueError(
+                f"layer {layer} brings k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)}; this pass "
+                f"began with {tuple(self._new_shape or ())} (B, H, T, D) at layer 0"
+            )
+        start, T = self._length, k_new.shape[2]
+        S = start + T
+        self.layer_k[layer].narrow(2, start, T).copy_(k_new)  # (B, H, T, D) written at positions start .. S - 1
+        self.layer_v[layer].narrow(2, start, T).copy_(v_new)
+        if layer == self.n_layer - 1:
+            self._length, self._next_layer = S, 0  # every layer holds the new positions
+        else:
+            self._next_layer = layer + 1
+        return self.layer_k[layer].narrow(2, 0, S), self.layer_v[layer].narrow(2, 0, S)  # (B, H, S, D) each
+
+    def _check_first(self, layer: int, k_new: Tensor) -> None:
+        """The checks of a pass's first append (layer 0): the layer order, the new keys' shape, the room left."""
         if not is_int(layer) or not 0 <= layer < self.n_layer:
             raise ValueError(f"layer must lie in 0..{self.n_layer - 1}, got {layer!r}")
-        _, B, H, _, D = self.k.shape
-        for name, x in (("k_new", k_new), ("v_new", v_new)):
-            if x.dim() != 4 or x.shape[0] != B or x.shape[1] != H or x.shape[3] != D or x.shape[2] < 1:
-                raise ValueError(f"{name} must be (B={B}, H={H}, T>=1, D={D}), got {tuple(x.shape)}")
-        if k_new.shape != v_new.shape:
-            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have the same shape")
-        start = self._lengths[layer]
-        if start != self.length:
+        if layer != self._next_layer:
             raise ValueError(
-                f"layer {layer} already holds {start} positions while layer(s) behind it hold {self.length}: "
+                f"layer {layer} appended while layer {self._next_layer} comes next: "
                 "append every layer once per forward pass, in order"
             )
+        _, B, H, _, D = self.k.shape
+        x = k_new
+        if x.dim() != 4 or x.shape[0] != B or x.shape[1] != H or x.shape[3] != D or x.shape[2] < 1:
+            raise ValueError(f"k_new must be (B={B}, H={H}, T>=1, D={D}), got {tuple(x.shape)}")
         T = k_new.shape[2]
-        if start + T > self.capacity:
+        if self._length + T > self.capacity:
             raise ValueError(
-                f"cache holds {start} of {self.capacity} positions and cannot take {T} more; "
+                f"cache holds {self._length} of {self.capacity} positions and cannot take {T} more; "
                 "slide the window (reset and re-encode, see next_window_start)"
             )
-        self.k[layer, :, :, start : start + T] = k_new
-        self.v[layer, :, :, start : start + T] = v_new
-        self._lengths[layer] = start + T
-        S = start + T
-        return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
+        self._new_shape = k_new.shape
 
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape
