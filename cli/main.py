@@ -294,7 +294,8 @@ def register_generate(subparsers) -> None:
 
 def _run_generate(args: argparse.Namespace) -> int:
     from core.model.bundle import load_bundle
-    from core.model.sampling import MIN_TEMPERATURE, check_seed, generate
+    from core.model.engine import generate
+    from core.model.sampling import MIN_TEMPERATURE, check_seed
     from core.model.tokenizer import EOS_ID
     from core.telemetry.completions import recording_completion
     from core.telemetry.store import TelemetryStore

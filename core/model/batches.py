@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from core.model.corpus import Document
-from core.model.forward import eval_mode
+from core.model.engine import eval_mode
 from core.model.gpt import GPT
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.numbers import is_int

@@ -2,10 +2,9 @@
 
     prompt_window(L, room)         how many of a prompt's last tokens the model reads: the context window, written once
     window_start(N, L, room)       where that window begins in N tokens (the ids the model reads are ids[start:])
-    default_keep, next_window_start   the sliding window past the context (slide, reset, re-encode the last `keep`)
     KVCache                        per-layer k and v, preallocated; `append` is the one write to its buffers
 
-Whether cached and uncached generation agree is measured once, by core.model.sampling.cache_parity, and decided by
+Whether cached and uncached generation agree is measured once, by the engine's cache_parity, and decided by
 core.agreement's rule (float64); the KV-cache lesson and the release gate both read that measurement.
 
 Why a cache: when generating, the keys and values of earlier tokens never change (the model is causal),
@@ -31,7 +30,7 @@ tokens. The tokens the model sees are `ids[start:]`; generation starts with star
 max(0, N - L) (N tokens so far, L = context_length). When feeding the next token would make the window longer than
 L, the window slides: start = N - keep, the cache is reset, and the last `keep` tokens are encoded
 again from scratch at positions 0 .. keep - 1. The window then grows one token per step until it is
-full again. `keep` defaults to L // 2 (`default_keep`): a re-encode every L // 2 + 1 steps, while the
+full again. `keep` defaults to L // 2 (the engine's `default_keep`): a re-encode every L // 2 + 1 steps, while the
 model always sees at least L // 2 tokens of context. keep = L - 1 sees more context but re-encodes
 every other step. The uncached path follows the same windows (`next_window_start`), so cached and
 uncached generation agree token for token, also across the boundary. Whether cached and uncached logits
@@ -64,27 +63,6 @@ def window_start(n_tokens: int, context_length: int, room: int = 0) -> int:
     (generation's first window, the next-token read, the predictor's continuations) is this one."""
     integer("n_tokens", n_tokens, 0)
     return max(0, n_tokens - prompt_window(context_length, room))
-
-
-def default_keep(context_length: int) -> int:
-    """Tokens kept (re-encoded) when the window slides: half the context, at least one."""
-    integer("context_length", context_length, 1)
-    return max(1, context_length // 2)
-
-
-def next_window_start(n_tokens: int, start: int, context_length: int, keep: int) -> int:
-    """Start of the window the model sees for the next step, given `n_tokens` tokens so far.
-
-    Returns `start` unchanged while ids[start:n_tokens] fits in the context; otherwise n_tokens - keep
-    (the caller resets the cache and re-encodes ids[new_start:n_tokens]).
-    """
-    if not 1 <= keep <= context_length:
-        raise ValueError(f"keep must lie in 1..context_length={context_length}, got {keep}")
-    if not 0 <= start <= n_tokens:
-        raise ValueError(f"start must lie in 0..n_tokens={n_tokens}, got {start}")
-    if n_tokens - start <= context_length:
-        return start
-    return n_tokens - keep
 
 
 class KVCache:

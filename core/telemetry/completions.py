@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE
-from core.model.forward import next_token_logits
+from core.model.engine import next_token_logits
 from core.model.gpt import GPT
 from core.model.prompt import encode_for_model, start_ids
 from core.model.sampling import SampleConfig
@@ -35,7 +35,7 @@ class CompletionRecorder:
         self.first_logits: Tensor | None = None  # (V,)
 
     def step(self, step) -> None:
-        """One core.model.sampling.GenerationStep that was served (an <eos> that ends it included)."""
+        """One engine GenerationStep that was served (an <eos> that ends it included)."""
         if self.first_logits is None:
             self.first_logits = step.logits  # (V,)
         self.tokens += step.token != EOS_ID
@@ -97,7 +97,7 @@ def served_completion(
     store: TelemetryStore | None = None,
 ) -> tuple[Completion, int | None]:
     """core.release.serving.completion.complete after `text` (templated), timed and recorded; the first step's
-    distribution comes from one more forward pass (core.model.forward.next_token_logits, what generation's
+    distribution comes from one more forward pass (the engine's next_token_logits, what generation's
     first step computes)."""
     ids = tokenizer.encode(template.replace("{prompt}", text))
     began = time.perf_counter()

@@ -15,9 +15,10 @@ import torch
 
 from core.agreement import agreement, allowance, model_terms
 from core.model.corpus import Document
+from core.model.engine import cache_parity
 from core.model.gpt import GPT
 from core.model.leak import causality_probe
-from core.model.sampling import SampleConfig, cache_parity
+from core.model.sampling import SampleConfig
 from core.release.evaluation.bootstrap import MIN_DOCUMENTS
 from core.release.evaluation.eval_report import Interval, MetricSet
 from core.release.gate.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run
@@ -47,7 +48,7 @@ def causality_check(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> Check
 
 def cache_checks(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> list[CheckResult]:
     """Greedy generation through the KV cache against the same windows recomputed without it, step by step, over more
-    than one context (so across window slides): core.model.sampling.cache_parity, the measurement the KV-cache lesson
+    than one context (so across window slides): the engine's cache_parity, the measurement the KV-cache lesson
     shows too. The logits are decided on its float64 copy of the model (core.agreement); the float32 difference of
     the model as served is reported as a figure only; the tokens (and generate's windows) must be identical."""
     L, V = model.config.context_length, model.config.vocab_size

@@ -18,7 +18,7 @@ and, re-exported here for the pages (one concept per module):
 
     core.release.serving.candidates    next_token_candidates, code_point, Candidate
     core.release.serving.completion    complete, Completion
-    core.model.forward                 next_token_logits (generation's first step)
+    core.model.engine                  next_token_logits (generation's first step)
 
 A text becomes a suggestion in two calls, each encoding nothing twice:
 
@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE, Bundle
-from core.model.forward import next_token_logits
+from core.model.engine import next_token_logits
 from core.model.gpt import ModelConfig
 from core.model.kv_cache import prompt_window
 from core.model.prompt import EncodedText, encode_for_model, start_ids
