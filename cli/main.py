@@ -118,8 +118,8 @@ def register_train(subparsers) -> None:
     p.add_argument(
         "--core-attention",
         action="store_true",
-        help="train through core.attention, the function the lessons show (slower; by default training takes the "
-        "fused fast path, held to parity with it)",
+        help="train through core.attention, the function the lessons show (slower; by default training attends with "
+        "PyTorch's fused SDPA, held to parity with it)",
     )
     p.add_argument(
         "--no-causal-mask",
