@@ -5,14 +5,14 @@ token against its position.
 
 What is measured, in one run, on one shape: 4 layers, 4 heads, width 128 (the `baby` preset) with its
 context set to 64 and to 256; untrained weights (timing does not depend on them), torch.manual_seed(0):
-  ours cached   core.model.sampling.generate(use_cache=True), the path the app, the CLI and the typist use:
+  ours cached   the engine's generate(use_cache=True), the path the app, the CLI and the typist use:
                 greedy, every GenerationStep with its logits and distribution; its forward pass is the
                 model's one forward pass with a KV cache and PyTorch's fused attention, held to parity with the
                 lessons' kernel by tests/model/test_gpt.py
   recompute     bench/reference_gpt.py: a nanoGPT-style model holding the same weights (the bench prints
                 the largest logit difference first) and nanoGPT's sampler, no cache: crop to the context,
                 full forward, last logits, argmax, append
-  ours uncached core.model.sampling.generate(use_cache=False): the teaching forward pass over the whole
+  ours uncached the engine's generate(use_cache=False): the teaching forward pass over the whole
                 window every step (for reference)
 Each generates C - 1 tokens from a one-token prompt, so the window grows from 1 to C tokens and never
 slides; tokens/s = (C - 1) / wall-clock seconds of the whole loop (time.perf_counter). The three run
@@ -37,8 +37,9 @@ import time
 import torch
 from reference_gpt import RefGPT, max_logit_difference, recompute_generate
 
+from core.model.engine import generate
 from core.model.gpt import GPT, PRESETS
-from core.model.sampling import SampleConfig, generate
+from core.model.sampling import SampleConfig
 from core.model.tokenizer import BOS_ID
 
 CONTEXTS = (64, 256)

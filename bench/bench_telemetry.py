@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from core.model.bundle import load_bundle  # noqa: E402
-from core.model.forward import next_token_logits  # noqa: E402
+from core.model.engine import next_token_logits  # noqa: E402
 from core.model.prompt import start_ids  # noqa: E402
 from core.release.serving.autocomplete import prompt_for, suggest  # noqa: E402
 from core.release.serving.policy import policy_from_manifest  # noqa: E402

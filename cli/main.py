@@ -85,8 +85,8 @@ def register_train(subparsers) -> None:
     p.add_argument(
         "--core-attention",
         action="store_true",
-        help="train through core.attention, the function the lessons show (slower; by default training takes the "
-        "fused fast path, held to parity with it)",
+        help="train through core.attention, the function the lessons show (slower; by default training attends with "
+        "PyTorch's fused SDPA, held to parity with it)",
     )
     p.add_argument(
         "--no-causal-mask",
@@ -261,7 +261,8 @@ def register_generate(subparsers) -> None:
 
 def _run_generate(args: argparse.Namespace) -> int:
     from core.model.bundle import load_bundle
-    from core.model.sampling import MIN_TEMPERATURE, check_seed, generate
+    from core.model.engine import generate
+    from core.model.sampling import MIN_TEMPERATURE, check_seed
     from core.model.tokenizer import EOS_ID
     from core.telemetry.completions import recording_completion
     from core.telemetry.store import TelemetryStore

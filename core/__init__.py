@@ -17,9 +17,10 @@ from core.attention import AttentionResult, causal_mask, padding_mask, scaled_do
 from core.model.bundle import Bundle, load_bundle, save_bundle, verify_bundle
 from core.model.bundle_checks import BundleError
 from core.model.corpus import Corpus, CorpusError, load_corpus
+from core.model.engine import generate
 from core.model.gpt import GPT, PRESETS, ModelConfig, preset
 from core.model.kv_cache import KVCache
-from core.model.sampling import SampleConfig, generate, sample_next_token
+from core.model.sampling import SampleConfig, sample_next_token
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig
 from core.model.training import train

@@ -15,7 +15,7 @@ import streamlit as st
 
 from core.classroom.checkpoint import Question
 from core.lessons import kv_cache
-from core.model.forward import next_token_logits
+from core.model.engine import next_token_logits
 from core.model.sampling import MIN_TEMPERATURE, SampleConfig
 from core.release.baselines.baseline_bundle import BaselineBundle
 from core.release.serving.autocomplete import baseline_candidates

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from core.agreement import Agreement, agreement, model_terms
+from core.model.engine import cache_parity, generate
 from core.model.gpt import GPT
-from core.model.sampling import SampleConfig, cache_parity, generate
+from core.model.sampling import SampleConfig
 from core.model.tokenizer import SPECIAL_TOKENS
 from core.numbers import integer, is_int
 
@@ -113,7 +114,7 @@ def parity_trace(
     keep: int | None = None,
 ) -> ParityTrace:
     """Run a cached generation and, at every step, recompute the logits without the cache
-    (`cache_parity`), and decide every step.
+    (the engine's cache_parity), and decide every step.
 
     The verdict compares the float64 copy's logits with `agreement(cached, uncached,
     terms=model_terms(config)): summation order then moves logits by about 1e-15 relative on every CPU, a cache bug

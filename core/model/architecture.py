@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.model.forward import eval_mode
+from core.model.engine import eval_mode
 from core.model.gpt import GPT, Block
 from core.numbers import is_int
 

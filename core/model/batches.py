@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from core.model.corpus import Document
-from core.model.forward import eval_mode
+from core.model.engine import eval_mode
 from core.model.gpt import GPT
 from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.numbers import is_int
@@ -59,7 +59,7 @@ def evaluate_loss(
     """Mean cross-entropy (nats per token) over `iters` seeded batches of `token_stream`.
 
     The same seed gives the same batches. The model is evaluated in eval mode and returned to the
-    mode it was in; fast_attention=True takes training's fast path, as a run that trains on it does.
+    mode it was in; fast_attention=True attends with PyTorch's fused SDPA, as a run that trains on it does.
     shard=(index, count) computes only batches i with i % count == index (every batch is still drawn, so each
     is the batch a single process sees) and returns their share of the mean, their sum / iters: the shares of
     index 0..count-1 add up to the mean. The default (0, 1) is every batch.

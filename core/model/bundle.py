@@ -41,8 +41,8 @@ from core.model.bundle_checks import (
     read_tensors,
 )
 from core.model.corpus import Corpus
+from core.model.engine import default_keep
 from core.model.gpt import GPT, ModelConfig
-from core.model.kv_cache import default_keep
 from core.model.sampling import SampleConfig
 from core.model.tokenizer import CharTokenizer
 from core.numbers import is_int

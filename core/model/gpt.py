@@ -167,8 +167,8 @@ class CausalSelfAttention(nn.Module):
             out, weights = result.out, result.weights
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side
-        return self.resid_dropout(self.proj(out)), weights
+        out = self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C): heads side by side, then mixed
+        return (self.resid_dropout(out) if self.training else out), weights
 
 
 class MLP(nn.Module):
@@ -182,7 +182,8 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h = F.gelu(self.fc(x))  # (B, T, mlp_ratio * C)
-        return self.dropout(self.proj(h))  # (B, T, C)
+        out = self.proj(h)  # (B, T, C)
+        return self.dropout(out) if self.training else out  # eval: no dropout call at all (a cached step is tiny)
 
 
 class Block(nn.Module):
@@ -247,7 +248,7 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def rope_table(self) -> tuple[Tensor, Tensor]:
-        """cos and sin (L, D/2) of every position this model sees, in its weights' dtype (computed once)."""
+        """cos and sin (L, D) of every position this model sees, in its weights' dtype (computed once)."""
         param = self.token_embedding.weight
         c = self.config
         return rope_table(c.context_length, c.head_dim, c.rope_base, param.dtype, param.device)
@@ -264,8 +265,8 @@ class GPT(nn.Module):
         B, T = idx.shape
         start = 0 if cache is None else cache.length
         S = start + T
-        cos, sin = self.rope_table()  # (L, D/2) each, computed once per shape
-        cos, sin = cos[start:S], sin[start:S]  # (T, D/2) each: the new tokens' absolute positions, all layers
+        cos, sin = self.rope_table()  # (L, D) each, computed once per shape
+        cos, sin = cos[start:S], sin[start:S]  # (T, D) each: the new tokens' absolute positions, all layers
         # Query t sits at absolute position S - T + t and may see keys 0 .. S - T + t: the causal mask is
         # bottom-right aligned. SDPA's is_causal is top-left aligned, right only when T == S; one new token sees
         # every key, so it needs no mask; a prefill into a non-empty cache needs the explicit (T, S) mask.
@@ -277,7 +278,9 @@ class GPT(nn.Module):
                 is_causal = True
             else:
                 mask = causal_mask(T, S, device=idx.device)  # (T, S)
-        x = self.dropout(self.token_embedding(idx))  # (B, T, C)
+        x = self.token_embedding(idx)  # (B, T, C)
+        if self.training:
+            x = self.dropout(x)
         weights = []
         for layer, block in enumerate(self.blocks):
             x, layer_weights = block(x, cos, sin, mask, is_causal, cache, layer, return_weights)  # (B, T, C)
@@ -302,6 +305,6 @@ class GPT(nn.Module):
             )
         if cache is not None and cache.k.shape[1] != B:
             raise ValueError(f"cache was built for batch size {cache.k.shape[1]}, got idx {tuple(idx.shape)}")
-        low, high = int(idx.min()), int(idx.max())
+        low, high = (int(bound) for bound in torch.aminmax(idx))  # one pass, one read back
         if low < 0 or high >= self.config.vocab_size:
             raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got min {low}, max {high}")

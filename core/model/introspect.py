@@ -102,7 +102,7 @@ def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) 
     positions = torch.arange(T, device=idx.device)  # (T,) a fresh sequence: no cache
     embeddings = model.token_embedding(idx)  # (1, T, C)
     x = model.dropout(embeddings)  # (1, T, C), identity in eval mode
-    cos, sin = rope_cos_sin(positions, D, config.rope_base, x.dtype)  # (T, D/2) each, as forward computes them
+    cos, sin = rope_cos_sin(positions, D, config.rope_base, x.dtype)  # (T, D) each, as forward computes them
     mask = causal_mask(T, T, device=idx.device) if config.causal else None  # (T, T), as forward builds it
     for i, block in enumerate(model.blocks[:layer]):
         x, _ = block(x, cos, sin, mask, False, None, i, True)  # (1, T, C): the residual stream after block i

@@ -1,39 +1,18 @@
-"""The KV cache, one concept in one module: the cache itself, every write to its buffers, and the window policy.
-
-    default_keep, next_window_start   the sliding window past the context (slide, reset, re-encode the last `keep`)
-    KVCache                        per-layer k and v, preallocated; `append` is the one write to its buffers
-
-Whether cached and uncached generation agree is measured once, by core.model.sampling.cache_parity, and decided by
-core.agreement's rule (float64); the KV-cache lesson and the release gate both read that measurement.
+"""The KV cache: per-layer keys and values, preallocated; `append` is the one write to its buffers.
 
 Why a cache: when generating, the keys and values of earlier tokens never change (the model is causal),
-so each new token needs only its own q, k, v. The cache stores every layer's k and v; a step feeds one
-new token (T = 1) and attends over all S = cache + 1 keys. The cost of a step then no longer grows with
-the number of tokens already generated (apart from the S-long dot products).
+so each new token needs only its own q, k, v. A step feeds one new token (T = 1) and attends over all
+S = cache + 1 keys, so its cost no longer grows with the tokens already generated (apart from the S-long dot
+products).
 
 What is stored: keys AFTER RoPE, rotated once at their own absolute position, and values. A new query at
 position m is rotated by m, so its scores with the stored keys depend on the offsets m - n, as without
-a cache.
+a cache. The mask with a cache is bottom-right aligned (`causal_mask(T, S)`): row i is token cache_len + i
+and sees keys j <= cache_len + i.
 
-The mask with a cache is bottom-right aligned (`core.attention.causal_mask(T, S)`). In the words of
-meta-llama's model.py:
-
-    # When performing key-value caching, we compute the attention scores
-    # only for the new sequence. Thus, the matrix of scores is of size
-    # (seqlen, cache_len + seqlen), and the only masked entries are (i, j) for
-    # j > cache_len + i, since row i corresponds to token cache_len + i.
-
-Past the context length: sliding window, re-encoded. The model only ever sees positions
-0 .. context_length - 1 (the range RoPE was trained on), so the cache holds at most context_length
-tokens. The tokens the model sees are `ids[start:]`; generation starts with start = window_start(N, L), that is
-max(0, N - L) (N tokens so far, L = context_length). When feeding the next token would make the window longer than
-L, the window slides: start = N - keep, the cache is reset, and the last `keep` tokens are encoded
-again from scratch at positions 0 .. keep - 1. The window then grows one token per step until it is
-full again. `keep` defaults to L // 2 (`default_keep`): a re-encode every L // 2 + 1 steps, while the
-model always sees at least L // 2 tokens of context. keep = L - 1 sees more context but re-encodes
-every other step. The uncached path follows the same windows (`next_window_start`), so cached and
-uncached generation agree token for token, also across the boundary. Whether cached and uncached logits
-agree is core.agreement's rule (decided in float64), not this module's.
+The cache never holds more than context_length tokens: past the context the engine slides the window, resets the
+cache and re-encodes the last `keep` tokens. Whether cached and uncached generation agree is measured once, by the
+engine's cache_parity, and decided in float64 by the agreement rule.
 
 Shapes use the legend of `core/__init__.py`: B batch, H heads, T new positions, S cached + new, D head width.
 """
@@ -46,34 +25,15 @@ from torch import Tensor
 from core.numbers import integer, is_int
 
 
-def default_keep(context_length: int) -> int:
-    """Tokens kept (re-encoded) when the window slides: half the context, at least one."""
-    integer("context_length", context_length, 1)
-    return max(1, context_length // 2)
-
-
-def next_window_start(n_tokens: int, start: int, context_length: int, keep: int) -> int:
-    """Start of the window the model sees for the next step, given `n_tokens` tokens so far.
-
-    Returns `start` unchanged while ids[start:n_tokens] fits in the context; otherwise n_tokens - keep
-    (the caller resets the cache and re-encodes ids[new_start:n_tokens]).
-    """
-    if not 1 <= keep <= context_length:
-        raise ValueError(f"keep must lie in 1..context_length={context_length}, got {keep}")
-    if not 0 <= start <= n_tokens:
-        raise ValueError(f"start must lie in 0..n_tokens={n_tokens}, got {start}")
-    if n_tokens - start <= context_length:
-        return start
-    return n_tokens - keep
-
-
 class KVCache:
     """Preallocated k and v for every layer: (n_layer, B, H, capacity, D) each.
 
     `append(layer, k_new, v_new)` writes the T new positions of one layer and returns that layer's
     keys and values so far, views of shape (B, H, S, D). Layers are appended in order 0 .. n_layer - 1
-    once per forward pass; `length` counts the positions every layer holds. Every write to the buffers `k` and `v`
-    is this method.
+    once per forward pass; `length` counts the positions every layer holds (it moves when the last layer is
+    written). Every write to the buffers `k` and `v` is this method. Layer 0 checks the new keys' shape and the
+    room left, once per pass; every later layer only that it comes next and brings the same shape (a cached step
+    is a few microseconds of arithmetic per layer, so the checks are not repeated in full).
     """
 
     def __init__(
@@ -94,8 +54,11 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.capacity = capacity
-        self.layer_k, self.layer_v = self.k.unbind(0), self.v.unbind(0)  # per layer (B, H, capacity, D) views
-        self._lengths = [0] * n_layer
+        # per layer (B, H, capacity, D) views, one select each (unbind's views refuse an in-place write under autograd)
+        self.layer_k, self.layer_v = [self.k[i] for i in range(n_layer)], [self.v[i] for i in range(n_layer)]
+        self._length = 0  # positions every layer holds
+        self._next_layer = 0  # the layer whose append comes next in this pass
+        self._new_shape: torch.Size | None = None  # (B, H, T, D) of this pass's new keys, set by layer 0
 
     @classmethod
     def for_model(cls, config, batch_size: int = 1, *, dtype=torch.float32, device=None) -> KVCache:
@@ -117,43 +80,55 @@ class KVCache:
     @property
     def length(self) -> int:
         """Positions stored in every layer (the absolute position of the next token)."""
-        return min(self._lengths)
+        return self._length
 
     @property
     def remaining(self) -> int:
-        return self.capacity - self.length
+        return self.capacity - self._length
 
     def reset(self) -> None:
         """Forget every position (the buffers are reused, stale values are never read)."""
-        self._lengths = [0] * self.n_layer
+        self._length, self._next_layer, self._new_shape = 0, 0, None
 
     def append(self, layer: int, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Store k_new, v_new (B, H, T, D) of `layer` after its cached positions; return (B, H, S, D) views."""
+        if layer != self._next_layer or layer == 0:
+            self._check_first(layer, k_new)
+        if k_new.shape != self._new_shape or v_new.shape != self._new_shape:
+            raise ValueError(
+                f"layer {layer} brings k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)}; this pass "
+                f"began with {tuple(self._new_shape or ())} (B, H, T, D) at layer 0"
+            )
+        start, T = self._length, k_new.shape[2]
+        S = start + T
+        self.layer_k[layer].narrow(2, start, T).copy_(k_new)  # (B, H, T, D) written at positions start .. S - 1
+        self.layer_v[layer].narrow(2, start, T).copy_(v_new)
+        if layer == self.n_layer - 1:
+            self._length, self._next_layer = S, 0  # every layer holds the new positions
+        else:
+            self._next_layer = layer + 1
+        return self.layer_k[layer].narrow(2, 0, S), self.layer_v[layer].narrow(2, 0, S)  # (B, H, S, D) each
+
+    def _check_first(self, layer: int, k_new: Tensor) -> None:
+        """The checks of a pass's first append (layer 0): the layer order, the new keys' shape, the room left."""
         if not is_int(layer) or not 0 <= layer < self.n_layer:
             raise ValueError(f"layer must lie in 0..{self.n_layer - 1}, got {layer!r}")
-        _, B, H, _, D = self.k.shape
-        for name, x in (("k_new", k_new), ("v_new", v_new)):
-            if x.dim() != 4 or x.shape[0] != B or x.shape[1] != H or x.shape[3] != D or x.shape[2] < 1:
-                raise ValueError(f"{name} must be (B={B}, H={H}, T>=1, D={D}), got {tuple(x.shape)}")
-        if k_new.shape != v_new.shape:
-            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have the same shape")
-        start = self._lengths[layer]
-        if start != self.length:
+        if layer != self._next_layer:
             raise ValueError(
-                f"layer {layer} already holds {start} positions while layer(s) behind it hold {self.length}: "
+                f"layer {layer} appended while layer {self._next_layer} comes next: "
                 "append every layer once per forward pass, in order"
             )
+        _, B, H, _, D = self.k.shape
+        x = k_new
+        if x.dim() != 4 or x.shape[0] != B or x.shape[1] != H or x.shape[3] != D or x.shape[2] < 1:
+            raise ValueError(f"k_new must be (B={B}, H={H}, T>=1, D={D}), got {tuple(x.shape)}")
         T = k_new.shape[2]
-        if start + T > self.capacity:
+        if self._length + T > self.capacity:
             raise ValueError(
-                f"cache holds {start} of {self.capacity} positions and cannot take {T} more; "
+                f"cache holds {self._length} of {self.capacity} positions and cannot take {T} more; "
                 "slide the window (reset and re-encode, see next_window_start)"
             )
-        self.k[layer, :, :, start : start + T] = k_new
-        self.v[layer, :, :, start : start + T] = v_new
-        self._lengths[layer] = start + T
-        S = start + T
-        return self.k[layer, :, :, :S], self.v[layer, :, :, :S]  # (B, H, S, D) each
+        self._new_shape = k_new.shape
 
     def __repr__(self) -> str:
         n_layer, B, H, capacity, D = self.k.shape

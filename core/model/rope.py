@@ -98,17 +98,20 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
 def rope_cos_sin(
     positions: Tensor, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
 ) -> tuple[Tensor, Tensor]:
-    """cos and sin (T, D/2) of the angles, computed in float64 then cast: the model computes them once
-    per forward pass and every layer's q and k share them."""
+    """The rotation tables (T, D) that `rotate_pairs` reads, computed in float64 then cast: the model computes them
+    once per forward pass and every layer's q and k share them. Each pair (2i, 2i+1) holds
+    cos = (cos θ_i, cos θ_i) and sin = (-sin θ_i, +sin θ_i), the two rows of the 2x2 rotation."""
     angles = rope_angles(positions, D, base)  # (T, D/2)
-    return angles.cos().to(dtype), angles.sin().to(dtype)  # (T, D/2) each
+    cos = angles.cos().repeat_interleave(2, dim=-1)  # (T, D): cos θ_i at 2i and 2i + 1
+    sin = torch.stack((-angles.sin(), angles.sin()), dim=-1).flatten(-2)  # (T, D/2, 2) -> (T, D): -sin, +sin
+    return cos.to(dtype), sin.to(dtype)  # (T, D) each
 
 
 @functools.lru_cache(maxsize=16)
 def rope_table(
     context_length: int, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
 ) -> tuple[Tensor, Tensor]:
-    """cos and sin (context_length, D/2) for positions 0 .. context_length - 1, computed once per shape and
+    """rope_cos_sin (context_length, D) for positions 0 .. context_length - 1, computed once per shape and
     kept (never modify them): the model slices it in every forward pass instead of recomputing its angles.
     Row m is rope_cos_sin at position m (the same float64 angle, cast after cos and sin)."""
     check_position("context_length", context_length)
@@ -116,15 +119,19 @@ def rope_table(
     # the same table, and autograd refuses inference tensors.
     with torch.inference_mode(False), torch.no_grad():
         positions = torch.arange(context_length, device=device)  # (L,)
-        return rope_cos_sin(positions, D, base, dtype)  # (L, D/2) each
+        return rope_cos_sin(positions, D, base, dtype)  # (L, D) each
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """The 2x2 rotation of every adjacent pair of x (..., T, D) by angles given as cos, sin (T, D/2)."""
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each: first and second of each pair
-    out_even = x_even * cos - x_odd * sin  # (..., T, D/2)
-    out_odd = x_even * sin + x_odd * cos  # (..., T, D/2)
-    return torch.stack((out_even, out_odd), dim=-1).flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
+    """The 2x2 rotation of every adjacent pair of x (..., T, D) by the tables of rope_cos_sin (T, D):
+
+        x'_2i   = x_2i   cos θ - x_2i+1 sin θ
+        x'_2i+1 = x_2i+1 cos θ + x_2i   sin θ
+
+    written as x * cos + swapped * sin, where swapped exchanges the members of each pair and the table's sin
+    carries the signs: four tensor operations, the fewest for the step of generation that runs it per layer."""
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (..., T, D/2, 2) -> (..., T, D): (x_2i+1, x_2i)
+    return x * cos + swapped * sin  # (..., T, D)
 
 
 # ---- the same rotation in the split-half (GPT-NeoX / Hugging Face) layout ------------------------

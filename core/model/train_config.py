@@ -39,7 +39,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.99
     num_threads: int | None = None  # torch threads during training, 1..MAX_TORCH_THREADS; None keeps the current
-    fast_attention: bool = True  # the fused fast path (core.model.gpt, parity-tested); False: through core.attention
+    fast_attention: bool = True  # attend with PyTorch's fused SDPA (parity-tested); False: the lessons' kernel
     leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
 
     def __post_init__(self):

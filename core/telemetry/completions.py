@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from core.model.bundle import DEFAULT_PROMPT_TEMPLATE
-from core.model.forward import next_token_logits
+from core.model.engine import next_token_logits
 from core.model.gpt import GPT
 from core.model.prompt import Prompt, encode_for_model, start_ids
 from core.model.sampling import SampleConfig

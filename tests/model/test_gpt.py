@@ -354,7 +354,8 @@ def test_the_cached_pass_follows_a_model_converted_after_its_first_call():
 
 @pytest.mark.numerics
 def test_greedy_cached_generation_matches_the_uncached_recompute_across_window_slides():
-    from core.model.sampling import SampleConfig, generate
+    from core.model.engine import generate
+    from core.model.sampling import SampleConfig
 
     model = spread_model()
     greedy = SampleConfig(temperature=0.0, max_new_tokens=70)  # 70 tokens through a 32-token context
@@ -367,7 +368,8 @@ def test_greedy_cached_generation_matches_the_uncached_recompute_across_window_s
 
 def test_training_after_a_cached_generation_step_still_has_gradients():
     """The RoPE tables first asked for inside inference_mode are shared with training: plain tensors."""
-    from core.model.sampling import SampleConfig, generate
+    from core.model.engine import generate
+    from core.model.sampling import SampleConfig
 
     model = GPT(dataclasses.replace(preset("tiny", 20), rope_base=12345.0)).eval()  # a fresh table shape
     list(generate(model, [1, 2, 3], SampleConfig(temperature=0.0, max_new_tokens=2), use_cache=True))

@@ -1,17 +1,13 @@
-"""core.model.kv_cache: storage (append, the one write), rotated keys, bottom-right mask,
-cached == uncached, the sliding window, and parity measured once
-(core.model.sampling.cache_parity)."""
-
-import copy
+"""core.model.kv_cache: storage (append, the one write), rotated keys, bottom-right mask, cached == uncached. The
+sliding window and cache_parity are the engine's (test_engine.py), the context window the prompt's (test_prompt.py)."""
 
 import pytest
 import torch
 
 from core.agreement import agreement, model_terms
 from core.model.gpt import GPT, preset
-from core.model.kv_cache import KVCache, default_keep, next_window_start
+from core.model.kv_cache import KVCache
 from core.model.rope import apply_rope
-from core.model.sampling import SampleConfig, cache_parity, generate
 
 V = 20
 
@@ -141,71 +137,6 @@ def test_the_forward_pass_writes_the_cache_only_through_append():
     assert cache.length == 6
 
 
-# ---- the sliding-window policy -----------------------------------------------------------------
-
-
-def test_window_policy_by_hand():
-    assert default_keep(32) == 16 and default_keep(1) == 1
-    assert next_window_start(n_tokens=32, start=0, context_length=32, keep=16) == 0  # exactly full: fits
-    assert next_window_start(n_tokens=33, start=0, context_length=32, keep=16) == 17  # slides
-    assert next_window_start(n_tokens=49, start=17, context_length=32, keep=16) == 17
-    assert next_window_start(n_tokens=50, start=17, context_length=32, keep=16) == 34
-    assert next_window_start(n_tokens=33, start=0, context_length=32, keep=31) == 2
-    with pytest.raises(ValueError, match="keep"):
-        next_window_start(n_tokens=3, start=0, context_length=32, keep=33)
-
-
-def windowed_greedy_reference(model, prompt, n_new, keep):
-    """Uncached greedy decoding written out: the model sees ids[start:]; when that would exceed the
-    context, the window restarts `keep` tokens before the end (positions restart at 0). Like generate, it
-    never picks <pad>, <bos> or <unk> (ids 0, 1, 3): they are not text."""
-    L = model.config.context_length
-    ids, start, tokens, logits_per_step, slid = list(prompt), max(0, len(prompt) - L), [], [], []
-    for _ in range(n_new):
-        slid.append(len(ids) - start > L)
-        if slid[-1]:
-            start = len(ids) - keep
-        with torch.no_grad():
-            logits = model(torch.tensor([ids[start:]])).logits[0, -1]
-        tokens.append(max((i for i in range(V) if i not in (0, 1, 3)), key=lambda i: float(logits[i])))
-        logits_per_step.append(logits)
-        ids.append(tokens[-1])
-    return tokens, logits_per_step, slid
-
-
-@pytest.mark.numerics
-@pytest.mark.parametrize("prompt_len, keep", [(10, None), (40, 1), (32, 31)])
-def test_cached_generation_matches_uncached_across_the_context_boundary(prompt_len, keep):
-    model = spread_model(seed=1)
-    L = model.config.context_length
-    prompt = random_ids(1, prompt_len, seed=3)[0].tolist()
-    greedy = SampleConfig(temperature=0.0, max_new_tokens=50)
-    cached = list(generate(model, prompt, greedy, use_cache=True, keep=keep))
-    tokens, logits, slid = windowed_greedy_reference(model, prompt, 50, keep or L // 2)
-
-    assert [s.token for s in cached] == tokens
-    assert len(set(tokens)) > 2  # the comparison is not between two constant sequences
-    assert any(slid)  # the 50 tokens really cross the context boundary
-    assert [s.reencoded for s in cached] == slid
-    assert all(s.context <= L for s in cached)
-    for step, reference in zip(cached, logits):
-        assert_agree(step.logits, reference, model)
-
-
-@pytest.mark.numerics
-def test_uncached_generation_follows_the_same_windows():
-    model = spread_model(seed=1)
-    prompt = random_ids(1, 10, seed=3)[0].tolist()
-    greedy = SampleConfig(temperature=0.0, max_new_tokens=50)
-    cached = list(generate(model, prompt, greedy, use_cache=True))
-    uncached = list(generate(model, prompt, greedy, use_cache=False))
-    assert [s.token for s in cached] == [s.token for s in uncached]
-    assert [s.reencoded for s in cached] == [s.reencoded for s in uncached]
-    assert sum(s.reencoded for s in cached) >= 2  # 60 tokens through a 32-token context, keep 16
-    for step_cached, step_uncached in zip(cached, uncached):
-        assert_agree(step_cached.logits, step_uncached.logits, model)
-
-
 @pytest.mark.numerics
 @pytest.mark.parametrize("bug", ["position", "stale"])
 def test_a_broken_cache_fails_parity_by_orders_of_magnitude(bug, monkeypatch):
@@ -232,60 +163,3 @@ def test_a_broken_cache_fails_parity_by_orders_of_magnitude(bug, monkeypatch):
         pieces += [model(idx[:, t : t + 1], cache=cache).logits for t in range(5, L)]
     a = agreement(torch.cat(pieces, dim=1), full, terms=model_terms(model.config))
     assert not a.passed and a.ratio > 1e6, a.describe()
-
-
-# ---- parity, measured once (core.model.sampling.cache_parity) -----------------------------------
-
-
-@pytest.mark.numerics
-def test_cache_parity_matches_the_written_out_uncached_reference_across_the_boundary():
-    """cache_parity's uncached logits and tokens are the windowed reference written out above (float64), its cached
-    logits agree with them by core.agreement's rule, and the model as given walks the same windows beside it."""
-    model = spread_model().float()  # as served; cache_parity decides on its own float64 copy
-    prompt = random_ids(1, 10, seed=4)[0].tolist()
-    steps = cache_parity(model, prompt, 60, SampleConfig(temperature=0.0))
-    reference = copy.deepcopy(model).double()
-    tokens, logits, slid = windowed_greedy_reference(reference, prompt, 60, default_keep(32))
-    assert [s.token for s in steps] == [s.uncached_token for s in steps] == tokens
-    assert [s.reencoded for s in steps] == slid and sum(slid) >= 2  # 70 tokens through a 32-token context
-    assert all(s.window_agrees for s in steps)
-    for s, ref in zip(steps, logits):
-        assert s.cached.dtype == s.uncached.dtype == torch.float64 and s.cached_as_given.dtype == torch.float32
-        assert_agree(s.uncached, ref, model)
-        assert_agree(s.cached, s.uncached, model)
-        assert float((s.cached_as_given.double() - s.uncached).abs().max()) < 1e-3  # float32: close, not decided
-
-
-@pytest.mark.numerics
-def test_cache_parity_sees_a_broken_fast_path_write(monkeypatch):
-    """A cache write that returns every key one position off: the measurement moves by whole units."""
-    real = KVCache.append
-
-    def broken(self, layer, k_new, v_new):
-        k, v = real(self, layer, k_new, v_new)  # (B, H, S, D) each
-        return (torch.roll(k, shifts=1, dims=2) if k.shape[2] > 1 else k), v
-
-    model = spread_model().float()
-    monkeypatch.setattr(KVCache, "append", broken)
-    steps = cache_parity(model, random_ids(1, 6, seed=2)[0].tolist(), 5, SampleConfig(temperature=0.0))
-    worst = max(float((s.cached - s.uncached).abs().max()) for s in steps)
-    assert worst > 1e-3
-    assert not agreement(
-        torch.stack([s.cached for s in steps]),
-        torch.stack([s.uncached for s in steps]),
-        terms=model_terms(model.config),
-    ).passed
-
-
-def test_cache_parity_refuses_bad_arguments_before_any_work():
-    model = spread_model()
-    for kwargs, words in (
-        (dict(n_steps=-1, sample=SampleConfig()), "n_steps"),
-        (dict(n_steps=True, sample=SampleConfig()), "n_steps"),
-        (dict(n_steps=3, sample="greedy"), "SampleConfig"),
-        (dict(n_steps=10**9, sample=SampleConfig()), "max_new_tokens"),
-        (dict(n_steps=3, sample=SampleConfig(temperature=1.0), seed=None), "seed"),
-        (dict(n_steps=3, sample=SampleConfig(), seed=-1), "seed"),
-    ):
-        with pytest.raises(ValueError, match=words):
-            cache_parity(model, [4], **kwargs)

@@ -1,23 +1,20 @@
-"""core.model.sampling: the sampling distribution, its filters, reproducibility, and streaming generation."""
+"""core.model.sampling: the sampling distribution, its filters, reproducibility and its bounds (generation's tests are
+test_engine.py's)."""
 
 import math
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
-from core.model.gpt import GPT, ModelOutput, preset
+from core.model.engine import generate
+from core.model.gpt import GPT, preset
 from core.model.sampling import (
     MAX_NEW_TOKENS,
     MAX_TOP_K,
     MIN_TEMPERATURE,
     NEVER_SAMPLED,
     SEED_LIMIT,
-    GenerationStep,
     SampleConfig,
-    check_seed,
-    generate,
     next_token_distribution,
     sample_next_token,
 )
@@ -190,71 +187,6 @@ def test_same_generator_seed_same_tokens():
     assert not torch.equal(a, c)
 
 
-# ---- generate ----------------------------------------------------------------------------------
-
-
-def test_generate_is_reproducible_with_a_seed():
-    model = tiny_model()
-    config = SampleConfig(temperature=1.0, top_k=10, max_new_tokens=20)
-    run = lambda seed: [s.token for s in generate(model, [4, 5, 6], config, seed=seed)]  # noqa: E731
-    assert run(3) == run(3)
-    assert run(3) != run(4)
-    by_generator = [s.token for s in generate(model, [4, 5, 6], config, generator=gen(3))]
-    assert by_generator == run(3)
-
-
-def test_generate_streams_steps_with_their_distribution():
-    model = tiny_model()
-    steps = list(generate(model, [4, 5], SampleConfig(temperature=0.9, top_p=0.9, max_new_tokens=6), seed=0))
-    assert len(steps) == 6 and all(isinstance(s, GenerationStep) for s in steps)
-    assert [s.position for s in steps] == [2, 3, 4, 5, 6, 7]
-    for s in steps:
-        assert s.probs.shape == s.logits.shape == (V,)
-        assert s.probs[s.token] > 0
-        torch.testing.assert_close(s.probs, next_token_distribution(s.logits, 0.9, None, 0.9, suppress=NEVER_SAMPLED))
-        assert s.probs[list(NEVER_SAMPLED)].sum() == 0
-        assert s.seconds > 0
-    assert list(generate(model, [4], SampleConfig(max_new_tokens=0), seed=0)) == []
-
-
-@pytest.mark.numerics
-def test_empty_prompt_starts_from_eos_and_long_prompts_keep_the_last_context():
-    model = tiny_model().eval()
-    greedy = SampleConfig(temperature=0.0, max_new_tokens=1)
-    with torch.no_grad():
-        from_eos = model(torch.tensor([[EOS_ID]])).logits[0, -1]  # training puts <eos> before every document
-    torch.testing.assert_close(next(iter(generate(model, [], greedy))).logits, from_eos, atol=1e-6, rtol=0)
-
-    L = model.config.context_length
-    prompt = torch.randint(0, V, (L + 9,), generator=gen(1)).tolist()
-    with torch.no_grad():
-        last_window = model(torch.tensor([prompt[-L:]])).logits[0, -1]
-    for use_cache in (True, False):
-        step = next(iter(generate(model, prompt, greedy, use_cache=use_cache)))
-        torch.testing.assert_close(step.logits, last_window, atol=1e-5, rtol=0)
-        assert step.context == L
-
-
-def test_generate_restores_training_mode_and_never_leaves_gradients_disabled():
-    model = tiny_model().train()
-    for _ in generate(model, [4], SampleConfig(max_new_tokens=3), seed=0):
-        assert torch.is_grad_enabled()  # the caller's code between steps keeps autograd
-        assert not model.training
-    assert model.training
-
-
-def test_generate_rejects_bad_arguments():
-    model = tiny_model()
-    with pytest.raises(ValueError, match="seed"):
-        generate(model, [4], SampleConfig(temperature=1.0))
-    with pytest.raises(ValueError, match="either"):
-        generate(model, [4], SampleConfig(), seed=1, generator=gen(1))
-    with pytest.raises(ValueError, match="keep"):
-        generate(model, [4], SampleConfig(temperature=0.0), keep=model.config.context_length + 1)
-    with pytest.raises(ValueError, match="prompt ids"):
-        generate(model, [V], SampleConfig(temperature=0.0))
-
-
 # ---- hostile numbers -----------------------------------------------------------------------------
 
 
@@ -298,21 +230,6 @@ def test_the_minimum_temperature_itself_still_samples():
     # two logits 1e-4 apart are a near-tie even at 1e-3: both keep probability (ratio e^-0.1)
     probs = next_token_distribution(torch.tensor([5.0, 5.0 - 1e-4, 0.0]), temperature=MIN_TEMPERATURE)
     assert probs[1] / probs[0] == pytest.approx(math.exp(-0.1), rel=1e-3) and probs[2] == 0
-
-
-@pytest.mark.parametrize("seed", [-1, SEED_LIMIT, 2**64, 2**64 + 1, True, 1.5, "3"])
-def test_seeds_outside_the_limit_are_refused_before_generation(seed):
-    model = tiny_model()
-    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2"):
-        generate(model, [4], SampleConfig(temperature=1.0), seed=seed)  # raised by the call, not the first step
-    with pytest.raises(ValueError, match="seed"):
-        check_seed(seed)
-
-
-def test_the_largest_seed_works():
-    model = tiny_model()
-    tokens = [s.token for s in generate(model, [4], SampleConfig(max_new_tokens=3), seed=SEED_LIMIT - 1)]
-    assert len(tokens) == 3 and check_seed(SEED_LIMIT - 1) == SEED_LIMIT - 1
 
 
 def test_a_manifest_asking_for_endless_generation_is_refused_on_load(tmp_path):
@@ -370,37 +287,3 @@ def test_suppressed_ids_get_zero_and_the_rest_is_renormalised():
         next_token_distribution(logits, suppress=range(6))
     with pytest.raises(ValueError, match="suppress"):
         next_token_distribution(logits, suppress=(6,))
-
-
-class SpecialLovingGPT(GPT):
-    """A GPT that pushes <pad>, <bos> and <unk> far up (and <eos> a little): without suppression they win."""
-
-    def forward(self, idx, cache=None, *, return_weights=False):
-        out = super().forward(idx, cache, return_weights=return_weights)
-        logits = out.logits.clone()
-        logits[..., list(NEVER_SAMPLED)] += 6.0
-        logits[..., EOS_ID] += 2.0
-        return ModelOutput(logits=logits, weights=out.weights)
-
-
-@given(
-    prompt=st.lists(st.integers(0, V - 1), max_size=40),
-    seed=st.integers(0, SEED_LIMIT - 1),
-    temperature=st.sampled_from([0.0, 0.7, 1.5]),
-    use_cache=st.booleans(),
-)
-def test_generation_never_yields_pad_bos_or_unk(prompt, seed, temperature, use_cache):
-    torch.manual_seed(0)
-    model = SpecialLovingGPT(preset("tiny", V)).eval()
-    sample = SampleConfig(temperature=temperature, max_new_tokens=12)
-    tokens = [s.token for s in generate(model, prompt, sample, seed=seed, use_cache=use_cache)]
-    assert len(tokens) == 12 and not set(tokens) & set(NEVER_SAMPLED)
-
-
-@pytest.mark.numerics
-def test_without_suppression_the_special_loving_model_does_emit_them():
-    """The control for the property above: the stub really prefers the special tokens."""
-    torch.manual_seed(0)
-    model = SpecialLovingGPT(preset("tiny", V)).eval()
-    tokens = [s.token for s in generate(model, [4, 5], SampleConfig(max_new_tokens=20), seed=0, suppress=())]
-    assert set(tokens) & set(NEVER_SAMPLED)

@@ -12,8 +12,9 @@ from core.model.batches import document_stream, evaluate_loss
 from core.model.bundle import load_bundle, verify_bundle
 from core.model.bundle_checks import WEIGHTS
 from core.model.corpus import load_corpus, split_documents
+from core.model.engine import generate
 from core.model.gpt import PRESETS
-from core.model.sampling import SampleConfig, generate
+from core.model.sampling import SampleConfig
 from core.release.evaluation.tuning import THRESHOLDS
 from core.release.serving.policy import policy_from_manifest
 

@@ -16,10 +16,11 @@ from core.agreement import float64_copy, model_terms
 from core.lessons.kv_cache import TIMING_REPEATS, measure_cache_latency, parity_trace
 from core.model.bundle import save_bundle
 from core.model.corpus import corpus_from_text
+from core.model.engine import generate
 from core.model.gpt import GPT, ModelConfig, ModelOutput, preset
 from core.model.kv_cache import KVCache
 from core.model.prompt import Prompt, encode_for_model, prompt_window
-from core.model.sampling import NEVER_SAMPLED, SampleConfig, generate
+from core.model.sampling import NEVER_SAMPLED, SampleConfig
 from core.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer
 from core.release.serving.autocomplete import baseline_candidates, prompt_for, suggest
 from core.release.serving.candidates import code_point, next_token_candidates

@@ -339,7 +339,7 @@ def test_release_check_command_exits_non_zero_and_writes_the_rubric(bundles, tmp
 
 @pytest.mark.numerics
 def test_the_cache_checks_read_the_one_parity_measurement_and_fail_a_broken_fast_path(monkeypatch):
-    """cache_checks decides core.model.sampling.cache_parity (the KV-cache lesson's measurement too): a random tiny
+    """cache_checks decides the engine's cache_parity (the KV-cache lesson's measurement too): a random tiny
     model passes over more than one context; a fast path that stores every key one position off fails by whole
     units, on the logits and on the tokens."""
     from bundles import tiny_model

@@ -12,8 +12,9 @@ from bundles import tiny_model
 
 from core.agreement import allowance, float64_copy, model_terms
 from core.model.corpus import Document
+from core.model.engine import generate
 from core.model.prompt import encode_for_model, prompt_window, start_ids
-from core.model.sampling import SampleConfig, generate
+from core.model.sampling import SampleConfig
 from core.model.tokenizer import EOS_ID
 from core.release.baselines.baseline_bundle import load_baseline
 from core.release.evaluation.slices import slice_labels

@@ -15,9 +15,10 @@ import torch
 
 from core.agreement import agreement, allowance, model_terms
 from core.model.corpus import Document
+from core.model.engine import cache_parity
 from core.model.gpt import GPT
 from core.model.leak import causality_probe
-from core.model.sampling import SampleConfig, cache_parity
+from core.model.sampling import SampleConfig
 from core.release.evaluation.bootstrap import MIN_DOCUMENTS
 from core.release.evaluation.eval_report import Interval, MetricSet
 from core.release.gate.rubric import DEFAULT_POLICY, CheckResult, ReleasePolicy, not_run

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from core.model.forward import next_token_logits
+from core.model.engine import next_token_logits
 from core.model.gpt import GPT
 from core.model.sampling import NEVER_SAMPLED, SampleConfig, next_token_distribution
 from core.model.tokenizer import EOS_ID, SPECIAL_TOKENS, CharTokenizer

@@ -1,4 +1,4 @@
-"""A streamed completion through core.model.sampling.generate, with each token's wall-clock time and position.
+"""A streamed completion through the engine's generate, with each token's wall-clock time and position.
 
 complete(model, tokenizer, ids, sample)   up to sample.max_new_tokens tokens after `ids`, ending before
                                           <eos>; the same seed gives the same completion
@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.model.engine import generate
 from core.model.gpt import GPT
-from core.model.sampling import SampleConfig, generate
+from core.model.sampling import SampleConfig
 from core.model.tokenizer import EOS_ID, CharTokenizer
 
 
@@ -36,7 +37,7 @@ def complete(
     keep: int | None = None,
     stop_at_eos: bool = True,
 ) -> Completion:
-    """Up to sample.max_new_tokens tokens after `ids` through core.model.sampling.generate.
+    """Up to sample.max_new_tokens tokens after `ids` through the engine's generate.
 
     The same seed gives the same completion. With stop_at_eos the completion ends before <eos>.
     """
