@@ -101,7 +101,10 @@ def no_secrets_file(tmp_path):
 @pytest.fixture
 def registry(bundles, tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file):
     """A fresh registry whose current version is `older`, promoted through core.release.registry.registry; the server
-    operator configured the teacher passcode PASSCODE (tests of the unconfigured page remove it)."""
+    operator configured the teacher passcode PASSCODE (tests of the unconfigured page remove it). The runs folder is the
+    test's own too: the release check's lock lives there, and xdist workers sharing the repository's would refuse each
+    other's checks."""
+    monkeypatch.setattr(ui.models, "RUNS_DIR", tmp_path / "runs")
     reg = tmp_path / "registry"
     result = promote(bundles["older"], reg, policy=SETUP_POLICY)
     assert result.promoted, result.reason
