@@ -1,2 +1,2 @@
 """Serving a suggestion: the prompt, the suggestion policy, the predictor interface, the next characters and a
-streamed completion (core.release's first unit)."""
+streamed completion (the release wing's first unit)."""

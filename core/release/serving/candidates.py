@@ -1,4 +1,4 @@
-"""The next token as a sampler sees it: the top k of core.model.sampling.next_token_distribution.
+"""The next token as a sampler sees it: the top k of the sampler's next_token_distribution.
 
     next_token_candidates(model, ids, sample, k)   the k most likely next tokens, most likely first: exactly
                                                    what a sampler draws from (temperature, then top-k, then top-p)

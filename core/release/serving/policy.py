@@ -1,34 +1,23 @@
 """The suggestion policy (version 1): what an editor offers after the cursor, and when it offers it.
 
-One policy serves every predictor (the transformer and the baselines alike) on every surface: the
-Autocomplete page, `python -m core suggest`, the evaluation's simulated typist and the release gate.
-
-    propose(predictor, ids, policy)   the greedy completion after `ids` and its *cuts*: the prefixes that end
-                                      at a natural boundary, each with its probability under the predictor
-                                      (propose_all: the same for a batch of contexts)
-    Proposal.choose(threshold)        the cut offered: among cuts at least min_chars long whose probability
-                                      reaches the threshold, the one worth most keystrokes in expectation,
-                                      P(cut) * (len(cut) - 1); shown=False (and the best cut of all) when none does
+One policy serves every predictor (the transformer and the baselines alike) on every surface: the Autocomplete
+page, `python -m core suggest`, the evaluation's simulated typist and the release gate. `propose` computes the
+greedy completion after the ids and its *cuts*, each with its probability; `Proposal.choose(threshold)` offers the
+cut worth most keystrokes in expectation, P(cut) * (len(cut) - 1), among those at least min_chars long whose
+probability reaches the threshold.
 
 Greedy completion: at each step the most likely *visible* token (never <pad>, <bos>, <unk>, <eos>; ties: the
-lowest id) is appended and the probability of the completion multiplied by its probability. When <eos> is more
-likely than every visible token, the document ends there, and so does the completion. Extending stops once the
-probability falls below MIN_THRESHOLD (no threshold below it is ever used) or after max_chars characters.
+lowest id); an <eos> more likely than every visible token ends the document and the completion. Extending stops
+below MIN_THRESHOLD or after max_chars characters.
 
-A *cut* after k characters of the completion g is allowed where a word, an identifier, a run of spaces or of
-punctuation ends: is_word_char(g[k-1]) != is_word_char(g[k]), or g[k-1] is a newline, or g ends the
-document there. When extending stopped as unlikely, g[k] for the last k is the most likely next character
-that was rejected; after max_chars characters nothing is known of what follows, so the last cannot be a cut.
-So after "    retu" the cuts are "rn", "rn " and "rn self", never "r"; after "):" a cut may end with the
-newline and the next line's indentation. Accepting a suggestion costs one keystroke (Tab), so a cut of k
-characters saves k - 1 keystrokes when the text goes on with it, and a cut shorter than min_chars is never
-offered.
+A *cut* is allowed where a word, an identifier, a run of spaces or of punctuation ends, after a newline, or where
+the document ends: after "    retu" the cuts are "rn", "rn " and "rn self", never "r". Accepting costs one
+keystroke (Tab), so a cut of k characters saves k - 1 when the text goes on with it.
 
-The threshold is chosen on the validation documents to maximise the net keystrokes saved at the policy's
-`attention_cost` (core.release.evaluation.utility: every suggestion shown and not taken costs that many keystrokes;
-core.release.evaluation.tuning) and recorded, with that price, in the bundle's manifest under generation["suggestion"]
-(`policy_from_manifest`; a record without a price reads the default, DEFAULT_ATTENTION_COST). Probabilities are
-float64 products of float64 softmax rows. Shapes: V vocabulary size.
+The threshold is tuned on the validation documents at the policy's `attention_cost` (every suggestion shown and not
+taken costs that many keystrokes) and recorded with that price in the bundle's manifest (`policy_from_manifest`; a
+record without a price reads DEFAULT_ATTENTION_COST). Probabilities are float64 products of float64 softmax rows.
+Shapes: V vocabulary size.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ It works on token ids of the model's CharTokenizer, so every predictor is scored
                                                     transformer: the prompt's window rule, and it refuses a longer
                                                     context rather than cut it again: the caller cuts once)
 
-What is suggested from those rows is the one suggestion policy of core.release.serving.policy. A *word character*
+What is suggested from those rows is the one suggestion policy (policy.py). A *word character*
 is a letter, a digit or "_" (`is_word_char`). Shapes: P positions, V vocabulary size.
 """
 

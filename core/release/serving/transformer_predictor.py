@@ -1,4 +1,4 @@
-"""The transformer behind the predictor interface of core.release.serving.predictor, and loading any bundle as one.
+"""The transformer behind the predictor interface (predictor.py), and loading any bundle as one.
 
     TransformerPredictor(model, tokenizer)   log_probs in windows of at most context_length tokens; continuation
                                              row by row from one KV cache
