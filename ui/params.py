@@ -137,15 +137,22 @@ def number_input(
     return _bound(st.number_input, key, link_ok, label, min_value, max_value, default, step, **kw)
 
 
+def _link_names(options: Sequence[Any], kw: dict[str, Any]) -> list[str]:
+    """How each option is written in the link: as Streamlit binds it, the option through the widget's format_func
+    (a preset's link reads 'baby: 4 layers, ...', not 'baby')."""
+    fmt = kw.get("format_func", str)
+    return [str(fmt(o)) for o in options]
+
+
 def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
-    names = [str(o) for o in options]
+    names = _link_names(options, kw)
     link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
     _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
     return _bound(st.selectbox, key, link_ok, label, options, index=list(options).index(default), **kw)
 
 
 def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
-    names = [str(o) for o in options]
+    names = _link_names(options, kw)
     link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
     _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
     return _bound(st.radio, key, link_ok, label, options, index=list(options).index(default), **kw)

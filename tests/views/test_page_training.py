@@ -281,3 +281,18 @@ def test_a_runs_directory_the_server_cannot_write_is_refused_before_the_run(tmp_
     at.button(key="train_start").click().run()
     assert "could not start" in shown(at) and "is a file" in shown(at)
     assert "train_job_id" not in at.session_state
+
+
+def test_changing_the_model_size_shows_no_link_warning():
+    """A bound selectbox's link holds the option as the widget shows it (Streamlit writes 'baby: 4 layers, ...'):
+    the page took that for a bad link and warned on every run after the preset was changed."""
+    from views.training import preset_label
+
+    at = open_page("training")
+    at.selectbox(key="train_preset").set_value("baby").run()
+    at.run()  # the next run reads the link the change wrote
+    assert at.selectbox(key="train_preset").value == "baby"
+    link = open_page("training", {"train_preset": preset_label("baby")})  # that link opened in another tab
+    assert link.selectbox(key="train_preset").value == "baby"
+    for page in (at, link):
+        assert "not usable" not in all_text(page)
