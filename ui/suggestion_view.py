@@ -26,6 +26,7 @@ from ui import models, warmup
 from ui.text import escape_markdown
 
 ACCEPT_LABEL = "Accept suggestion"
+GUESS_LABEL = "Type the guess anyway"  # the button when the suggestion is below the threshold
 ACCEPTED_KEY = "ac_accepted"  # session state: (suggestions accepted, keystrokes they saved)
 STALE_KEY = "ac_accept_stale"  # session state: the last Accept found the text changed and appended nothing
 COMPLETION_RECORDED = "ac_completion_recorded"  # session state: the completion request last recorded
@@ -149,12 +150,20 @@ def visible(s: Suggestion, tokenizer: CharTokenizer) -> str:
 
 def offer(predictor: Predictor, prompt: Prompt, manifest: dict, key: str) -> Suggestion | None:
     """The suggestion for the text in the text area `key` (its page_prompt, `prompt`): served, shown, with its Accept
-    button. Compact, so it sits beside the text box on the page's first screen; whether an editor offers it is
-    `show_verdict`."""
-    st.markdown("**Suggestion** (what Tab would insert)")
+    button. Compact, so it sits beside the text box on the page's first screen. Below the threshold an editor would
+    not offer it, so neither does the page: it is the model's best guess, drawn small, with a plain button to type it
+    anyway; `show_verdict` says why it is or is not offered."""
     s = suggestion_for(predictor, prompt, manifest)
-    if s is not None:
-        show_offer(s, predictor.tokenizer)
+    if s is not None and s.text and not s.shown:
+        st.markdown("**The model's best guess, not offered**")
+        st.caption(
+            f"{escape_markdown(visible(s, predictor.tokenizer))} (probability {s.probability:.4f}, below the "
+            f"threshold {s.threshold:.2f}: an editor would not show it)"
+        )
+    else:
+        st.markdown("**Suggestion** (what Tab would insert)")
+        if s is not None:
+            show_offer(s, predictor.tokenizer)
     accept_button(key, prompt.text, s)
     return s
 
@@ -181,16 +190,11 @@ def show_offer(s: Suggestion, tokenizer: CharTokenizer) -> None:
 
 
 def show_verdict(s: Suggestion) -> None:
-    """Whether an editor offers it and why: the probability against the threshold."""
+    """Why an editor offers it: the probability against the threshold (a best guess says why beside it)."""
     if s.text and s.shown:
         st.success(
-            f"shown: its probability {s.probability:.4f} clears the threshold {s.threshold:.2f}, so an editor "
+            f"Offered: its probability {s.probability:.4f} clears the threshold {s.threshold:.2f}, so an editor "
             "would offer it (Tab accepts)."
-        )
-    elif s.text:
-        st.info(
-            f"not shown: below the threshold ({s.probability:.4f} < {s.threshold:.2f}), so an editor would not "
-            "offer it. You may still accept it here, to see where the model would go."
         )
 
 
@@ -200,7 +204,7 @@ def show_numbers(s: Suggestion) -> None:
     m[0].metric("Probability", f"{s.probability:.4f}", help="That the text goes on with exactly this suggestion.")
     m[1].metric("Threshold" + ("" if s.tuned else " (not tuned)"), f"{s.threshold:.2f}")
     m[2].metric(
-        "Keystrokes saved",
+        "Keystrokes saved" if s.shown or not s.text else "Keystrokes it would save",
         f"{s.saves}",
         help="If accepted: its characters for one Tab, so a suggestion of k characters saves k - 1 keystrokes.",
     )
@@ -239,14 +243,15 @@ def accept_button(key: str, text: str, s: Suggestion | None) -> None:
     """The Accept button (disabled when there is nothing to accept) and what accepting has saved so far."""
     if st.session_state.pop(STALE_KEY, False):
         st.info("Your text changed as you pressed Accept, so nothing was appended: the suggestion is now for it.")
+    guess = s is not None and bool(s.text) and not s.shown  # below the threshold: not offered, typed only if asked
     st.button(
-        ACCEPT_LABEL,
+        GUESS_LABEL if guess else ACCEPT_LABEL,
         key="ac_accept",
-        type="primary",
+        type="secondary" if guess else "primary",
         disabled=s is None or not s.text,
         on_click=_accept,
         args=(key, text, s.text if s else ""),
-        help="Appends the suggestion to your text (like pressing Tab in an editor); press it again to keep going.",
+        help="Appends it to your text (like pressing Tab in an editor); press again to keep going.",
     )
     accepted, saved = st.session_state.get(ACCEPTED_KEY, (0, 0))
     if accepted:

@@ -35,7 +35,9 @@ TABS = ["The suggestion's numbers", "Sampled completion", "KV cache: what it sav
         "How it works"]  # fmt: skip
 CHART_HEIGHT, PROJECTED_CHART_HEIGHT = 380, 260  # px before projector.restyle: the chart ends inside the first screen
 PROMPT_SHOWN = 30  # the question names at most the last 30 characters of the prompt
-DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "def main(", 40, 0
+# The page opens on a prompt where the shipped code model offers a suggestion (a test of this page holds it): the
+# first screen shows what the model is for.
+DEFAULT_PROMPT, DEFAULT_LENGTH, DEFAULT_SEED = "class Stack:\n    def __init__(self", 40, 0
 PARITY_ASKED = "ac_parity_asked"  # session state: the settings this session asked the parity check for
 
 

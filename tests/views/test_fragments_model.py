@@ -38,7 +38,7 @@ CASES = [
     ("autocomplete", "slider", "ac_k", 10, 4),
     ("autocomplete", "number_input", "ac_top_k", 0, 3),
     ("autocomplete", "slider", "ac_length", 40, 12),  # the completion's tab, and the parity tab's offer to check
-    ("autocomplete", "text_area", "ac_prompt", "def main(", "import os\n"),
+    ("autocomplete", "text_area", "ac_prompt", "class Stack:\n    def __init__(self", "def main("),  # default first
 ]
 # The inspector's text (insp_text) is in the same fragment, but this harness cannot move it: a new text brings the
 # row selector new options, and the harness replays the next change from the page it kept, whose selector still

@@ -57,8 +57,11 @@ def bundle_path(tmp_path_factory):
 
 
 def open_autocomplete(path, query=None) -> AppTest:
-    """app.py with `path` as this session's selected bundle, switched to the autocomplete page."""
-    return open_page("autocomplete", {"ac_length": "20", **(query or {})}, bundle=(LABEL, path))
+    """app.py with `path` as this session's selected bundle, switched to the autocomplete page, on "def main(" (the
+    tiny bundle's own text; the page's default prompt is chosen for the shipped model)."""
+    return open_page(
+        "autocomplete", {"ac_length": "20", "ac_prompt": "def main(", **(query or {})}, bundle=(LABEL, path)
+    )
 
 
 def figure(at, title_part):
@@ -285,7 +288,8 @@ def test_parity_at_other_settings_runs_on_request(bundle_path):
 
 @pytest.mark.numerics
 def test_parity_is_decided_in_float64_across_the_context_boundary(bundle_path):
-    at = open_autocomplete(bundle_path, {"ac_length": "40"})  # 9 + 40 characters through a context of 32
+    # the page's own prompt (34 characters) and 40 new ones through a context of 32: shown at once
+    at = open_page("autocomplete", {"ac_length": "40"}, bundle=(LABEL, bundle_path))
     fig = figure(at, "logit difference")  # the page's own settings: shown at once
     assert fig["layout"]["yaxis"]["type"] == "log"
     names = [t["name"] for t in fig["data"]]
@@ -437,13 +441,17 @@ def test_the_suggestion_shown_is_the_served_one(suggesting_path, prompt):
     assert record["suggestion"] == want.text and record["probability"] == want.probability  # exactly
     assert (record["shown"], record["threshold"], record["saves_keystrokes"]) == (want.shown, 0.5, len(want.text) - 1)
     drawn = want.text.replace(" ", "␣").replace("\n", "↵")  # the page's convention for whitespace
-    assert drawn in [c.value for c in at.code]
-    assert f"Quoted: {json.dumps(want.text)} (␣ is a space, ↵ a line break)" in [t.value for t in at.text]
+    if want.shown:  # offered: drawn large, and quoted
+        assert drawn in [c.value for c in at.code]
+        assert f"Quoted: {json.dumps(want.text)} (␣ is a space, ↵ a line break)" in [t.value for t in at.text]
+    else:  # the best guess: a quiet caption, never drawn as if offered
+        assert drawn not in [c.value for c in at.code] and not [t for t in at.text if t.value.startswith("Quoted")]
+        assert any(c.value.startswith(drawn + " (probability") for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Probability"], metrics["Threshold (not tuned)"]) == (f"{want.probability:.4f}", "0.50")
-    assert metrics["Keystrokes saved"] == str(len(want.text) - 1)
+    assert metrics["Keystrokes saved" if want.shown else "Keystrokes it would save"] == str(len(want.text) - 1)
     text = all_text(at)
-    assert ("shown: its probability" if want.shown else "not shown: below the threshold") in text
+    assert ("Offered: its probability" if want.shown else "The model's best guess, not offered") in text
     assert "threshold not tuned; run `python -m core tune --bundle DIR`" in text
 
 
@@ -556,3 +564,26 @@ def test_a_prompt_longer_than_the_window_is_shown_and_recorded_as_the_suggestion
     ids = shipped.tokenizer.encode(text)[-window:]  # the window, cut by hand
     want = suggestion(TransformerPredictor(shipped.model, shipped.tokenizer), ids, policy)
     assert page_record(at)["suggestion"] == want.text and event["suggestion_chars"] == len(want.text)
+
+
+def test_the_page_opens_on_an_offered_suggestion_and_calls_one_below_the_threshold_a_guess():
+    """The shipped model offers a suggestion on the page's first prompt (issue 37: it used to open on a rejected one
+    drawn as if offered); a prompt where its best completion is below the threshold gets the quiet best guess."""
+    from ui.models import SHIPPED_DIR
+
+    at = open_page("autocomplete", {"ac_length": "20"}, bundle=("shipped", SHIPPED_DIR))
+    assert not at.exception, [e.value for e in at.exception]
+    record = page_record(at)
+    assert record["suggestion"] and record["shown"], record
+    accept = at.button(key="ac_accept")
+    assert (accept.label, accept.proto.type, accept.disabled) == ("Accept suggestion", "primary", False)
+    assert "Offered: its probability" in all_text(at)
+
+    at.text_area(key="ac_prompt").set_value("def main(").run()  # its best guess "self, " is below the threshold
+    record = page_record(at)
+    assert record["suggestion"] and not record["shown"], record
+    accept = at.button(key="ac_accept")
+    assert (accept.label, accept.proto.type) == ("Type the guess anyway", "secondary")
+    text = all_text(at)
+    assert "The model's best guess, not offered" in text and "Suggestion** (what Tab" not in text
+    assert "Suggestion (what Tab would insert)" not in text and "Offered:" not in text

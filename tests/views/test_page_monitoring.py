@@ -190,7 +190,7 @@ def test_filling_is_the_teachers_and_writes_the_synthetic_events(versions, db, m
 
 def test_the_autocomplete_page_records_each_new_text_once_and_its_outcome_on_accept(versions, db):
     transformer = versions[1]
-    at = open_page("autocomplete", bundle=("toy transformer", transformer))
+    at = open_page("autocomplete", {"ac_prompt": "def main("}, bundle=("toy transformer", transformer))
     at.text_area(key="ac_prompt").set_value("def add3(a, b):\n    ret").run()
     at.slider(key="ac_k").set_value(5).run()  # a rerun for another widget records nothing new
     suggestions = (
