@@ -1,4 +1,4 @@
-"""What the Training page shows of a run: the loss curves, one head's attention map, and the leak evidence.
+"""What the Training page shows of a run: its losses, the line its model writes now, one head's map, the leak evidence.
 
 The leak evidence is the causality probe's first failure (the detector) and the loss rule (the symptom), against
 an honest reference when one is known: this session's own causal run on the same text, preset and budget, or the
@@ -18,9 +18,9 @@ from core.model import leak
 from core.model.bundle_checks import BundleError
 from core.model.leak import CausalityProbe
 from core.model.training import EvalRecord
-from core.runs.events import Progress, Snapshot
+from core.runs.events import SAMPLE_CHARS, SAMPLE_TEMPERATURE, Progress, Snapshot
 from core.runs.queue import JobView
-from ui import charts, layout, models
+from ui import charts, layout, models, projector
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
 
@@ -92,6 +92,37 @@ def show_losses(evals: Sequence[Progress], selected: int, reference: Reference, 
         f"the dotted line marks step {selected}."
     )
     chart(loss_figure(evals, selected, reference, reference_loss), table, summary, key="train_losses")
+
+
+def show_sample(evals: Sequence[Progress]) -> None:
+    """The line the model writes now after the probe text (one line: a line break drawn as ↵), with every
+    evaluation's line a click away: a room watches noise turn into words while the loss falls."""
+    lines = [e for e in evals if e.sample is not None]
+    if not lines:
+        return
+    now = lines[-1]
+    st.markdown(
+        f"**What the model writes now** (step {now.step}, after the probe text; {SAMPLE_CHARS} characters drawn at "
+        f"temperature {SAMPLE_TEMPERATURE:g} with the same seed at every evaluation, so only the model changes):"
+    )
+    st.code(one_line(now.sample or "") or "(nothing: it ends the text at once)", language=None)  # model output
+    with st.expander(f"What it wrote at each of the {len(lines)} evaluations"):
+        projector.dataframe(
+            pd.DataFrame(
+                {
+                    "step": [e.step for e in lines],
+                    "validation loss": [round(e.val_loss, 4) for e in lines],
+                    "what it writes": [one_line(e.sample or "") for e in lines],
+                }
+            ),
+            hide_index=True,
+            key="train_samples",
+        )
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: line breaks and tabs drawn (↵, →) as the lab draws them elsewhere."""
+    return text.replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵").replace("\t", "→")
 
 
 def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None) -> None:

@@ -222,6 +222,7 @@ def show_run(job_id: str, polling: bool) -> None:
 
     if evals:
         reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
+        training_view.show_sample(evals)
         selected = snapshot_step(job_id, [e.step for e in evals])
         snap = next(e.snapshot for e in evals if e.step == selected)
         left, right = st.columns(2)

@@ -1,7 +1,8 @@
 """What a training run reports: attention snapshots, progress events and the run's result.
 
 Each event becomes a compact `Progress` with no model in it, so a page can keep every one; an evaluation carries
-a `Snapshot`, one head's attention over a fixed probe text, drawn from the real model. A run trains in a process of
+a `Snapshot`, one head's attention over a fixed probe text, drawn from the real model, and a line the model writes
+after that text (`sample_line`), so a room sees noise turn into words while the loss falls. A run trains in a process of
 its own, so these cross to the page as JSON lines in the run's folder; that folder is data others could write, so
 reading checks every field's type, bounds the snapshot and confines the bundle's path to the folder.
 """
@@ -17,10 +18,12 @@ from typing import Any
 import torch
 
 from core.agreement import Agreement
+from core.model.engine import generate
 from core.model.gpt import GPT
 from core.model.leak import CausalityProbe
 from core.model.prompt import encode_for_model
-from core.model.tokenizer import CharTokenizer
+from core.model.sampling import SampleConfig
+from core.model.tokenizer import EOS_ID, CharTokenizer
 from core.model.training import EvalRecord
 from core.numbers import is_int
 
@@ -67,6 +70,7 @@ class Progress:
     eta_seconds: float | None
     snapshot: Snapshot | None = None  # on "eval" events
     probe: CausalityProbe | None = None  # on "eval" events: core.model.leak.causality_probe at this step
+    sample: str | None = None  # on "eval" events: sample_line, what the model writes now after the probe text
 
     @property
     def fraction(self) -> float:
@@ -113,6 +117,24 @@ def attention_snapshot(
     return Snapshot(step, layer, head, list(enc.pieces), weights.tolist(), model.config.causal)
 
 
+# A line at each evaluation: drawn at a temperature below 1 with the same seed every time, so from one evaluation to
+# the next only the model changes (greedy decoding of a young model repeats one character; a draw at 1 stays noisy).
+SAMPLE_CHARS, SAMPLE_TEMPERATURE, SAMPLE_SEED = 60, 0.8, 0
+MAX_SAMPLE_CHARS = 4 * SAMPLE_CHARS  # bounds what a page reads from a file
+
+
+def sample_line(model: GPT, tokenizer: CharTokenizer, text: str) -> str:
+    """What `model` writes now after `text`: up to SAMPLE_CHARS characters, ending early at <eos>."""
+    ids = encode_for_model(tokenizer, text, model.config.context_length).ids
+    run = SampleConfig(temperature=SAMPLE_TEMPERATURE, max_new_tokens=SAMPLE_CHARS)
+    new = []
+    for step in generate(model, ids, run, seed=SAMPLE_SEED):
+        if step.token == EOS_ID:
+            break
+        new.append(step.token)
+    return tokenizer.decode(new)
+
+
 # ---- across processes: JSON out in the run, checked objects back in the page ----------------------------
 
 MAX_SNAPSHOT_T = 1024  # far above any preset's context; bounds what a page draws from a file
@@ -146,6 +168,7 @@ def progress_from_json(data: Any) -> Progress:
         None if eta is None else _float(eta),
         None if data["snapshot"] is None else _snapshot(data["snapshot"]),
         _probe(data["probe"]),
+        _sample(data.get("sample")),  # absent in a run written before samples were recorded
     )
 
 
@@ -183,6 +206,14 @@ def _snapshot(data: Any) -> Snapshot:
         raise ValueError(f"a snapshot must be (T, T) weights over T <= {MAX_SNAPSHOT_T} tokens")
     rows = [[_float(w) for w in row] for row in weights]  # (T, S)
     return Snapshot(_int(data["step"]), _int(data["layer"]), _int(data["head"]), tokens, rows, _bool(data["causal"]))
+
+
+def _sample(data: Any) -> str | None:
+    if data is None:
+        return None
+    if len(_str(data)) > MAX_SAMPLE_CHARS:
+        raise ValueError(f"a sample line must be at most {MAX_SAMPLE_CHARS} characters")
+    return data
 
 
 def _record(data: Any) -> EvalRecord:

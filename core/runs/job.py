@@ -42,7 +42,7 @@ from core.model.train_config import TrainConfig
 from core.model.training import EvalRecord, TrainEvent, TrainResult, train
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.tuning import tune_bundle
-from core.runs.events import Progress, RunResult, attention_snapshot, progress_to_json, result_to_json
+from core.runs.events import Progress, RunResult, attention_snapshot, progress_to_json, result_to_json, sample_line
 from core.runs.queue import Work, read_job, record_saved, serve
 from core.runs.run_record import BUNDLE, CORPUS_COPY, HashedOwner, keep_run
 
@@ -170,8 +170,9 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
             return
         if event.kind == "step":
             last_step_report[0] = now
-        snapshot = None
+        snapshot, sample = None, None
         if event.kind == "eval" and event.model is not None:
+            sample = sample_line(event.model, tokenizer, spec.snapshot_text)
             snapshot = attention_snapshot(
                 event.model,
                 tokenizer,
@@ -194,6 +195,7 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
                 eta,
                 snapshot,
                 event.probe,
+                sample,
             )
         )
 

@@ -28,7 +28,7 @@ from core.model.gpt import GPT, PRESETS, preset
 from core.model.tokenizer import CharTokenizer
 from core.runs import job as page_job
 from core.runs import run_record
-from core.runs.events import attention_snapshot, progress_from_json, result_from_json
+from core.runs.events import SAMPLE_CHARS, attention_snapshot, progress_from_json, result_from_json, sample_line
 from core.runs.job import (
     APP_COMMAND,
     APP_PRESETS,
@@ -90,7 +90,8 @@ def test_events_come_in_order_with_a_snapshot_at_every_evaluation(causal_run):
     assert [e.step for e in evals] == [r.step for r in result.history] == [0, 2, 4, 6]
     assert [e.val_loss for e in evals] == [r.val_loss for r in result.history]
     assert all(e.snapshot is not None and e.snapshot.step == e.step for e in evals)
-    assert all(e.snapshot is None for e in events if e.kind != "eval")
+    assert all(e.snapshot is None and e.sample is None for e in events if e.kind != "eval")
+    assert all(isinstance(e.sample, str) and len(e.sample) <= SAMPLE_CHARS for e in evals)  # a line at each
     assert events[0].eta_seconds is None and all(0.0 <= e.fraction <= 1.0 for e in events)
 
 
@@ -108,14 +109,15 @@ def test_snapshot_rows_sum_to_one_and_nothing_is_above_the_diagonal(causal_run):
     assert snap.tokens[3] == "␣" and snap.tokens[10] == "↵"
 
 
-def test_the_last_snapshot_is_the_saved_models_own_attention(causal_run):
+def test_the_last_snapshot_and_line_are_the_saved_models_own(causal_run):
     result, events = causal_run
     bundle = load_bundle(result.bundle_path)
     ids = torch.tensor([bundle.tokenizer.encode(PROBE)])  # (1, T)
     with torch.no_grad():
         expected = bundle.model(ids, return_weights=True).weights[0][0, 0]  # (T, S), layer 0 head 0
-    last = [e for e in events if e.kind == "eval"][-1].snapshot
-    torch.testing.assert_close(torch.tensor(last.weights), expected, atol=1e-6, rtol=0)
+    last = [e for e in events if e.kind == "eval"][-1]
+    torch.testing.assert_close(torch.tensor(last.snapshot.weights), expected, atol=1e-6, rtol=0)
+    assert last.sample == sample_line(bundle.model, bundle.tokenizer, PROBE)  # written by the weights it saved
 
 
 @pytest.mark.numerics
