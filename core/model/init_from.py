@@ -11,8 +11,26 @@ import dataclasses
 
 import torch
 
+from core.model.bundle import Bundle
+from core.model.bundle_checks import BundleError
 from core.model.gpt import GPT
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+
+
+def check_base(bundle: Bundle) -> Bundle:
+    """`bundle` (loaded and verified by the bundle loader), fit to start a run from; BundleError (one line) when it
+    was trained without the causal mask or is marked unsafe: a run must not inherit a leak."""
+    where = f"bundle {str(bundle.path)!r} (version {bundle.version})"
+    if not bundle.config.causal:
+        raise BundleError(f"{where} was trained without the causal mask; start from a causal model")
+    if not bundle.safe:
+        raise BundleError(f"{where} is marked unsafe ({bundle.manifest['unsafe_reason']}); start from a safe model")
+    return bundle
+
+
+def extended_tokenizer(tokenizer: CharTokenizer, text: str) -> CharTokenizer:
+    """The base's characters plus the unseen characters of `text`, sorted by code point (ids can shift)."""
+    return CharTokenizer(sorted(set(tokenizer.chars) | set(text)))
 
 
 def extend_vocabulary(model: GPT, tokenizer: CharTokenizer, text: str) -> tuple[GPT, CharTokenizer]:
@@ -37,7 +55,7 @@ def extend_vocabulary(model: GPT, tokenizer: CharTokenizer, text: str) -> tuple[
         raise ValueError(f"extend_vocabulary needs the new text as a str, got {type(text).__name__}")
     if model.lm_head.weight is not model.token_embedding.weight:
         raise ValueError("extend_vocabulary expects the LM head tied to the token embedding (core/model/gpt.py)")
-    extended = CharTokenizer(sorted(set(tokenizer.chars) | set(text)))
+    extended = extended_tokenizer(tokenizer, text)
     N = len(SPECIAL_TOKENS)
     V_base = tokenizer.vocab_size
     base_ids = {c: N + i for i, c in enumerate(tokenizer.chars)}
