@@ -112,6 +112,14 @@ def base_preset(name: str) -> str:
     raise BundleError(f"the shipped model {name!r} ({path}) has no preset's architecture; reinstall the lab")
 
 
+def run_vocabulary_size(text: str, init_from: str | None = None) -> int:
+    """V of a run on `text`: its characters and the special tokens, and with `init_from` the shipped model's
+    characters too (the vocabulary train() grows from it)."""
+    if init_from is None:
+        return CharTokenizer.from_text(text).vocab_size
+    return extended_tokenizer(load_bundle(shipped_base(init_from)).tokenizer, text).vocab_size
+
+
 def default_probe(corpus: Corpus, train_config: TrainConfig) -> str:
     """PYTHON_PROBE for the standard library; otherwise the first PROBE_CHARS characters of the first
     validation document (text the model never trains on, in its own alphabet)."""
