@@ -471,6 +471,11 @@ with about_tab:
         "it there; move it back to the newest step to follow again. **Stop** ends the run at its next step; the "
         "run then evaluates, saves and tunes the model it has, which takes a few seconds."
     )
+    st.markdown(
+        "**Start from** a shipped model (the Python code one, or the English prose one) to continue its training on "
+        "your text instead of starting from random weights: the run keeps that model's size, and a character it "
+        "never saw starts with the average of its characters' embeddings, so its first guess is an average one."
+    )
 with overfit_tab:
     st.markdown(
         "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "

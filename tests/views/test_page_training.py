@@ -106,6 +106,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     assert f"the oldest runs not released were removed first: old run older (version {older.version})" in text
     assert not (models.RUNS_DIR / "older").exists()
     assert "toy.py" in label and "registered for this session" in text
+    assert "This run started from nothing (random weights)." in text and result.init_from is None
     assert load_bundle(path).manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
     losses, attention = figures(at)
     val = [t for t in losses["data"] if t["name"].startswith("validation")][0]
