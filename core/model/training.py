@@ -117,7 +117,7 @@ def train(
     split into equal shards or the group is not joined.
     """
     if (base is None) == (model_config is None):
-        raise ValueError("train needs either a ModelConfig or a base (GPT, CharTokenizer) to start from, not both")
+        raise ValueError("train needs exactly one of a ModelConfig and a base (GPT, CharTokenizer) to start from")
     if model_config is not None and not isinstance(model_config, ModelConfig):
         raise ValueError(f"train needs a ModelConfig, got {type(model_config).__name__}")
     if not isinstance(train_config, TrainConfig):

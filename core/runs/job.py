@@ -299,7 +299,7 @@ def train_and_save(
     alone checks the directory and writes the bundle, whose manifest records the world size and
     `launch_command` (the torchrun line; `command` by default); the other ranks return (result, None)."""
     if (preset_name is None) == (base is None):
-        raise ValueError("train_and_save needs a preset name or a base bundle to start from, not both")
+        raise ValueError("train_and_save needs exactly one of a preset name and a base bundle to start from")
     ranks = Ranks() if ranks is None else ranks
     target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite) if ranks.is_main else None
     result = train(
