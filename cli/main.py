@@ -27,6 +27,7 @@ from cli.version import lab_version
 from core.settings import MAX_TORCH_THREADS
 
 EXIT_USAGE = 2
+DEFAULT_PRESET = "default"  # train's model size without --preset or --init-from
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 TTY_REFRESH = 0.1  # seconds between rewrites of the progress line on a terminal
 
@@ -53,7 +54,20 @@ def register_train(subparsers) -> None:
     )
     p.add_argument("--out", required=True, help="bundle directory to write: new or empty (checked before training)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle at --out")
-    p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="model size (default: default)")
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=sorted(PRESETS),
+        help=f"model size (default: {DEFAULT_PRESET}; not with --init-from, which trains the base's architecture)",
+    )
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="BUNDLE|VERSION",
+        help="continue from a trained model: a bundle folder (models/default, models/prose) or a version of the "
+        "release registry (LAB_REGISTRY_DIR); its weights and architecture, its vocabulary grown by the corpus's "
+        "new characters",
+    )
     p.add_argument("--max-iters", type=int, default=2000, help="optimizer steps (default 2000)")
     p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget for the training loop")
     p.add_argument("--seed", type=int, default=0)
@@ -121,7 +135,14 @@ def _run_train(args: argparse.Namespace) -> int:
     timeout = timeout_seconds() if ranks.distributed else None  # a bad LAB_DIST_TIMEOUT_S: refused before any wait
     if args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
-    check_train_size(args.seed, args.batch_size, PRESETS[args.preset].context_length, flags=True)  # generate's words
+    if args.init_from is not None and args.preset is not None:
+        raise UsageError(
+            "--preset cannot be given with --init-from: the run trains the base model's architecture; drop --preset"
+        )
+    base = None if args.init_from is None else _load_base(args.init_from)  # a bad base: one line, before anything
+    preset_name = None if base is not None else (args.preset or DEFAULT_PRESET)
+    config = base.config if base is not None else PRESETS[args.preset or DEFAULT_PRESET]
+    check_train_size(args.seed, args.batch_size, config.context_length, flags=True)  # generate's words
     check_batch_size(args.batch_size, ranks, name="--batch-size")  # on every rank, before any rank waits
     if ranks.is_main:  # before anything is trained: a bad --out costs a second (torchrun then stops the others)
         check_out_dir(args.out, overwrite=args.overwrite)
@@ -148,9 +169,10 @@ def _run_train(args: argparse.Namespace) -> int:
         with process_group(ranks, timeout):
             result, path = train_and_save(
                 corpus,
-                args.preset,
+                preset_name,
                 train_config,
                 args.out,
+                base=base,
                 command=args.command_line,
                 callback=progress,
                 should_stop=stop.is_set,
@@ -178,11 +200,33 @@ def _run_train(args: argparse.Namespace) -> int:
         print(f"leak: the causality probe {how} at step {leaked.step}: {leaked.probe.describe()}", file=sys.stderr)
     if not manifest["safe"]:
         print(f"warning: the bundle is marked unsafe: {manifest['unsafe_reason']}", file=sys.stderr)
-    print(f"wrote {path} (version {version}, {result.model.num_parameters():,} parameters)", file=sys.stderr)
+    started = "" if base is None else f", started from version {base.version}"
+    print(f"wrote {path} (version {version}, {result.model.num_parameters():,} parameters{started})", file=sys.stderr)
     line = {k: result.metrics[k] for k in ("train_loss", "val_loss", "iters", "seconds", "tokens_per_second")}
     line.update(stop_reason=result.metrics["stop_reason"], bundle=str(path), version=version, safe=manifest["safe"])
     print(json.dumps(line))
     return 0
+
+
+def _load_base(name: str):
+    """The bundle --init-from names: a bundle folder, or else a version of the release registry
+    (LAB_REGISTRY_DIR: only a version the gate passed); BundleError (one line) when it does not load, is marked
+    unsafe or was trained without the causal mask."""
+    from pathlib import Path
+
+    from core.model.bundle import is_version, load_bundle
+    from core.model.bundle_checks import BundleError
+    from core.model.init_from import check_base
+    from core.release.registry.served import load_version
+    from core.settings import registry_dir
+
+    if Path(name).is_dir() or not is_version(name):
+        return check_base(load_bundle(name))
+    registry = registry_dir()
+    try:
+        return check_base(load_version(registry, name))
+    except BundleError as e:
+        raise BundleError(f"--init-from {name}: version of the registry {str(registry)!r} refused: {e}") from None
 
 
 class _Progress:

@@ -25,7 +25,7 @@ from core.lessons.overfit import Overfit, overfit_on_corpus
 from core.model import introspect
 from core.model.corpus import Corpus, CorpusError
 from core.model.gpt import GPT
-from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
+from core.model.tokenizer import CharTokenizer
 from core.release.evaluation.held_out import held_out
 from core.runs import events, job
 from core.runs.events import Snapshot
@@ -169,10 +169,11 @@ def overfit_result(steps: int) -> Overfit:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def vocabulary_size(fingerprint: str, _text: str) -> int:
-    """Distinct characters plus the special tokens, counted once per text (97 ms for the stdlib corpus); keyed by
-    the text's fingerprint, so the text itself is never hashed on a rerun."""
-    return len(set(_text)) + len(SPECIAL_TOKENS)
+def vocabulary_size(fingerprint: str, _text: str, init_from: str | None = None) -> int:
+    """A run's vocabulary (job.run_vocabulary_size: the text's characters, and the shipped model's it starts from),
+    counted once per text (97 ms for the stdlib corpus); keyed by the text's fingerprint, so the text itself is never
+    hashed on a rerun."""
+    return job.run_vocabulary_size(_text, init_from)
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")

@@ -27,8 +27,7 @@ from ui.params import MAX_QUOTED_CHARS, quoted
 from ui.startup import SETTING_PROBLEMS, setting
 from ui.text import escape_markdown
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED_DIR = ROOT / "models" / "default"
+SHIPPED_DIR = job.SHIPPED_BASES["code"]  # models/default
 SHIPPED_LABEL = "Shipped default (Python standard library)"
 RUNS_DIR = settings.runs_dir()
 REGISTRY_DIR = settings.registry_dir()

@@ -15,6 +15,12 @@ from ui import cached, fragment, layout, models, params, training_view
 from ui.text import escape_markdown
 
 STDLIB_CHOICE = "Python standard library"
+# "Start from": the label -> the shipped model's name (core.runs.job.SHIPPED_BASES), None for a fresh model.
+START_FROM = {
+    "nothing (random weights)": None,
+    "the shipped Python code model": "code",
+    "the shipped English prose model": "prose",
+}
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, FOLLOW_KEY = "train_snapshot_step", "train_snapshot_follow"
@@ -43,14 +49,20 @@ def preset_label(name: str) -> str:
     return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
 
 
-def start_run(corpus, corpus_label, preset_name, config) -> bool:
+def started_from(init_from) -> str:
+    """The "Start from" label of a run's base name (what the run's status says)."""
+    return next((label for label, name in START_FROM.items() if name == init_from), "a shipped model")
+
+
+def start_run(corpus, corpus_label, preset_name, config, init_from=None) -> bool:
     """Queue a run for this session; a refusal (a run already active, a text too short, a runs directory the
     server cannot write) is shown, not raised. The run trains in a process of its own (the runs wing's job), writes into
     runs/<job id>/bundle, never over anything, tunes its threshold and keeps its record beside the bundle."""
     try:
         job.check_runs_dir(models.RUNS_DIR)
-        payload, files = job.job_request(corpus, preset_name, config, corpus_label=corpus_label)
-        name = f"{preset_name} on {corpus_label}, {config.max_iters} steps"
+        payload, files = job.job_request(corpus, preset_name, config, corpus_label=corpus_label, init_from=init_from)
+        base = "" if init_from is None else f", from {started_from(init_from)}"
+        name = f"{preset_name} on {corpus_label}{base}, {config.max_iters} steps"
         job_id = models.job_queue().submit(models.session_id(), payload, name=name, files=files)
     except (JobError, CorpusError) as err:
         st.warning(escape_markdown(err))
@@ -70,6 +82,7 @@ def start_run(corpus, corpus_label, preset_name, config) -> bool:
         max_iters=config.max_iters,
         seed=config.seed,
         leak_stop=config.leak_stop,
+        init_from=init_from,
     )
     st.session_state.pop(PINNED_KEY, None)
     return True
@@ -219,6 +232,9 @@ def show_run(job_id: str, polling: bool) -> None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:
         finished_status(job_id, view)
+    if view.result is not None or view.state in (QUEUED, RUNNING):
+        init_from = view.result.init_from if view.result is not None else info.get("init_from")
+        st.caption(f"This run started from {escape_markdown(started_from(init_from))}.")
 
     if evals:
         reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
@@ -317,9 +333,22 @@ with layout.picture():
     with text_col:
         source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
     with preset_col:
-        preset_name = params.selectbox(
-            "Model size (preset)", "train_preset", list(job.APP_PRESETS), "tiny", format_func=preset_label
-        )
+        start_from = params.radio("Start from", "train_start_from", list(START_FROM), "nothing (random weights)")
+        init_from = START_FROM[start_from]
+        if init_from is None:
+            preset_name = params.selectbox(
+                "Model size (preset)", "train_preset", list(job.APP_PRESETS), "tiny", format_func=preset_label
+            )
+        else:  # the architecture is the base's: its size, shown and not choosable
+            preset_name = job.base_preset(init_from)
+            st.selectbox(
+                "Model size (preset)",
+                [preset_name],
+                key="train_preset_of_base",
+                format_func=preset_label,
+                disabled=True,
+                help="A run from a shipped model trains that model's architecture.",
+            )
     with iters_col:
         iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
     with seconds_col:
@@ -338,7 +367,7 @@ with layout.picture():
                 f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
             )
         if corpus is not None:
-            vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text)  # CharTokenizer.from_text's vocabulary
+            vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text, init_from)  # the run's vocabulary
             st.caption(
                 f"About {job.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
                 f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
@@ -372,7 +401,7 @@ with layout.picture():
                 st.warning(f"This file cannot be used: {escape_markdown(error)}")
             else:
                 corpus_label = upload.name
-                vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text)
+                vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text, init_from)
                 st.caption(
                     f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
                     f"{job.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
@@ -416,7 +445,7 @@ with layout.picture():
         if corpus is None:
             st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
         elif unfit is None:
-            if start_run(corpus, corpus_label, preset_name, config):
+            if start_run(corpus, corpus_label, preset_name, config, init_from):
                 st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
 
     job_id = st.session_state.get(JOB_KEY)
@@ -442,6 +471,11 @@ with about_tab:
         "The map follows the newest evaluation while the run goes on. Move the slider to an earlier step to hold "
         "it there; move it back to the newest step to follow again. **Stop** ends the run at its next step; the "
         "run then evaluates, saves and tunes the model it has, which takes a few seconds."
+    )
+    st.markdown(
+        "**Start from** a shipped model (the Python code one, or the English prose one) to continue its training on "
+        "your text instead of starting from random weights: the run keeps that model's size, and a character it "
+        "never saw starts with the average of its characters' embeddings, so its first guess is an average one."
     )
 with overfit_tab:
     st.markdown(

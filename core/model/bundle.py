@@ -117,6 +117,7 @@ def save_bundle(
     overwrite: bool = False,
     world_size: int = 1,
     launch_command: list[str] | None = None,
+    base: Bundle | None = None,
 ) -> Path:
     """Write a bundle to `out_dir` atomically and return its path.
 
@@ -126,12 +127,15 @@ def save_bundle(
     replaced; nothing else is ever replaced. A model built with causal=False is saved with safe=False
     and NO_MASK_REASON; pass `unsafe_reason` to mark any other model unsafe. `world_size` is the number of
     processes that trained it (a distributed run) and `launch_command` the line that started them
-    (`command` by default: a single process is started by its own command).
+    (`command` by default: a single process is started by its own command). `base` is the bundle the run started
+    from (train --init-from): the manifest records its version and corpus under "base" (absent for a fresh model).
     """
     if not isinstance(model, GPT) or not isinstance(tokenizer, CharTokenizer):
         raise BundleError(
             f"save_bundle needs a GPT and a CharTokenizer, got {type(model).__name__} and {type(tokenizer).__name__}"
         )
+    if base is not None and not isinstance(base, Bundle):
+        raise BundleError(f"base must be the Bundle the run started from, got {type(base).__name__}")
     config = model.config
     if tokenizer.vocab_size != config.vocab_size:
         raise BundleError(
@@ -165,6 +169,7 @@ def save_bundle(
         "tokenizer": {**tokenizer.to_dict(), "content_hash": tokenizer.content_hash},
         "architecture": dataclasses.asdict(config),
         "corpus": {"fingerprint": corpus.fingerprint, "source": corpus.source},
+        **({} if base is None else {"base": base_record(base)}),
         "training": {
             "command": list(command),
             "metrics": dict(metrics),
@@ -202,6 +207,12 @@ def save_bundle(
         # keeps its content, and the new bundle is kept under `out.new-xxxxxxxx`, named in the BundleError.
         install_dir(tmp, out, overwrite=overwrite, error=BundleError)
     return out
+
+
+def base_record(base: Bundle) -> dict:
+    """What a manifest records of the bundle a run started from: its version and the corpus it was trained on."""
+    corpus = base.manifest["corpus"]
+    return {"version": base.version, "corpus": {"source": corpus["source"], "fingerprint": corpus["fingerprint"]}}
 
 
 def check_out_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
@@ -289,6 +300,8 @@ def _inspect_files(path: Path) -> tuple[list[str], Bundle | None]:
     problems = check_fields(manifest)
     if problems:
         return problems, None
+    if manifest.get("base") is not None and not is_version(manifest["base"]["version"]):
+        return [f"{MANIFEST}: base.version is not a version name ({VERSION_LENGTH} lowercase hex digits)"], None
     if manifest["format_version"] not in SUPPORTED_FORMAT_VERSIONS:
         return [
             f"{MANIFEST}: format_version {manifest['format_version']} is not supported "

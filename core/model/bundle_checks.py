@@ -33,6 +33,7 @@ MAX_BUNDLE_ENTRIES = 64  # a bundle holds 2 files; the directory is listed at mo
 # safetensors over every tensor); a trained model here stays below 10. 1e4 leaves room for any honest
 # training and refuses values (3e38 was tried) whose products overflow float32 into inf and NaN.
 MAX_ABS_WEIGHT = 1e4
+MAX_BASE_TEXT = 1_000  # characters of each string "base" records (a version is 16, a fingerprint 64, a source a path)
 # Field -> required JSON type(s). bool is checked apart from int (json gives True for true).
 _FIELDS: dict[str, tuple[type, ...]] = {
     "format_version": (int,),
@@ -160,11 +161,34 @@ def check_fields(manifest: Any) -> list[str]:
         launch = training.get("launch_command", [])
         if not isinstance(launch, list) or not all(isinstance(a, str) for a in launch):
             problems.append(f"{MANIFEST}: field 'training.launch_command' must be a list of strings")
+        problems += base_problems(manifest.get("base"))
         if "{prompt}" not in manifest["prompt_template"]:
             problems.append(f"{MANIFEST}: field 'prompt_template' must contain '{{prompt}}'")
         if manifest["safe"] == (manifest["unsafe_reason"] is not None):
             problems.append(f"{MANIFEST}: 'unsafe_reason' must be null exactly when 'safe' is true")
     return problems
+
+
+def base_problems(base: Any) -> list[str]:
+    """The optional "base" field (the bundle a run started from, train --init-from): absent or null for a fresh
+    model, else exactly {"version": str, "corpus": {"source": str, "fingerprint": str}}, each string at most
+    MAX_BASE_TEXT characters. The version's form is checked where versions are made (bundle.is_version)."""
+    if base is None:
+        return []
+    corpus = base.get("corpus") if isinstance(base, dict) else None
+    strings = [base.get("version"), *corpus.values()] if isinstance(corpus, dict) else []
+    if (
+        not isinstance(base, dict)
+        or set(base) != {"version", "corpus"}
+        or not isinstance(corpus, dict)
+        or set(corpus) != {"source", "fingerprint"}
+        or not all(isinstance(v, str) and len(v) <= MAX_BASE_TEXT for v in strings)
+    ):
+        return [
+            f'{MANIFEST}: field \'base\' must be null or {{"version", "corpus": {{"source", "fingerprint"}}}} '
+            f"holding strings of at most {MAX_BASE_TEXT} characters"
+        ]
+    return []
 
 
 def check_files(path: Path, files: dict) -> list[str]:

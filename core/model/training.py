@@ -36,6 +36,7 @@ from core.model.distributed import (
     rank_seed,
 )
 from core.model.gpt import GPT, ModelConfig
+from core.model.init_from import extend_vocabulary
 from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_probe, first_failed_probe
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig, learning_rate_at
@@ -96,10 +97,11 @@ def make_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
 
 
 def train(
-    model_config: ModelConfig,
+    model_config: ModelConfig | None,
     train_config: TrainConfig,
     corpus: Corpus,
     *,
+    base: tuple[GPT, CharTokenizer] | None = None,
     callback: Callable[[TrainEvent], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     ranks: Ranks | None = None,
@@ -107,19 +109,22 @@ def train(
     """Build a tokenizer and a GPT for `corpus` and train it; see the module docstring.
 
     The model's vocab_size comes from the tokenizer and its `causal` flag from `train_config.causal`
-    (a model_config with causal=False needs train_config.causal=False too). Raises CorpusError when the
+    (a model_config with causal=False needs train_config.causal=False too). With `base` (a trained GPT and its
+    tokenizer; model_config None) the run starts from the base's weights and architecture, its vocabulary grown by
+    the corpus's unseen characters (core.model.init_from.extend_vocabulary). Raises CorpusError when the
     corpus is too small for the context length. `ranks` (default: a single process) places the run in a
     process group already joined (the distributed `init`); DistributedError when batch_size does not
     split into equal shards or the group is not joined.
     """
-    if not isinstance(model_config, ModelConfig) or not isinstance(train_config, TrainConfig):
-        raise ValueError(
-            f"train needs a ModelConfig and a TrainConfig, got {type(model_config).__name__} "
-            f"and {type(train_config).__name__}"
-        )
+    if (base is None) == (model_config is None):
+        raise ValueError("train needs exactly one of a ModelConfig and a base (GPT, CharTokenizer) to start from")
+    if model_config is not None and not isinstance(model_config, ModelConfig):
+        raise ValueError(f"train needs a ModelConfig, got {type(model_config).__name__}")
+    if not isinstance(train_config, TrainConfig):
+        raise ValueError(f"train needs a TrainConfig, got {type(train_config).__name__}")
     if not isinstance(corpus, Corpus):
         raise ValueError(f"train needs a Corpus (core.model.corpus.load_corpus), got {type(corpus).__name__}")
-    if not model_config.causal and train_config.causal:
+    if model_config is not None and not model_config.causal and train_config.causal:
         raise ValueError(
             "model_config.causal is False but train_config.causal is True; "
             "remove the causal mask with TrainConfig(causal=False)"
@@ -128,8 +133,14 @@ def train(
     ranks = Ranks() if ranks is None else ranks
     check_batch_size(cfg.batch_size, ranks)
     check_joined(ranks)
-    tokenizer = CharTokenizer.from_text(corpus.text)
-    config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size, causal=cfg.causal)
+    start: GPT | None = None
+    if base is None:
+        assert model_config is not None  # checked above: exactly one of the two
+        tokenizer = CharTokenizer.from_text(corpus.text)
+        config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size, causal=cfg.causal)
+    else:
+        start, tokenizer = extend_vocabulary(*base, corpus.text)
+        config = dataclasses.replace(start.config, causal=cfg.causal)
     train_docs, val_docs = split_documents(corpus, cfg.val_fraction, cfg.seed)
     train_stream = document_stream(train_docs, tokenizer)  # (N_train,)
     val_stream = document_stream(val_docs, tokenizer)  # (N_val,)
@@ -137,6 +148,8 @@ def train(
     with _torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = GPT(config)  # the same initial weights on every rank
+        if start is not None:
+            model.load_state_dict(start.state_dict())  # the base's weights, its vocabulary grown
         if ranks.rank > 0:
             torch.manual_seed(rank_seed(cfg.seed, ranks.rank))  # each rank's own dropout; rank 0 keeps its stream
         run = _Run(model, cfg, train_stream, val_stream, callback if ranks.is_main else None, ranks)

@@ -98,6 +98,7 @@ class RunResult:
     causal: bool
     max_iters: int  # the step budget (evaluations fall on the same steps for the same budget)
     num_parameters: int
+    init_from: str | None = None  # the shipped model the run started from (core.runs.job.SHIPPED_BASES), or None
 
 
 # ---- the snapshot ---------------------------------------------------------------------------------
@@ -196,6 +197,7 @@ def result_from_json(data: Any, run_dir: Path) -> RunResult:
         _bool(data["causal"]),
         _int(data["max_iters"]),
         _int(data["num_parameters"]),
+        None if data.get("init_from") is None else _str(data["init_from"]),
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from core.model.bundle import MANIFEST, BundleError, check_out_dir, save_bundle
+from core.model.bundle import MANIFEST, Bundle, BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.bundle_checks import read_manifest
 from core.model.corpus import (
     MAX_BYTES,
@@ -36,6 +36,7 @@ from core.model.corpus import (
 )
 from core.model.distributed import Ranks
 from core.model.gpt import PRESETS, ModelConfig
+from core.model.init_from import check_base, extended_tokenizer
 from core.model.leak import first_failed_probe
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig
@@ -45,12 +46,15 @@ from core.release.evaluation.tuning import tune_bundle
 from core.runs.events import Progress, RunResult, attention_snapshot, progress_to_json, result_to_json, sample_line
 from core.runs.queue import Work, read_job, record_saved, serve
 from core.runs.run_record import BUNDLE, CORPUS_COPY, HashedOwner, keep_run
+from core.settings import ROOT
 
 APP_PRESETS = ("tiny", "baby", "default")  # the sizes the app offers ("large" is for benchmarks)
 PYTHON_PROBE = "if key in self:\n    return key"  # 30 characters: fits every preset's context
 PROBE_CHARS = 32  # an uploaded corpus probes with the start of its first validation document
 STEP_REPORT_SECONDS = 0.2  # at most one step event this often
 APP_COMMAND = ("attention-lab-app", "views/training.py", "train")  # marks a bundle trained from the app
+# The models a page's run may start from, by name: the page offers these and nothing else (no path from a browser).
+SHIPPED_BASES: dict[str, Path] = {"code": ROOT / "models" / "default", "prose": ROOT / "models" / "prose"}
 
 TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained on the page (the CLI types 20,000)
 NOT_TUNED = (
@@ -88,6 +92,34 @@ def check_fits(corpus: Corpus, preset_name: str, train_config: TrainConfig) -> N
     check_split_size(sum(len(d.text) + 1 for d in train_docs), sum(len(d.text) + 1 for d in val_docs), context)
 
 
+def shipped_base(name: str) -> Path:
+    """The bundle folder of the shipped model `name` ("code": models/default, "prose": models/prose); ValueError
+    naming the choices otherwise."""
+    if name not in SHIPPED_BASES:
+        raise ValueError(f"a run starts from one of the shipped models {sorted(SHIPPED_BASES)}, not {str(name)[:40]!r}")
+    return SHIPPED_BASES[name]
+
+
+def base_preset(name: str) -> str:
+    """The preset whose architecture the shipped model `name` has (a run from it trains that architecture), read
+    from its manifest (the one bounded reader); BundleError when it is unreadable or matches no preset."""
+    path = shipped_base(name)
+    arch = read_manifest(path / MANIFEST).get("architecture")
+    for preset_name, config in PRESETS.items():
+        fields = dataclasses.asdict(config)
+        if isinstance(arch, dict) and all(arch.get(k) == v for k, v in fields.items() if k != "vocab_size"):
+            return preset_name
+    raise BundleError(f"the shipped model {name!r} ({path}) has no preset's architecture; reinstall the lab")
+
+
+def run_vocabulary_size(text: str, init_from: str | None = None) -> int:
+    """V of a run on `text`: its characters and the special tokens, and with `init_from` the shipped model's
+    characters too (the vocabulary train() grows from it)."""
+    if init_from is None:
+        return CharTokenizer.from_text(text).vocab_size
+    return extended_tokenizer(load_bundle(shipped_base(init_from)).tokenizer, text).vocab_size
+
+
 def default_probe(corpus: Corpus, train_config: TrainConfig) -> str:
     """PYTHON_PROBE for the standard library; otherwise the first PROBE_CHARS characters of the first
     validation document (text the model never trains on, in its own alphabet)."""
@@ -111,11 +143,17 @@ class RunSpec:
     snapshot_text: str = PYTHON_PROBE
     snapshot_layer: int = 0
     snapshot_head: int = 0
+    init_from: str | None = None  # a shipped model to start from (SHIPPED_BASES); preset_name is then its size
 
     def __post_init__(self):
         if not isinstance(self.corpus, Corpus) or not isinstance(self.train_config, TrainConfig):
             raise ValueError("RunSpec needs a Corpus (load_run_corpus) and a TrainConfig")
         config = preset_config(self.preset_name)
+        if self.init_from is not None and base_preset(self.init_from) != self.preset_name:
+            raise ValueError(
+                f"a run from the shipped model {self.init_from!r} trains its architecture, preset "
+                f"{base_preset(self.init_from)!r}, not {self.preset_name!r}"
+            )
         if not isinstance(self.snapshot_text, str) or not self.snapshot_text:
             raise ValueError(f"snapshot_text must be a non-empty string, got {self.snapshot_text!r}")
         if not 0 <= self.snapshot_layer < config.n_layer or not 0 <= self.snapshot_head < config.n_head:
@@ -131,8 +169,11 @@ class RunSpec:
             *APP_COMMAND,
             "--corpus",
             self.corpus.source,
-            "--preset",
-            self.preset_name,
+            *(
+                ["--preset", self.preset_name]
+                if self.init_from is None
+                else ["--init-from", shipped_base(self.init_from).relative_to(ROOT).as_posix()]
+            ),
             "--max-iters",
             str(cfg.max_iters),
             "--seed",
@@ -160,8 +201,14 @@ def preset_config(name: str) -> ModelConfig:
 
 
 def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop: Callable[[], bool]) -> RunResult:
-    """The job: train, report Progress (with a Snapshot at each evaluation), save the bundle."""
-    tokenizer = CharTokenizer.from_text(spec.corpus.text)  # the one train() builds from the same text
+    """The job: train (from the shipped model spec.init_from, if set), report Progress (with a Snapshot at each
+    evaluation), save the bundle."""
+    base = None if spec.init_from is None else check_base(load_bundle(shipped_base(spec.init_from)))
+    # the tokenizer train() builds from the same text
+    if base is None:
+        tokenizer = CharTokenizer.from_text(spec.corpus.text)
+    else:
+        tokenizer = extended_tokenizer(base.tokenizer, spec.corpus.text)
     last_step_report = [-math.inf]
 
     def forward(event: TrainEvent) -> None:
@@ -201,9 +248,10 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
 
     result, path = train_and_save(
         spec.corpus,
-        spec.preset_name,
+        spec.preset_name if base is None else None,
         spec.train_config,
         spec.out_dir,
+        base=base,
         command=spec.command(),
         callback=forward,
         should_stop=should_stop,
@@ -225,15 +273,17 @@ def run_training(spec: RunSpec, report: Callable[[Progress], None], should_stop:
         result.model.config.causal,
         spec.train_config.max_iters,
         result.model.num_parameters(),
+        spec.init_from,
     )
 
 
 def train_and_save(
     corpus: Corpus,
-    preset_name: str,
+    preset_name: str | None,
     train_config: TrainConfig,
     out_dir: Path | Callable[[], Path],
     *,
+    base: Bundle | None = None,
     command: Sequence[str],
     callback: Callable[[TrainEvent], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -241,18 +291,27 @@ def train_and_save(
     ranks: Ranks | None = None,
     launch_command: Sequence[str] | None = None,
 ) -> tuple[TrainResult, Path | None]:
-    """Train PRESETS[preset_name] on `corpus` and save the bundle (also after an early stop): the part the
-    CLI and the app share. The output directory is resolved and checked (check_out_dir) before training,
-    so a bad path fails in a second, not after the run. The bundle is marked unsafe when the run's own
-    evaluations broke the leak rule (`leak_unsafe_reason`).
+    """Train PRESETS[preset_name], or continue from `base` (a bundle passed by check_base; preset_name None: the
+    architecture is the base's, and the manifest records the base's version and corpus), on `corpus` and save the
+    bundle (also after an early stop): the part the CLI and the app share. The output directory is resolved and
+    checked (check_out_dir) before training, so a bad path fails in a second, not after the run. The bundle is
+    marked unsafe when the run's own evaluations broke the leak rule (`leak_unsafe_reason`).
 
     A distributed run (`ranks` of a joined process group): every rank trains, rank 0
     alone checks the directory and writes the bundle, whose manifest records the world size and
     `launch_command` (the torchrun line; `command` by default); the other ranks return (result, None)."""
+    if (preset_name is None) == (base is None):
+        raise ValueError("train_and_save needs exactly one of a preset name and a base bundle to start from")
     ranks = Ranks() if ranks is None else ranks
     target = check_out_dir(out_dir() if callable(out_dir) else out_dir, overwrite=overwrite) if ranks.is_main else None
     result = train(
-        preset_config(preset_name), train_config, corpus, callback=callback, should_stop=should_stop, ranks=ranks
+        None if preset_name is None else preset_config(preset_name),
+        train_config,
+        corpus,
+        base=None if base is None else (base.model, base.tokenizer),
+        callback=callback,
+        should_stop=should_stop,
+        ranks=ranks,
     )
     if target is None:
         return result, None
@@ -268,6 +327,7 @@ def train_and_save(
         unsafe_reason=leak_unsafe_reason(result.history),
         world_size=ranks.world_size,
         launch_command=None if launch_command is None else list(launch_command),
+        base=base,
     )
     return result, path
 
@@ -290,10 +350,11 @@ def training_work(
     snapshot_text: str | None = None,
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
+    init_from: str | None = None,
 ) -> Callable[[Callable, Callable], RunResult]:
     """A `work(report, should_stop)` for JobQueue.submit from plain arguments: `corpus_text` (an upload)
-    named `corpus_source`, or without text "stdlib" / a file path. Raises CorpusError now, before the run
-    waits in line."""
+    named `corpus_source`, or without text "stdlib" / a file path; `init_from` a shipped model's name (RunSpec).
+    Raises CorpusError now, before the run waits in line."""
     return work_for_corpus(
         load_run_corpus(corpus_source, corpus_text),
         preset_name,
@@ -302,6 +363,7 @@ def training_work(
         snapshot_text=snapshot_text,
         snapshot_layer=snapshot_layer,
         snapshot_head=snapshot_head,
+        init_from=init_from,
     )
 
 
@@ -314,6 +376,7 @@ def work_for_corpus(
     snapshot_text: str | None = None,
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
+    init_from: str | None = None,
 ) -> Callable[[Callable, Callable], RunResult]:
     """The same for a corpus already loaded; checks that it fits the preset (CorpusError otherwise) and that
     the run can save where it is told (BundleError otherwise: a path new or empty). `snapshot_text` defaults
@@ -322,7 +385,7 @@ def work_for_corpus(
     if not callable(out_dir):
         check_out_dir(out_dir)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
-    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head)
+    spec = RunSpec(corpus, preset_name, train_config, out_dir, text, snapshot_layer, snapshot_head, init_from)
     return functools.partial(run_training, spec)
 
 
@@ -338,18 +401,20 @@ def job_request(
     snapshot_text: str | None = None,
     snapshot_layer: int = 0,
     snapshot_head: int = 0,
+    init_from: str | None = None,
 ) -> tuple[dict, dict[str, bytes]]:
     """(payload, files) for JobQueue.submit: the run's settings as JSON, and an upload's text as
     CORPUS_COPY (the standard library is read again from this Python). Checked now, before the run waits in line:
     the text fits the preset (CorpusError), the probe, layer and head exist (ValueError)."""
     check_fits(corpus, preset_name, train_config)
     text = default_probe(corpus, train_config) if snapshot_text is None else snapshot_text
-    RunSpec(corpus, preset_name, train_config, Path(BUNDLE), text, snapshot_layer, snapshot_head)  # checks them
+    RunSpec(corpus, preset_name, train_config, Path(BUNDLE), text, snapshot_layer, snapshot_head, init_from)  # checks
     payload = {
         "corpus": {"source": corpus.source, "fingerprint": corpus.fingerprint, "label": corpus_label},
         "preset": preset_name,
         "train_config": dataclasses.asdict(train_config),
         "snapshot": {"text": text, "layer": snapshot_layer, "head": snapshot_head},
+        "init_from": init_from,
     }
     if corpus.source == STDLIB_SOURCE:
         return payload, {}
@@ -378,7 +443,17 @@ def spec_from_job(run_dir: Path, payload: dict) -> tuple[RunSpec, str]:
         raise CorpusError("the training text read back is not the one that was queued; start the run again")
     cfg = TrainConfig(**payload["train_config"])
     snap = payload["snapshot"]
-    spec = RunSpec(corpus, str(payload["preset"]), cfg, run_dir / BUNDLE, snap["text"], snap["layer"], snap["head"])
+    init_from = payload.get("init_from")  # a name RunSpec confines to SHIPPED_BASES (older jobs have none)
+    spec = RunSpec(
+        corpus,
+        str(payload["preset"]),
+        cfg,
+        run_dir / BUNDLE,
+        snap["text"],
+        snap["layer"],
+        snap["head"],
+        None if init_from is None else str(init_from),
+    )
     return spec, label
 
 

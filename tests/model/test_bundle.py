@@ -302,6 +302,12 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(bundle_copy):
         (lambda m: m["architecture"].update(secret=1), "unknown ['secret']"),
         (lambda m: m["generation"].update(temperature=-1), "generation is invalid"),
         (lambda m: m["files"].update({"../escape": "0" * 64}), "'../escape' is not a plain file name"),
+        (lambda m: m.update(base=["0" * 16]), "field 'base' must be null or"),
+        (
+            lambda m: m.update(base={"version": "0" * 16, "corpus": {"source": "x" * 5000, "fingerprint": "f"}}),
+            "'base'",
+        ),
+        (lambda m: m.update(base={"version": "../v", "corpus": {"source": "s", "fingerprint": "f"}}), "base.version"),
     ],
 )
 def test_malformed_manifest_fields_are_named(bundle_copy, edit, words):

@@ -28,7 +28,14 @@ from core.model.gpt import GPT, PRESETS, preset
 from core.model.tokenizer import CharTokenizer
 from core.runs import job as page_job
 from core.runs import run_record
-from core.runs.events import SAMPLE_CHARS, attention_snapshot, progress_from_json, result_from_json, sample_line
+from core.runs.events import (
+    SAMPLE_CHARS,
+    attention_snapshot,
+    progress_from_json,
+    result_from_json,
+    result_to_json,
+    sample_line,
+)
 from core.runs.job import (
     APP_COMMAND,
     APP_PRESETS,
@@ -473,3 +480,30 @@ def test_a_page_run_logs_its_saved_bundle_before_it_tunes_and_keeps_it(tmp_path,
     result = result_from_json(saved[-1]["result"], run_dir)
     assert result.bundle_path == run_dir / "bundle" and load_bundle(result.bundle_path).version
     assert not (run_dir / run_record.RECORD).exists()  # not kept: the sentence says so
+
+
+def test_a_run_from_the_shipped_code_model_trains_its_architecture_and_records_it(tmp_path):
+    """Issue 37: the page names a shipped model ("code"); the run starts from models/default, grows its vocabulary
+    (the "é" it never saw) and says which base it started from, in the result, the command and the manifest."""
+    base = load_bundle(page_job.shipped_base("code"))
+    preset_name = page_job.base_preset("code")
+    text = TEXT + "\n\n# é\n"
+    payload, files = job_request(
+        load_run_corpus("toy.py", text), preset_name, quick(2), corpus_label="toy", init_from="code"
+    )
+    assert payload["init_from"] == "code"
+    with pytest.raises(ValueError, match="trains its architecture"):
+        job_request(load_run_corpus("toy.py", text), "tiny", quick(2), corpus_label="toy", init_from="code")
+    with pytest.raises(ValueError, match="shipped models"):
+        job_request(load_run_corpus("toy.py", text), preset_name, quick(2), corpus_label="toy", init_from="../x")
+    events = []
+    work = training_work("toy.py", text, preset_name, quick(2), tmp_path / "run", snapshot_text=PROBE, init_from="code")
+    result = work(events.append, lambda: False)
+    bundle = load_bundle(result.bundle_path)
+    assert result.init_from == "code"
+    assert result_from_json(json.loads(json.dumps(result_to_json(result, tmp_path))), tmp_path).init_from == "code"
+    assert bundle.manifest["base"] == {"version": base.version, "corpus": base.manifest["corpus"]}
+    command = bundle.manifest["training"]["command"]
+    assert command[command.index("--init-from") + 1] == "models/default" and "--preset" not in command
+    assert "é" in bundle.tokenizer.chars and bundle.config.d_model == base.config.d_model
+    assert any(e.snapshot is not None for e in events)  # drawn with the grown tokenizer

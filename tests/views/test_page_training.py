@@ -106,6 +106,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     assert f"the oldest runs not released were removed first: old run older (version {older.version})" in text
     assert not (models.RUNS_DIR / "older").exists()
     assert "toy.py" in label and "registered for this session" in text
+    assert "This run started from nothing (random weights)." in text and result.init_from is None
     assert load_bundle(path).manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
     losses, attention = figures(at)
     val = [t for t in losses["data"] if t["name"].startswith("validation")][0]
@@ -299,3 +300,17 @@ def test_changing_the_model_size_shows_no_link_warning():
     assert link.selectbox(key="train_preset").value == "baby"
     for page in (at, link):
         assert "not usable" not in all_text(page)
+
+
+def test_starting_from_the_shipped_code_model_shows_its_size_disabled_and_its_parameter_count():
+    """Issue 37: a run from a shipped model trains that model's architecture, so the size is shown and not
+    choosable, and the parameter count is the base's (the standard library adds no character to its vocabulary)."""
+    from views.training import preset_label
+
+    at = open_page("training")
+    at.radio(key="train_start_from").set_value("the shipped Python code model").run()
+    size = at.selectbox(key="train_preset_of_base")
+    base = load_bundle(models.SHIPPED_DIR)
+    assert size.disabled and size.value == "default" and size.options == [preset_label("default")]
+    assert f"About {base.model.num_parameters():,} parameters" in all_text(at)
+    assert not at.exception
