@@ -7,6 +7,7 @@ from core.model import train_config
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
+from core.model.init_from import FINE_TUNE_LEARNING_RATE
 from core.release.registry.served import list_versions
 from core.runs import job, run_record
 from core.runs.job import PYTHON_PROBE
@@ -417,6 +418,7 @@ with layout.picture():
         seed=int(seed),
         causal=not no_mask,
         num_threads=1,  # one torch thread: the server's other core stays free for the pages of everyone else
+        learning_rate=train_config.TrainConfig.learning_rate if init_from is None else FINE_TUNE_LEARNING_RATE,
         leak_stop=bool(stop_on_leak),
     )
     unfit = None
