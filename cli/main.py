@@ -166,9 +166,9 @@ def _run_train(args: argparse.Namespace) -> int:
     if (
         not args.no_tune
     ):  # the suggestion threshold, chosen on the validation documents (core.release.evaluation.tuning)
-        from core.release.evaluation.tuning import tune_bundle
+        from core.release.evaluation.tuning import tune_bundle, tuning_config_for
 
-        policy, _, _ = tune_bundle(path, corpus=corpus)
+        policy, _, _ = tune_bundle(path, corpus=corpus, config=tuning_config_for(result.metrics["iters"]))
         print(f"suggestion threshold {policy.threshold} tuned on the validation documents", file=sys.stderr)
     manifest = read_manifest(path / MANIFEST)  # the one bounded JSON reader (core.jsonfile)
     version = manifest["version"]
