@@ -2,6 +2,7 @@
 configuration: per optimizer step, and over a whole run to the same step count and validation loss.
 
     .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--run-steps 2000] [--threads N] [--profile]
+    .venv/bin/python bench/bench_train.py --steps 0 --run-steps 0 --cli-steps 300 [--cli-rounds 1]
 
 Both sides run with torch's default thread count (as `python -m core train` now does; --threads sets
 another), the `baby` preset (4 layers, 4 heads, width 128, context 64), batch 12, V = 105 (the stdlib
@@ -25,6 +26,13 @@ Part 2, a whole run of --run-steps steps on the stdlib corpus:
   Reported: wall-clock seconds to the last step (evaluations included), and the validation loss of both
   final models on the same 100 held-out batches, with its standard error (std / sqrt(100)) as the noise.
 
+Part 3 (--cli-steps N), the whole command against the plain script, each a process of its own, timed from its start:
+  ours        `python -m core train --corpus stdlib --preset P --max-iters N --out TMP` (evaluations, probes,
+              saving and tuning the bundle included); its loop's tokens/s from its JSON line
+  reference   `python bench/reference_gpt.py --steps N --preset P` (the same configuration, no probes, nothing saved)
+  Reported: both wall times and both loop throughputs, and the two ratios (issue 37 asks loop >= 1.2x, wall >= 0.8x).
+  Interleaved round by round when --cli-rounds > 1; every round printed.
+
 FLOPs per token (PaLM appendix B, nanoGPT's estimate_mfu): 6 N + 12 L T C, N parameters (the tied
 embedding once), L layers, T context, C width. MFU = achieved FLOP/s / ceiling, the ceiling being the best
 of two fp32 matmuls timed here with the same threads: 1024^3, and the MLP's (B*T x C) @ (C x 4C). Given per
@@ -37,10 +45,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -54,6 +67,7 @@ from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig, train_config_for
 from core.model.training import make_optimizer, train
 
+ROOT = Path(__file__).resolve().parent.parent
 BATCH = 12
 VOCAB = 105  # the stdlib corpus's vocabulary (101 characters + 4 special tokens)
 FINAL_EVAL_BATCHES = 100
@@ -186,6 +200,49 @@ def run_part(args, preset_config, flops_per_token, ceiling) -> None:
     print(f"ours / reference, wall-clock to step {args.run_steps}: {ref_s / ours_s:.2f}x")
 
 
+def timed_process(argv: list[str]) -> tuple[float, dict]:
+    """(wall seconds from the process's start to its end, its last stdout line read as JSON); the checkout's own
+    `core` first on the path (an editable install may point at another checkout)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return seconds, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def cli_part(args) -> None:
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    steps = str(args.cli_steps)
+    rows: dict[str, list[tuple[float, float]]] = {"ours": [], "reference": []}
+    print(
+        f"\nPart 3: `train --preset {args.preset} --max-iters {steps}` against the plain script, "
+        f"{args.cli_rounds} round(s)"
+    )
+    print(f"{'round':<6} {'run':<10} {'wall s':>7} {'loop tok/s':>11}")
+    for r in range(args.cli_rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            ours = ["-m", "core", "train", "--corpus", "stdlib", "--out", str(Path(tmp) / "bundle")]
+            ours += ["--preset", args.preset, "--max-iters", steps, "--batch-size", str(args.batch_size), *threads]
+            reference = [str(ROOT / "bench" / "reference_gpt.py"), "--steps", steps, "--preset", args.preset]
+            reference += ["--batch-size", str(args.batch_size), *threads]
+            for name, argv in (("ours", ours), ("reference", reference)):
+                seconds, line = timed_process(argv)
+                rows[name].append((seconds, line["tokens_per_second"]))
+                print(f"{r:<6} {name:<10} {seconds:>7.1f} {line['tokens_per_second']:>11,.0f}")
+    wall = {name: statistics.median(s for s, _ in v) for name, v in rows.items()}
+    loop = {name: statistics.median(t for _, t in v) for name, v in rows.items()}
+    print(
+        f"loop tokens/s, ours / reference: {loop['ours']:,.0f} / {loop['reference']:,.0f} = "
+        f"{loop['ours'] / loop['reference']:.2f}x (asked: >= 1.2x)"
+    )
+    print(
+        f"whole run, reference wall / ours wall: {wall['reference']:.1f} s / {wall['ours']:.1f} s = "
+        f"{wall['reference'] / wall['ours']:.2f}x (asked: >= 0.8x, i.e. ours <= 1.25x the script's time)"
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps per round (part 1)")
@@ -193,6 +250,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--run-steps", type=int, default=2000, help="steps of the whole run (part 2; the CLI's default); 0 skips it"
     )
+    parser.add_argument("--cli-steps", type=int, default=0, help="part 3: the whole `train` command, N steps")
+    parser.add_argument("--cli-rounds", type=int, default=1, help="part 3: interleaved rounds (the median is used)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--profile", action="store_true", help="print the top ops of every model (part 1)")
     parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
@@ -219,9 +278,12 @@ def main(argv=None) -> int:
         f"{cube_cpu / 1e9:.1f}, ({B * T}x{C})@({C}x{4 * C}) {mlp_wall / 1e9:.1f} / {mlp_cpu / 1e9:.1f} "
         f"-> using {ceiling / 1e9:.1f} / {ceiling_cpu / 1e9:.1f}"
     )
-    steps_part(args, config, flops_per_token, ceiling, ceiling_cpu)
+    if args.steps:
+        steps_part(args, config, flops_per_token, ceiling, ceiling_cpu)
     if args.run_steps:
         run_part(args, PRESETS[args.preset], flops_per_token, ceiling)
+    if args.cli_steps:
+        cli_part(args)
     return 0
 
 

@@ -8,6 +8,14 @@ function before it times them (`max_logit_difference`).
 
 `recompute_generate` is the textbook sampling loop without a cache (nanoGPT's `generate`): crop the ids
 to the context, run the full forward pass, take the last position's logits, append the argmax.
+
+Run as a script it is the plain training script `train` is raced against (bench/bench_train.py --cli-steps):
+
+    .venv/bin/python bench/reference_gpt.py --steps 300 --preset baby
+
+trains the reference on the stdlib corpus with the CLI's configuration (train_config_for: the same schedule, batches
+and evaluation interval; evaluations without probes) and prints one JSON line: seconds, the loop's tokens per second
+of optimizer-step time (evaluation excluded, as `train` reports it) and the final validation loss. Nothing is saved.
 """
 
 from __future__ import annotations
@@ -139,7 +147,10 @@ def batch_losses(model: nn.Module, stream: torch.Tensor, batch_size: int, T: int
 def reference_train(model: RefGPT, train_stream: torch.Tensor, val_stream: torch.Tensor, cfg) -> list[float]:
     """A plain training loop with core.model.training's configuration `cfg` (a TrainConfig): the same seeded
     batches, warmup-cosine schedule, clipping and evaluations (cfg.eval_iters batches of each stream every
-    cfg.eval_interval steps). Returns every step's loss."""
+    cfg.eval_interval steps). Returns every step's loss; `reference_train.step_seconds` holds the time spent in
+    optimizer steps (evaluation excluded)."""
+    import time
+
     from core.model.batches import sample_batch
     from core.model.train_config import learning_rate_at
 
@@ -147,11 +158,13 @@ def reference_train(model: RefGPT, train_stream: torch.Tensor, val_stream: torch
     optimizer = reference_optimizer(model, cfg.learning_rate, (cfg.beta1, cfg.beta2), cfg.weight_decay)
     generator = torch.Generator().manual_seed(cfg.seed)
     losses = []
+    step_seconds = 0.0
     model.train()
     for step in range(cfg.max_iters):
         if step % cfg.eval_interval == 0:
             batch_losses(model, train_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 1)
             batch_losses(model, val_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 2)
+        t0 = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(step, cfg)
         x, y = sample_batch(train_stream, cfg.batch_size, T, generator)  # (B, T), (B, T)
@@ -162,5 +175,55 @@ def reference_train(model: RefGPT, train_stream: torch.Tensor, val_stream: torch
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         losses.append(loss.item())
+        step_seconds += time.perf_counter() - t0
     batch_losses(model, val_stream, cfg.batch_size, T, cfg.eval_iters, cfg.seed + 2)  # the final evaluation
+    reference_train.step_seconds = step_seconds  # type: ignore[attr-defined]
     return losses
+
+
+def main(argv=None) -> int:
+    """The plain training script (see the module docstring): one JSON line on stdout."""
+    import argparse
+    import dataclasses
+    import json
+    import time
+
+    from core.model.batches import document_stream
+    from core.model.corpus import load_corpus, split_documents
+    from core.model.gpt import PRESETS
+    from core.model.tokenizer import CharTokenizer
+    from core.model.train_config import train_config_for
+
+    began = time.perf_counter()
+    parser = argparse.ArgumentParser(description="the plain reference training script")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
+    parser.add_argument("--batch-size", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    corpus = load_corpus("stdlib")
+    cfg = train_config_for(args.steps, batch_size=args.batch_size)
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    config = dataclasses.replace(PRESETS[args.preset], vocab_size=tokenizer.vocab_size)
+    train_docs, val_docs = split_documents(corpus, cfg.val_fraction, cfg.seed)
+    train_stream, val_stream = document_stream(train_docs, tokenizer), document_stream(val_docs, tokenizer)
+    torch.manual_seed(cfg.seed)
+    model = RefGPT(config)
+    reference_train(model, train_stream, val_stream, cfg)
+    step_seconds = reference_train.step_seconds  # type: ignore[attr-defined]
+    tokens = args.steps * args.batch_size * config.context_length
+    val = sum(batch_losses(model, val_stream, args.batch_size, config.context_length, cfg.eval_iters, cfg.seed + 2))
+    line = {
+        "seconds": round(time.perf_counter() - began, 3),
+        "tokens_per_second": round(tokens / step_seconds, 1),
+        "val_loss": val / cfg.eval_iters,
+        "threads": torch.get_num_threads(),
+    }
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

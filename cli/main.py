@@ -197,9 +197,13 @@ def _run_train(args: argparse.Namespace) -> int:
     if (
         not args.no_tune
     ):  # the suggestion threshold, chosen on the validation documents (core.release.evaluation.tuning)
-        from core.release.evaluation.tuning import tune_bundle
+        import torch
 
-        policy, _, _ = tune_bundle(path, corpus=corpus)
+        from core.release.evaluation.tuning import tune_bundle, tuning_config_for
+
+        if args.threads:  # the typist keeps to --threads as training did (two threads on one free core crawled)
+            torch.set_num_threads(args.threads)
+        policy, _, _ = tune_bundle(path, corpus=corpus, config=tuning_config_for(result.metrics["iters"]))
         print(f"suggestion threshold {policy.threshold} tuned on the validation documents", file=sys.stderr)
     manifest = read_manifest(path / MANIFEST)  # the one bounded JSON reader (core.jsonfile)
     version = manifest["version"]

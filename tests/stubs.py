@@ -40,7 +40,8 @@ class Bigram:
         for _ in range(max_new):
             tokens = yield torch.stack([self.row(c) for c in lists])
             for c, t in zip(lists, tokens.tolist()):
-                c.append(int(t))
+                if t >= 0:  # -1: a finished row (its later rows are ignored)
+                    c.append(int(t))
 
 
 # A trace for the price of attention (core.release.evaluation.tuning, the Release page). Typing [1, 10): low-probability

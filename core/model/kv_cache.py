@@ -109,6 +109,20 @@ class KVCache:
             self._next_layer = layer + 1
         return self.layer_k[layer].narrow(2, 0, S), self.layer_v[layer].narrow(2, 0, S)  # (B, H, S, D) each
 
+    def select(self, rows: Tensor) -> KVCache:
+        """A new cache holding only batch rows `rows` (B',) of this one, at the same positions, written through
+        `append`: a batch whose finished rows drop out (the typist's greedy completions) computes only the rest."""
+        if self._next_layer != 0:
+            raise ValueError("select between forward passes only, not while a pass is appending its layers")
+        n_layer, _, H, capacity, D = self.k.shape
+        kept = KVCache(n_layer, len(rows), H, D, capacity, dtype=self.k.dtype, device=self.k.device)
+        if self._length == 0:
+            return kept
+        for layer in range(n_layer):
+            k, v = self.layer_k[layer][rows], self.layer_v[layer][rows]  # (B', H, capacity, D) each
+            kept.append(layer, k.narrow(2, 0, self._length), v.narrow(2, 0, self._length))  # (B', H, S, D) each
+        return kept
+
     def _check_first(self, layer: int, k_new: Tensor) -> None:
         """The checks of a pass's first append (layer 0): the layer order, the new keys' shape, the room left."""
         if not is_int(layer) or not 0 <= layer < self.n_layer:

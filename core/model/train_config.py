@@ -19,6 +19,10 @@ MAX_BATCH_TOKENS = 8192
 # Batches of each stream per evaluation: fifty times the default of 20, already a figure steady to a few
 # thousandths; `train --eval-iters 1000000000` asked for two billion forward passes at step 0.
 MAX_EVAL_ITERS = 1000
+# Batches of each stream in an evaluation between a wall-time cadence's full ones (train_config_for(eval_seconds=...)):
+# the page's curve moves every few seconds on two batches; the run's last evaluation reads eval_iters.
+PAGE_EVAL_ITERS = 2
+SHORT_RUN_ITERS = 1000  # train_config_for: a run this short reads PAGE_EVAL_ITERS batches before its last evaluation
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class TrainConfig:
     num_threads: int | None = None  # torch threads during training, 1..MAX_TORCH_THREADS; None keeps the current
     fast_attention: bool = True  # attend with PyTorch's fused SDPA (parity-tested); False: the lessons' kernel
     leak_stop: bool = False  # stop at the first evaluation whose causality probe fails (the front ends: True)
+    eval_seconds: float | None = None  # also evaluate once this much wall time passed since the last evaluation
+    interim_eval_iters: int | None = None  # batches of an evaluation before the last (None: eval_iters); the
+    # last one, and its causality probe, is always full
 
     def __post_init__(self):
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters", "warmup_iters", "seed"):
@@ -50,6 +57,10 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         integer("eval_iters", self.eval_iters, 1, MAX_EVAL_ITERS)
+        if self.interim_eval_iters is not None:
+            integer("interim_eval_iters", self.interim_eval_iters, 1, MAX_EVAL_ITERS)
+        if self.eval_seconds is not None and not (_is_number(self.eval_seconds) and self.eval_seconds >= 0):
+            raise ValueError(f"eval_seconds must be a number of seconds >= 0 or None, got {self.eval_seconds!r}")
         if not 0 <= self.warmup_iters < self.max_iters:
             raise ValueError(
                 f"warmup_iters must lie in 0..max_iters - 1 = {self.max_iters - 1}, "
@@ -117,10 +128,15 @@ def train_config_for(
     num_threads: int | None = None,
     fast_attention: bool = True,
     leak_stop: bool = True,
+    eval_seconds: float | None = None,
 ) -> TrainConfig:
     """The TrainConfig of a run, the CLI's and the app's alike: about ten evaluations (every max_iters / 10
     steps, at most 250), warmup over the first tenth (at most 100 steps), the cosine ending at learning_rate / 10,
-    and the leak stop on (the first evaluation whose causality probe fails ends the run)."""
+    and the leak stop on (the first evaluation whose causality probe fails ends the run). With `eval_seconds` (the
+    page) it also evaluates every eval_seconds of wall time, on PAGE_EVAL_ITERS batches until the last evaluation.
+    A run of at most SHORT_RUN_ITERS steps evaluates on PAGE_EVAL_ITERS batches until the last one too: there
+    evaluation, not training, was most of the time (`train --max-iters 300`: 11 evaluations of 20 batches and
+    their probes)."""
     integer("max_iters", max_iters, 1)
     return TrainConfig(
         batch_size=batch_size,
@@ -137,6 +153,10 @@ def train_config_for(
         num_threads=num_threads,
         fast_attention=fast_attention,
         leak_stop=leak_stop,
+        eval_seconds=eval_seconds,
+        interim_eval_iters=(
+            min(eval_iters, PAGE_EVAL_ITERS) if eval_seconds is not None or max_iters <= SHORT_RUN_ITERS else None
+        ),
     )
 
 

@@ -3,8 +3,10 @@
 The corpus is split by whole documents, each side one token stream; a batch is random windows of context + 1
 tokens. Randomness is explicit (one seed: initialisation, dropout, data order, fixed evaluation batches so the loss
 curve compares like with like) and the caller's RNG and thread count are restored. Progress goes through one
-callback (the CLI's bar and the app alike); a time budget covers evaluation too. The causality probe runs at every
-evaluation and, with leak_stop, ends the run at the first failure. With several ranks (torchrun, DDP) every rank
+callback (the CLI's bar and the app alike); a time budget covers evaluation too. Evaluations come every eval_interval
+steps and, with eval_seconds, every eval_seconds of wall time; those before the last may be cheaper estimates (fewer
+batches, a shorter causality probe), the last is always the full one. The causality probe runs at every evaluation
+and, with leak_stop, ends the run at the first failure. With several ranks (torchrun, DDP) every rank
 runs the same loop on its share of the global batch and they agree on when to stop, so the figures are a single
 process's.
 """
@@ -41,6 +43,11 @@ from core.model.leak import TRAINING_PROBE_SEQUENCES, CausalityProbe, causality_
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig, learning_rate_at
 
+# Sequence length of the causality probe at an evaluation before the last: a mask that lets a position see later
+# ones shows at any length, and the probe's cost grows with the square of it (the last evaluation probes the whole
+# context).
+INTERIM_PROBE_LENGTH = 16
+
 
 @dataclass(frozen=True)
 class TrainEvent:
@@ -70,6 +77,7 @@ class EvalRecord:
     lr: float
     elapsed: float
     probe: CausalityProbe | None = None  # core.model.leak.causality_probe of the model at this step
+    batches: int | None = None  # batches of each stream the losses averaged (None: a record read back without it)
 
 
 @dataclass(frozen=True)
@@ -198,12 +206,14 @@ class _Run:
         self.start = 0.0
         self.last_lr = learning_rate_at(0, cfg)  # reported until the first step sets it
         self.eval_batch_seconds: float | None = None  # seconds per evaluation batch, as last measured
+        self.last_eval = 0.0  # elapsed() when the last evaluation ended
+        self.last_full = False  # the last evaluation read eval_iters batches and probed the whole context
 
     def loop(self, should_stop: Callable[[], bool] | None) -> None:
         cfg = self.cfg
         self.start = time.perf_counter()
         self.model.train()
-        self.evaluate()
+        self.evaluate(final=False)
         while self.step < cfg.max_iters:
             wanted = self.stop_wanted(should_stop)
             agreed = agree_stop([wanted == reason for reason in _STOP_REASONS], self.ranks)  # the same on every rank
@@ -215,10 +225,12 @@ class _Run:
             if not math.isfinite(loss):  # the weights are lost too: stop rather than burn the budget
                 self.stop_reason = "diverged"
                 break
-            if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
-                self.evaluate()
-        if self.history[-1].step != self.step:
-            self.evaluate()
+            if self.step == cfg.max_iters:
+                self.evaluate(final=True)
+            elif self.evaluation_due():
+                self.evaluate(final=False)
+        if self.history[-1].step != self.step or not self.last_full:
+            self.evaluate(final=True)  # stopped, out of time or diverged after a cheaper one: the last is full
         last = self.history[-1]
         self.emit("done", last.train_loss, last.val_loss)
 
@@ -256,7 +268,21 @@ class _Run:
         self.step_seconds += time.perf_counter() - t0
         return value
 
-    def evaluate(self) -> None:
+    def evaluation_due(self) -> bool:
+        """An evaluation before the last: every eval_interval steps, and with eval_seconds once that much wall
+        time passed since the last one (agreed over the ranks, so they all evaluate together)."""
+        cfg = self.cfg
+        if self.step % cfg.eval_interval == 0:
+            return True
+        if cfg.eval_seconds is None:
+            return False
+        return agree_stop([self.elapsed() - self.last_eval >= cfg.eval_seconds], self.ranks)[0]
+
+    def evaluate(self, *, final: bool) -> None:
+        """Losses on both streams and a causality probe, recorded and reported. With interim_eval_iters set, an
+        evaluation before the last reads that many batches and probes INTERIM_PROBE_LENGTH tokens; the last (and
+        every one without it) reads eval_iters and probes the whole context. A full evaluation at the step of a
+        cheaper one (a stop right after it) replaces it in the history; both are reported."""
         cfg = self.cfg
 
         def loss_on(stream: Tensor, seed: int, iters: int) -> float:
@@ -276,31 +302,38 @@ class _Run:
 
         if cfg.max_seconds is not None and self.eval_batch_seconds is None and cfg.eval_iters > 1:
             loss_on(self.train_stream, cfg.seed + 1, 1)  # the pace of one batch, before the budget goes on more
-        iters = self.eval_batches()
+        cheap = not final and cfg.interim_eval_iters is not None
+        iters = self.eval_batches(cfg.interim_eval_iters if cfg.interim_eval_iters and cheap else cfg.eval_iters)
         train_loss, val_loss = (
             loss_on(self.train_stream, cfg.seed + 1, iters),
             loss_on(self.val_stream, cfg.seed + 2, iters),
         )
-        probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, seed=cfg.seed % 2**63)
-        self.history.append(EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe))
+        length = min(self.T, INTERIM_PROBE_LENGTH) if cheap else self.T
+        probe = causality_probe(self.model, sequences=TRAINING_PROBE_SEQUENCES, length=length, seed=cfg.seed % 2**63)
+        record = EvalRecord(self.step, train_loss, val_loss, self.lr(), self.elapsed(), probe, iters)
+        if self.history and self.history[-1].step == self.step:
+            self.history[-1] = record
+        else:
+            self.history.append(record)
         self.model.eval()
         try:
             self.emit("eval", train_loss, val_loss, model=self.model, probe=probe)
         finally:
             self.model.train()
+        self.last_eval, self.last_full = self.elapsed(), not cheap
 
-    def eval_batches(self) -> int:
-        """Batches of each stream this evaluation reads: cfg.eval_iters; under a time budget, as many of them as
+    def eval_batches(self, wanted: int) -> int:
+        """Batches of each stream this evaluation reads: `wanted`; under a time budget, as many of them as
         fit in what is left of it at the pace measured last (at least one), the fewest of any rank. evaluate_loss
         draws its seeded batches in order, so a shorter evaluation reads the first of the same batches: the same
         estimate on fewer of them. (Evaluation once ignored the budget: `--eval-iters 1000000000 --max-seconds 5`
         ran past two minutes at step 0.)"""
         cfg = self.cfg
         if cfg.max_seconds is None or self.eval_batch_seconds is None:
-            return cfg.eval_iters
+            return wanted
         left = cfg.max_seconds - self.elapsed()
         pace = 2 * self.eval_batch_seconds  # a batch of each stream
-        fit = cfg.eval_iters if pace <= 0 else max(1, int(min(cfg.eval_iters, left / pace)))  # min first: no inf
+        fit = wanted if pace <= 0 else max(1, int(min(wanted, left / pace)))  # min first: no inf
         return int(-all_max(-fit, self.ranks))  # every rank reads the same batches
 
     def emit(

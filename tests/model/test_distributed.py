@@ -93,6 +93,9 @@ def _worker(out: Path) -> None:
 
         cfg = dataclasses.replace(ONE_STEP, max_iters=50, eval_interval=50, eval_iters=2)
         stopped = train(PRESETS["tiny"], cfg, corpus, should_stop=should_stop, ranks=ranks)
+        # eval_seconds=0: the ranks agree to evaluate after every step, cheaply until the last
+        timed_cfg = dataclasses.replace(cfg, max_iters=4, eval_seconds=0.0, interim_eval_iters=1)
+        timed = train(PRESETS["tiny"], timed_cfg, corpus, ranks=ranks)
         record = {
             "step_loss": result.step_losses[0],
             "val_loss": result.metrics["val_loss"],
@@ -100,6 +103,7 @@ def _worker(out: Path) -> None:
             "stop_reason": stopped.metrics["stop_reason"],
             "evaluated_at": [e.step for e in stopped.history],
             "polls": len(polls),
+            "timed": [[r.step, r.batches, r.val_loss] for r in timed.history],
         }
         (out / f"{ranks.rank}.json").write_text(json.dumps(record), encoding="ascii")
 
@@ -196,6 +200,12 @@ def test_a_stop_wanted_by_rank_1_alone_stops_both_ranks_on_the_same_step(two_ran
         assert record["evaluated_at"] == [0, STOP_AFTER]  # still evaluated at the end, as a single process is
         assert record["polls"] == STOP_AFTER + 1
     assert records[0]["val_loss"] == records[1]["val_loss"]  # the sharded evaluation, summed: one figure
+
+
+def test_the_ranks_evaluate_by_wall_time_together_and_end_on_a_full_evaluation(two_ranks):
+    timed = [json.loads((two_ranks / f"{r}.json").read_text(encoding="ascii"))["timed"] for r in (0, 1)]
+    assert [[step, batches] for step, batches, _ in timed[0]] == [[0, 1], [1, 1], [2, 1], [3, 1], [4, 2]]
+    assert timed[0] == timed[1]  # the same evaluations, and one figure each
 
 
 def test_torchrun_train_writes_one_bundle_on_rank_0_that_passes_the_integrity_check(tmp_path):

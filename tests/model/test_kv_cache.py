@@ -100,6 +100,20 @@ def test_cached_logits_equal_full_logits():
         model(idx[:, :1], cache=cache)  # a full cache takes no more
 
 
+def test_a_cache_of_selected_rows_continues_as_those_rows_of_the_whole_batch():
+    model = spread_model()
+    idx = random_ids(3, 12, seed=2)  # (3, 12): a prefill of 10 tokens, then two steps
+    with torch.no_grad():
+        full = model(idx).logits  # (3, 12, V)
+        cache = model.new_cache(batch_size=3)
+        model(idx[:, :10], cache=cache)
+        kept = cache.select(torch.tensor([0, 2]))  # row 1 finished
+        assert kept.length == 10 and kept.k.shape[1] == 2
+        steps = [model(idx[[0, 2], t : t + 1], cache=kept).logits for t in (10, 11)]  # (2, 1, V) each
+    assert_agree(torch.cat(steps, dim=1), full[[0, 2], 10:], model)
+    assert cache.length == 10  # the original is untouched
+
+
 @pytest.mark.numerics
 def test_mask_with_a_cache_is_bottom_right_aligned():
     model = spread_model()

@@ -366,3 +366,76 @@ def test_the_leak_stop_ends_a_maskless_run_at_its_first_evaluation(toy):
     assert leak.first_failed_probe(free.history).step == 0 and all(not r.probe.passed for r in free.history)
     with pytest.raises(ValueError, match="leak_stop"):
         quick(leak_stop=1)
+
+
+# ---- the evaluation cadence: wall time, cheaper interim evaluations, the last one full -------------------------
+
+
+class _FakeClock:
+    """training's `time` module with a perf_counter the test moves (by the step events it hears)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_eval_seconds_evaluates_by_wall_time_and_the_last_evaluation_is_full(toy, monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(training, "time", clock)
+
+    def tick(event: TrainEvent) -> None:
+        if event.kind == "step":
+            clock.now += 1.5  # every step costs 1.5 s of the fake wall clock
+
+    cfg = quick(max_iters=10, eval_interval=1000, eval_iters=3, interim_eval_iters=1, eval_seconds=4.0)
+    result = train(TINY, cfg, toy, callback=tick)
+    # 4 s pass between evaluations after 3 steps (4.5 s): steps 0, 3, 6, 9, then the last at max_iters
+    assert [r.step for r in result.history] == [0, 3, 6, 9, 10]
+    assert [r.batches for r in result.history] == [1, 1, 1, 1, 3]
+    assert [r.probe.length for r in result.history] == [training.INTERIM_PROBE_LENGTH] * 4 + [TINY.context_length]
+    # the last record is the full estimate of the final model: evaluate_loss on its own 3 batches
+    tok = CharTokenizer.from_text(toy.text)
+    train_docs, val_docs = split_documents(toy, cfg.val_fraction, cfg.seed)
+    val = evaluate_loss(
+        result.model, document_stream(val_docs, tok), batch_size=8, iters=3, seed=cfg.seed + 2, fast_attention=True
+    )
+    assert result.history[-1].val_loss == pytest.approx(val, rel=1e-6)
+
+
+def test_eval_seconds_zero_evaluates_every_step_and_a_stop_after_a_cheap_one_ends_full(toy):
+    polls = []
+
+    def stop() -> bool:
+        polls.append(None)
+        return len(polls) > 4  # four steps, then stop
+
+    cfg = quick(max_iters=30, eval_interval=1000, eval_iters=3, interim_eval_iters=1, eval_seconds=0.0)
+    events: list[TrainEvent] = []
+    result = train(TINY, cfg, toy, callback=events.append, should_stop=stop)
+    assert result.metrics["stop_reason"] == "stopped" and result.metrics["iters"] == 4
+    assert [r.step for r in result.history] == [0, 1, 2, 3, 4]  # one record per step: the full one replaced step 4's
+    assert [r.batches for r in result.history] == [1, 1, 1, 1, 3]
+    assert result.history[-1].probe.length == TINY.context_length
+    evals = [e.step for e in events if e.kind == "eval"]
+    assert evals == [0, 1, 2, 3, 4, 4]  # the cheap evaluation of step 4 was reported, then the full one
+
+
+def test_without_interim_iters_every_evaluation_is_full(toy):
+    result = train(TINY, quick(max_iters=12, eval_interval=4, eval_iters=2), toy)
+    assert [r.batches for r in result.history] == [2, 2, 2, 2]
+    assert {r.probe.length for r in result.history} == {TINY.context_length}
+
+
+def test_train_config_for_reads_fewer_batches_before_the_last_on_short_runs_and_the_page():
+    from core.model.train_config import PAGE_EVAL_ITERS, SHORT_RUN_ITERS, train_config_for
+
+    assert train_config_for(300).interim_eval_iters == PAGE_EVAL_ITERS
+    assert train_config_for(SHORT_RUN_ITERS + 1).interim_eval_iters is None
+    page = train_config_for(SHORT_RUN_ITERS + 1, eval_seconds=4.0)
+    assert page.eval_seconds == 4.0 and page.interim_eval_iters == PAGE_EVAL_ITERS
+    assert train_config_for(300, eval_iters=1).interim_eval_iters == 1  # never more than the full evaluation
+    for bad in (dict(eval_seconds=-1.0), dict(eval_seconds=float("nan")), dict(interim_eval_iters=0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            quick(**bad)

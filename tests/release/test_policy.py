@@ -67,7 +67,8 @@ class TableStub:
         for _ in range(max_new):
             tokens = yield torch.stack([self.row(c) for c in lists])  # (B, V)
             for c, t in zip(lists, tokens.tolist()):
-                c.append(int(t))
+                if t >= 0:  # -1: a finished row (its later rows are ignored)
+                    c.append(int(t))
 
 
 # "x = ret" goes on as "urn self\n", then the document ends (the default row puts everything on <eos>).

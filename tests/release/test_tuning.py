@@ -213,3 +213,17 @@ def test_tune_bundle_records_the_price_it_was_tuned_at(bundle, tmp_path):
         policy_from_manifest(load_predictor(copy)[1]) == policy
         and manifest["version"] != json.loads((bundle / MANIFEST).read_text())["version"]
     )
+
+
+def test_a_short_run_is_tuned_on_about_5000_characters_and_a_long_one_on_20000():
+    from core.model.train_config import SHORT_RUN_ITERS
+    from core.release.evaluation.tuning import tuning_config_for
+    from core.release.evaluation.typing_sim import typing_segments
+
+    docs = [Document(f"d{i}", "x" * 5000) for i in range(21)]  # the stdlib's 21 validation documents, in size
+
+    def typed(config):
+        return sum(s.stop - s.start for s in typing_segments(docs, config))
+
+    assert 5_000 <= typed(tuning_config_for(SHORT_RUN_ITERS)) <= 5_000 + 21 * 100  # not 21 stretches of 500
+    assert typed(tuning_config_for(SHORT_RUN_ITERS + 1)) >= 20_000

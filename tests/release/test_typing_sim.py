@@ -1,15 +1,22 @@
 """core.release.evaluation.typing_sim: the simulated typist counted by hand on a hand-made trace, the trace of a stub
 whose proposals are worked out by hand, and segments that share the typing out over every document."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from stubs import TOK, Bigram
 
-from core.model.corpus import Document
+from core.model.batches import document_stream
+from core.model.corpus import Document, corpus_from_text
+from core.model.gpt import PRESETS
+from core.model.kv_cache import KVCache
 from core.model.tokenizer import EOS_ID
+from core.model.train_config import TrainConfig
+from core.model.training import train
 from core.release.evaluation.eval_report import EvalConfig
+from core.release.evaluation.tuning import tune_threshold
 from core.release.evaluation.typing_sim import (
     Segment,
     TraceCut,
@@ -18,7 +25,9 @@ from core.release.evaluation.typing_sim import (
     typing_shares,
     typing_trace,
 )
-from core.release.serving.policy import DEFAULT_POLICY
+from core.release.serving.policy import DEFAULT_POLICY, propose
+from core.release.serving.predictor import MAX_CONTEXT
+from core.release.serving.transformer_predictor import TransformerPredictor
 
 # Stream positions 0..11; the typist types [1, 6) and [8, 12). Every cut: (characters, probability, matches).
 TRACE = {
@@ -169,3 +178,37 @@ def test_no_typing_and_no_documents_give_no_segments():
     assert typing_segments(docs, EvalConfig(typing_chars=0)) == []
     assert typing_segments([], EvalConfig()) == []
     assert typing_segments(docs, EvalConfig()) == [Segment(0, 1, 3)]
+
+
+@pytest.mark.numerics
+def test_the_batched_typist_gives_the_trace_and_threshold_of_one_proposal_at_a_time(monkeypatch):
+    # The typist proposes BATCH positions at once and drops finished rows from the KV cache; the reference proposes
+    # each position alone. A briefly trained tiny model (completions of 1 to 16 characters) in float64, so batching
+    # changes no probability beyond rounding.
+    text = "\n\n".join(f"def add{i % 7}(a, b):\n    return a + b * {i % 5}\n" for i in range(40))
+    corpus = corpus_from_text("t.py", text)
+    cfg = TrainConfig(batch_size=8, max_iters=60, warmup_iters=5, eval_interval=60, eval_iters=1, learning_rate=1e-2)
+    result = train(PRESETS["tiny"], dataclasses.replace(cfg, num_threads=1), corpus)
+    predictor = TransformerPredictor(result.model.double(), result.tokenizer)
+    docs = list(corpus.documents[:12])
+    tok = result.tokenizer
+    ids = document_stream(docs, tok).tolist()
+    segments = typing_segments(docs, EvalConfig(typing_chars=300, segment_chars=60, seed=1))
+    selected = []
+    select = KVCache.select
+    monkeypatch.setattr(KVCache, "select", lambda cache, rows: selected.append(len(rows)) or select(cache, rows))
+    trace = typing_trace(predictor, ids, segments, DEFAULT_POLICY)
+    assert selected, "no row finished early: the test would not exercise the cache's selection"
+    kept = min(MAX_CONTEXT, predictor.reads(DEFAULT_POLICY.max_chars))
+    reference = {}
+    for seg in segments:
+        for i in range(seg.start, seg.stop):
+            cuts = propose(predictor, ids[max(0, i - kept) : i], DEFAULT_POLICY).cuts
+            reference[i] = tuple(
+                TraceCut(c.chars, c.probability, list(ids[i : i + c.chars]) == list(c.tokens)) for c in cuts
+            )
+    assert trace.keys() == reference.keys() and sum(len(c) for c in trace.values()) > 0
+    for i, cuts in trace.items():
+        assert [(c.chars, c.matches) for c in cuts] == [(c.chars, c.matches) for c in reference[i]]
+        assert [c.probability for c in cuts] == pytest.approx([c.probability for c in reference[i]], rel=1e-12)
+    assert tune_threshold(trace, len(ids), segments) == tune_threshold(reference, len(ids), segments)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import torch
 from torch import Tensor
 
 from core.model.prompt import start_ids
@@ -189,8 +190,9 @@ def propose_all(
             probabilities[b].append(p[b])
         if j + 1 == policy.max_chars or all(s != "limit" for s in stops):
             break
+        finished = torch.tensor([s != "limit" for s in stops])  # (B,)
         try:
-            rows = steps.send(tokens)
+            rows = steps.send(tokens.masked_fill(finished, -1))  # -1: a finished row, no more of its rows needed
         except StopIteration:  # the model's context has no more room: the completions end at "limit"
             break
     steps.close()

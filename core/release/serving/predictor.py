@@ -8,7 +8,9 @@ It works on token ids of the model's CharTokenizer, so every predictor is scored
     continuations(contexts, max_new) -> generator   for B contexts at once: yields (B, V) float64 rows, row b
                                                     P(next | contexts[b]); the (B,) tokens sent in are appended
                                                     and the next rows yielded, at most max_new times (fewer
-                                                    when a model's context leaves less room: the caller stops)
+                                                    when a model's context leaves less room: the caller stops);
+                                                    a token -1 finishes its row: its later rows are not computed
+                                                    (what they hold is unspecified)
     reads(max_new) -> int                           how many of a context's last tokens continuations reads (the
                                                     transformer: the prompt's window rule, and it refuses a longer
                                                     context rather than cut it again: the caller cuts once)
@@ -59,12 +61,18 @@ def continuations_by_log_probs(
 ) -> Generator[Tensor, Tensor, None]:
     """The generic `continuations`: one log_probs row per context and step (for predictors with no state to
     carry); `keep` = how many trailing tokens the predictor reads (None: all)."""
-    lists = [list(c[-keep:] if keep else c) for c in contexts]
+    lists: list[list[int] | None] = [list(c[-keep:] if keep else c) for c in contexts]
+    rows = torch.empty(0)
     for _ in range(max_new):
-        rows = torch.stack([predictor.log_probs(c, range(len(c), len(c) + 1))[0] for c in lists]).exp()  # (B, V)
+        fresh = [None if c is None else predictor.log_probs(c, range(len(c), len(c) + 1))[0].exp() for c in lists]
+        rows = torch.stack([r if r is not None else rows[b] for b, r in enumerate(fresh)])  # (B, V): finished kept
         tokens = yield rows
-        for c, t in zip(lists, tokens.tolist()):
-            c.append(int(t))
+        for b, t in enumerate(tokens.tolist()):
+            c = lists[b]
+            if c is not None and t < 0:
+                lists[b] = None  # -1: the row is finished
+            elif c is not None:
+                c.append(int(t))
 
 
 def check_positions(ids: Sequence[int], positions: range) -> None:

@@ -62,7 +62,8 @@ class TransformerPredictor:
         """Rows from one KV cache per group of contexts of equal length. Each context is read as it is: at most
         self.reads(max_new) tokens (prompt_window(L, max_new)), cut to that window by whoever built it (a Prompt is,
         the typist cuts its stream), so the window never slides while tokens are appended; a longer context is
-        refused, never cut a second time. A model whose context leaves less room than max_new yields fewer rows."""
+        refused, never cut a second time. A model whose context leaves less room than max_new yields fewer rows. A row
+        sent -1 is finished: once half of its group is, the finished rows leave the cache and are no longer computed."""
         L = self.model.config.context_length
         if max_new < 1:
             raise ValueError(f"max_new must be >= 1, got {max_new}")
@@ -90,8 +91,16 @@ class TransformerPredictor:
             tokens = yield F.softmax(logits.double(), dim=-1)  # (B, V) float64
             if step + 1 >= max_new:
                 break
-            for n, members in groups.items():
-                x = tokens[members].long()[:, None]  # (B_n, 1)
+            sent = tokens.tolist()
+            for n, members in list(groups.items()):
+                live = [i for i, b in enumerate(members) if sent[b] >= 0]  # -1: a finished row drops out
+                if not live:
+                    del groups[n], caches[n]
+                    continue
+                if 2 * len(live) <= len(members):  # halved: copying the live rows' cache now costs less than it saves
+                    members = groups[n] = [members[i] for i in live]
+                    caches[n] = caches[n].select(torch.tensor(live))  # (B_n', ...) the live rows' keys and values
+                x = tokens[members].long().clamp(min=0)[:, None]  # (B_n, 1): a finished row not yet dropped reads <pad>
                 logits[members] = self.model(x, caches[n]).logits[:, -1]  # (B_n, V)
 
 
