@@ -1,8 +1,8 @@
 """Tuning the suggestion threshold of a bundle as the Training page does after Stop: the simulated typist over
-TUNE_TYPING_CHARS characters of the validation documents, then the grid, before and after the typist's finished rows
-drop out of the batch. One torch thread (the page's run process trains and tunes on one).
+PAGE_TUNING's stretches of the validation documents, then the grid, before and after the typist's finished rows drop
+out of the batch. One torch thread (the page's run process trains and tunes on one).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_tune.py [--bundle models/default] [--chars 5000] [--rounds 1]
+    PYTHONPATH=. .venv/bin/python bench/bench_tune.py [--bundle models/default] [--chars 1500] [--rounds 1]
 
   before    the typist of issue 36: every row of a batch of BATCH positions runs the greedy continuation until the
             batch's longest one ends (kept here as a wrapper that hands the model a token for every finished row)
@@ -29,14 +29,13 @@ import torch
 from torch import Tensor
 
 from core.model.batches import document_stream
-from core.release.evaluation.eval_report import DEFAULT_EVAL
 from core.release.evaluation.held_out import held_out
 from core.release.evaluation.tuning import tune_threshold
 from core.release.evaluation.typing_sim import BATCH, typing_segments, typing_trace
 from core.release.serving.policy import policy_from_manifest
 from core.release.serving.predictor import MAX_CONTEXT
 from core.release.serving.transformer_predictor import load_predictor
-from core.runs.job import TUNE_TYPING_CHARS
+from core.runs.job import PAGE_TUNING
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,14 +74,14 @@ def windows_only(predictor, ids: list[int], positions: list[int], max_chars: int
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", default=str(ROOT / "models" / "default"))
-    parser.add_argument("--chars", type=int, default=TUNE_TYPING_CHARS)
+    parser.add_argument("--chars", type=int, default=PAGE_TUNING.typing_chars)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     predictor, manifest = load_predictor(args.bundle)
     split = held_out(manifest, None)
     policy = policy_from_manifest(manifest)
-    config = dataclasses.replace(DEFAULT_EVAL, typing_chars=args.chars, seed=DEFAULT_EVAL.seed + 1)  # as tune_policy
+    config = dataclasses.replace(PAGE_TUNING, typing_chars=args.chars, seed=PAGE_TUNING.seed + 1)  # as tune_policy
     ids = document_stream(split.val, predictor.tokenizer).tolist()
     segments = typing_segments(split.val, config)
     positions = [i for seg in segments for i in range(seg.start, seg.stop)]

@@ -3,11 +3,9 @@
 import streamlit as st
 
 from core.lessons.overfit import NEAR_ZERO
-from core.model import train_config
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
 from core.model.gpt import PRESETS
-from core.model.init_from import FINE_TUNE_LEARNING_RATE
 from core.release.registry.served import list_versions
 from core.runs import job, run_record
 from core.runs.job import PYTHON_PROBE
@@ -215,7 +213,8 @@ def show_run(job_id: str, polling: bool) -> None:
     if polling and view.state in FINISHED:
         st.rerun()  # a full run: registers the bundle, refreshes the sidebar and stops the polling
     info = st.session_state.get(RUNS_KEY, {}).get(job_id, {})
-    evals = [e for e in view.events if e.kind == "eval"]
+    # one evaluation per step: the full one the run makes as it ends replaces a cheap one it made at the same step
+    evals = list({e.step: e for e in view.events if e.kind == "eval"}.values())
 
     if view.state == QUEUED:
         limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
@@ -338,7 +337,7 @@ with layout.picture():
         init_from = START_FROM[start_from]
         if init_from is None:
             preset_name = params.selectbox(
-                "Model size (preset)", "train_preset", list(job.APP_PRESETS), "tiny", format_func=preset_label
+                "Model size (preset)", "train_preset", list(job.APP_PRESETS), job.PAGE_PRESET, format_func=preset_label
             )
         else:  # the architecture is the base's: its size, shown and not choosable
             preset_name = job.base_preset(init_from)
@@ -351,9 +350,9 @@ with layout.picture():
                 help="A run from a shipped model trains that model's architecture.",
             )
     with iters_col:
-        iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, 500, 10)
+        iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, job.PAGE_ITERS, 10)
     with seconds_col:
-        seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, 120, 5)
+        seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, job.PAGE_SECONDS, 5)
     with button_col:
         start_slot = st.empty()  # Start and Stop are drawn once the run's state is known, below
         stop_col, settings_col = st.columns(2)
@@ -412,14 +411,8 @@ with layout.picture():
 
     # The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
     # are known (an upload too short for the model's context is said now, not after Start).
-    config = train_config.train_config_for(
-        int(iters),
-        max_seconds=float(seconds),
-        seed=int(seed),
-        causal=not no_mask,
-        num_threads=1,  # one torch thread: the server's other core stays free for the pages of everyone else
-        learning_rate=train_config.TrainConfig.learning_rate if init_from is None else FINE_TUNE_LEARNING_RATE,
-        leak_stop=bool(stop_on_leak),
+    config = job.page_train_config(
+        int(iters), seconds, seed=int(seed), causal=not no_mask, leak_stop=bool(stop_on_leak), init_from=init_from
     )
     unfit = None
     if corpus is not None:

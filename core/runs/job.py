@@ -36,13 +36,12 @@ from core.model.corpus import (
 )
 from core.model.distributed import Ranks
 from core.model.gpt import PRESETS, ModelConfig
-from core.model.init_from import check_base, extended_tokenizer
+from core.model.init_from import FINE_TUNE_LEARNING_RATE, check_base, extended_tokenizer
 from core.model.leak import first_failed_probe
 from core.model.tokenizer import CharTokenizer
-from core.model.train_config import TrainConfig
+from core.model.train_config import TrainConfig, train_config_for
 from core.model.training import EvalRecord, TrainEvent, TrainResult, train
-from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.tuning import tune_bundle
+from core.release.evaluation.tuning import SHORT_RUN_TUNING, tune_bundle
 from core.runs.events import Progress, RunResult, attention_snapshot, progress_to_json, result_to_json, sample_line
 from core.runs.queue import Work, read_job, record_saved, serve
 from core.runs.run_record import BUNDLE, CORPUS_COPY, HashedOwner, keep_run
@@ -56,7 +55,10 @@ APP_COMMAND = ("attention-lab-app", "views/training.py", "train")  # marks a bun
 # The models a page's run may start from, by name: the page offers these and nothing else (no path from a browser).
 SHIPPED_BASES: dict[str, Path] = {"code": ROOT / "models" / "default", "prose": ROOT / "models" / "prose"}
 
-TUNE_TYPING_CHARS = 5_000  # typed characters for the threshold of a bundle trained on the page (the CLI types 20,000)
+# The typing a page run's threshold is tuned on: 1,500 characters in stretches of 100 (the CLI types 20,000 in stretches
+# of 500), so Stop gives a tuned model within seconds (bench/bench_page_run.py); each typed position costs a forward
+# pass over its window, and 5,000 characters took 33-56 s.
+PAGE_TUNING = dataclasses.replace(SHORT_RUN_TUNING, typing_chars=1_500)
 NOT_TUNED = (
     "the model was saved, but its suggestion threshold was not tuned (it suggests at the default) and the run was "
     "not kept on the server: it is listed for this session only"
@@ -65,6 +67,35 @@ NOT_KEPT = "the model was saved and tuned, but the run was not kept on the serve
 
 
 # ---- what a run needs, checked before it queues ----------------------------------------------------
+
+
+# The page's default run: a model that writes words and suggests something after about a minute on one thread (the
+# baby preset reached validation loss ~1.9 on the standard library in 55 s; tiny's 500 steps wrote noise), its time
+# budget reached before its step budget; evaluations every few seconds of wall time (cheap estimates, the last full).
+PAGE_PRESET, PAGE_ITERS, PAGE_SECONDS, PAGE_EVAL_SECONDS = "baby", 5000, 60, 4
+
+
+def page_train_config(
+    iters: int,
+    seconds: float,
+    *,
+    seed: int = 0,
+    causal: bool = True,
+    leak_stop: bool = True,
+    init_from: str | None = None,
+) -> TrainConfig:
+    """The TrainConfig of a run started on the page: one torch thread (the server's other core stays free for everyone
+    else's pages), an evaluation every PAGE_EVAL_SECONDS, the gentler learning rate from a shipped model."""
+    return train_config_for(
+        iters,
+        max_seconds=float(seconds),
+        seed=seed,
+        causal=causal,
+        num_threads=1,
+        eval_seconds=PAGE_EVAL_SECONDS,
+        learning_rate=TrainConfig.learning_rate if init_from is None else FINE_TUNE_LEARNING_RATE,
+        leak_stop=leak_stop,
+    )
 
 
 def parameter_count(config: ModelConfig, vocab_size: int) -> int:
@@ -474,7 +505,7 @@ def page_work(run_dir: Path) -> Work:
         result = run_training(spec, report, should_stop)
         record_saved(run_dir, result_to_json(result, run_dir), NOT_TUNED)
         try:
-            tune_bundle(result.bundle_path, corpus=spec.corpus, config=EvalConfig(typing_chars=TUNE_TYPING_CHARS))
+            tune_bundle(result.bundle_path, corpus=spec.corpus, config=PAGE_TUNING)
         except (BundleError, CorpusError, ValueError):
             pass
         else:

@@ -44,6 +44,7 @@ def page_with_upload(data=TEXT, name="toy.py", iters=10, **toggles):
     at.radio(key="train_corpus").set_value("Upload a text file").run()
     at.file_uploader(key="train_upload").upload(name, data, "text/plain")
     at.number_input(key="train_iters").set_value(iters)
+    at.selectbox(key="train_preset").set_value("tiny")  # the page's default is a minute-long run of a larger model
     for key, value in toggles.items():
         at.toggle(key=key).set_value(value)
     return at.run()
