@@ -95,18 +95,28 @@ def show_losses(evals: Sequence[Progress], selected: int, reference: Reference, 
 
 
 def show_sample(evals: Sequence[Progress]) -> None:
-    """The line the model writes now after the probe text (one line: a line break drawn as ↵), with every
-    evaluation's line a click away: a room watches noise turn into words while the loss falls."""
+    """The line the model writes now after the probe text, on one row (a line break drawn as ↵): a room watches noise
+    turn into words while the loss falls. Every evaluation's line is `sample_history`, under the pictures."""
     lines = [e for e in evals if e.sample is not None]
     if not lines:
         return
     now = lines[-1]
-    st.markdown(
-        f"**What the model writes now** (step {now.step}, after the probe text; {SAMPLE_CHARS} characters drawn at "
-        f"temperature {SAMPLE_TEMPERATURE:g} with the same seed at every evaluation, so only the model changes):"
+    label, line = st.columns([1, 5], vertical_alignment="center")
+    label.markdown(
+        f"**Step {now.step} writes:**",
+        help=f"{SAMPLE_CHARS} characters drawn after the probe text at temperature {SAMPLE_TEMPERATURE:g}, with the "
+        "same seed at every evaluation, so only the model changes.",
     )
-    st.code(one_line(now.sample or "") or "(nothing: it ends the text at once)", language=None)  # model output
-    with st.expander(f"What it wrote at each of the {len(lines)} evaluations"):
+    with line:
+        st.code(one_line(now.sample or "") or "(nothing: it ends the text at once)", language=None)  # model output
+
+
+def sample_history(evals: Sequence[Progress]) -> None:
+    """What the model wrote at every evaluation, with the validation loss beside it."""
+    lines = [e for e in evals if e.sample is not None]
+    if not lines:
+        return
+    with st.expander(f"What the model wrote at each of the {len(lines)} evaluations"):
         projector.dataframe(
             pd.DataFrame(
                 {

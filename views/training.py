@@ -138,7 +138,7 @@ def bundle_version(bundle_path) -> str:
         return "unknown"
 
 
-def running_status(job_id: str, last) -> None:
+def running_status(job_id: str, last, origin: str) -> None:
     """Progress while the run trains; once a stop is asked for, or the last step is done, what the run does now
     (the final evaluation, saving, tuning the threshold take seconds, and a bar still moving read as a stop ignored)."""
     if last is None:
@@ -153,7 +153,7 @@ def running_status(job_id: str, last) -> None:
     if stopping:
         bar.progress(last.fraction, text=f"Stop requested at step {last.step}: the run ends at its next step.")
     else:
-        bar.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}")
+        bar.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}, from {escape_markdown(origin)}")
     a.metric("Tokens per second", f"{last.tokens_per_second:,.0f}")
     b.metric("Time left (estimate)", job.format_duration(last.eta_seconds))
     c.metric("Elapsed", job.format_duration(last.elapsed))
@@ -216,6 +216,7 @@ def show_run(job_id: str, polling: bool) -> None:
     # one evaluation per step: the full one the run makes as it ends replaces a cheap one it made at the same step
     evals = list({e.step: e for e in view.events if e.kind == "eval"}.values())
 
+    origin = started_from(view.result.init_from if view.result is not None else info.get("init_from"))
     if view.state == QUEUED:
         limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
         st.info(
@@ -223,7 +224,7 @@ def show_run(job_id: str, polling: bool) -> None:
             "Training starts by itself when the runs ahead finish; Stop cancels it."
         )
     elif view.state == RUNNING:
-        running_status(job_id, view.events[-1] if view.events else None)
+        running_status(job_id, view.events[-1] if view.events else None, origin)
     elif view.state == FAILED:
         # A run that died after its save comes back with its result, and its error says what was left undone.
         nothing = " Nothing was saved; change the settings and start again." if view.result is None else ""
@@ -232,9 +233,8 @@ def show_run(job_id: str, polling: bool) -> None:
         st.info("The run was stopped before it started: nothing was trained.")
     else:
         finished_status(job_id, view)
-    if view.result is not None or view.state in (QUEUED, RUNNING):
-        init_from = view.result.init_from if view.result is not None else info.get("init_from")
-        st.caption(f"This run started from {escape_markdown(started_from(init_from))}.")
+    if view.result is not None or view.state == QUEUED:  # a running one says so in its progress bar
+        st.caption(f"This run started from {escape_markdown(origin)}.")
 
     if evals:
         reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
@@ -246,6 +246,7 @@ def show_run(job_id: str, polling: bool) -> None:
             training_view.show_losses(evals, selected, reference, reference_loss)
         with right:
             training_view.snapshot_view(snap, "map", height=training_view.PICTURE_HEIGHT)
+        training_view.sample_history(evals)
         if info:
             training_view.leak_section(evals, info, view, reference, reference_loss)
     if view.state in FINISHED and view.result is not None:

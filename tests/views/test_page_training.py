@@ -119,7 +119,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     np.testing.assert_allclose(np.nansum(z, axis=1), np.ones(T), atol=1e-5)
     assert f"{result.metrics['val_loss']:.3f}" in text
     last = [e for e in models.job_queue().view(job_id).events if e.kind == "eval"][-1]
-    assert f"What the model writes now** (step {last.step}" in text  # its line at the last evaluation, shown
+    assert f"Step {last.step} writes:" in text  # its line at the last evaluation, shown
     assert last.sample.replace("\n", "↵") in [c.value for c in at.code]
     assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step  # follows the newest evaluation
     assert at.select_slider(key="train_snapshot_step").disabled  # while following, the page alone moves it
