@@ -72,12 +72,7 @@ def register_train(subparsers) -> None:
     p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget for the training loop")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=12)
-    p.add_argument(
-        "--learning-rate",
-        type=float,
-        default=None,
-        help="peak learning rate (default 2e-3; 1e-3 with --init-from, which starts from trained weights)",
-    )
+    p.add_argument("--learning-rate", type=float, default=2e-3)
     p.add_argument(
         "--eval-interval",
         type=int,
@@ -132,9 +127,8 @@ def _run_train(args: argparse.Namespace) -> int:
     from core.model.corpus import load_corpus
     from core.model.distributed import check_batch_size, from_env, launch_command, process_group, timeout_seconds
     from core.model.gpt import PRESETS
-    from core.model.init_from import FINE_TUNE_LEARNING_RATE
     from core.model.leak import first_failed_probe
-    from core.model.train_config import TrainConfig, check_train_size, train_config_for
+    from core.model.train_config import check_train_size, train_config_for
     from core.runs.job import train_and_save
 
     ranks = from_env()  # a single process unless torchrun started this one; a half-set environment is refused
@@ -152,16 +146,13 @@ def _run_train(args: argparse.Namespace) -> int:
     check_batch_size(args.batch_size, ranks, name="--batch-size")  # on every rank, before any rank waits
     if ranks.is_main:  # before anything is trained: a bad --out costs a second (torchrun then stops the others)
         check_out_dir(args.out, overwrite=args.overwrite)
-    learning_rate = args.learning_rate
-    if learning_rate is None:  # trained weights are tuned gently; fresh ones take the from-scratch rate
-        learning_rate = TrainConfig.learning_rate if args.init_from is None else FINE_TUNE_LEARNING_RATE
     # One rule with the app (the runs wing's job) for what the flags leave open: evaluation interval, warmup, final lr.
     train_config = train_config_for(
         args.max_iters,
         max_seconds=args.max_seconds,
         seed=args.seed,
         batch_size=args.batch_size,
-        learning_rate=learning_rate,
+        learning_rate=args.learning_rate,
         eval_interval=args.eval_interval,
         eval_iters=args.eval_iters,
         val_fraction=args.val_fraction,

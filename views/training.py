@@ -413,7 +413,7 @@ with layout.picture():
     # The run's settings, as Start will queue them: built once, so the text is checked against them as soon as both
     # are known (an upload too short for the model's context is said now, not after Start).
     config = job.page_train_config(
-        int(iters), seconds, seed=int(seed), causal=not no_mask, leak_stop=bool(stop_on_leak), init_from=init_from
+        int(iters), seconds, seed=int(seed), causal=not no_mask, leak_stop=bool(stop_on_leak)
     )
     unfit = None
     if corpus is not None:

@@ -16,11 +16,6 @@ from core.model.bundle_checks import BundleError
 from core.model.gpt import GPT
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 
-# The peak learning rate of a run from a trained model: half the from-scratch 2e-3. Measured on the Node.js API docs
-# (a text neither shipped model saw), 240 s from the shipped prose model: 1e-3 saved 29.1 [24.1, 34.6] net keystrokes
-# per 100 characters against the n-gram's 18.8 [15.4, 22.5]; docs/RELEASE.md gives every run.
-FINE_TUNE_LEARNING_RATE = 1e-3
-
 
 def check_base(bundle: Bundle) -> Bundle:
     """`bundle` (loaded and verified by the bundle loader), fit to start a run from; BundleError (one line) when it

@@ -36,7 +36,7 @@ from core.model.corpus import (
 )
 from core.model.distributed import Ranks
 from core.model.gpt import PRESETS, ModelConfig
-from core.model.init_from import FINE_TUNE_LEARNING_RATE, check_base, extended_tokenizer
+from core.model.init_from import check_base, extended_tokenizer
 from core.model.leak import first_failed_probe
 from core.model.tokenizer import CharTokenizer
 from core.model.train_config import TrainConfig, train_config_for
@@ -82,10 +82,9 @@ def page_train_config(
     seed: int = 0,
     causal: bool = True,
     leak_stop: bool = True,
-    init_from: str | None = None,
 ) -> TrainConfig:
     """The TrainConfig of a run started on the page: one torch thread (the server's other core stays free for everyone
-    else's pages), an evaluation every PAGE_EVAL_SECONDS, the gentler learning rate from a shipped model."""
+    else's pages), an evaluation every PAGE_EVAL_SECONDS."""
     return train_config_for(
         iters,
         max_seconds=float(seconds),
@@ -93,7 +92,6 @@ def page_train_config(
         causal=causal,
         num_threads=1,
         eval_seconds=PAGE_EVAL_SECONDS,
-        learning_rate=TrainConfig.learning_rate if init_from is None else FINE_TUNE_LEARNING_RATE,
         leak_stop=leak_stop,
     )
 

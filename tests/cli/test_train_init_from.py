@@ -5,7 +5,6 @@ import pytest
 
 from cli.main import main
 from core.model.bundle import load_bundle
-from core.model.init_from import FINE_TUNE_LEARNING_RATE
 
 CODE = "\n\n".join(f"def add_{i}(a, b):\n    return a + b + {i}\n" for i in range(40))
 PROSE = "\n\n".join(f"Prose number {i}, with an accent: é.\n" for i in range(40))  # "é", "P", "w"... are new
@@ -46,8 +45,6 @@ def test_a_run_from_a_base_records_its_version_and_corpus_and_grows_its_vocabula
     arch, base_arch = dict(grown.manifest["architecture"]), dict(base.manifest["architecture"])
     assert arch.pop("vocab_size") > base_arch.pop("vocab_size") and arch == base_arch  # the base's architecture
     assert "base" not in base.manifest  # a fresh model records none
-    rates = [m["training"]["config"]["learning_rate"] for m in (base.manifest, grown.manifest)]
-    assert rates == [2e-3, FINE_TUNE_LEARNING_RATE]  # trained weights get the gentler default
 
 
 def test_preset_with_init_from_is_a_usage_error(texts, base, capsys):
