@@ -54,7 +54,7 @@ def test_a_text_within_the_bound_is_used_whole_and_without_a_note():
 OVERFLOWING = [
     ("score_geometry", "geo_seed", "inf", "Random seed", 0),
     ("masks", "mask_seed", "1e999", "Seed for the scores", 0),
-    ("training", "train_iters", "-inf", "Training steps (iteration budget)", 500),
+    ("training", "train_iters", "-inf", "Training steps (iteration budget)", 5000),
     ("autocomplete", "ac_top_k", "9" * 400, "Top-k: keep only the k most likely (0 = off)", 0),
 ]
 

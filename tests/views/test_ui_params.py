@@ -42,7 +42,7 @@ def test_the_issues_link_on_training_quotes_the_value_escaped_and_as_text():
     caption = note(at, "Model size (preset)")
     assert_inert(caption)
     assert f"to '{IMAGE}', which is not usable" in unescaped(caption)  # the reader still sees what the link said
-    assert at.selectbox(key="train_preset").value == "tiny"  # and the default is used
+    assert at.selectbox(key="train_preset").value == "baby"  # and the default is used
 
 
 def test_a_long_or_multi_line_link_value_is_cut_and_kept_on_one_line():
