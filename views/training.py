@@ -16,9 +16,9 @@ from ui.text import escape_markdown
 STDLIB_CHOICE = "Python standard library"
 # "Start from": the label -> the shipped model's name (core.runs.job.SHIPPED_BASES), None for a fresh model.
 START_FROM = {
-    "nothing (random weights)": None,
-    "the shipped Python code model": "code",
-    "the shipped English prose model": "prose",
+    "random weights": None,
+    "the shipped code model": "code",
+    "the shipped prose model": "prose",
 }
 UPLOAD_CHOICE = "Upload a text file"
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
@@ -330,12 +330,14 @@ st.caption(
 )
 
 with layout.picture():
-    text_col, preset_col, iters_col, seconds_col, button_col = st.columns([1.2, 1.6, 0.75, 0.75, 1.3])
+    # one row of controls, so the picture under them stays on the first screen, projected too
+    text_col, start_col, preset_col, iters_col, seconds_col, button_col = st.columns([1.2, 1.2, 1.3, 0.75, 0.75, 1.2])
     with text_col:
         source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
-    with preset_col:
-        start_from = params.radio("Start from", "train_start_from", list(START_FROM), "nothing (random weights)")
+    with start_col:
+        start_from = params.selectbox("Start from", "train_start_from", list(START_FROM), "random weights")
         init_from = START_FROM[start_from]
+    with preset_col:
         if init_from is None:
             preset_name = params.selectbox(
                 "Model size (preset)", "train_preset", list(job.APP_PRESETS), job.PAGE_PRESET, format_func=preset_label

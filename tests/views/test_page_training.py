@@ -107,7 +107,7 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     assert f"the oldest runs not released were removed first: old run older (version {older.version})" in text
     assert not (models.RUNS_DIR / "older").exists()
     assert "toy.py" in label and "registered for this session" in text
-    assert "This run started from nothing (random weights)." in text and result.init_from is None
+    assert "This run started from random weights." in text and result.init_from is None
     assert load_bundle(path).manifest["training"]["metrics"]["val_loss"] == pytest.approx(result.metrics["val_loss"])
     losses, attention = figures(at)
     val = [t for t in losses["data"] if t["name"].startswith("validation")][0]
@@ -309,7 +309,7 @@ def test_starting_from_the_shipped_code_model_shows_its_size_disabled_and_its_pa
     from views.training import preset_label
 
     at = open_page("training")
-    at.radio(key="train_start_from").set_value("the shipped Python code model").run()
+    at.selectbox(key="train_start_from").set_value("the shipped code model").run()
     size = at.selectbox(key="train_preset_of_base")
     base = load_bundle(models.SHIPPED_DIR)
     assert size.disabled and size.value == "default" and size.options == [preset_label("default")]
