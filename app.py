@@ -18,6 +18,7 @@ PAGES = {
         st.Page("views/temperature.py", title="Temperature"),
     ],
     "Transformer": [
+        st.Page("views/inside/page.py", title="Inside the model", url_path="inside"),
         st.Page("views/anatomy.py", title="Tokenizer and architecture"),
         st.Page("views/embeddings.py", title="Embeddings and projections"),
         st.Page("views/rope.py", title="RoPE"),

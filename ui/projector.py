@@ -212,7 +212,9 @@ def restyle(fig: go.Figure) -> go.Figure:
     for axis in _axes(layout, "x") + _axes(layout, "y"):
         _at(layout, axis, "tickfont").update(size=TICK_PX, color="#000000")
         _at(layout, axis, "title", "font").update(size=FONT_PX, color="#000000")
-        _at(layout, axis).update(gridcolor="#595959", linecolor="#000000", linewidth=2, showline=True)
+        _at(layout, axis).update(gridcolor="#595959", linecolor="#000000", linewidth=2)
+        if layout[axis].get("showline") is not False:  # a builder that hid an axis line (a map's frame) keeps it hidden
+            layout[axis]["showline"] = True
         if heatmaps:
             layout[axis]["showgrid"] = False  # a map's cells are its grid: dark lines would run through every gap
     for trace in heatmaps:

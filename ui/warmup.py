@@ -33,6 +33,7 @@ WARM_PAGES = (
     "masks",
     "read_row",
     "temperature",
+    "inside",
     "anatomy",
     "embeddings",
     "rope",

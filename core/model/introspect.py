@@ -51,7 +51,7 @@ class Projections:
         return self.q.shape[-1]
 
 
-def _idx(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
+def checked_ids(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
     """ids as a (1, T) long tensor on the model's device, checked."""
     if not isinstance(model, GPT):
         raise ValueError(f"expected a core.model.gpt.GPT, got {type(model).__name__}")
@@ -95,7 +95,7 @@ def _check_layer_head(model: GPT, layer: int, head: int) -> None:
 def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) -> Projections:
     """The embeddings, the normed block input and q, k (before and after RoPE), v and the scaled scores
     of one head, computed with the model's own modules (its forward pass, stopped inside block `layer`)."""
-    idx = _idx(model, ids)  # (1, T)
+    idx = checked_ids(model, ids)  # (1, T)
     _check_layer_head(model, layer, head)
     config = model.config
     T, C, D = idx.shape[1], config.d_model, config.head_dim
@@ -140,7 +140,7 @@ def projections(model: GPT, ids: Sequence[int] | Tensor, layer: int, head: int) 
 def attention_grid(model: GPT, ids: Sequence[int] | Tensor) -> Tensor:
     """Every layer's and head's attention weights for one text, from forward(return_weights=True):
     float32 (L, H, T, T); row t sums to one over keys 0..t and is exactly 0 to the right of t."""
-    idx = _idx(model, ids)  # (1, T)
+    idx = checked_ids(model, ids)  # (1, T)
     out = model(idx, return_weights=True)
     return torch.stack([w[0] for w in out.weights]).cpu()  # L x (1, H, T, T) -> (L, H, T, T)
 

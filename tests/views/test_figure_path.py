@@ -39,6 +39,7 @@ PAGES = [
     "masks",
     "read_row",
     "temperature",
+    "inside",
     "anatomy",
     "embeddings",
     "rope",
@@ -137,8 +138,11 @@ def old_restyle(fig: go.Figure) -> go.Figure:
     )
     if any(t.type == "heatmap" for t in out.data):
         axes["showgrid"] = False  # a map's cells are its grid: dark lines would run through every gap between them
+    hidden = [name for name in out.layout if name.startswith(("xaxis", "yaxis")) and out.layout[name].showline is False]
     out.update_xaxes(**axes)
     out.update_yaxes(**axes)
+    for name in hidden:  # since issue 38: an axis line the builder hid stays hidden
+        out.layout[name].showline = False
     out.update_traces(textfont_size=CELL_TEXT_PX, selector=dict(type="heatmap"))
     for trace in out.data:
         # Wider cell outlines read on a projector, but on a map of many small cells (the Inspector's grid of every
