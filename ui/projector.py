@@ -40,8 +40,14 @@ _CHART_ROW = (
     f'[data-testid="stHorizontalBlock"]:has(> {_COLUMN}:first-child .stPlotlyChart)'
     f":has(> {_COLUMN}:not(:first-child) .stPlotlyChart)"
 )
+TOP_REM = 3  # room above a page's title (Streamlit's default is 6rem: about 110 px of nothing on every page)
+# Every page, projected or not: the title near the top.
+_PAGE_CSS = f"""<style>
+[data-testid="stMainBlockContainer"] {{ padding-top: {TOP_REM}rem; }}
+</style>"""
 _CSS = f"""<style>
 html {{ font-size: {ROOT_PX}px; }}
+[data-testid="stCaptionContainer"] {{ opacity: 1; }}
 {_CHART_ROW} {{ flex-direction: column; }}
 {_CHART_ROW} > [data-testid="stColumn"] {{ width: 100% !important; flex: 1 1 100% !important; }}
 [data-testid="stTable"] td, [data-testid="stTable"] th {{ font-size: {CELL_TEXT_PX}px; }}
@@ -78,9 +84,9 @@ def sidebar_state() -> Literal["collapsed", "auto"]:
 
 
 def style() -> None:
-    """The page's large type, while projector mode is on."""
-    if on():
-        st.html(_CSS)
+    """The page's spacing, and its large type and full-contrast captions (Streamlit greys them to 60% opacity, faint
+    when projected) while projector mode is on."""
+    st.html(_PAGE_CSS + (_CSS if on() else ""))
 
 
 # Walked on the figure's plain spec (fig.to_plotly_json()), not property by property through go.Figure: Plotly's

@@ -17,6 +17,8 @@ SCREENS = {
     "projector": ({"width": 1920, "height": 1080}, "projector=true"),
 }
 MAX_SCREENS = 2.5
+MAX_TITLE_TOP_REM = 3.5  # the title starts near the top: Streamlit's default left about 110 px empty (issue 38)
+ROOT_PX = {"laptop": 16, "projector": 22}  # ui/projector.py scales the root font when projecting
 # Pages that are not a lab with a picture, and why.
 NO_PICTURE = {"checkpoint": "the checkpoint is a quiz: its questions are the page"}
 PAGES = discover_pages()
@@ -29,6 +31,8 @@ _MEASURE_JS = """() => {
     height: main ? main.scrollHeight : null,
     chart: box ? {top: box.top, bottom: box.bottom, left: box.left, right: box.right} : null,
     scrolled: main ? main.scrollTop : 0,
+    title: document.querySelector('h1') ? document.querySelector('h1').getBoundingClientRect().top : null,
+    caption: [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].map(c => getComputedStyle(c).opacity),
   };
 }"""
 
@@ -55,6 +59,11 @@ def test_picture_on_the_first_screen(browser, base_url, app_page, screen):
         assert found["height"] is not None and found["height"] <= limit, (
             f"{app_page.title} is {found['height']} px tall at 1440x900, over {MAX_SCREENS} screens ({limit:.0f} px)"
         )
+    assert found["title"] is not None and found["title"] <= MAX_TITLE_TOP_REM * ROOT_PX[screen], (
+        f"{app_page.title} in {screen} view: its title starts {found['title']:.0f} px down the page"
+    )
+    if screen == "projector":  # grey captions are faint on a projector: full contrast there
+        assert all(float(o) == 1.0 for o in found["caption"]), f"{app_page.title}: captions at {found['caption']}"
     if app_page.stem in NO_PICTURE:
         return
     box = found["chart"]
