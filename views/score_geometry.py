@@ -45,7 +45,10 @@ def page_section() -> None:
     scores = geo.scores  # (T, S)
     weights = geo.weights  # (T, S)
     with layout.picture():
-        left, right = st.columns(2)
+        # Scores beside the weights softmax makes of them, the page's point, in both views. A horizontal container,
+        # not st.columns: projector mode stacks columns of charts, and the weights fell off the projected screen.
+        pair = st.container(horizontal=True, gap="medium")
+        left, right = pair.container(), pair.container()
         with left:
             chart(
                 charts.heatmap(

@@ -112,6 +112,27 @@ def test_enlarged_head_follows_the_selectors(trained_bundle_path, trained_bundle
 
 
 @pytest.mark.numerics
+def test_projected_the_grid_shows_the_chosen_layers_heads_without_frames(trained_bundle_path, trained_bundle):
+    """Issue 38: projected, every layer's maps were specks and a black frame line crossed each map's title. The
+    projected grid draws the layer chosen above, its heads only (larger; tests/e2e/test_projected_pairs.py measures
+    them), with the model's weights, and no axis line on any map."""
+    at = open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "1"})
+    at.sidebar.toggle(key="projector").set_value(True).run()
+    model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)
+    H = model.config.n_head
+    fig = figure(at, "attention weights of layer 1")
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["layer 1, head 0", "<b>layer 1, head 1</b>"]
+    assert [(s["xref"], s["yref"]) for s in fig["layout"]["shapes"]] == [("x2 domain", "y2 domain")]  # outlined
+    assert len(fig["data"]) == H
+    for head, trace in enumerate(fig["data"]):
+        assert_causal_weights(z_of(trace), reference_weights(model, ids, 1, head).tolist())
+        assert trace["hovertemplate"].startswith(f"layer 1, head {head}<br>")
+    axes = [name for name in fig["layout"] if name.startswith(("xaxis", "yaxis"))]
+    assert len(axes) == 2 * H and all(fig["layout"][name]["showline"] is False for name in axes), axes
+    assert "Shown: layer 1's 2 heads" in all_text(at)
+
+
+@pytest.mark.numerics
 def test_hand_check_of_a_row_agrees_with_the_model_within_tolerance(trained_bundle_path, trained_bundle):
     at = open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"})
     model, ids = trained_bundle.model, trained_bundle.tokenizer.encode(DEFAULT_TEXT)

@@ -1,9 +1,11 @@
 """The Attention inspector's small multiples: one weight heatmap per (layer, head), one colour scale.
 
-A pure figure builder (data in, figure out). The subplot layout (axes domains, titles) depends only on the
-number of layers and heads and on whether ticks are drawn: it is made once with plotly's make_subplots and
-kept, and every figure is then built from plain dicts in one validation. Building it with add_trace and
-update_* calls on every rerun cost about 350 ms on the shipped model (4 × 4 heads); this takes a tenth.
+A pure figure builder (data in, figure out). Every layer's heads in a row each, or (`one_layer`, the projector's
+view) only the selected layer's heads, in a near-square grid of larger maps. The subplot layout (axes domains,
+titles) depends only on which layers are drawn, the number of heads and whether ticks are drawn: it is made once
+with plotly's make_subplots and kept, and every figure is then built from plain dicts in one validation. Building it
+with add_trace and update_* calls on every rerun cost about 350 ms on the shipped model (4 × 4 heads); this takes a
+tenth.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -24,23 +27,29 @@ GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without ce
 
 
 @functools.lru_cache(maxsize=16)
-def _skeleton(L: int, H: int, show_ticks: bool) -> dict:
-    """The layout of an L × H grid without its data, its title or the selected head (never mutated)."""
+def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool) -> dict:
+    """The layout of the maps of `layers` × H heads, `cols` to a row, without its data, its title or the selected
+    head (never mutated). A map has no frame: a line along its top would cross its title."""
+    n_maps = len(layers) * H
+    rows = math.ceil(n_maps / cols)
     fig = make_subplots(
-        rows=L,
-        cols=H,
-        subplot_titles=[f"layer {layer}, head {h}" for layer in range(L) for h in range(H)],
+        rows=rows,
+        cols=cols,
+        specs=[[{} if r * cols + c < n_maps else None for c in range(cols)] for r in range(rows)],
+        subplot_titles=[f"layer {layer}, head {h}" for layer in layers for h in range(H)],
         horizontal_spacing=0.03,
-        vertical_spacing=0.2 / L,
+        vertical_spacing=0.2 / rows,
     )
-    fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top")
-    fig.update_yaxes(type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9))
+    fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top", showline=False)
+    fig.update_yaxes(
+        type="category", autorange="reversed", showticklabels=show_ticks, tickfont=dict(size=9), showline=False
+    )
     fig.update_xaxes(ticks="" if not show_ticks else None)
     fig.update_yaxes(ticks="" if not show_ticks else None)
     fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
     fig.update_layout(
         coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
-        height=90 + GRID_ROW_HEIGHT * L,
+        height=90 + GRID_ROW_HEIGHT * rows,
         margin=dict(l=10, r=10, t=60, b=10),
         plot_bgcolor="#e9ecef",
     )
@@ -53,18 +62,24 @@ def grid_figure(
     *,
     selected: tuple[int, int],
     height: int | None = None,
+    one_layer: bool = False,
 ) -> go.Figure:
     """Small multiples of `grids` (L x H x (T, T), None = masked), titled 'layer l, head h'; the `selected`
     (layer, head), the one enlarged below, is outlined and titled in bold. `height` caps the figure's height in
-    pixels (the rows share it), so a deep model's grid still fits the page's first screen."""
+    pixels (the rows share it), so a deep model's grid still fits the page's first screen. `one_layer` draws only the
+    selected layer's heads, about as many rows as columns: fewer maps, each larger (on the shipped 4 × 4 model, a
+    quarter of the maps at four times the area)."""
     L, H, T = len(grids), len(grids[0]), len(labels)
+    layer, h = selected
+    layers = (layer,) if one_layer else tuple(range(L))
+    cols = math.ceil(math.sqrt(H)) if one_layer else H
+    maps = [(i, j) for i in layers for j in range(H)]  # (layer, head) of each map, row by row
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
-    layout = copy.deepcopy(_skeleton(L, H, T <= GRID_TICKS_UP_TO))
+    layout = copy.deepcopy(_skeleton(layers, H, cols, T <= GRID_TICKS_UP_TO))
     if height is not None:
         layout["height"] = min(layout["height"], height)
-    layer, h = selected
     # The enlarged head: its title in bold and its map outlined (a longer title would run into its neighbours').
-    n = layer * H + h + 1
+    n = maps.index(selected) + 1
     layout["annotations"][n - 1]["text"] = f"<b>layer {layer}, head {h}</b>"
     axes = ("x", "y") if n == 1 else (f"x{n}", f"y{n}")
     layout["shapes"] = [
@@ -79,25 +94,25 @@ def grid_figure(
             line=dict(color=charts.OKABE_ITO[1], width=3),
         )
     ]
-    layout["title"] = dict(
-        text=f"attention weights of every layer (rows) and head (columns), T = {T}; outlined: enlarged below",
-        x=0.0,
-        xanchor="left",
+    title = (
+        f"attention weights of layer {layer}'s {H} heads, T = {T}; outlined: enlarged below"
+        if one_layer
+        else f"attention weights of every layer (rows) and head (columns), T = {T}; outlined: enlarged below"
     )
+    layout["title"] = dict(text=title, x=0.0, xanchor="left")
     x, y = list(labels), list(labels)
-    cells = [[charts.cells(grids[i][j]) for j in range(H)] for i in range(L)]
+    cells = [charts.cells(grids[i][j]) for i, j in maps]
     # Plotly.react redraws every trace whose arrays are new objects (each rerun sends new ones) unless
     # datarevision says the data is unchanged: choosing another head changes only the bold title.
     digest = hashlib.blake2b(digest_size=8)
-    for row in cells:
-        for z in row:
-            digest.update(z.tobytes())
+    for z in cells:
+        digest.update(z.tobytes())
     digest.update("\x00".join(labels).encode())
     layout["datarevision"] = digest.hexdigest()
     data = [
         dict(
             type="heatmap",
-            z=cells[i][j],
+            z=z,
             x=x,
             y=y,
             coloraxis="coloraxis",
@@ -108,8 +123,6 @@ def grid_figure(
             xaxis=f"x{n}" if n > 1 else "x",
             yaxis=f"y{n}" if n > 1 else "y",
         )
-        for i in range(L)
-        for j in range(H)
-        for n in [i * H + j + 1]
+        for n, ((i, j), z) in enumerate(zip(maps, cells, strict=True), start=1)
     ]
     return charts.figure(data, layout)

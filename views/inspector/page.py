@@ -83,7 +83,7 @@ def inspect(bundle) -> None:
 
     # ---- the picture: every head, with the question beside it ------------------------------------------
     with layout.picture():
-        grid_col, ask_col = st.columns([3, 2])  # the grid first: projector mode stacks these columns, grid on top
+        grid_col, ask_col = st.columns([3, 2])  # the question holds no chart: projector mode keeps these side by side
     summary_table = pd.DataFrame.from_records(
         [
             {
@@ -101,13 +101,21 @@ def inspect(bundle) -> None:
     )
     prev_head = max(summaries, key=lambda s: -1 if s.previous_weight != s.previous_weight else s.previous_weight)
     self_head = max(summaries, key=lambda s: s.self_weight)
+    projected = projector.on()
     with grid_col:
         chart(
+            # Projected, sixteen maps of 27 x 27 cells were specks from the back of a room: the chosen layer's heads
+            # only, larger; the layer selector above picks the layer.
             grid_figure(
-                grids, labels, selected=(layer, head), height=PROJECTED_GRID_HEIGHT if projector.on() else GRID_HEIGHT
+                grids,
+                labels,
+                selected=(layer, head),
+                height=PROJECTED_GRID_HEIGHT if projected else GRID_HEIGHT,
+                one_layer=projected,
             ),
             summary_table,
-            f"{L} layers × {H} heads over {T} tokens. Most previous-token weight: layer {prev_head.layer}, head "
+            (f"Shown: layer {layer}'s {H} heads (another layer: 'Layer to enlarge' above). " if projected else "")
+            + f"{L} layers × {H} heads over {T} tokens. Most previous-token weight: layer {prev_head.layer}, head "
             f"{prev_head.head} ({number(prev_head.previous_weight)} on average); most weight on itself: layer "
             f"{self_head.layer}, head {self_head.head} ({number(self_head.self_weight)}). The table gives these "
             "averages for every head.",
