@@ -135,9 +135,17 @@ def one_line(text: str) -> str:
     return text.replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵").replace("\t", "→")
 
 
-def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None) -> None:
+def whose(snap: Snapshot, shipped: bool) -> str:
+    """Whose map it is, and at which step: the shipped model's (not a step of the learner's run), or the run's."""
+    if shipped:
+        return f"The shipped model (trained {snap.step:,} steps), not your run yet"
+    return f"Your run, step {snap.step}"
+
+
+def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None, *, shipped: bool = False) -> None:
     """One head's attention over the probe text at one evaluation, masked cells drawn as gaps; `height` (px) keeps
-    it on a first screen, else it grows with the text."""
+    it on a first screen, else it grows with the text. `shipped`: the map is the shipped model's (before the learner
+    has run anything), and its title says so, so that its step is not taken for one of the learner's run."""
     labels = [f"{t} {tok}" for t, tok in enumerate(snap.tokens)]
     T = len(labels)
     z: list[list[float | None]] = [
@@ -146,7 +154,7 @@ def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None) ->
     ]
     fig = charts.heatmap(
         z,
-        title=f"Layer {snap.layer}, head {snap.head} at step {snap.step}",
+        title=f"{whose(snap, shipped)}: layer {snap.layer}, head {snap.head}",
         x_labels=labels,
         y_labels=labels,
         zmin=0,
@@ -160,7 +168,7 @@ def snapshot_view(snap: Snapshot, key_suffix: str, height: int | None = None) ->
         else f"{snap.future_weight:.1%} of each row's weight, on average, reads characters to its right"
     )
     summary = (
-        f"Step {snap.step}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
+        f"{whose(snap, shipped)}, layer {snap.layer}, head {snap.head}, over {T} probe characters (␣ is a space, "
         f"↵ a line end): each row sums to 1; "
         f"the mean of each row's largest weight is {snap.mean_max_weight:.3f}; the cells {where}."
     )
@@ -187,26 +195,46 @@ def honest_reference(info: dict[str, Any], view: JobView) -> tuple[Reference, fl
     return reference, shipped_reference_loss(info["fingerprint"])
 
 
+EXACT = "The exact figures"  # the expander under a plain verdict: its figures and their tolerance, one click away
+
+
+def exact_figures(lines: Sequence[str]) -> None:
+    """A verdict's exact figures and tolerances (markdown lines, escaped by the caller), one click away under the
+    plain sentence that says what they mean."""
+    if lines:
+        with st.expander(EXACT):
+            for line in lines:
+                st.markdown(line)
+
+
 def leak_section(
     evals: Sequence[Progress], info: dict[str, Any], view: JobView, reference: Reference, reference_loss: float | None
 ) -> None:
-    """The detector's finding (the causality probe), then the lesson's symptom as the evidence."""
+    """The detector's finding (the causality probe), then the lesson's symptom as the evidence: each in plain words,
+    their exact figures in an expander under them."""
     failed = leak.first_failed_probe(evals)
     # leak.leak_verdict looked up on the module at every call: a page test replaces it to move the rule's floor
     verdict = leak.leak_verdict(evals, reference=reference, reference_loss=reference_loss)
+    loss_figure = [f"The loss: {escape_markdown(verdict.message)}."] if verdict.leaked else []
     if failed is None:
         probed = [(e.step, e.probe) for e in evals if e.probe is not None]
         if verdict.leaked:
             st.warning(
-                f"The causality probe passes, yet the {escape_markdown(verdict.message)}. With the mask on "
-                "this is not a leak: is the text very repetitive? Check it before trusting this model."
+                "The causality probe passes, yet the validation loss fell impossibly low. With the mask on this is "
+                "not a leak: is the text very repetitive? Check it before trusting this model."
             )
+        probe_figures = []
         if probed:
             step, latest = probed[-1]
             st.caption(
-                f"Causality probe at every evaluation, passed so far. Latest (step {step}): "
-                f"{escape_markdown(latest.describe())}."
+                "Causality probe passed at every evaluation so far: changing a later character never changed the "
+                "model's guess for an earlier one."
             )
+            probe_figures = [
+                f"The causality probe at step {step}, the latest: {escape_markdown(latest.describe())}.",
+                f"The allowance: {escape_markdown(latest.agreement.rule)}.",
+            ]
+        exact_figures(loss_figure + probe_figures)
         return
     probe, now = failed.probe, evals[-1]
     j, t = probe.first_leak
@@ -223,15 +251,9 @@ def leak_section(
     layout.lesson_case(
         "the model reads the future",
         f"{what} Editing the character at position {j} of a random sequence changed the model's predictions "
-        f"at position {t}, before it: position {t} reads the future. Over every edit (positions 1 to "
-        f"{probe.length - 1}), the largest change of an earlier prediction was "
-        f"{probe.agreement.max_abs_diff:.2e} in the logits, computed in float64, where rounding alone allows "
-        f"{probe.agreement.allowed:.2e}: {probe.agreement.ratio:.3g} times the allowance.",
+        f"at position {t}, before it: position {t} reads the future.",
     )
-    st.caption(
-        f"The allowance: {escape_markdown(probe.agreement.rule)}. The probe works on any text: it asks the "
-        "model's structure, not the loss."
-    )
+    st.caption("The probe works on any text: it asks the model's structure, not the loss.")
     honest = {r.step: r.val_loss for r in (reference or ())}
     if now.step in honest:
         compared = f"your causal run had {honest[now.step]:.3f} at the same step"
@@ -243,7 +265,7 @@ def leak_section(
             "with the mask to get one)"
         )
     symptom = (
-        f"The loss shows the symptom: the {escape_markdown(verdict.message)}."
+        "The loss shows the symptom: it fell impossibly low."
         if verdict.leaked
         else "The loss does not show it yet: the probe finds the leak before the loss can."
     )
@@ -258,6 +280,16 @@ def leak_section(
     st.markdown(
         f"**The evidence.** Validation loss {now.val_loss:.3f} nats per character at step {now.step}; "
         f"{compared}. {symptom}{reads}"
+    )
+    exact_figures(
+        [
+            f"The causality probe at step {failed.step}: over every edit (positions 1 to {probe.length - 1}), the "
+            f"largest change of an earlier prediction was {probe.agreement.max_abs_diff:.2e} in the logits, "
+            f"computed in float64, where rounding alone allows {probe.agreement.allowed:.2e}: "
+            f"{probe.agreement.ratio:.3g} times the allowance.",
+            f"The allowance: {escape_markdown(probe.agreement.rule)}.",
+        ]
+        + loss_figure
     )
 
 

@@ -195,11 +195,28 @@ def finished_details(job_id: str, view) -> None:
     if note:
         (st.warning if kind == "warning" else st.caption)(escape_markdown(note))
     if not result.safe:
-        unsafe = f"This bundle is marked **unsafe**: {escape_markdown(result.unsafe_reason)}."
+        unsafe = f"This bundle is marked **unsafe**: {unsafe_words(result)}"
         if result.causal:
             st.error(unsafe)  # a causal model that reads the future is a defect, not the lesson
         else:
             layout.lesson_case("a model without the causal mask", unsafe)
+        training_view.exact_figures([f"Why, as the bundle records it: {escape_markdown(result.unsafe_reason)}."])
+
+
+def unsafe_words(result) -> str:
+    """Why a finished run's bundle is unsafe, in plain words (the reason its manifest records, with the causality
+    probe's figures, goes under it, one click away)."""
+    if not result.causal:
+        return (
+            "it was trained without the causal mask, so every position saw the character it had to predict: its low "
+            "loss is leakage, not skill."
+        )
+    if result.leak is not None:
+        return (
+            f"its causality probe failed at step {result.leak.step}: changing a later character changed the model's "
+            "guess for an earlier one."
+        )
+    return escape_markdown(result.unsafe_reason) + "."
 
 
 def show_run(job_id: str, polling: bool) -> None:
@@ -305,7 +322,7 @@ def shipped_preview() -> None:
     )
     left, right = st.columns([3, 2])
     with left:
-        training_view.snapshot_view(snap, "shipped", height=training_view.PICTURE_HEIGHT)
+        training_view.snapshot_view(snap, "shipped", height=training_view.PICTURE_HEIGHT, shipped=True)
     with right:
         c = bundle.model.config
         st.markdown(

@@ -58,7 +58,7 @@ def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, 
     assert outside_requests(requests_seen) == []
 
 
-MAP_TITLE = re.compile(r"^Layer \d+, head \d+ at step (\d+)$")  # ui.training_view.snapshot_view's title
+MAP_TITLE = re.compile(r"^Your run, step (\d+): layer \d+, head \d+$")  # ui.training_view.snapshot_view's title
 
 
 def map_step(page) -> int | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest import APP, all_text, decode, open_page, page_file, picture_figures
+from apptest import APP, all_text, decode, open_page, page_file, picture_figures, unescaped
 from apptest import figures as figures_of
 from streamlit import config
 from streamlit.testing.v1 import AppTest
@@ -207,7 +207,8 @@ def test_the_rubric_table_is_check_releases_rubric_for_the_selected_bundle(bundl
     assert_draws(fig, expected.summary)
     low, high = predictors["transformer"]["net_keystrokes_saved_ci"]
     mine = predictors["transformer"]["net_keystrokes_saved_per_100"]
-    assert f"transformer {mine:.2f} [{low:.2f}, {high:.2f}] (pass: " in shown(at)
+    assert f"transformer {mine:.2f} [{low:.2f}, {high:.2f}]" in exact_figures(at)
+    assert "The keystrokes check: pass: " in exact_figures(at)
     # the keystrokes check's own figure, as the rubric table shows it, names the same three intervals
     keystrokes = rubric.set_index("check").loc["beats baselines: keystrokes", "figure"]
     assert keystrokes.startswith(f"{mine:.2f} [{low:.2f}, {high:.2f}] vs rule ")
@@ -221,7 +222,8 @@ def test_a_model_trained_without_the_mask_is_refused_with_its_causality_figure_a
     rows = rubric_table(at).set_index("check")
     figure = causality_check(load_bundle(bundles["leak"]).model).figure  # measured again, apart from the page
     assert rows.loc["causality", "result"] == "FAIL" and rows.loc["causality", "figure"] == figure
-    assert f"failed: marked safe (false); causality ({figure})" in shown(at)
+    assert "failed: marked safe, causality" in shown(at)  # by name in the box; the figures one click away
+    assert f"causality: {figure} (rule: " in exact_figures(at)
 
     confirm(at, "promote", "try the maskless run")  # unlocked above, for the checks
     text = shown(at)
@@ -586,6 +588,38 @@ def test_the_page_opens_on_the_shipped_models_recorded_comparison_and_shows_no_s
     text = rendered(at)
     for path in (str(ROOT), str(registry), str(SHIPPED)):
         assert path not in text
+
+
+SCIENTIFIC = re.compile(r"\d\.?\d*e[+-]\d+")  # 5.45e-12: a figure for whoever opens "The exact figures"
+
+
+def exact_figures(at) -> str:
+    """The text of the page's "The exact figures" expanders (a verdict's figures, one click away), unescaped."""
+    found = [e for e in at.expander if e.label == "The exact figures"]
+    assert found, [e.label for e in at.expander]
+    return re.sub(r"\\(.)", r"\1", "\n".join(str(m.value) for e in found for m in e.markdown))
+
+
+def test_the_keystrokes_verdict_under_the_picture_is_plain_words_with_its_figures_one_click_away(
+    tmp_path, monkeypatch, fresh_streamlit_caches, no_secrets_file
+):
+    """Under the gate's chart (the shipped model's recorded rubric) the keystrokes check's verdict is a sentence
+    first, without the check's jargon; its intervals, detail and rule, read here from the JSON file, are in the
+    expander under it."""
+    monkeypatch.setattr(ui.models, "REGISTRY_DIR", tmp_path / "registry")
+    recorded = json.loads((SHIPPED.parent / "default.release" / "rubric.json").read_text())
+    [check] = [c for c in recorded["checks"] if c["name"] == "beats baselines: keystrokes"]
+    assert check["passed"] and check["value"] > 0  # the shipped model's intervals are apart
+    at = open_page("release", timeout=120)
+    [summary] = [unescaped(c.value) for c in at.caption if "per 100 characters" in unescaped(c.value)]
+    first = summary.split(". ")[0]
+    assert first.startswith("The transformer saves more keystrokes than the rule and the n-gram"), summary
+    assert not SCIENTIFIC.search(summary) and "lower end" not in summary and "upper end" not in summary, summary
+    exact = exact_figures(at)
+    assert f"The keystrokes check: pass: {check['detail']}." in exact and f"Its rule: {check['threshold']}." in exact
+    figures = recorded["summary"]["predictors"]["transformer"]
+    low, high = figures["net_keystrokes_saved_ci"]
+    assert f"transformer {figures['net_keystrokes_saved_per_100']:.2f} [{low:.2f}, {high:.2f}]" in exact
 
 
 def test_a_promoted_version_opens_on_the_rubric_the_registry_stored_and_another_versions_is_ignored(bundles, registry):

@@ -130,12 +130,12 @@ def test_a_tiny_run_registers_its_bundle_and_the_page_shows_the_runs_numbers(mon
     at.toggle(key="train_snapshot_follow").set_value(False).run()
     at.select_slider(key="train_snapshot_step").set_value(0).run()
     assert not at.select_slider(key="train_snapshot_step").disabled
-    assert figures(at)[1]["layout"]["title"]["text"].endswith("at step 0")
+    assert figures(at)[1]["layout"]["title"]["text"].startswith("Your run, step 0:")
     at.run()
     assert at.select_slider(key="train_snapshot_step").value == 0  # held across reruns
     at.toggle(key="train_snapshot_follow").set_value(True).run()
     assert at.select_slider(key="train_snapshot_step").value == result.history[-1].step
-    assert "Causality probe at every evaluation, passed so far" in text
+    assert "Causality probe passed at every evaluation so far" in text
     assert table_of(at, "causality probe") == ["passed"] * len(result.history)
 
 
@@ -155,7 +155,7 @@ def test_before_any_run_the_picture_is_the_shipped_models_map_of_the_probe_text(
     assert z.shape == (T, T) and np.isnan(z[np.triu_indices(T, 1)]).all()
     np.testing.assert_allclose(z[np.tril_indices(T)], expected[np.tril_indices(T)], atol=1e-6)
     metrics = bundle.manifest["training"]["metrics"]
-    assert shipped["layout"]["title"]["text"].endswith(f"at step {metrics['iters']}")
+    assert f"The shipped model (trained {metrics['iters']:,} steps)" in shipped["layout"]["title"]["text"]
     assert f"Its validation loss: {metrics['val_loss']:.3f}" in shown(at)
     assert at.button(key="train_stop").disabled
 
@@ -242,7 +242,11 @@ def test_an_uploaded_text_without_the_mask_is_stopped_at_its_first_evaluation_wi
         f"Editing the character at position {j} of a random sequence changed the model's predictions at "
         f"position {t}" in text
     )
-    assert f"{probe.agreement.max_abs_diff:.2e}" in text and f"{probe.agreement.allowed:.2e}" in text
+    # Plain words first: the figure and its allowance one click away, under "The exact figures".
+    [case] = [m.value for m in at.markdown if "Editing the character at position" in m.value]
+    assert not SCIENTIFIC.search(case), case
+    exact = exact_figures(at)
+    assert f"{probe.agreement.max_abs_diff:.2e}" in exact and f"{probe.agreement.allowed:.2e}" in exact
     # The symptom: the loss not yet (an untrained model), the attention above the diagonal already.
     assert "The loss does not show it yet" in text and f"{result.metrics['val_loss']:.3f} nats" in text
     corpus = load_run_corpus("notes.txt", prose())
@@ -272,7 +276,48 @@ def test_with_the_stop_off_the_leak_is_watched_and_the_symptom_shown(monkeypatch
     # The loss rule is the symptom shown: with a floor every loss is below, the page says so.
     monkeypatch.setattr(leak, "leak_verdict", functools.partial(leak.leak_verdict, floor=100.0))
     at.run()
-    assert "The loss shows the symptom" in shown(at) and "impossibly good" in shown(at)
+    assert "The loss shows the symptom: it fell impossibly low." in shown(at) and "impossibly good" in exact_figures(at)
+
+
+SCIENTIFIC = re.compile(r"\d\.?\d*e[+-]\d+")  # 5.45e-12: a figure for whoever opens "The exact figures"
+
+
+def exact_figures(at) -> str:
+    """The text of the page's "The exact figures" expanders (a verdict's figures, one click away), unescaped."""
+    found = [e for e in at.expander if e.label == "The exact figures"]
+    assert found, [e.label for e in at.expander]
+    return re.sub(r"\\(.)", r"\1", "\n".join(str(m.value) for e in found for m in e.markdown))
+
+
+def test_before_a_run_the_map_says_it_is_the_shipped_model_and_after_one_that_it_is_yours():
+    """The map shown before anything is trained is the shipped model's: its title must not read as a step of the
+    learner's own run; the run's map says it is theirs, at its step."""
+    at = page_with_upload()
+    [shipped] = picture_figures(at)
+    title = shipped["layout"]["title"]["text"]
+    assert "shipped model" in title and "not your run" in title, title
+    assert not re.search(r"\bstep \d", title) and "Your run" not in title, title
+    at.button(key="train_start").click().run()
+    poll(at, lambda t: "Finished all 10 steps" in t)
+    result = models.job_queue().view(at.session_state["train_job_id"]).result
+    [_, attention] = picture_figures(at)
+    assert attention["layout"]["title"]["text"].startswith(f"Your run, step {result.history[-1].step}:")
+
+
+def test_the_causality_verdict_is_plain_words_with_the_probes_figures_one_click_away():
+    """The probe's verdict is a sentence first, without its figures; the figures and their allowance, as core
+    describes them, are in the expander under it."""
+    at = page_with_upload()
+    at.button(key="train_start").click().run()
+    poll(at, lambda t: "Finished all 10 steps" in t)
+    [said] = [c.value for c in at.caption if "Causality probe" in c.value]
+    first = said.split(". ")[0]
+    assert first.startswith("Causality probe passed") and "earlier one" in first, said
+    assert not SCIENTIFIC.search(said) and "logit" not in said, said
+    latest = models.job_queue().view(at.session_state["train_job_id"]).result.history[-1].probe
+    exact = exact_figures(at)
+    assert latest.describe() in exact and latest.agreement.rule in exact
+    assert f"{latest.agreement.max_abs_diff:.2e}" in exact and f"{latest.agreement.allowed:.2e}" in exact
 
 
 def table_of(at, column):

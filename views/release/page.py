@@ -23,7 +23,7 @@ from core.runs.queue import try_lock
 from ui import layout, models, teacher
 from ui.text import escape_markdown
 from views.release import cost_view, registry_view, release_actions, tradeoff_view
-from views.release.rubric import gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
+from views.release.rubric import exact_figures, gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
 POLICY = ReleasePolicy()
@@ -415,12 +415,17 @@ if bundle is None:
     )
 else:
     if not bundle.safe:
-        reason = escape_markdown(bundle.manifest.get("unsafe_reason") or "marked unsafe")
+        why = (
+            "it was trained without the causal mask, so every position saw the character it had to predict"
+            if not bundle.model.config.causal
+            else "its own training flagged it"
+        )
         st.error(
-            f"**This bundle is marked unsafe**: {reason}. "
+            f"**This bundle is marked unsafe**: {why}. "
             "The release gate refuses it: run the checks to see the measured causality failure. Promoting it "
             "is refused, and the current version stays where it is."
         )
+        exact_figures([escape_markdown(f"Why, as the bundle records it: {bundle.manifest.get('unsafe_reason')}.")])
     name = st.session_state.get("lab_bundle") or "the selected model"
     source = source_name(bundle.manifest.get("corpus", {}).get("source"))
     st.caption(

@@ -19,6 +19,7 @@ from core.release.registry.registry_log import read_log
 from core.release.registry.served import RegistryError, read_current
 from ui import models
 from ui.text import escape_markdown
+from views.release.rubric import EXACT
 
 ACTION_KEY = "rel_done_action"  # session state: the outcome of the last promote or rollback
 SERVER_ONLY = ("source",)  # log fields that hold a server path: `python -m core release status` shows them, a page not
@@ -44,7 +45,8 @@ def promote_version(bundle: Bundle, check: ReleaseCheck, reg: Path, why: str) ->
             "entry": None,
         }
         return
-    failures = result.rubric.failures() if result.rubric is not None and not result.promoted else []
+    refused = None if result.promoted else result.rubric
+    failures = [c for c in refused.checks if not c.passed] if refused is not None else []
     if result.promoted:
         message = f"Promoted: {result.reason}."
     elif failures:
@@ -57,7 +59,8 @@ def promote_version(bundle: Bundle, check: ReleaseCheck, reg: Path, why: str) ->
     st.session_state[ACTION_KEY] = {
         "ok": result.promoted,
         "message": message,
-        "items": failures,
+        "items": [c.name for c in failures],  # named in the box; their figures and rules one click away
+        "figures": [f"{c.name}: {c.figure} (rule: {c.threshold}). {c.detail}" for c in failures],
         "entry": written_entry(reg, ("promote", "refuse"), result.version),
     }
 
@@ -99,6 +102,10 @@ def show_action() -> None:
     if action:
         items = "".join(f"\n- {escape_markdown(item)}" for item in action.get("items", []))
         (st.success if action["ok"] else st.error)(escape_markdown(action["message"]) + items)
+        if action.get("figures"):
+            with st.expander(EXACT):
+                for line in action["figures"]:
+                    st.markdown(escape_markdown(line))
         if action["entry"] is not None:
             st.caption("The log entry it wrote:")
             st.json(action["entry"], expanded=True)
