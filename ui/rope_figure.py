@@ -16,36 +16,73 @@ from ui import charts
 Q_COLOUR, K_COLOUR = charts.OKABE_ITO[0], charts.OKABE_ITO[5]  # blue, vermillion
 
 
+LABEL_GAP = 0.08  # an after-arrow's label starts this far (a fraction of the drawing's reach) past its tip...
+MIN_LABEL_RADIUS = 0.25  # ...and no label sits closer to the origin than this fraction, where the arrows meet
+Q_ARC, K_ARC = 0.7, 0.45  # the angle arcs' radii, as fractions of their own vector's length...
+MIN_ARC = 0.15  # ...and never under this fraction of the drawing's reach
+
+
+def away_from_origin(x: float, y: float) -> str:
+    """The Plotly textposition that puts a label on the side of its point facing away from the origin."""
+    length = math.hypot(x, y) or 1.0
+    vertical = "top" if y / length > 0.4 else "bottom" if y / length < -0.4 else "middle"
+    horizontal = "right" if x / length > 0.4 else "left" if x / length < -0.4 else "center"
+    return f"{vertical} {horizontal}"
+
+
+def label_points(rot: rope_lab.PairRotation, reach: float) -> list[tuple[str, float, float, str, str]]:
+    """(text, x, y, textposition, colour) of the four arrow labels. A before-arrow is named beside its middle (on
+    the clockwise side: RoPE turns the after-arrow the other way), an after-arrow past its tip, so when a slow pair
+    hardly turns and the two arrows lie on top of each other their labels still do not."""
+    out = []
+    for text, (x, y), colour, after in (
+        ("q", rot.q_before, Q_COLOUR, False),
+        (f"q at m={rot.m}", rot.q_after, Q_COLOUR, True),
+        ("k", rot.k_before, K_COLOUR, False),
+        (f"k at n={rot.n}", rot.k_after, K_COLOUR, True),
+    ):
+        length = math.hypot(x, y) or 1.0
+        ux, uy = x / length, y / length  # the arrow's direction
+        if after:
+            radius = max(length + LABEL_GAP * reach, MIN_LABEL_RADIUS * reach)
+            out.append((text, ux * radius, uy * radius, away_from_origin(ux, uy), colour))
+        else:  # off the line by LABEL_GAP, clockwise of it
+            radius, off = max(0.5 * length, MIN_LABEL_RADIUS * reach), LABEL_GAP * reach
+            out.append((text, ux * radius + uy * off, uy * radius - ux * off, away_from_origin(uy, -ux), colour))
+    return out
+
+
 def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
     """The pair of q and of k before (dotted) and after (solid) rotation, arrows from the origin, equal axes,
-    with the turning angles m·θ and n·θ drawn as arcs and labelled."""
+    with the turning angles m·θ and n·θ drawn as arcs (their values in the legend) and each arrow named once."""
     traces: list[dict] = []
     lengths, angles = rot.lengths, rot.angles
     reach = max(lengths.values()) or 1.0
     vectors = [
-        ("q before", rot.q_before, Q_COLOUR, "dot", "q"),
-        ("q after", rot.q_after, Q_COLOUR, "solid", f"q at m={rot.m}"),
-        ("k before", rot.k_before, K_COLOUR, "dot", "k"),
-        ("k after", rot.k_after, K_COLOUR, "solid", f"k at n={rot.n}"),
+        ("q before", rot.q_before, Q_COLOUR, "dot"),
+        ("q after", rot.q_after, Q_COLOUR, "solid"),
+        ("k before", rot.k_before, K_COLOUR, "dot"),
+        ("k after", rot.k_after, K_COLOUR, "solid"),
     ]
-    for name, (x, y), colour, dash, tip in vectors:
+    for name, (x, y), colour, dash in vectors:
         traces.append(
             dict(
                 type="scatter",
                 x=[0.0, x],
                 y=[0.0, y],
                 name=name if "before" in name else f"{name} RoPE",
-                mode="lines+markers+text",
+                mode="lines+markers",
                 line=dict(color=colour, dash=dash, width=3 if dash == "solid" else 2),
                 marker=dict(symbol="arrow", size=[0, 16], angleref="previous", color=colour),
-                text=["", tip],
-                textposition="top center",
-                textfont=dict(color=colour),
                 hovertemplate=f"{name}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>",
             )
         )
-    # Two concentric arcs at fixed fractions of the drawing, so a short vector does not crowd its label.
-    for vec, sweep, radius, name in (("q", rot.angle_q, 0.62 * reach, "m·θ"), ("k", rot.angle_k, 0.38 * reach, "n·θ")):
+    # Each arc inside its own arrows (q's further out than k's when they are as long), so the labels past the tips
+    # stay clear of them; its angle is written in the legend and the metrics beside the drawing.
+    for vec, sweep, radius, name in (
+        ("q", rot.angle_q, max(Q_ARC * lengths["q before"], MIN_ARC * reach), "m·θ"),
+        ("k", rot.angle_k, max(K_ARC * lengths["k before"], MIN_ARC * reach), "n·θ"),
+    ):
         colour = Q_COLOUR if vec == "q" else K_COLOUR
         label = f"{name} = {sweep:.3f} rad" + (" (mod 2π)" if abs(sweep) >= 2 * math.pi else "")
         start = angles[f"{vec} before"]
@@ -62,20 +99,20 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
                 marker=dict(symbol="arrow", size=[0] * (len(points) - 1) + [11], angleref="previous", color=colour),
             )
         )
-        # A short label just outside the arc's middle; the full value is in the legend and the metrics.
-        middle = rope_lab.arc_points(start, sweep, radius * 1.14)[len(points) // 2]
-        traces.append(
-            dict(
-                type="scatter",
-                x=[middle[0]],
-                y=[middle[1]],
-                mode="text",
-                text=[f"{name}={sweep:.2f}"],
-                showlegend=False,
-                textfont=dict(color=colour, size=12),
-                hoverinfo="skip",
-            )
+    labels = label_points(rot, reach)
+    traces.append(
+        dict(
+            type="scatter",
+            x=[x for _, x, _, _, _ in labels],
+            y=[y for _, _, y, _, _ in labels],
+            mode="text",
+            text=[text for text, *_ in labels],
+            textposition=[side for *_, side, _ in labels],
+            textfont=dict(color=[colour for *_, colour in labels]),
+            showlegend=False,
+            hoverinfo="skip",
         )
+    )
     bound = 1.3 * reach
     layout = dict(
         xaxis=dict(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[0]}"),

@@ -1,7 +1,9 @@
 """Tokenizer and architecture: what the loaded model reads (its vocabulary, a text as ids and back) and what
 it is made of (every part with the shape on each arrow and its parameters)."""
 
+import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from core.model.architecture import architecture
@@ -16,7 +18,86 @@ DEFAULT_TEXT = (
     "def f(x):\n    return x  # é"  # the é is the lesson's unseen character (not in the shipped training text)
 )
 UNK_NOTE = "Decoding gives them back as \ufffd: the model cannot tell them apart."
-PICTURE_PX = 330  # the ids chart's height: one screen at 1440x900 and projected, with the text box beside it
+CELLS_PER_LINE = 20  # a row of the picture holds this many tokens; a line break in the text also starts a new row
+MAX_LINES = 8  # more rows than this (a text of many short lines): rows of CELLS_PER_LINE, line breaks ignored
+ROW_PX = 26  # the height of a character row and of an id row below it
+MARGIN_PX = 60  # the picture's title above, a little room below
+DRAWN = {" ": "␣", "\n": "↵"}  # characters drawn as a visible sign
+
+
+def token_lines(newline: list[bool]) -> list[range]:
+    """The positions on each row of the picture: a row ends after a line break or when it is full, so the cells
+    read like the text; a text of many short lines is cut into full rows instead (at most MAX_LINES rows)."""
+    lines, start = [], 0
+    for t, ends in enumerate(newline):
+        if ends or t + 1 - start == CELLS_PER_LINE:
+            lines.append(range(start, t + 1))
+            start = t + 1
+    if start < len(newline):
+        lines.append(range(start, len(newline)))
+    if len(lines) > MAX_LINES:
+        lines = [range(s, min(s + CELLS_PER_LINE, len(newline))) for s in range(0, len(newline), CELLS_PER_LINE)]
+    return lines
+
+
+def token_cells(chars: list[str], ids: list[int], unknown: set[int], title: str) -> go.Figure:
+    """The text as a grid of labelled cells: each character above its cell, the id written in the cell. An id is a
+    name, not an amount, so every cell has the same size and colour; an unseen character's cell is orange and
+    outlined. Row 2k holds line k's characters, row 2k + 1 its ids."""
+    lines = token_lines([c == "\n" for c in chars])
+    z = np.full((2 * len(lines), CELLS_PER_LINE), np.nan)  # (2 x lines, CELLS_PER_LINE): NaN draws nothing
+    text = [[""] * CELLS_PER_LINE for _ in range(2 * len(lines))]  # what a cell shows: its id
+    hover = [[""] * CELLS_PER_LINE for _ in range(2 * len(lines))]
+    chars_x, chars_y, chars_text, outlines = [], [], [], []
+    for k, line in enumerate(lines):
+        for col, t in enumerate(line):
+            z[2 * k + 1, col] = 1.0 if t in unknown else 0.0
+            text[2 * k + 1][col] = str(ids[t])
+            hover[2 * k + 1][col] = f"position {t}: {charts.plain(DRAWN.get(chars[t], chars[t]))}, id {ids[t]}"
+            chars_x.append(col)
+            chars_y.append(2 * k)
+            chars_text.append(charts.plain(DRAWN.get(chars[t], chars[t])))
+            if t in unknown:
+                outlines.append(
+                    dict(type="rect", x0=col - 0.5, x1=col + 0.5, y0=2 * k + 0.5, y1=2 * k + 1.5, line=dict(width=3))
+                )
+    cells = dict(
+        type="heatmap",
+        z=z,
+        text=text,
+        customdata=hover,
+        texttemplate="%{text}",
+        textfont=dict(color="#000000"),
+        hovertemplate="%{customdata}<extra></extra>",
+        hoverongaps=False,
+        colorscale=[[0.0, charts.OKABE_ITO[4]], [1.0, charts.OKABE_ITO[1]]],
+        zmin=0,
+        zmax=1,
+        showscale=False,
+        xgap=2,
+        ygap=2,
+    )
+    characters = dict(
+        type="scatter", x=chars_x, y=chars_y, text=chars_text, mode="text", hoverinfo="skip", showlegend=False
+    )
+    layout = dict(
+        title=dict(text=title, x=0.0, xanchor="left", y=1.0, yanchor="top", yref="container", pad=dict(t=10)),
+        height=MARGIN_PX + 2 * len(lines) * ROW_PX,
+        margin=dict(l=10, r=10, t=MARGIN_PX - 10, b=10),
+        font=dict(size=14),
+        plot_bgcolor="#ffffff",
+        xaxis=dict(visible=False, range=[-0.5, CELLS_PER_LINE - 0.5]),
+        yaxis=dict(
+            autorange="reversed",
+            tickvals=[2 * k + 1 for k in range(len(lines))],
+            ticktext=[f"t = {line.start}" for line in lines],
+            showgrid=False,
+            zeroline=False,
+        ),
+        shapes=outlines,
+    )
+    return charts.figure([cells, characters], layout)
+
 
 st.title("Tokenizer and architecture")
 st.caption(
@@ -42,22 +123,18 @@ with layout.picture():
         st.caption(
             f"{enc.T} tokens; "
             + (
-                f"{len(unknown)} of them {'is' if len(unknown) == 1 else 'are'} the unknown token (id 3), in orange."
+                f"{len(unknown)} of them {'is' if len(unknown) == 1 else 'are'} the unknown token (id 3), "
+                "in orange and outlined."
                 if unknown
                 else "every one was seen in training."
             )
         )
-    labels = [charts.plain(label) for label in enc.labels()]  # typed text: no HTML for Plotly
-    fig = charts.bars(
-        labels,
-        list(enc.ids),
-        title=f"the {enc.T} token ids the model reads (vocabulary of {tok.vocab_size})",
-        y_title="token id",
-        x_title="position and character",
-        value_format="d",
+    # The characters read: the text itself (an unseen character shown as typed), or the pieces when they differ
+    # (an empty text reads <eos>).
+    chars = list(enc.kept_text) if len(enc.kept_text) == enc.T else list(enc.pieces)
+    fig = token_cells(
+        chars, list(enc.ids), unknown, f"the {enc.T} token ids the model reads (vocabulary of {tok.vocab_size})"
     )
-    fig.update_traces(marker_color=[charts.OKABE_ITO[1] if t in unknown else charts.OKABE_ITO[0] for t in range(enc.T)])
-    fig.update_layout(height=PICTURE_PX)
     ids_table = pd.DataFrame(
         {
             "position": list(range(enc.T)),

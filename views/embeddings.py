@@ -13,11 +13,16 @@ from ui.models import require_bundle
 from ui.text import escape_markdown, explain_encoding, link_if_registered
 
 DEFAULT_TEXT = "def add(a, b):"
+ROW_PX = 30  # a token's row in a heatmap: cells about half as tall as they are wide, not flat strips
+MIN_ROW_PX = 14  # a long text's rows shrink to fit FIT_PX, never below this (a label still reads)
+FIT_PX = 640  # a map up to this tall sits on the first screen under the controls (1440x900, and projected)
 
 
 def height(rows: int) -> int:
-    """A heatmap tall enough for readable row labels, never taller than a screen."""
-    return min(900, 140 + 22 * rows)
+    """A heatmap of `rows` tokens: ROW_PX a row while the map fits in FIT_PX, shrinking to MIN_ROW_PX for a long
+    text (which then runs past the screen rather than into flat strips)."""
+    row_px = max(MIN_ROW_PX, min(ROW_PX, (FIT_PX - charts.HEATMAP_MARGIN_PX) // max(rows, 1)))
+    return charts.HEATMAP_MARGIN_PX + rows * row_px
 
 
 def named(enc, t: int) -> str:
@@ -110,7 +115,7 @@ def page_section(bundle: Bundle) -> None:
                 x_title="key",
                 y_title="query",
                 signed=True,
-                height=min(height(T), 120 + 20 * T),  # a little shorter than the tabs' maps: one projected screen
+                height=height(T),
             ),
             matrix_table(z, labels, labels, row_name="query", col_name="key", value_name="score"),
             f"Layer {layer}, head {head}: the last query, {named(enc, T - 1)}, scores its {T} allowed keys from "

@@ -15,7 +15,7 @@ from core.release.evaluation.eval_report import SLICE_FAMILIES
 from core.release.evaluation.held_out import held_out
 from core.telemetry import monitor, traffic
 from core.telemetry.schema import SURFACES
-from ui import cached, charts, layout, models, teacher
+from ui import cached, charts, layout, models, projector, teacher
 from ui.companion import chart
 from ui.suggestion_view import telemetry_store
 from ui.text import escape_markdown
@@ -24,6 +24,10 @@ MAX_SYNTHETIC = 2000  # suggestions one fill serves at most: a minute or two on 
 FILLED_KEY = "mon_filled"  # session state: what the last fill did, shown after its rerun
 KINDS = {"Suggestions": "suggestion", "Completions": "completion"}
 PICTURE_PX = 360  # the live chart opens the page: on the first screen under the controls, projected too
+# Fewer requests than this and a version's p50 / p95 are not drawn: with 2 samples p95 is simply the slower one.
+MIN_PERCENTILE_SAMPLES = 20
+COUNT_TICKS_UP_TO = 10  # a count axis whose top is at most this gets a tick at every whole number (never at 0.5)
+TIMELINE_SLOTS = 10  # the live chart has room for at least this many time buckets: one bucket is not a wall of bar
 
 
 def figure_text(value, fmt: str = ".3f") -> str:
@@ -50,6 +54,10 @@ def requests_over_time(figures: monitor.Figures | None, kind: str) -> None:
         fmt="d",
     )
     fig.update_layout(height=PICTURE_PX)
+    top = max((h.requests for h in timeline), default=0)
+    fig.update_yaxes(tickformat="d", dtick=1 if top <= COUNT_TICKS_UP_TO else None)  # a count: whole numbers only
+    if buckets:  # the first buckets at the left, room to the right for those still to come
+        fig.update_xaxes(range=[-0.5, max(len(buckets), TIMELINE_SLOTS) - 0.5])
     if not buckets:
         fig.add_annotation(
             text=f"No {kind} requests recorded yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False
@@ -76,6 +84,58 @@ def requests_over_time(figures: monitor.Figures | None, kind: str) -> None:
         else f"No {kind} requests recorded yet for these settings."
     )
     chart(fig, table, summary, key="mon_over_time")
+
+
+def health_section(rows) -> None:
+    """Requests, errors and latency per version. The latency percentiles are drawn only for versions with at least
+    MIN_PERCENTILE_SAMPLES requests; with fewer the page says so in words, and the table leaves them blank."""
+    enough = {h.version for h in rows if h.requests >= MIN_PERCENTILE_SAMPLES}
+    for h in rows:
+        if h.version not in enough:
+            st.info(
+                f"Version {escape_markdown(h.version)}: only {h.requests} request{'' if h.requests == 1 else 's'} so "
+                f"far ({h.errors} error{'' if h.errors == 1 else 's'}): latency percentiles need at least "
+                f"{MIN_PERCENTILE_SAMPLES}, so none are drawn yet."
+            )
+    table = pd.DataFrame(
+        [
+            {
+                "version": h.version,
+                "requests": h.requests,
+                "errors": h.errors,
+                "error rate": h.error_rate,
+                "latency p50 ms": h.latency_p50_ms if h.version in enough else None,
+                "latency p95 ms": h.latency_p95_ms if h.version in enough else None,
+            }
+            for h in rows
+        ],
+        columns=["version", "requests", "errors", "error rate", "latency p50 ms", "latency p95 ms"],
+    )
+    if not enough:
+        projector.dataframe(table, hide_index=True, key="mon_health_table")
+        return
+    chart(
+        charts.grouped_bars(
+            ["p50", "p95"],
+            {h.version: [h.latency_p50_ms, h.latency_p95_ms] for h in rows if h.version in enough},
+            title="Latency per request (nearest-rank percentiles)",
+            y_title="milliseconds",
+            fmt=".1f",
+        ),
+        table,
+        "; ".join(
+            f"version {escape_markdown(h.version)}: {h.requests} requests, {h.errors} errors, "
+            + (
+                f"latency p50 {h.latency_p50_ms:.1f} ms, p95 {h.latency_p95_ms:.1f} ms"
+                if h.version in enough
+                else f"too few for latency percentiles (at least {MIN_PERCENTILE_SAMPLES})"
+            )
+            for h in rows
+        )
+        + ".",
+        key="mon_health",
+        table_open=True,
+    )
 
 
 st.title("Monitoring")
@@ -125,37 +185,7 @@ labels = [*(SECTIONS if figures is not None and figures.events else []), FILL]
 tabs = dict(zip(labels, layout.more(labels)))
 if figures is not None and figures.events:
     with tabs["Health"]:
-        table = pd.DataFrame(
-            [
-                {
-                    "version": h.version,
-                    "requests": h.requests,
-                    "errors": h.errors,
-                    "error rate": h.error_rate,
-                    "latency p50 ms": h.latency_p50_ms,
-                    "latency p95 ms": h.latency_p95_ms,
-                }
-                for h in figures.health
-            ]
-        )
-        chart(
-            charts.grouped_bars(
-                ["p50", "p95"],
-                {r["version"]: [r["latency p50 ms"], r["latency p95 ms"]] for _, r in table.iterrows()},
-                title="Latency per request (nearest-rank percentiles)",
-                y_title="milliseconds",
-                fmt=".1f",
-            ),
-            table,
-            "; ".join(
-                f"version {escape_markdown(r['version'])}: {r['requests']} requests, {r['errors']} errors, latency p50 "
-                f"{r['latency p50 ms']:.1f} ms, p95 {r['latency p95 ms']:.1f} ms"
-                for _, r in table.iterrows()
-            )
-            + ".",
-            key="mon_health",
-            table_open=True,
-        )
+        health_section(figures.health)
     with tabs["Input quality"]:
         quality = figures.input_quality
         chart(

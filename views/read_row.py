@@ -14,6 +14,14 @@ from ui.companion import chart
 from ui.text import verdict
 
 WORKED, RANDOM, MODEL = "worked example", "random", "attention inspector"
+# The question's options: how much of the row's one unit of weight its largest-scoring key takes. The scores chart
+# shows which key that is, never how much it gets: that takes softmax (issue 38: the tallest bar gave it away).
+SHARES = ((0.0, "less than 0.4"), (0.4, "0.4 to 0.6"), (0.6, "0.6 to 0.8"), (0.8, "0.8 or more"))
+
+
+def share_option(weight: float) -> str:
+    """The option of SHARES that holds `weight` (each from its bound up to the next one's)."""
+    return [label for bound, label in SHARES if weight >= bound][-1]
 
 
 def num(x: float, digits: int = 6) -> str:
@@ -76,18 +84,20 @@ def page_section() -> None:
         id="row_predict",
         topic="reading one row",
         page="views/read_row.py",
-        prompt=f"Which key gets the largest weight in row {t}?",
-        answer=f"key {top}",
-        options=tuple(f"key {s}" for s in keys),
+        prompt=f"Row {t}'s weights add up to one. How much of it goes to key {top}, the key with the largest score?",
+        answer=share_option(reading.weights[top]),
+        options=tuple(label for _, label in SHARES),
         why=(
-            f"Key {top} has row {t}'s largest score q·k/√D ({trace.scores[top]:.4f}) among the keys it may see, and "
-            "softmax keeps the order of the scores."
-            + (f" Keys {t + 1} to {len(keys) - 1} are in the future and weigh exactly 0." if t + 1 < len(keys) else "")
+            "Row 0 may see key 0 only, so softmax gives it the whole unit: weight 1."
+            if t == 0
+            else f"Key {top} gets {reading.weights[top]:.4f}: each key's weight is exp(score) over the sum of "
+            f"exp(score) for keys 0 to {t}, so the other keys keep {1 - reading.weights[top]:.4f} between them."
         ),
     )
     hint = (
-        "Softmax never changes the order: the largest weight goes to the largest score q·k/√D, and only keys "
-        f"0 to {t} may be seen. The picture shows row {t}'s score for each key."
+        f"Softmax gives each key 0 to {t} the weight exp(score) / (sum of exp(score) over those keys): a score 1 "
+        "higher weighs e ≈ 2.7 times as much, 2 higher about 7.4 times. The picture shows row "
+        f"{t}'s score for each key; keys to the right of {t} are in the future and get 0."
     )
     picture_col, ask_col = st.columns([3, 2])
     with picture_col, layout.picture():  # the question's inputs: the scores, never the weights that answer it

@@ -15,6 +15,8 @@ DEFAULT_TEXT = "def add(a, b): return a + b"
 WIDTHS = [4, 8, 16, 32, 64, 128]
 SHIFT = 5  # the prediction tab's question moves both positions by this much
 SAME, GROWS, SHRINKS = "it stays the same", "it grows", "it shrinks"
+SLIDER_POSITIONS = 32  # the position sliders run 0-31, so a step is visible and the lesson's 5 and 2 sit apart...
+MAX_POSITION = 255  # ...and moving both along (a number input) reaches far positions up to this one
 
 st.title("RoPE: rotary position embedding")
 st.caption(
@@ -27,17 +29,23 @@ st.caption(
 def page_section() -> None:
     """The positions, base, width and pair drive the picture and the first four tabs, so the page body reruns
     together, without app.py's sidebar."""
-    cols = st.columns(5)
+    cols = st.columns([4, 4, 3, 3, 3, 4])
     with cols[0]:
-        m = params.slider("Query position m", "rope_m", 0, 255, 5)
+        m = params.slider("Query position m", "rope_m", 0, SLIDER_POSITIONS - 1, 5)
     with cols[1]:
-        n = params.slider("Key position n", "rope_n", 0, 255, 2)
+        n = params.slider("Key position n", "rope_n", 0, SLIDER_POSITIONS - 1, 2)
     with cols[2]:
-        base = params.number_input("RoPE base", "rope_base", 2.0, 1_000_000.0, 10000.0, 1000.0, format="%g")
+        far = params.number_input(
+            "Move both by", "rope_far", 0, MAX_POSITION - SLIDER_POSITIONS + 1, 0, 1,
+            help="Adds this to m and to n: far positions such as m = 105, n = 102 (offset m − n unchanged)",
+        )  # fmt: skip
     with cols[3]:
-        D = params.selectbox("Head width D", "rope_D", WIDTHS, 16)
+        base = params.number_input("RoPE base", "rope_base", 2.0, 1_000_000.0, 10000.0, 1000.0, format="%g")
     with cols[4]:
+        D = params.selectbox("Head width D", "rope_D", WIDTHS, 16)
+    with cols[5]:
         pair = params.slider("Pair index i", "rope_pair", 0, D // 2 - 1, 0)
+    m, n = m + far, n + far  # the positions the tokens stand at
 
     q, k = rope_lab.seeded_qk(D)
     rot = rope_lab.rotate_pair(q, k, m, n, pair, base)

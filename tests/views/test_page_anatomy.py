@@ -15,13 +15,28 @@ def test_the_page_opens_on_its_texts_ids_with_the_unseen_character_as_a_lesson_n
     at = open_page("anatomy")
     text = at.text_area(key="anatomy_text").value
     ids = SHIPPED.tokenizer.encode(text)
-    [fig] = picture_figures(at)
-    assert decode(fig["data"][0]["y"]).astype(int).tolist() == ids
-    assert fig["data"][0]["marker"]["color"][-1] != fig["data"][0]["marker"]["color"][0]  # the é stands out
     assert ids[-1] == 3 and 3 not in ids[:-1]
+    [fig] = picture_figures(at)
+    cells = next(t for t in fig["data"] if t["type"] == "heatmap")
+    shown = [int(v) for row in cells["text"] for v in row if v]  # the ids written in the cells, in reading order
+    assert shown == ids
+    kinds = [v for row in decode(cells["z"]).tolist() for v in row if v == v]  # one value per cell, NaN left out
+    assert len(kinds) == len(ids) and set(kinds[:-1]) == {kinds[0]} != {kinds[-1]}  # one colour; the é stands out
     assert not at.warning and not at.error
     assert "What goes wrong: a character the model never saw" in all_text(at)
     assert "é (U+00E9)" in all_text(at)
+
+
+def test_no_trace_of_the_picture_draws_an_id_as_a_length():
+    """An id is a name, not an amount (issue 38): no bars, and no axis position carries the ids' values."""
+    at = open_page("anatomy")
+    ids = SHIPPED.tokenizer.encode(at.text_area(key="anatomy_text").value)
+    [fig] = picture_figures(at)
+    assert not any(t["type"] in ("bar", "histogram", "funnel", "waterfall") for t in fig["data"])
+    for trace in fig["data"]:
+        for axis in ("x", "y"):
+            values = decode(trace.get(axis, [])).tolist()
+            assert sorted(values) != sorted(ids), f"{trace['type']} places the ids along {axis}"
 
 
 def test_the_vocabulary_and_a_text_with_an_unseen_character():

@@ -161,3 +161,15 @@ def test_the_page_points_to_controls_where_they_are():
         "3. Queries, keys, values",
         "4. How the scores are made",
     ]
+
+
+@pytest.mark.parametrize("text, least_px", [(DEFAULT_TEXT, 24), ("a + b " * 30, 14)], ids=["default", "long"])
+def test_the_scores_map_keeps_its_rows_tall_enough_to_read(text, least_px):
+    """Issue 38: the picture's rows were flat strips (a 128-token text got 6 px rows). The lesson's text gets rows
+    about half as tall as they are wide; a long text's rows stay readable (14 px) and the page scrolls instead."""
+    at = open_page("embeddings", {"emb_text": text})  # the shipped model: a 128-token context
+    [fig] = picture_figures(at)
+    T = len(decode(fig["data"][0]["y"]))
+    margin = fig["layout"]["margin"]
+    rows_px = (fig["layout"]["height"] - margin["t"] - margin["b"]) / T
+    assert T == min(len(text), 128) and rows_px >= least_px, (T, rows_px)

@@ -136,6 +136,24 @@ def test_an_empty_database_says_what_fills_it(versions, db):
     ]
 
 
+def test_two_requests_are_counted_in_whole_numbers_and_give_no_percentiles(versions, db):
+    """A fresh server (issue 38): 2 requests are no basis for a p95, so the page says so in words instead of
+    drawing one, and the requests axis has no tick between whole requests."""
+    store = TelemetryStore(db)
+    for latency in (2.0, 9.0):
+        store.record(Event(**{**EVENT, "version": "v1", "latency_ms": latency}))
+    at = page(versions[1])
+    assert "only 2 requests so far" in all_text(at) and "percentiles need at least" in all_text(at)
+    assert not any(f["layout"]["title"]["text"].startswith("Latency per request") for f in figures(at))
+    health = table(at, "error rate")
+    assert health["requests"].tolist() == [2] and health["latency p95 ms"].isna().all()
+    live = figure(at, "Requests per")
+    axis = live["layout"]["yaxis"]
+    assert axis.get("tickformat") == "d" and axis.get("dtick") == 1
+    low, high = live["layout"]["xaxis"]["range"]
+    assert high - low > 2, "one minute's bar fills the whole chart"
+
+
 def test_a_damaged_database_is_set_aside_with_a_message(versions, db):
     db.write_bytes(b"garbage, not sqlite " * 100)
     at = page(versions[1])

@@ -1,5 +1,6 @@
 """Read one row page: its hand computation against PyTorch's own F.scaled_dot_product_attention."""
 
+import json
 import re
 
 import numpy as np
@@ -138,9 +139,18 @@ def test_a_row_sent_by_the_attention_inspector_is_read_by_hand():
     assert "PASS" in all_text(at)
 
 
+def share(weight: float) -> str:
+    """The option holding `weight`, written out independently of the page's SHARES."""
+    if weight < 0.4:
+        return "less than 0.4"
+    if weight < 0.6:
+        return "0.4 to 0.6"
+    return "0.6 to 0.8" if weight < 0.8 else "0.8 or more"
+
+
 @pytest.mark.numerics
 def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytorch():
-    """Row 3 of the worked example: the key PyTorch weighs most is right, any other is wrong, and both reveal."""
+    """Row 3 of the worked example: the share PyTorch gives the top key is right, any other is wrong, both reveal."""
     q, k, v = worked_qkv()
     scores = q[0, 3].double() @ k[0].double().T / 3**0.5  # (4,) row 3's scores; row 3 may see every key
     row = torch.softmax(scores, -1)
@@ -152,16 +162,39 @@ def test_the_prediction_hides_the_weights_until_checked_and_grades_against_pytor
     at.button(key="row_predict_check").click().run()  # nothing chosen: nothing checked, nothing revealed
     assert "Choose or type your prediction first" in all_text(at) and not weights_shown(at)
 
-    predict(at, "row_predict", f"key {top}")
-    assert f"Right. You predicted 'key {top}'" in unescaped(all_text(at))
+    right = share(float(row[top]))
+    predict(at, "row_predict", right)
+    assert f"Right. You predicted '{right}'" in unescaped(all_text(at))
+    assert f"Key {top} gets {float(row[top]):.4f}" in unescaped(all_text(at))
     assert decode(weights_bars(at)["y"]).astype(float).tolist() == pytest.approx(row.tolist(), abs=1e-6)
 
-    wrong = next(s for s in range(4) if s != top)
-    at = predict(open_page("read_row"), "row_predict", f"key {wrong}")
+    wrong = next(o for o in ("less than 0.4", "0.4 to 0.6", "0.6 to 0.8", "0.8 or more") if o != right)
+    at = predict(open_page("read_row"), "row_predict", wrong)
     text = unescaped(all_text(at))
-    assert f"Not quite. You predicted 'key {wrong}'; the lab's answer is 'key {top}'" in text
-    assert f"largest score q·k/√D ({scores[top]:.4f})" in text
+    assert f"Not quite. You predicted '{wrong}'; the lab's answer is '{right}'" in text
     assert weights_shown(at), "a wrong prediction reveals the answer too"
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("t", [3, 1])
+def test_before_the_check_nothing_on_the_page_gives_the_answer_away(t):
+    """Issue 38: the question asks what the scores chart does not show (the top key's share of the weight), and
+    that share is printed nowhere (no text, no chart, no table) until the learner checks."""
+    q, k, v = worked_qkv()
+    row = torch.softmax(q[0, t].double() @ k[0, : t + 1].double().T / 3**0.5, -1)  # (t + 1,) the allowed weights
+    top = int(row.argmax())
+    at = open_page("read_row", {"row_t": str(t)})
+    options = [unescaped(o) for o in at.radio(key="row_predict_answer").options]
+    for fig in figures(at):  # the tallest bar of a chart on the page is not one of the answers to pick from
+        for bars in fig["data"]:
+            heights = [-np.inf if y is None else float(y) for y in decode(bars["y"]).tolist()]
+            assert list(bars["x"])[int(np.argmax(heights))] not in options, "the tallest bar answers the question"
+    assert f"How much of it goes to key {top}" in unescaped(all_text(at))
+    answer = f"{float(row[top]):.4f}"
+    shown = [all_text(at)] + [json.dumps(f) for f in figures(at)] + [d.value.to_csv() for d in at.dataframe]
+    assert not any(answer in text for text in shown), f"the share {answer} is on the page before the check"
+    predict(at, "row_predict")
+    assert answer in unescaped(all_text(at))
 
 
 @pytest.mark.numerics
@@ -178,4 +211,4 @@ def test_the_question_sits_beside_the_row_scores_which_are_its_inputs_not_its_an
     shown = [None if y is None else float(y) for y in decode(bars["y"]).tolist()]
     assert shown[: t + 1] == pytest.approx(scores[: t + 1], abs=1e-6) and shown[t + 1 :] == [None] * (3 - t)
     assert list(bars["text"])[t + 1 :] == ["future (masked)"] * (3 - t)
-    assert not weights_shown(at) and f"Which key gets the largest weight in row {t}?" in unescaped(all_text(at))
+    assert not weights_shown(at) and f"Row {t}'s weights add up to one." in unescaped(all_text(at))

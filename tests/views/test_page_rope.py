@@ -22,6 +22,7 @@ pytestmark = pytest.mark.numerics
 
 LABEL = "test bundle (tiny, untrained)"
 DEFAULT_TEXT = "def add(a, b): return a + b"
+ARROWS = ("q before", "q after RoPE", "k before", "k after RoPE")  # the pair drawing's four arrows, by legend name
 
 
 def seeded_qk(D):
@@ -87,11 +88,11 @@ def test_the_reported_score_depends_only_on_m_minus_n():
     q, k = seeded_qk(16)
     first = score_metric(at)
     assert first == pytest.approx(closed_form_score(q, k, 3, 10000.0), abs=1e-6)
-    at.slider(key="rope_m").set_value(105).run()
-    at.slider(key="rope_n").set_value(102).run()
+    at.number_input(key="rope_far").set_value(100).run()  # m = 105, n = 102
     assert not at.exception
+    assert "q at m = 105, k at n = 102" in picture_figures(at)[0]["layout"]["title"]["text"]
     assert score_metric(at) == first  # same offset 3, same printed score
-    at.slider(key="rope_m").set_value(106).run()
+    at.slider(key="rope_m").set_value(6).run()  # m = 106
     moved = score_metric(at)
     assert moved != first
     assert moved == pytest.approx(closed_form_score(q, k, 4, 10000.0), abs=1e-6)
@@ -129,13 +130,14 @@ def test_the_prediction_hides_the_offset_curves_until_checked_and_grades_against
     assert f"q·k after RoPE is {now:.6f} at m = 5, n = 2 and {shifted:.6f} at m = 10, n = 7" in text
     assert any(s.value.startswith("Offset check passed") for s in at.success)
 
-    at = predict(open_page("rope", {"rope_m": "200", "rope_n": "31"}), "rope_predict", "it grows")
+    far = {"rope_m": "31", "rope_n": "2", "rope_far": "169"}  # m = 200, n = 171: far along the text
+    at = predict(open_page("rope", far), "rope_predict", "it grows")
     text = unescaped(all_text(at))
     assert "Not quite. You predicted 'it grows'; the lab's answer is 'it stays the same'." in text
-    now, shifted = rotated_score(q, k, 200, 31, 1e4), rotated_score(q, k, 205, 36, 1e4)
-    assert f"q·k after RoPE is {now:.6f} at m = 200, n = 31 and {shifted:.6f} at m = 205, n = 36" in text
+    now, shifted = rotated_score(q, k, 200, 171, 1e4), rotated_score(q, k, 205, 176, 1e4)
+    assert f"q·k after RoPE is {now:.6f} at m = 200, n = 171 and {shifted:.6f} at m = 205, n = 176" in text
     fig = figure(at, "q·k after RoPE against the offset")
-    [mine] = [t for t in fig["data"] if t["name"] == "your m = 200, n = 31"]
+    [mine] = [t for t in fig["data"] if t["name"] == "your m = 200, n = 171"]
     assert decode(mine["y"]).astype(float).tolist() == pytest.approx([now], abs=1e-9)
 
 
@@ -161,6 +163,35 @@ def test_the_page_opens_on_the_pair_drawing_and_the_other_sections_are_one_tab_a
         "A model's head, RoPE on and off",
     ]
     assert "On this page" not in all_text(at)
+
+
+def test_the_position_sliders_show_the_lessons_positions_apart():
+    """Issue 38: on 0-255 sliders the default m = 5 and n = 2 sat at the far left, a pixel apart."""
+    at = open_page("rope")
+    m, n = at.slider(key="rope_m"), at.slider(key="rope_n")
+    assert (m.value, n.value) == (5, 2)
+    assert (m.value - n.value) / (m.max - m.min) >= 0.05  # at least 5% of a slider's width between them
+
+
+@pytest.mark.parametrize("pair", [0, 7], ids=["fast pair", "slow pair"])
+def test_each_arrow_is_named_once_and_no_two_names_share_a_spot(pair):
+    """Issue 38: the labels piled up where the arrows meet. A slow pair hardly turns in 5 positions, so q before and
+    q after lie on top of each other: their names must not."""
+    at = open_page("rope", {"rope_pair": str(pair)})
+    [fig] = picture_figures(at)
+    tips = [(float(decode(t["x"])[-1]), float(decode(t["y"])[-1])) for t in fig["data"] if t.get("name") in ARROWS]
+    reach = max(math.hypot(x, y) for x, y in tips)
+    labels = [
+        (text, float(x), float(y))
+        for t in fig["data"]
+        if "text" in t.get("mode", "")
+        for text, x, y in zip(t["text"], decode(t["x"]).tolist(), decode(t["y"]).tolist())
+        if text
+    ]
+    assert sorted(text for text, _, _ in labels) == ["k", "k at n=2", "q", "q at m=5"]
+    for i, (a, ax, ay) in enumerate(labels):
+        for b, bx, by in labels[i + 1 :]:
+            assert math.hypot(ax - bx, ay - by) >= 0.1 * reach, f"'{a}' and '{b}' are drawn at the same spot"
 
 
 def test_frequency_table_is_the_closed_form():
