@@ -5,7 +5,9 @@ so a plain rerun writes nothing. A following learner's page already polls the se
 arrives it sets every widget to the teacher's value and switches page. A published view is untrusted text, as a
 link is: the page must be one of the app's and every value must pass the widget's own link check, or the view is
 ignored whole, with a notice. A widget the learner moves by hand (its on_change, which a value set from code never
-fires) or a model picked in the sidebar stops following, and the page says how to rejoin.
+fires) or a model picked in the sidebar stops following, and the page says how to rejoin. Following is kept in the
+address too (with the learner's seat): a reload, a new browser session, follows again and so comes back to the
+teacher's page, never to the page the address bar may still show.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def _moved() -> str | None:
 
 
 def _learner(code: str, page_path: str) -> None:
+    if _FOLLOWING not in st.session_state and st.query_params.get(live_class.FOLLOW_PARAM) == "1":
+        st.session_state[_FOLLOWING] = True  # a reload of a following page: the teacher's current view is applied
     with st.sidebar:
         left = _moved() if st.session_state.get(_FOLLOWING) else None
         if left is not None:
@@ -138,6 +142,7 @@ def _learner(code: str, page_path: str) -> None:
             on_change=_toggled,
             help="Your page, sliders and model follow the teacher's; moving a slider yourself leaves follow mode.",
         )
+        _keep_in_address(following)
         if following:
             try:
                 view = live_class.live().view(code)
@@ -150,6 +155,14 @@ def _learner(code: str, page_path: str) -> None:
         note = st.session_state.get(_NOTE)
         if note:
             st.info(escape_markdown(note))
+
+
+def _keep_in_address(following: bool) -> None:
+    """The follow mode in the address (FOLLOW_PARAM), written only when it changes: a reload takes it up again."""
+    if following and st.query_params.get(live_class.FOLLOW_PARAM) != "1":
+        st.query_params[live_class.FOLLOW_PARAM] = "1"
+    elif not following and live_class.FOLLOW_PARAM in st.query_params:
+        del st.query_params[live_class.FOLLOW_PARAM]
 
 
 @fragment.polled(POLL_S)
@@ -225,10 +238,12 @@ def _apply(view: TeacherView, page_path: str) -> None:
         # The teacher's values for widgets not yet drawn in this session: they are seeded from the URL, as from a link.
         # Streamlit refuses to set a widget-bound parameter from code; those widgets were set above.
         url = {k: v for k, v in view.params.items() if k not in values and k not in LOCAL}
-        try:
-            st.switch_page(scripts[view.page], query_params=url)
+        place = {k: v for k in (live_class.SEAT_PARAM, live_class.FOLLOW_PARAM) if (v := st.query_params.get(k))}
+        try:  # the learner's seat and follow mode stay in the new page's address: a reload comes back here
+            st.switch_page(scripts[view.page], query_params=url | place)
         except StreamlitAPIException:  # a key bound by another page's widget of the same name
-            st.switch_page(scripts[view.page], query_params={k: v for k, v in url.items() if k == models.PIN})
+            pinned = {k: v for k, v in url.items() if k == models.PIN}
+            st.switch_page(scripts[view.page], query_params=pinned | place)
     if pin is not None and pin != st.query_params.get(models.PIN):
         st.query_params[models.PIN] = pin  # ui.models selects it on the next run (its picker is already drawn)
         st.rerun()

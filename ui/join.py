@@ -1,4 +1,5 @@
-"""The Start page's join block: the address learners type to reach a class server, in large type, and its QR code.
+"""The Start page's join block: the address learners type to reach a class server, once, in large type on one line,
+beside its QR code.
 
 Shown only when LAB_JOIN_URL is set (the class server sets it for its workers). The value is treated as untrusted
 all the same: shown only if short and shaped http(s)://host[:port]/, escaped, and the QR code is drawn offline by
@@ -7,6 +8,7 @@ segno, never by an outside service, large enough to scan from the back of a room
 
 from __future__ import annotations
 
+import html
 import io
 import os
 import re
@@ -16,12 +18,13 @@ import segno
 import streamlit as st
 
 from ui import projector
-from ui.text import escape_markdown
 
 ENV = "LAB_JOIN_URL"
 MAX_CHARS = 100  # far above any address a learner would type
 QR_PX = 280
 PROJECTOR_QR_PX = 520
+ADDRESS_PX = 40  # the address's largest type size; smaller when it would not fit its column on one line
+PROJECTOR_ADDRESS_PX = 64
 JOIN_TEXT = "**Join this class:** type this address in your browser, or scan the code."
 _SHAPE = re.compile(r"(https?)://([A-Za-z0-9](?:[A-Za-z0-9.-]{0,62}[A-Za-z0-9])?)(?::([0-9]{1,5}))?/?")
 
@@ -51,11 +54,28 @@ def qr_png(url: str, width_px: int) -> tuple[bytes, int]:
     return out.getvalue(), int(scale * modules)
 
 
-def show(*, narrow: bool = False) -> None:
-    """The join block, when LAB_JOIN_URL is set: the address in large type (and as code to copy), and its QR code.
+def address_html(url: str, px: int) -> str:
+    """The address in type up to `px` large, on one line: never broken inside (white-space: nowrap), and smaller when
+    it would not fit its column (a monospace character is about 0.6 em wide: 100cqi, the column's width, shared by
+    its characters). `url` has passed join_url; escaped anyway, and never a link."""
+    fit = f"calc(100cqi / {0.62 * len(url):.2f})"
+    return (
+        '<div style="container-type:inline-size">'
+        f'<p style="font-size:min({px}px, {fit});white-space:nowrap;font-family:monospace;font-weight:700;'
+        f'line-height:1.2;margin:0" data-join-address="">{html.escape(url)}</p></div>'
+    )
 
-    `narrow`: the block sits in a column beside the page's picture (the Start page), so it is one column with the
-    QR code first: projected, the code is what must fit on the first screen, and the address follows it."""
+
+def address(url: str) -> None:
+    """The join address as the room reads it (address_html), at the projector's size when that mode is on."""
+    st.markdown(address_html(url, PROJECTOR_ADDRESS_PX if projector.on() else ADDRESS_PX), unsafe_allow_html=True)
+
+
+def show(*, narrow: bool = False) -> None:
+    """The join block, when LAB_JOIN_URL is set: the address once, in large type on one line, and its QR code.
+
+    `narrow`: the block sits in a column beside the page's picture (the Start page), so it is one column, the address
+    right above the QR code: projected, both fit on the first screen."""
     try:
         url = join_url()
     except ValueError as e:
@@ -65,19 +85,12 @@ def show(*, narrow: bool = False) -> None:
         return
     png, width = qr_png(url, PROJECTOR_QR_PX if projector.on() else QR_PX)
     with st.container(border=True, key="join_block"):
-        if narrow:  # the code, then the address to copy, on the first screen; the address in large type after
-            st.markdown(JOIN_TEXT)
-            st.image(png, width=width, caption="QR code of the join address")
-            st.code(url, language=None)
-            st.title(escape_markdown(url), anchor=False)  # escaped: large type, never a link or markup
-            return
-        if projector.on():  # one column: the address on one line, the code below it at its full projected size
+        if narrow or projector.on():  # one column: the address on one line, the code below it at its full size
             address_col = code_col = st.container()
         else:
             address_col, code_col = st.columns([3, 2], vertical_alignment="center")
         with address_col:
             st.markdown(JOIN_TEXT)
-            st.title(escape_markdown(url), anchor=False)  # escaped: large type, never a link or markup
-            st.code(url, language=None)  # the same address, to copy
+            address(url)
         with code_col:
             st.image(png, width=width, caption="QR code of the join address")

@@ -4,8 +4,8 @@ display name, and every predict-first question then records their checks and ope
 Everything lives in the class database, so every worker sees the same session; this browser session keeps only
 its place in it. A learner's page polls one cheap read (the session's pulse) and reruns only when it changed.
 The learner's place is kept in the address (issue 35), so a restarted worker or a reload takes it up again as the
-same learner, or says it is gone; never dropped silently. The teacher's Reveal and New round are drawn before the
-chart, so they never depend on it.
+same learner, or says it is gone; never dropped silently. The teacher's Reveal and New round are drawn above the
+chart, on a laptop's first screen, and before it, so they never depend on it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ _SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code t
 _ROUNDS_KEY = "live_class_rounds"  # {question id: (round, revealed)} of the questions this page asked, as shown
 LINK_PARAM = "session"
 SEAT_PARAM = "seat"  # a joined learner's id in the page's address, to take their place up again (see above)
+FOLLOW_PARAM = "follow"  # "1" in a following learner's address: a reload follows the teacher again (ui.follow)
 POLL_S = 2  # a learner's page polls the session's pulse this often (30-60 learners at once: one read each)
 FOLLOW_POLL_S = 1  # a learner who follows the teacher polls this often: the teacher's move shows within 1-2 s
 ROOM_POLL_S = 1  # the teacher's panel re-reads the room's answers this often
@@ -99,6 +100,7 @@ def _leave() -> None:
     st.session_state.pop(LEARNER_KEY, None)
     st.session_state.pop(_PULSE_KEY, None)
     st.query_params.pop(SEAT_PARAM, None)
+    st.query_params.pop(FOLLOW_PARAM, None)
 
 
 def _keep_seat(joined: Learner) -> None:
@@ -296,7 +298,8 @@ def _show_code(code: str) -> None:
         if url is None:
             st.markdown("Open the lab, then type this code in the sidebar's **Class session**.")
             return
-        st.markdown(f"Go to **{escape_markdown(url)}** and type the code, or scan the QR code.")
+        st.markdown("Go to this address and type the code, or scan the QR code:")
+        join.address(url)  # on one line, never broken inside
     link = f"{url}?{LINK_PARAM}={code}"
     png, width = join.qr_png(link, join.PROJECTOR_QR_PX if projector.on() else join.QR_PX)
     picture.image(png, width=width, caption="QR code of the join address with this session's code")
@@ -404,16 +407,14 @@ def _room(question: Question, fingerprint: str) -> None:
             f"{now.other} more answered another version of this question (their sliders differ from yours); "
             "they are not counted here."
         )
-    above = st.container()  # the chart, shown above the controls but drawn after them: they never depend on it
+    # The controls above the chart: on the first screen of a laptop, and drawn first, so they never depend on it.
     reveal, again = st.columns(2)
     if reveal.button("Reveal to everyone", key=f"{question.id}_reveal", disabled=now.revealed, type="primary"):
         _teacher_act(lambda: live().reveal(code, question.id, fingerprint))
     if again.button("New round", key=f"{question.id}_new_round"):
         _teacher_act(lambda: live().new_round(code, question.id, fingerprint))
     if any(r.n for r in shown):
-        fig, table, summary = _room_chart(question, shown)
-        with above:
-            chart(fig, table, summary, key=f"{question.id}_room")
+        chart(*_room_chart(question, shown), key=f"{question.id}_room")
 
 
 def _teacher_act(action) -> None:
@@ -457,9 +458,21 @@ def _room_chart(question: Question, shown: list[RoundResult]) -> tuple:
         right = f", {sum(r.correct)} right" if r.revealed else ""
         unreadable = dists[r.number].unreadable
         parts.append(f"round {r.number}: {r.n} answered{right}" + (f" ({unreadable} unreadable)" if unreadable else ""))
-    most = max(zip(series[f"round {shown[-1].number}"], labels), default=(0, ""))
-    summary = "; ".join(parts) + (f". Most chose {most[1]} in round {shown[-1].number}." if most[0] else ".")
+    most = most_chosen(labels, series[f"round {shown[-1].number}"])
+    summary = "; ".join(parts) + (f". Round {shown[-1].number}: {most}." if most else ".")
     return fig, table, summary
+
+
+def most_chosen(labels: list[str], counts: list[int]) -> str:
+    """What the room chose most, in words: "most chose key 3, 2 of 3", or on a tie every answer that tied
+    ("key 1 and key 3 tied, 1 each"), never one of them named the winner; "" when nobody answered."""
+    top = max(counts, default=0)
+    if top == 0:
+        return ""
+    first = [label for label, n in zip(labels, counts, strict=True) if n == top]
+    if len(first) == 1:
+        return f"most chose {first[0]}, {top} of {sum(counts)}"
+    return f"{', '.join(first[:-1])} and {first[-1]} tied, {top} each"
 
 
 def _labels(dists: list[Distribution]) -> list[str]:

@@ -1,5 +1,7 @@
 """The classroom in Chromium (issue 13): projector mode readable at projector resolutions, a link that pins the
-model in a fresh browser, and a view exported as HTML that renders with the network blocked."""
+model in a fresh browser, and a view exported as HTML that renders with the network blocked. The class screens (issue
+38): the join address once, on one line, on the Start page's first screen, and the teacher's Reveal and New round on
+the first screen of a laptop."""
 
 from __future__ import annotations
 
@@ -8,7 +10,17 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SHOTS_DIR, open_page, save_screenshot
+from .conftest import (
+    APP_IDLE_TIMEOUT_MS,
+    SHOTS_DIR,
+    open_page,
+    save_screenshot,
+    streamlit_server,
+    wait_for_app_idle,
+    wait_until,
+    when_idle,
+)
+from .test_follow import join, open_session, sidebar
 
 MIN_CELL_PX, MIN_TICK_PX = 16, 14  # the issue's floor for heatmap cell text and axis text
 
@@ -83,3 +95,75 @@ def test_an_exported_view_renders_with_the_network_blocked(page, base_url, brows
         view.screenshot(path=str(SHOTS_DIR / "exported-temperature-view.png"), full_page=True)
     finally:
         offline.close()
+
+
+JOIN_URL = "http://192.168.100.200:8501/"  # longer than most: the type must shrink to keep it on one line
+
+
+@pytest.fixture(scope="module")
+def join_server(tmp_path_factory):
+    """A server of this module's own that announces a join address (ui.join), warm-up off."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAB_JOIN_URL", JOIN_URL)
+        with streamlit_server(tmp_path_factory.mktemp("class-screens"), warmup=False) as server:
+            yield server
+
+
+@pytest.mark.parametrize("width,height,query", [(1440, 900, ""), (1920, 1080, "?projector=true")])
+def test_the_join_address_is_shown_once_on_one_line_on_the_first_screen(browser, join_server, width, height, query):
+    context = browser.new_context(viewport={"width": width, "height": height}, reduced_motion="reduce")
+    try:
+        page = context.new_page()
+        open_page(page, join_server.url, "/" + query)
+        text = page.locator('[data-testid="stMain"]').inner_text().replace("\u2060", "")  # word joiners: unseen
+        assert text.count(JOIN_URL) == 1
+        block = page.locator(".st-key-join_block")
+        address = block.locator("[data-join-address]")
+        assert address.inner_text() == JOIN_URL and block.locator("a").count() == 0  # words, never a link
+        lines = address.evaluate(
+            """el => { const r = document.createRange(); r.selectNodeContents(el);
+                       return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }"""
+        )
+        fits = address.evaluate("el => el.scrollWidth <= el.parentElement.clientWidth")
+        assert lines == 1 and fits, (lines, fits)
+        for shown in (address, block.locator("img")):  # the address and its QR code on the first screen
+            box = shown.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= height, (shown, box)
+        sizes = address.evaluate("el => [el, document.body].map(e => parseFloat(getComputedStyle(e).fontSize))")
+        assert sizes[0] > 1.2 * sizes[1], sizes  # still larger than the page's text
+        SHOTS_DIR.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS_DIR / f"join-address-{width}x{height}.png"))
+    finally:
+        context.close()
+
+
+def test_the_teachers_reveal_and_new_round_are_on_a_laptops_first_screen(browser, join_server):
+    """Read one row asks its question beside its picture: with the room's chart drawn, the teacher's two controls
+    are still inside a 1440x900 screen, above the chart."""
+    contexts = [browser.new_context(viewport={"width": 1440, "height": 900}, reduced_motion="reduce") for _ in range(2)]
+    try:
+        teacher, learner = (c.new_page() for c in contexts)
+        open_page(teacher, join_server.url, "/read_row")
+        code = open_session(teacher)
+        open_page(learner, join_server.url, "/read_row")
+        join(learner, code)
+        choices = learner.get_by_role("radiogroup", name="Your prediction")
+        when_idle(learner, choices.locator("label").first).click()  # any answer: the room's chart is what matters
+        when_idle(learner, learner.get_by_role("button", name="Check my prediction")).click()
+        wait_for_app_idle(learner)
+
+        chart = teacher.locator('[data-testid="stPlotlyChart"]').filter(has_text="The room's answers")
+        wait_until(teacher, lambda: chart.count() == 1, APP_IDLE_TIMEOUT_MS, lambda: "the room's chart never showed")
+        wait_for_app_idle(teacher)
+        teacher.evaluate("() => document.querySelectorAll('*').forEach(el => { el.scrollTop = 0; })")  # first screen
+        boxes = [teacher.get_by_role("button", name=n).bounding_box() for n in ("Reveal to everyone", "New round")]
+        top_of_chart = chart.bounding_box()["y"]
+        for box in boxes:
+            assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900, box
+            assert box["y"] + box["height"] <= top_of_chart, (box, top_of_chart)  # above the chart
+        expect(sidebar(teacher).locator("p[data-session-code]")).to_have_text(code)
+        SHOTS_DIR.mkdir(parents=True, exist_ok=True)
+        teacher.screenshot(path=str(SHOTS_DIR / "class-room-controls-1440x900.png"))
+    finally:
+        for c in contexts:
+            c.close()

@@ -172,3 +172,32 @@ def test_a_learner_follows_the_teachers_slider_and_page_and_leaves_by_moving_one
 
 def urlpath(page) -> str:
     return re.sub(r"^https?://[^/]+", "", page.url).split("?")[0]
+
+
+def test_a_followers_address_is_the_teachers_page_and_a_reload_comes_back_to_it(own_server, two_pages):
+    """Issue 38: the address bar follows the teacher's page, and a reload (a new session, from the address alone)
+    follows the teacher again, even when the address bar was left at the page the learner had been on."""
+    teacher, learner = two_pages
+    open_page(teacher, own_server.url, "/")
+    code = open_session(teacher)
+    go(teacher, "Masks")
+    open_page(learner, own_server.url, "/")
+    join(learner, code)
+    switch_on(learner, sidebar(learner), "Follow the teacher")
+    wait_until(learner, lambda: urlpath(learner) == "/masks", FOLLOW_MS, lambda: f"learner still at {learner.url}")
+
+    go(teacher, "Temperature")
+    wait_until(
+        learner, lambda: urlpath(learner) == "/temperature", FOLLOW_MS, lambda: f"learner still at {learner.url}"
+    )
+    wait_for_app_idle(learner)
+    learner.evaluate("() => history.replaceState({}, '', '/masks' + location.search)")  # the stale address bar
+    learner.reload(wait_until="domcontentloaded")
+    wait_until(
+        learner,
+        lambda: urlpath(learner) == "/temperature" and value(learner, "temperature") is not None,
+        FOLLOW_MS,
+        lambda: missing(learner, "temperature"),
+    )
+    wait_for_app_idle(learner)
+    expect(sidebar(learner).locator(f".st-key-{live_class.FOLLOW_KEY} input")).to_be_checked()

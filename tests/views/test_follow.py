@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 
 from core.classroom.live import LiveClass, TeacherView
 from core.model.bundle import load_bundle
-from tests.apptest import APP, all_text, page_file, rerun_fragment
+from tests.apptest import APP, all_text, fresh_visit, page_file, rerun_fragment
 from ui import follow
-from ui.live_class import FOLLOW_KEY, LEARNER_KEY, TEACHER_KEY
+from ui.live_class import FOLLOW_KEY, FOLLOW_PARAM, LEARNER_KEY, SEAT_PARAM, TEACHER_KEY
 from ui.models import SHIPPED_DIR, SHIPPED_LABEL
 from ui.teacher import UNLOCKED_KEY
 
@@ -169,6 +169,27 @@ HOSTILE = {
 }
 
 
+def test_a_reload_of_a_following_page_follows_again_and_comes_back_to_the_teachers_page(live):
+    """A reload is a new browser session from the address alone: the learner's seat and follow mode are in it, so the
+    learner is brought to the teacher's page again, even from an address still at the page left (issue 38)."""
+    code = live.open_session()
+    at = learner(live, code)  # following, on the start page
+    live.publish(code, "temperature", {"temperature": "0.35"})
+    ok(at.run())
+    assert [t.value for t in at.title] == ["Temperature"]
+    address = {k: at.query_params[k] for k in (SEAT_PARAM, FOLLOW_PARAM)}  # kept through the page switch
+    assert address == {SEAT_PARAM: at.session_state[LEARNER_KEY][1], FOLLOW_PARAM: "1"}
+
+    again = fresh_visit(None, address)  # the reload, its address bar left at the start page
+    assert again.session_state[LEARNER_KEY] == at.session_state[LEARNER_KEY]
+    assert again.toggle(key=FOLLOW_KEY).value
+    assert [t.value for t in again.title] == ["Temperature"]
+    assert again.slider(key="temperature").value == pytest.approx(0.35)
+
+    ok(again.toggle(key=FOLLOW_KEY).set_value(False).run())  # turned off: a reload no longer follows
+    assert FOLLOW_PARAM not in again.query_params
+
+
 @pytest.mark.parametrize("view", HOSTILE.values(), ids=HOSTILE.keys())
 def test_a_hostile_view_is_ignored_with_a_notice(live, monkeypatch, view):
     code = live.open_session()
@@ -179,7 +200,9 @@ def test_a_hostile_view_is_ignored_with_a_notice(live, monkeypatch, view):
     before = (at.slider(key="mask_len0").value, dict(at.query_params))
     monkeypatch.setattr(LiveClass, "view", lambda self, code: view)  # as if the database held it
     ok(at.toggle(key=FOLLOW_KEY).set_value(True).run())
-    assert (at.slider(key="mask_len0").value, dict(at.query_params)) == before  # still on Masks, as it was
+    address = dict(at.query_params)
+    assert address.pop(FOLLOW_PARAM) == "1"  # following, kept for a reload
+    assert (at.slider(key="mask_len0").value, address) == before  # still on Masks, as it was
     assert "The teacher's view was not applied" in all_text(at)
     assert "evil.example" not in all_text(at)  # the view's text is never quoted back
     assert at.toggle(key=FOLLOW_KEY).value  # the next good view is followed

@@ -9,8 +9,7 @@ import pytest
 from PIL import Image
 
 from tests.apptest import open_page
-from ui.join import MAX_CHARS, PROJECTOR_QR_PX, QR_PX, join_url, qr_png
-from ui.text import WORD_JOINER
+from ui.join import ADDRESS_PX, MAX_CHARS, PROJECTOR_QR_PX, QR_PX, address_html, join_url, qr_png
 
 zxingcpp = pytest.importorskip("zxingcpp", reason="zxing-cpp (a dev dependency) decodes the QR codes")
 
@@ -70,15 +69,21 @@ def test_the_qr_code_decodes_to_the_address_at_whole_pixels_per_module(width):
     assert decoded(png) == [url]
 
 
-def test_the_start_page_shows_the_join_address_and_its_qr_code_near_the_top(monkeypatch, fresh_streamlit_caches):
+def test_the_start_page_shows_the_join_address_once_on_one_line_and_its_qr_code(monkeypatch, fresh_streamlit_caches):
     url = "http://10.20.30.40:8501/"
     monkeypatch.setenv("LAB_JOIN_URL", url)
     at = open_page("home")
-    assert at.title[1].value.replace("\\", "").replace(WORD_JOINER, "") == url  # escaped: never a link
-    assert at.code[0].value == url  # the copyable form; the worked example's code follows
-    images = at.get("image")
-    assert len(images) == 1
+    shown = [str(el.value) for kind in ("markdown", "title", "code") for el in at.get(kind) if url in str(el.value)]
+    assert shown == [address_html(url, ADDRESS_PX)]  # once, and only as the one-line address
+    assert len(at.title) == 1  # the page's own
+    assert len(at.get("image")) == 1
     assert not at.warning
+
+
+def test_the_address_is_one_escaped_line_that_is_never_a_link():
+    shown = address_html('http://a.example/"><a href="http://evil.example/">x</a>', 40)
+    assert "white-space:nowrap" in shown and "font-size:min(40px," in shown
+    assert "<a " not in shown and "&lt;a href=&quot;http://evil.example/&quot;&gt;" in shown
 
 
 def test_a_bad_join_address_is_a_warning_and_no_qr_code(monkeypatch, fresh_streamlit_caches):

@@ -148,6 +148,28 @@ def test_a_new_round_keeps_the_first_beside_it():
     assert "**3 answered**" in all_text(teacher)
 
 
+@pytest.mark.parametrize(
+    "counts, says",
+    [
+        ([0, 1, 0, 1], "key 1 and key 3 tied, 1 each"),
+        ([2, 0, 2, 2], "key 0, key 2 and key 3 tied, 2 each"),
+        ([1, 0, 0, 3], "most chose key 3, 3 of 4"),
+        ([0, 0, 0, 0], ""),
+    ],
+)
+def test_the_rooms_most_chosen_answer_names_every_answer_of_a_tie(counts, says):
+    assert live_class.most_chosen([f"key {s}" for s in range(4)], counts) == says
+
+
+def test_a_tie_in_the_room_is_said_as_one():
+    teacher, code = teacher_opens()
+    for i, answer in enumerate([SHARPER, FLATTER]):
+        predict(learner_joins(code, f"Tie {i}"), QID, answer)
+    teacher.run()
+    [summary] = [c.value for c in teacher.caption if c.value.startswith("round 1: 2 answered")]
+    assert summary == f"round 1: 2 answered. Round 1: {SHARPER} and {FLATTER} tied, 1 each."
+
+
 def test_a_changed_answer_replaces_the_first_in_the_round():
     teacher, code = teacher_opens()
     learner = learner_joins(code, "Changes mind")
