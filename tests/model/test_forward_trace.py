@@ -37,10 +37,12 @@ def test_each_layers_prediction_is_its_stream_through_the_final_norm_and_head_by
     model, tok = tiny
     model64 = float64_copy(model)
     trace = trace_forward(model64, tok.encode(TEXT)[:24])
-    norm, head = model64.norm_final, model64.lm_head.weight.double()  # (C,), (V, C)
+    norm, head = model64.norm_final, model64.lm_head.weight.detach()  # (C,), (V, C)
     for row, stream in enumerate(trace.streams):
         x = stream[-1].double()  # (C,) the last position (kept as float32 by the trace)
-        normed = (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + norm.eps) * norm.weight + norm.bias  # (C,)
+        normed = (x - x.mean()) / torch.sqrt(
+            x.var(unbiased=False) + norm.eps
+        ) * norm.weight.detach() + norm.bias.detach()
         want = torch.softmax(head @ normed, dim=-1)  # (V,)
         tol = allowance(torch.float32, model.config.d_model, scale=float((head @ normed).abs().max()))
         assert (trace.layer_probs[row] - want).abs().max() <= tol, row
