@@ -5,7 +5,7 @@ PYTHON ?= python3
 PORT ?= 8501
 PY := .venv/bin/python
 
-.PHONY: run class test lint bench clean
+.PHONY: run class test lint bench clean messages-extract messages-update messages-compile
 
 # One laptop: http://localhost:$(PORT), with the warm-up (python -m core serve).
 run:
@@ -35,6 +35,20 @@ bench:
 	$(PY) bench/bench_browser.py --before
 	$(PY) bench/bench_class.py --before
 	$(PY) bench/bench_live_class.py
+
+# The translation catalogs (core/i18n.py; README "Adding a language"): extract every _() string into
+# locales/messages.pot, update each language's locales/<code>/LC_MESSAGES/messages.po from it, compile them to .mo.
+BABEL := $(PY) -m babel.messages.frontend
+messages-extract:
+	$(PYTHON) lab.py setup
+	$(BABEL) extract -F babel.cfg -w 120 --no-location --sort-output --project="Attention Lab" --copyright-holder="Attention Lab" -o locales/messages.pot .
+
+messages-update: messages-extract
+	$(BABEL) update -w 120 --no-fuzzy-matching --ignore-obsolete -i locales/messages.pot -d locales -D messages
+
+messages-compile:
+	$(PYTHON) lab.py setup
+	$(BABEL) compile --statistics -d locales -D messages
 
 clean:
 	rm -rf .venv .venv-* .pytest_cache .hypothesis

@@ -75,6 +75,7 @@ def setup(venv: Path, python: str = sys.executable, *, dev: bool = False) -> Pat
     stamp_file = venv / (".installed-dev" if dev else ".installed")
     wanted = stamp(dev)
     if stamp_file.exists() and stamp_file.read_text(encoding="utf-8") == wanted:
+        compile_catalogs(py)
         return py
     print("Installing the lab's dependencies (the first time takes a few minutes) ...", flush=True)
     pip = [str(py), *PIP]
@@ -84,7 +85,21 @@ def setup(venv: Path, python: str = sys.executable, *, dev: bool = False) -> Pat
         subprocess.run([*pip, "--quiet", "-e", f"{ROOT}[dev]"], check=True)
         (venv / ".installed").write_text(stamp(False), encoding="utf-8")  # the runtime is in it too
     stamp_file.write_text(wanted, encoding="utf-8")
+    compile_catalogs(py)
     return py
+
+
+def compile_catalogs(py: Path) -> None:
+    """Compile each language's messages.po into the messages.mo the app reads (core/i18n.py), when it is missing
+    or older than its .po: the compiled catalogs are built here, never committed."""
+    stale = [
+        po
+        for po in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po")
+        if not po.with_suffix(".mo").exists() or po.with_suffix(".mo").stat().st_mtime < po.stat().st_mtime
+    ]
+    if stale:
+        babel = [str(py), "-m", "babel.messages.frontend"]
+        subprocess.run([*babel, "compile", "-d", str(ROOT / "locales"), "-D", "messages"], check=True)
 
 
 def has_program(program: str) -> bool:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import streamlit as st
 from streamlit import dataframe_util
 
+from core import i18n
 from ui import export, projector
 
 ENABLED = True
@@ -93,11 +94,11 @@ def feed(h: Any, value: object) -> None:  # h: a hashlib object (hashlib._Hash i
 
 def digest(fig: go.Figure, projected: bool) -> str | None:
     """The cache key: a digest of everything the figure would draw (its own trace and layout dicts, what to_dict()
-    deep-copies and to_json encodes), and the projector switch; None when the spec holds a value `feed` does not
-    write (the figure is then built, not cached)."""
+    deep-copies and to_json encodes), the projector switch and the language's number signs; None when the spec holds
+    a value `feed` does not write (the figure is then built, not cached)."""
     h = hashlib.blake2b(digest_size=16, person=b"proj" if projected else b"plain")
     try:
-        feed(h, (fig._data, fig._layout))
+        feed(h, (fig._data, fig._layout, i18n.plotly_separators()))
     except Unhashable:
         return None
     return h.hexdigest()
@@ -106,7 +107,8 @@ def digest(fig: go.Figure, projected: bool) -> str | None:
 def build(fig: go.Figure, projected: bool) -> Final:
     """The plain computation: the builder's figure made readable (or projected), its dict and JSON size."""
     shown = projector.restyle(fig) if projected else projector.readable(fig)
-    spec = shown.to_dict()
+    spec = shown.to_dict()  # a deep copy: `shown` may be the builder's own (cached, shared) figure
+    spec.setdefault("layout", {})["separators"] = i18n.plotly_separators()  # 0,55 in Spanish: ticks in its signs
     drawn = Drawn(spec, _validate=False)
     drawn._spec = spec
     return Final(drawn, len(pio.to_json(spec, validate=False).encode()))

@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from ui import export
+from ui import export, language
 
 _SPANS = "_fragment_export_spans"  # session key: {section name: (start, end)} of its charts in the view list
 _PAGE = "_fragment_page"  # session key: (page_script_hash, st.navigation's page) of the last whole-script run
@@ -36,6 +36,7 @@ def section(func: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> None:
+        language.apply()  # a fragment run does not run app.py, which sets it
         view = st.session_state.get(export._VIEW)
         spans: dict[str, tuple[int, int]] = st.session_state.setdefault(_SPANS, {})
         if view is None:  # no export list (a page run on its own): nothing to keep in order
@@ -93,6 +94,7 @@ def polled(run_every: float | None) -> Callable[[Callable[..., None]], Callable[
     def wrap(func: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> None:
+            language.apply()  # a fragment run does not run app.py, which sets it
             page = left_page()
             if page is not None:
                 st.switch_page(page, query_params=st.query_params.to_dict())
