@@ -13,6 +13,9 @@ import io
 import random
 from pathlib import Path
 
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
 from cli.haproxy import COOKIE, WORKER_HEADER
 from core.runs import job, run_record
 from core.runs.events import progress_from_json, result_from_json
@@ -119,9 +122,17 @@ def test_a_learner_trains_through_the_proxy_and_downloads_a_chart_from_their_own
         # The loss chart's companion (ui.companion.chart, key train_losses): its table in an expander, two buttons.
         losses = page.locator('[data-testid="stExpander"]').filter(has=page.locator(".st-key-train_losses_csv"))
         losses.get_by_text("Data table for this chart").click()
-        with page.expect_download(timeout=RUN_TIMEOUT_MS) as got:
-            page.locator(".st-key-train_losses_csv button").click()
-        download = got.value
+        try:
+            with page.expect_download(timeout=RUN_TIMEOUT_MS) as got:
+                page.locator(".st-key-train_losses_csv button").click()
+            download = got.value
+        except PlaywrightTimeoutError:  # seen once in CI and not reproduced since: keep what the next one shows
+            save_screenshot(page, SHOTS, "class-training-no-download")
+            pytest.fail(
+                f"no CSV download; the workers' log ends:\n{class_server.log_tail()}\n"
+                f"requests after the click: {requested[-12:]}",
+                pytrace=False,
+            )
         assert download.suggested_filename == "train_losses.csv"
         rows = list(csv.DictReader(io.StringIO(Path(download.path()).read_text(encoding="utf-8"))))
         assert [int(r["step"]) for r in rows] == [e.step for e in result.history]
