@@ -14,8 +14,9 @@ Only the standard library is used here: this file runs before anything is instal
 A machine that cannot reach that index (an offline mirror, a proxy that allows PyPI only) still installs: pip is told
 to give up on an unreachable index after one retry instead of five, and takes torch from PyPI or a local wheel.
 
-System programs the tests or a class need (Debian's chromium, haproxy, postgresql) are installed with apt-get when
-this runs as root on Debian or Ubuntu; otherwise it says what to install and stops.
+System programs the tests or a class need (Debian's chromium, haproxy, postgresql, and the fonts-noto-cjk the tests
+draw Chinese in) are installed with apt-get when this runs as root on Debian or Ubuntu; otherwise it says what to
+install and stops.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ PIP = ["-m", "pip", "install", "--disable-pip-version-check", "--retries", "1"]
 CHROMIUM = ("chromium", "chromium")
 HAPROXY = ("haproxy", "haproxy")
 POSTGRESQL = ("initdb", "postgresql")
+# Not a program: the Chinese faces the browser tests expect Chinese drawn in (ui/projector.py's FONT_FAMILY). Looked
+# for with fontconfig on Linux; macOS and Windows ship one of the faces that stack names (PingFang SC, Microsoft YaHei).
+CJK_FONTS = ("Noto Sans CJK SC", "fonts-noto-cjk")
+CJK_FACES = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC")
 # `test` with no pytest arguments runs every test in two runs. First the tests without a browser, spread over the
 # cores by pytest-xdist (at most 4 workers: each trains its own session fixtures). Then the browser and install tests,
 # one at a time on a quiet machine: a click in Chromium is lost now and then when both cores are busy.
@@ -103,6 +108,8 @@ def compile_catalogs(py: Path) -> None:
 
 
 def has_program(program: str) -> bool:
+    if program == CJK_FONTS[0]:
+        return has_cjk_font()
     if program == "chromium":
         return any(shutil.which(name) for name in ("chromium", "chromium-browser"))
     if program == "initdb":  # Debian keeps PostgreSQL's server programs off PATH
@@ -128,6 +135,17 @@ def system_programs(needed: list[tuple[str, str]], why: str) -> None:
         f"Install it (Debian/Ubuntu: sudo apt-get install {' '.join(packages)}; macOS: brew install "
         f"{' '.join(p.replace('chromium', '--cask chromium') for p in packages)}) and run this again."
     )
+
+
+def has_cjk_font() -> bool:
+    """Whether a Chinese face of ui/projector.py's FONT_FAMILY is installed (always, off Linux: see CJK_FONTS)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    fc_list = shutil.which("fc-list")
+    if fc_list is None:  # no fontconfig: look where Debian puts the files
+        return any(Path("/usr/share/fonts").rglob("NotoSansCJK*"))
+    found = subprocess.run([fc_list, ":lang=zh", "family"], capture_output=True, text=True, check=False).stdout
+    return any(face in found for face in CJK_FACES)
 
 
 def run(command: list[str]) -> int:
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         checks = [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]]
         return max(run([str(py), "-m", *check]) for check in checks)
     # test
-    system_programs([CHROMIUM, HAPROXY, POSTGRESQL], "the test suite (browser, proxy and database tests)")
+    system_programs([CHROMIUM, HAPROXY, POSTGRESQL, CJK_FONTS], "the test suite (browser, proxy and database tests)")
     py = setup(venv, args.python, dev=True)
     return max(run([str(py), "-m", "pytest", *pytest_args]) for pytest_args in test_runs(extra))
 

@@ -109,6 +109,7 @@ def build(fig: go.Figure, projected: bool) -> Final:
     shown = projector.restyle(fig) if projected else projector.readable(fig)
     spec = shown.to_dict()  # a deep copy: `shown` may be the builder's own (cached, shared) figure
     spec.setdefault("layout", {})["separators"] = i18n.plotly_separators()  # 0,55 in Spanish: ticks in its signs
+    projector.fonts(spec)  # Chinese in the faces the page declares, not the browser's fallback
     drawn = Drawn(spec, _validate=False)
     drawn._spec = spec
     return Final(drawn, len(pio.to_json(spec, validate=False).encode()))

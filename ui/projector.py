@@ -5,6 +5,9 @@ the sidebar starts collapsed, the type is scaled, columns of charts stack, every
 lines and a height that fits a 1080 px screen (colour-blind-safe colours with 3:1 contrast on white), and tables
 are drawn as static rows in the page's large type, since the interactive grid draws on a canvas in its own small
 type.
+
+Every page's own CSS lives here too, projected or not: its fonts (Chinese in local faces, FONT_FAMILY,
+on the page and on every chart) and a phone's layout (picture first, large enough text and targets).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from core.i18n import _
 from ui import params
 
 KEY = "projector"
@@ -41,9 +45,54 @@ _CHART_ROW = (
     f":has(> {_COLUMN}:not(:first-child) .stPlotlyChart)"
 )
 TOP_REM = 3  # room above a page's title (Streamlit's default is 6rem: about 110 px of nothing on every page)
-# Every page, projected or not: the title near the top.
+# The page's and every chart's fonts: Streamlit's own Latin face first, then the Chinese faces common systems have
+# (Debian and Ubuntu's fonts-noto-cjk, Adobe's Source Han Sans, macOS's PingFang and Hiragino, Windows' Microsoft
+# YaHei). All local: no font is fetched from anywhere (a classroom may have no internet).
+FONT_FAMILY = (
+    '"Source Sans", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", '
+    '"Microsoft YaHei", sans-serif'
+)
+CJK_FAMILIES = tuple(face.strip(' "') for face in FONT_FAMILY.split(",")[1:-1])  # the Chinese faces, in order
+# Text that keeps a face of its own: code, maths (KaTeX's), icons (a ligature font: a name in another face would
+# show its name), and charts (Plotly sets each text's face from the figure, see fonts()).
+_OWN_FACE = "code, code *, pre, pre *, kbd, samp, .katex, .katex *, [data-testid='stIconMaterial'], .js-plotly-plot *"
+PHONE_PX = 640  # Streamlit stacks columns on a screen narrower than this: a phone, held upright
+PHONE_TEXT_PX = 14  # no text on a phone's page is smaller (Streamlit sets inline code at 0.75em: 12 px)
+TARGET_PX = 24  # WCAG 2.2's minimum target size (2.5.8, AA), for a finger on a phone
+_CONTROL = "input,textarea,button,[role=slider]"  # a widget a learner changes
+_HOLDS_PICTURE = ":is(.st-key-picture,:has(.st-key-picture))"  # the page's picture, or a box around it
+_ABOVE_PICTURE = '[data-testid="stMain"] :is([data-testid="stVerticalBlock"], [data-testid="stHorizontalBlock"])'
+_CHART = ":has(.stPlotlyChart)"
+_FIRST_CHART = f"{_CHART}:not({_CHART}~*)"
+# Every page, projected or not: the title near the top, and the fonts. On a phone, and there only (the laptop and
+# projector layouts do not change):
+# - the picture first. In each box around the page's picture, the picture (1) comes before the controls that precede
+#   it (2), after the title and the text above it (0), and before what follows it (3: the other sections). Inside the
+#   picture, its chart (1) and its summary (2) come before the controls above the chart (3), and its folded parts (the
+#   data table, 4) after them. CSS order only moves boxes: the controls still drive the picture, just above them;
+# - charts set side by side in a horizontal container, one to a row, each as wide as the screen;
+# - text at least PHONE_TEXT_PX and every control at least TARGET_PX in both directions: sliders' thumbs, the labels
+#   of radio buttons and checkboxes (the label is what a finger taps), and small icon buttons (help, tabs' scrolling).
+# A rule that must win a tie of specificity comes later (and the class twice makes one such a tie).
 _PAGE_CSS = f"""<style>
 [data-testid="stMainBlockContainer"] {{ padding-top: {TOP_REM}rem; }}
+body, body :not({_OWN_FACE}) {{ font-family: {FONT_FAMILY}; }}
+@media (max-width: {PHONE_PX}px) {{
+  {_ABOVE_PICTURE}:has(.st-key-picture) > :has({_CONTROL}):not({_HOLDS_PICTURE}) {{ order: 2; }}
+  {_ABOVE_PICTURE} > {_HOLDS_PICTURE} {{ order: 1; }}
+  {_ABOVE_PICTURE}:has(.st-key-picture) > {_HOLDS_PICTURE} ~ :not({_HOLDS_PICTURE}) {{ order: 3; }}
+  .st-key-picture > :has({_CONTROL}):not({_CHART}) {{ order: 3; }}
+  .st-key-picture > {_FIRST_CHART} {{ order: 1; }}
+  .st-key-picture.st-key-picture > {_CHART} ~ * {{ order: 2; }}
+  .st-key-picture.st-key-picture > {_CHART} ~ :has([data-testid='stExpander']) {{ order: 4; }}
+  [data-testid="stMain"] [data-testid="stHorizontalBlock"] > :not([data-testid="stColumn"]){_CHART} {{
+    flex: 1 1 100%; min-width: 100%;
+  }}
+  [data-testid="stMain"] [data-testid="stMarkdownContainer"] code {{ font-size: max(0.75em, {PHONE_TEXT_PX}px); }}
+  [data-testid="stSlider"] div:has(> div > input[type="range"]) {{ width: {TARGET_PX}px; height: {TARGET_PX}px; }}
+  :is([data-testid="stRadio"], [data-testid="stCheckbox"]) label {{ min-height: {TARGET_PX}px; align-items: center; }}
+  [data-testid="stMain"] button {{ min-width: {TARGET_PX}px; min-height: {TARGET_PX}px; }}
+}}
 </style>"""
 _CSS = f"""<style>
 html {{ font-size: {ROOT_PX}px; }}
@@ -60,10 +109,10 @@ def toggle() -> bool:
     with st.sidebar:
         return bool(
             params.toggle(
-                "Projector mode (large type)",
+                _("Projector mode (large type)"),
                 KEY,
                 False,
-                help="Large text and thick lines for a projected screen; every number stays the same.",
+                help=_("Large text and thick lines for a projected screen; every number stays the same."),
             )
         )
 
@@ -190,6 +239,14 @@ def _rows(z: Any) -> int:
 
 def _built(spec: Spec) -> go.Figure:
     return go.Figure(spec, _validate=False)
+
+
+def fonts(spec: Spec) -> None:
+    """Give the text of `spec` (a figure as sent) the page's faces, FONT_FAMILY, in place: the layout's font, which
+    every text inherits, and its title's, which Streamlit's chart theme sets apart. A face a builder chose is kept."""
+    layout = _at(spec, "layout")
+    for font in (_at(layout, "font"), _at(layout, "title", "font")):
+        font.setdefault("family", FONT_FAMILY)
 
 
 def readable(fig: go.Figure) -> go.Figure:

@@ -27,7 +27,31 @@ def test_projector_mode_from_a_link_enlarges_text_and_keeps_every_value():
             if name.startswith(("xaxis", "yaxis")):
                 assert axis["tickfont"]["size"] >= 14, name  # axis text at least 14 px
     assert any("font-size: 22px" in str(h.proto) for h in big.get("html"))
-    assert not any("font-size" in str(h.proto) for h in plain.get("html"))
+    assert not any("font-size: 22px" in str(h.proto) for h in plain.get("html"))  # a phone's rules set sizes too
+    assert all(f["layout"]["font"]["family"] == projector.FONT_FAMILY for f in figures(plain) + figures(big))
+
+
+def test_the_page_declares_its_chinese_faces_and_changes_layout_only_on_a_phone():
+    """Every page's CSS names the fonts (Latin first, then Chinese faces, all local: no url(), no @import), and
+    every rule that moves or sizes a box is inside the phone's media query: the laptop's and the projector's
+    layouts are not touched."""
+    css = projector._PAGE_CSS
+    assert projector.FONT_FAMILY.startswith('"Source Sans", ') and projector.FONT_FAMILY.endswith(", sans-serif")
+    assert all(f'"{face}"' in projector.FONT_FAMILY for face in projector.CJK_FAMILIES)
+    assert f"font-family: {projector.FONT_FAMILY};" in css and "url(" not in css and "@import" not in css
+    before, phone = css.split(f"@media (max-width: {projector.PHONE_PX}px)")
+    assert "order:" not in before and "min-height" not in before and "flex:" not in before
+    assert "order: 1;" in phone and f"min-height: {projector.TARGET_PX}px" in phone
+
+
+def test_every_chart_is_sent_with_the_page_fonts_and_a_builders_own_face_is_kept():
+    spec = {"layout": {"title": "a title"}, "data": []}
+    projector.fonts(spec)
+    assert spec["layout"]["font"]["family"] == spec["layout"]["title"]["font"]["family"] == projector.FONT_FAMILY
+    assert spec["layout"]["title"]["text"] == "a title"
+    own = {"layout": {"font": {"family": "monospace", "size": 14}}}
+    projector.fonts(own)
+    assert own["layout"]["font"] == {"family": "monospace", "size": 14}
 
 
 def test_a_bad_projector_link_value_is_explained_and_ignored():

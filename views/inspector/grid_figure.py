@@ -19,26 +19,32 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core import i18n
+from core.i18n import _
 from ui import charts
 
 GRID_ROW_HEIGHT = 200  # pixels per layer in the small multiples
 GRID_TICKS_UP_TO = 16  # tokens; longer texts draw the small multiples without tick labels
 GRID_GAPS_UP_TO = 40  # tokens; longer texts draw the small multiples without cell borders
+COLORBAR_PX = 64  # the bottom margin that holds the colour bar, its ticks and its title
 
 
 @functools.lru_cache(maxsize=16)
-def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool) -> dict:
+def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool, lang: str) -> dict:
     """The layout of the maps of `layers` × H heads, `cols` to a row, without its data, its title or the selected
-    head (never mutated). A map has no frame: a line along its top would cross its title."""
+    head (never mutated), its words in `lang` (this run's language). A map has no frame: a line along its top would
+    cross its title."""
     n_maps = len(layers) * H
     rows = math.ceil(n_maps / cols)
     fig = make_subplots(
         rows=rows,
         cols=cols,
         specs=[[{} if r * cols + c < n_maps else None for c in range(cols)] for r in range(rows)],
-        subplot_titles=[f"layer {layer}, head {h}" for layer in layers for h in range(H)],
+        subplot_titles=[
+            _("layer {layer}, head {head}").format(layer=layer, head=h) for layer in layers for h in range(H)
+        ],
         horizontal_spacing=0.03,
-        vertical_spacing=0.2 / rows,
+        vertical_spacing=0.25 / rows,  # room for a title between the rows, under the outline of the map above
     )
     fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top", showline=False)
     fig.update_yaxes(
@@ -46,11 +52,14 @@ def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool) -> d
     )
     fig.update_xaxes(ticks="" if not show_ticks else None)
     fig.update_yaxes(ticks="" if not show_ticks else None)
-    fig.update_annotations(font=dict(size=13), yshift=16 if show_ticks else 4)
+    # 12 px titles over maps as wide as the figure allows (the colour bar lies under the maps, not beside them): a
+    # map's title fits its width on a phone (390 px) with 4 heads to a row, where 13 px titles ran into each other.
+    fig.update_annotations(font=dict(size=12), yshift=16 if show_ticks else 4)
     fig.update_layout(
-        coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title="weight")),
+        coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title=_("weight"))),
+        coloraxis_colorbar=dict(orientation="h", thickness=12, len=0.5, y=0, yref="container", yanchor="bottom"),
         height=90 + GRID_ROW_HEIGHT * rows,
-        margin=dict(l=10, r=10, t=60, b=10),
+        margin=dict(l=10, r=10, t=60, b=COLORBAR_PX),
         plot_bgcolor="#e9ecef",
     )
     return fig.layout.to_plotly_json()
@@ -75,12 +84,12 @@ def grid_figure(
     cols = math.ceil(math.sqrt(H)) if one_layer else H
     maps = [(i, j) for i in layers for j in range(H)]  # (layer, head) of each map, row by row
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
-    layout = copy.deepcopy(_skeleton(layers, H, cols, T <= GRID_TICKS_UP_TO))
+    layout = copy.deepcopy(_skeleton(layers, H, cols, T <= GRID_TICKS_UP_TO, i18n.language()))
     if height is not None:
         layout["height"] = min(layout["height"], height)
     # The enlarged head: its title in bold and its map outlined (a longer title would run into its neighbours').
     n = maps.index(selected) + 1
-    layout["annotations"][n - 1]["text"] = f"<b>layer {layer}, head {h}</b>"
+    layout["annotations"][n - 1]["text"] = "<b>" + _("layer {layer}, head {head}").format(layer=layer, head=h) + "</b>"
     axes = ("x", "y") if n == 1 else (f"x{n}", f"y{n}")
     layout["shapes"] = [
         dict(
@@ -95,12 +104,17 @@ def grid_figure(
         )
     ]
     title = (
-        f"attention weights of layer {layer}'s {H} heads, T = {T}; outlined: enlarged below"
+        _("attention weights of layer {layer}'s {heads} heads, T = {T}; outlined: enlarged below").format(
+            layer=layer, heads=H, T=T
+        )
         if one_layer
-        else f"attention weights of every layer (rows) and head (columns), T = {T}; outlined: enlarged below"
+        else _("attention weights of every layer (rows) and head (columns), T = {T}; outlined: enlarged below").format(
+            T=T
+        )
     )
     layout["title"] = dict(text=title, x=0.0, xanchor="left")
     x, y = list(labels), list(labels)
+    hover = _("query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>")
     cells = [charts.cells(grids[i][j]) for i, j in maps]
     # Plotly.react redraws every trace whose arrays are new objects (each rerun sends new ones) unless
     # datarevision says the data is unchanged: choosing another head changes only the bold title.
@@ -119,7 +133,7 @@ def grid_figure(
             xgap=gap,
             ygap=gap,
             hoverongaps=False,
-            hovertemplate=f"layer {i}, head {j}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
+            hovertemplate=_("layer {layer}, head {head}").format(layer=i, head=j) + "<br>" + hover,
             xaxis=f"x{n}" if n > 1 else "x",
             yaxis=f"y{n}" if n > 1 else "y",
         )
