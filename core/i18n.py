@@ -114,15 +114,25 @@ def _signs(code: str) -> tuple[str, str]:
     return get_decimal_symbol(BABEL_LOCALE[code]), get_group_symbol(BABEL_LOCALE[code])
 
 
-def number(value: float, digits: int = 2, *, group: bool = False) -> str:
-    """`value` with `digits` decimals in the current language: 0.55 reads "0,55" in Spanish. `group` separates
-    thousands ("12,345" / "12.345"). English is exactly Python's f"{value:.{digits}f}" (or ",.{digits}f")."""
-    text = f"{value:,.{digits}f}" if group else f"{value:.{digits}f}"
+def signs(text: str) -> str:
+    """A number Python wrote (str(x), f"{x:g}", f"{x:,.2f}") with the current language's decimal and group signs."""
     code = language()
     if code == DEFAULT:
         return text
     decimal, grouping = _signs(code)
     return "".join(decimal if c == "." else grouping if c == "," else c for c in text)
+
+
+def formatted(value: float, spec: str = "g") -> str:
+    """format(value, spec) ("g", ".3g", ".2e", "+.2f") in the current language's signs: 1.5e-06 reads 1,5e-06 in
+    Spanish; English is exactly Python's."""
+    return signs(format(value, spec))
+
+
+def number(value: float, digits: int = 2, *, group: bool = False) -> str:
+    """`value` with `digits` decimals in the current language: 0.55 reads "0,55" in Spanish. `group` separates
+    thousands ("12,345" / "12.345"). English is exactly Python's f"{value:.{digits}f}" (or ",.{digits}f")."""
+    return formatted(value, f",.{digits}f" if group else f".{digits}f")
 
 
 def integer(value: int) -> str:

@@ -17,6 +17,8 @@ import streamlit as st
 import torch
 from torch import Tensor
 
+from core import i18n
+from core.i18n import _
 from core.lessons import masks as masking
 from core.lessons import rope as rope_lab
 from core.lessons import scores as lessons
@@ -97,14 +99,16 @@ def worked_row_sweep(row: int, forbidden_logits: tuple[float, ...]) -> list[Swee
     return [SweepPoint(r.forbidden_logit, r.kept_mass, r.undefined, r.max_error) for r in rows]
 
 
-@st.cache_data(max_entries=1, show_spinner=False)
-def worked_example_weights() -> tuple[list[list[float | None]], pd.DataFrame]:
+@st.cache_data(max_entries=len(i18n.LANGUAGES), show_spinner=False)
+def worked_example_weights(lang: str = i18n.DEFAULT) -> tuple[list[list[float | None]], pd.DataFrame]:
     """Start here's picture: the worked example's weights (`worked_example`) with the forbidden
-    cells None, and their data table (`matrix_table`); the same on every run of every learner."""
+    cells None, and their data table (`matrix_table`, its headers in `lang`); the same on every run of every
+    learner who reads that language."""
     example = lessons.worked_example()
     weights = charts.masked(example.result.weights[0].tolist(), example.mask.tolist())  # (T, S)
     labels = [str(i) for i in range(len(weights))]
-    return weights, matrix_table(weights, labels, labels, value_name="weight")
+    with i18n.speaking(lang):
+        return weights, matrix_table(weights, labels, labels, value_name=_("weight"))
 
 
 @st.cache_data(max_entries=1, show_spinner=False)
@@ -156,16 +160,31 @@ def attention_snapshot(
     return events.attention_snapshot(_model, _tokenizer, text, layer=layer, head=head, step=step)
 
 
-@st.cache_resource(show_spinner="Reading the standard-library corpus...")
-def stdlib_corpus() -> Corpus:
-    """The pinned standard-library corpus, read once per server (shared, never changed by a caller)."""
+# A cached function's show_spinner text is fixed when it is decorated, in no reader's language: the spinners below
+# are drawn around the call instead, in the run's language (st.spinner shows only after half a second, so a cache
+# hit draws nothing).
+
+
+@st.cache_resource(show_spinner=False)
+def _stdlib_corpus() -> Corpus:
     return job.load_run_corpus("stdlib")
 
 
-@st.cache_data(max_entries=8, show_spinner="Training a tiny model on one batch...")
+def stdlib_corpus() -> Corpus:
+    """The pinned standard-library corpus, read once per server (shared, never changed by a caller)."""
+    with st.spinner(_("Reading the standard-library corpus...")):
+        return _stdlib_corpus()
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _overfit_result(steps: int) -> Overfit:
+    return overfit_on_corpus(_stdlib_corpus(), steps=steps, seed=0)
+
+
 def overfit_result(steps: int) -> Overfit:
     """The lesson's `overfit_on_corpus` on the standard library with seed 0: the Training page's exercise."""
-    return overfit_on_corpus(stdlib_corpus(), steps=steps, seed=0)
+    with st.spinner(_("Training a tiny model on one batch...")):
+        return _overfit_result(steps)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -176,16 +195,26 @@ def vocabulary_size(fingerprint: str, _text: str, init_from: str | None = None) 
     return job.run_vocabulary_size(_text, init_from)
 
 
-@st.cache_data(max_entries=16, show_spinner="Reading the telemetry database...")
-def telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
-    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
-    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
+@st.cache_data(max_entries=16, show_spinner=False)
+def _telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
     return monitor.figures(monitor.load(telemetry_store(), kind=kind, surfaces=surfaces))
 
 
-@st.cache_resource(max_entries=8, show_spinner="Replaying the version's held-out text for its reference...")
-def reference_top1(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
+def telemetry_figures(path: str, stamp: tuple[int, int, int], kind: str, surfaces: tuple[str, ...]) -> monitor.Figures:
+    """Every figure of one read of the database at `path`, computed again only when its `stamp` changed (a new
+    event or a matured outcome; TelemetryStore.stamp): up to 200,000 rows take seconds to read and sum."""
+    with st.spinner(_("Reading the telemetry database...")):
+        return _telemetry_figures(path, stamp, kind, surfaces)
+
+
+def reference_top1(version: str, source) -> tuple[tuple[float, ...] | None, str | None]:
     """The release-time top-1 reference of a version (see the monitor), once per server."""
+    with st.spinner(_("Replaying the version's held-out text for its reference...")):
+        return _reference_top1(version, source)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _reference_top1(version: str, _source) -> tuple[tuple[float, ...] | None, str | None]:
     try:
         documents = held_out(_source.manifest).val
         result = traffic.replay(

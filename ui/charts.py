@@ -14,12 +14,15 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
+from core import i18n
+from core.i18n import N_, _
+
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 # As [stop, colour] pairs, the form Plotly's validation turns a scale's name into: figures are built without it
 # (figure()), and plotly.js knows Cividis by name but not PuOr.
 MAGNITUDE_SCALE = get_colorscale("Cividis")
 SIGNED_SCALE = get_colorscale("PuOr")
-MASKED_TEXT = "masked"
+MASKED_TEXT = N_("masked")  # translated where it is drawn
 PATTERNS = ("", "/", ".", "x", "\\", "+")  # one bar pattern per series: never colour alone
 MAX_VALUE_CELLS = 144  # a heatmap prints its values up to 12 x 12 cells by default...
 MIN_VALUE_CELL_PX = 20  # ...and only while a cell is at least this tall on screen (see heatmap())
@@ -98,8 +101,8 @@ def heatmap(
     title: str,
     x_labels: Sequence[str],
     y_labels: Sequence[str],
-    x_title: str = "key s",
-    y_title: str = "query t",
+    x_title: str | None = None,  # "key s" in the reader's language
+    y_title: str | None = None,  # "query t"
     signed: bool = False,
     zmin: float | None = None,
     zmax: float | None = None,
@@ -120,11 +123,14 @@ def heatmap(
     and costs the browser one SVG text node per cell; the hover and the chart's data table still give every value.
     (A cell's width depends on the column the page puts the chart in, which the server does not know: the cell
     count bounds it.) True or False is the caller's choice, as is: a lesson that reads words off its cells."""
+    x_title = _("key s") if x_title is None else x_title
+    y_title = _("query t") if y_title is None else y_title
     n_cells = sum(len(row) for row in z)
     if show_values is None:
         plot_px = ((layout or {}).get("height") or height or PLOTLY_HEIGHT_PX) - HEATMAP_MARGIN_PX
         show_values = n_cells <= MAX_VALUE_CELLS and plot_px >= MIN_VALUE_CELL_PX * max(len(z), 1)
-    text = [[MASKED_TEXT if v is None else format(v, value_format) for v in row] for row in z]
+    masked_text = i18n._(MASKED_TEXT)
+    text = [[masked_text if v is None else i18n.formatted(v, value_format) for v in row] for row in z]
     if signed and zmin is None and zmax is None:
         finite = [abs(v) for row in z for v in row if v is not None]
         bound = max(finite, default=1.0) or 1.0
@@ -136,7 +142,7 @@ def heatmap(
         y=list(y_labels),
         text=text,
         texttemplate="%{text}" if show_values else None,
-        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>value %{{text}}<extra></extra>",
+        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{_('value')} %{{text}}<extra></extra>",
         colorscale=SIGNED_SCALE if signed else MAGNITUDE_SCALE,
         zmin=zmin,
         zmax=zmax,
@@ -179,7 +185,9 @@ def bars(
             color=colours,
             line=dict(color="#000000", width=[2 if i == highlight else 0 for i in range(len(values))]),
         ),
-        text=[format(v, value_format) for v in values] if text is None else (list(text) or None),
+        text=[i18n.formatted(v, value_format) if v is not None else "" for v in values]
+        if text is None
+        else (list(text) or None),
         textposition="outside",
         hovertemplate="%{x}: %{y:" + value_format + "}<extra></extra>",
     )
@@ -259,7 +267,7 @@ def grouped_bars(
             x=[plain(c) for c in categories],
             y=[None if v is None else float(v) for v in values],
             marker=dict(color=OKABE_ITO[i % len(OKABE_ITO)], pattern=dict(shape=PATTERNS[i % 6])),
-            text=["n/a" if v is None else format(v, fmt) for v in values],
+            text=[_("n/a") if v is None else i18n.formatted(v, fmt) for v in values],
             textposition="outside",
         )
         for i, (name, values) in enumerate(series.items())
@@ -269,7 +277,7 @@ def grouped_bars(
         barmode="group",
         xaxis=dict(title=x_title, type="category"),
         yaxis=dict(title=y_title),
-        legend=dict(orientation="h", y=-0.25, title=dict(text="version")),
+        legend=dict(orientation="h", y=-0.25, title=dict(text=_("version"))),
         plot_bgcolor="#e9ecef",
         margin=dict(l=10, r=10, t=50, b=10),
         font=dict(size=14),

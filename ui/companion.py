@@ -10,7 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from ui import export, figure_cache, projector
+from core import i18n
+from core.i18n import _
+from ui import charts, export, figure_cache, projector
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
@@ -28,11 +30,12 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
     export.collect(fig, summary, table)
     st.caption(summary)
     html_size = export.size_text(export.chart_html_size(fig, summary, table, shown.plot_bytes, rows.html_bytes))
-    with st.expander("Data table for this chart", expanded=table_open):
+    lang = i18n.language()  # the downloads are built on click, outside this run: in its language all the same
+    with st.expander(_("Data table for this chart"), expanded=table_open):
         # Projected, the rows become a styled static table (ui.projector.dataframe), made from the DataFrame.
         projector.dataframe(table if projected else rows.arrow, hide_index=True, key=f"{key}_table")
         st.download_button(
-            "Download the table as CSV",
+            _("Download the table as CSV"),
             # Deferred: the CSV is written when the button is pressed, not on every rerun of the page.
             lambda: table.to_csv(index=False).encode("utf-8"),
             file_name=f"{key}.csv",
@@ -42,8 +45,8 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
         )
         st.download_button(
             # The file carries its own plotly.js (about 4.8 MB): say so before a class downloads it on school Wi-Fi.
-            f"Download the chart as HTML ({html_size}, works offline)",
-            lambda: export.chart_html(fig, summary, table),
+            _("Download the chart as HTML ({size}, works offline)").format(size=html_size),
+            lambda: export.chart_html(fig, summary, table, lang=lang),
             file_name=f"{key}.html",
             mime="text/html",
             key=f"{key}_html",
@@ -52,19 +55,29 @@ def chart(fig: go.Figure, table: pd.DataFrame, summary: str, *, key: str, table_
 
 
 def matrix_table(
-    z, row_labels, col_labels, *, row_name: str = "query t", col_name: str = "key s", value_name: str = "value"
+    z,
+    row_labels,
+    col_labels,
+    *,
+    row_name: str | None = None,
+    col_name: str | None = None,
+    value_name: str | None = None,
 ) -> pd.DataFrame:
-    """A long table (row, column, value) of a matrix; None cells read 'masked'.
+    """A long table (row, column, value) of a matrix; None cells read 'masked'. The headers default to "query t",
+    "key s" and "value", and every word and decimal sign is the reader's language's.
 
     Values are formatted text (6 decimals) so one column can hold numbers and 'masked' alike.
     """
     rows, cols = list(row_labels), list(col_labels)
+    masked = i18n._(charts.MASKED_TEXT)
     return pd.DataFrame(
         {
-            row_name: [r for r in rows for _ in cols],  # row-major, as the matrix reads
-            col_name: cols * len(rows),
-            value_name: [
-                "masked" if v is None else f"{float(v):.6f}" for row in z[: len(rows)] for v in row[: len(cols)]
+            _("query t") if row_name is None else row_name: [r for r in rows for _c in cols],  # row-major
+            _("key s") if col_name is None else col_name: cols * len(rows),
+            _("value") if value_name is None else value_name: [
+                masked if v is None else i18n.formatted(float(v), ".6f")
+                for row in z[: len(rows)]
+                for v in row[: len(cols)]
             ],
         }
     )

@@ -17,6 +17,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from core import i18n
+from core.i18n import _
+
 _VIEW = "_export_view"
 MAX_CHARTS = 64  # per view file: a page draws at most a few dozen
 _PLOT_CONFIG = {"displaylogo": False}
@@ -56,16 +59,18 @@ def _section(item: Shown, *, with_js: bool) -> str:
     )
 
 
-_HEAD = (
-    "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+_HEAD = (  # the file's language is the reader's: a screen reader voices it in that language
+    "<!DOCTYPE html><html lang='{lang}'><head><meta charset='utf-8'><title>{title}</title>"
     "<style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}table{{border-collapse:collapse}}"
     "td,th{{border:1px solid #999;padding:2px 6px}}</style></head><body><h1>{title}</h1>"
 )
 
 
-def _document(heading: str, items: list[Shown]) -> bytes:
+def _document(heading: str, items: list[Shown], lang: str | None = None) -> bytes:
+    """The file of `items` under `heading`, in language `lang` (the current run's when None)."""
     body = "".join(_section(item, with_js=i == 0) for i, item in enumerate(items[:MAX_CHARTS]))
-    return (_HEAD.format(title=html.escape(heading)) + body + "</body></html>").encode()
+    head = _HEAD.format(lang=lang or i18n.language(), title=html.escape(heading))
+    return (head + body + "</body></html>").encode()
 
 
 _ESCAPE_GROWTH = {"&": 4, "<": 3, ">": 3, '"': 5, "'": 5}  # html.escape: &amp; &lt; &gt; &quot; &#x27;
@@ -94,7 +99,7 @@ def _plot_overhead() -> tuple[int, int]:
 
 
 def _chart_heading(fig: go.Figure) -> str:
-    return f"Attention Lab: {fig.layout.title.text or 'chart'}"
+    return _("Attention Lab: {title}").format(title=fig.layout.title.text or _("chart"))
 
 
 def chart_html_size(
@@ -106,21 +111,24 @@ def chart_html_size(
     per spec)."""
     heading = html.escape(_chart_heading(fig))
     title = html.escape(fig.layout.title.text or "")
-    wrapper = (
-        f"{_HEAD.format(title=heading)}<section><h2>{title}</h2><p>{html.escape(summary)}</p></section></body></html>"
-    )
+    head = _HEAD.format(lang=i18n.language(), title=heading)
+    wrapper = f"{head}<section><h2>{title}</h2><p>{html.escape(summary)}</p></section></body></html>"
     plot = (len(pio.to_json(fig).encode()) if plot_bytes is None else plot_bytes) + _plot_overhead()[1]
     return len(wrapper.encode()) + plot + (table_size(table) if table_bytes is None else table_bytes)
 
 
 def size_text(n_bytes: int) -> str:
     """A file's size for a button: '4.8 MB', '310 kB' (decimal units, as browsers' download lists show them)."""
-    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e6 else f"{max(1, round(n_bytes / 1e3))} kB"
+    if n_bytes >= 1e6:
+        return _("{size} MB").format(size=i18n.number(n_bytes / 1e6, 1))
+    return _("{size} kB").format(size=str(max(1, round(n_bytes / 1e3))))
 
 
-def chart_html(fig: go.Figure, summary: str, table: pd.DataFrame) -> bytes:
-    """One chart as an offline HTML page: the figure, its one-line summary and its data table."""
-    return _document(_chart_heading(fig), [Shown(fig, summary, table)])
+def chart_html(fig: go.Figure, summary: str, table: pd.DataFrame, *, lang: str | None = None) -> bytes:
+    """One chart as an offline HTML page: the figure, its one-line summary and its data table, its own words in
+    `lang` (the current run's when None; a download built on click runs outside the page's run)."""
+    with i18n.speaking(lang or i18n.language()):
+        return _document(_chart_heading(fig), [Shown(fig, summary, table)])
 
 
 def begin() -> None:
@@ -137,13 +145,16 @@ def collect(fig: go.Figure, summary: str, table: pd.DataFrame) -> None:
 def view_button(title: str) -> None:
     """A sidebar button that saves every chart this run draws as one offline HTML file (built on click)."""
     view = st.session_state.setdefault(_VIEW, [])  # the same list object the page's charts fill
+    heading, lang = _("Attention Lab: {title}").format(title=title), i18n.language()  # the file is built on click
     with st.sidebar:
         st.download_button(
-            "Download this view (HTML, works offline)",
-            lambda: _document(f"Attention Lab: {title}", view),
+            _("Download this view (HTML, works offline)"),
+            lambda: _document(heading, view, lang),
             file_name=f"attention-lab-{''.join(c if c.isalnum() else '-' for c in title.lower())}.html",
             mime="text/html",
             key="export_view",
             on_click="ignore",
-            help="Every chart on this page with its summary and data table, in one file that opens without a network.",
+            help=_(
+                "Every chart on this page with its summary and data table, in one file that opens without a network."
+            ),
         )

@@ -7,7 +7,9 @@ link is: the page must be one of the app's and every value must pass the widget'
 ignored whole, with a notice. A widget the learner moves by hand (its on_change, which a value set from code never
 fires) or a model picked in the sidebar stops following, and the page says how to rejoin. Following is kept in the
 address too (with the learner's seat): a reload, a new browser session, follows again and so comes back to the
-teacher's page, never to the page the address bar may still show.
+teacher's page, never to the page the address bar may still show. The teacher's language goes with the view (its
+LANGUAGE entry, absent for English): ui.live_class makes it the language of every learner in the session, following
+or not; it is never a widget's value nor put in the address (that would be the learner's own choice).
 """
 
 from __future__ import annotations
@@ -18,20 +20,22 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from core.classroom.live import MAX_PARAMS, PAGE, PARAM_KEY, TeacherView
+from core import i18n
+from core.classroom.live import LANGUAGE, MAX_PARAMS, PAGE, PARAM_KEY, TeacherView
 from core.database import StoreError
+from core.i18n import N_, _
 from core.model.bundle import is_version
 from ui import fragment, live_class, models, params, projector
 from ui.text import escape_markdown
 
 POLL_S = 1.0  # the fragments' period: the teacher's view check, the follower's own-move check
 LOCAL = frozenset({projector.KEY})  # this screen's presentation: neither published nor followed
-LEFT = "You left follow mode by moving a slider; turn Follow the teacher on to rejoin."
-LEFT_MODEL = "You left follow mode by picking another model; turn Follow the teacher on to rejoin."
+LEFT = N_("You left follow mode by moving a slider; turn Follow the teacher on to rejoin.")
+LEFT_MODEL = N_("You left follow mode by picking another model; turn Follow the teacher on to rejoin.")
 _PAGES = "_follow_pages"  # session key: {url_path: {widget key: params.Bound}} of the widgets each page drew
 _PUBLISHED = "_follow_published"  # session key: (code, page, params) of the teacher's last publish
 _APPLIED = "_follow_applied"  # session key: (seq, page, params) of the teacher's view this learner last applied
-_NOTE = "_follow_note"  # session key: why follow mode went off, or why a view was not applied
+_NOTE = "_follow_note"  # session key: why follow mode went off (LEFT, LEFT_MODEL), or why a view was not applied
 # session key: the toggle's value, kept apart from the widget's: st.switch_page starts a run without the browser's
 # widget values, which resets every widget that is not bound to the URL (the toggle would go off on every follow)
 _FOLLOWING = "_follow_following"
@@ -65,15 +69,18 @@ def _as_text(value: Any) -> str:
 
 
 def view_params(page_path: str) -> dict[str, str]:
-    """The teacher's view of `page_path`: each widget the page drew whose value is not its default, and the model
-    pin. Read from the widgets, not st.query_params: the server's copy of the URL is refreshed only on a page change."""
+    """The teacher's view of `page_path`: each widget the page drew whose value is not its default, the model pin,
+    and the teacher's language when it is not English (LANGUAGE). Read from the widgets, not st.query_params: the
+    server's copy of the URL is refreshed only on a page change."""
     drawn: dict[str, params.Bound] = st.session_state.get(_PAGES, {}).get(page_path, {})
     out: dict[str, str] = {}
+    if i18n.language() != i18n.DEFAULT:
+        out[LANGUAGE] = i18n.language()
     pin = st.query_params.get(models.PIN)
     if pin and is_version(pin):
         out[models.PIN] = pin
     for key in sorted(drawn):
-        if key in LOCAL or key not in st.session_state or not PARAM_KEY.fullmatch(key):
+        if key in LOCAL or key == LANGUAGE or key not in st.session_state or not PARAM_KEY.fullmatch(key):
             continue
         value = st.session_state[key]
         if value != drawn[key].default and len(out) < MAX_PARAMS:
@@ -88,7 +95,7 @@ def _publish(code: str, page_path: str) -> None:
     try:
         live_class.live().publish(code, page_path, view[2])
     except (ValueError, StoreError) as e:
-        st.session_state[_NOTE] = f"Followers could not be sent this view: {e}"
+        st.session_state[_NOTE] = _("Followers could not be sent this view: {problem}").format(problem=e)
         return
     st.session_state[_PUBLISHED] = view
     st.session_state.pop(_NOTE, None)
@@ -98,10 +105,10 @@ def _publish(code: str, page_path: str) -> None:
 def _teacher_poll(code: str, page_path: str) -> None:
     """Every POLL_S: publish a widget change made inside a page's fragment (which does not run app.py)."""
     _publish(code, page_path)
-    st.caption("Learners who follow you see this page, its sliders and the model you pick.")
+    st.caption(_("Learners who follow you see this page, its sliders and the model you pick."))
     note = st.session_state.get(_NOTE)
     if note:
-        st.warning(escape_markdown(note))
+        st.warning(escape_markdown(i18n._(note)))
 
 
 # ---- the learner --------------------------------------------------------------------------------------------
@@ -137,10 +144,10 @@ def _learner(code: str, page_path: str) -> None:
             st.session_state[_NOTE] = left
         st.session_state[live_class.FOLLOW_KEY] = bool(st.session_state.get(_FOLLOWING))
         following = st.toggle(
-            "Follow the teacher",
+            _("Follow the teacher"),
             key=live_class.FOLLOW_KEY,
             on_change=_toggled,
-            help="Your page, sliders and model follow the teacher's; moving a slider yourself leaves follow mode.",
+            help=_("Your page, sliders and model follow the teacher's; moving a slider yourself leaves follow mode."),
         )
         _keep_in_address(following)
         if following:
@@ -154,7 +161,7 @@ def _learner(code: str, page_path: str) -> None:
             _own_move_poll()
         note = st.session_state.get(_NOTE)
         if note:
-            st.info(escape_markdown(note))
+            st.info(escape_markdown(i18n._(note)))  # LEFT and LEFT_MODEL are kept in English
 
 
 def _keep_in_address(following: bool) -> None:
@@ -189,16 +196,18 @@ def page_scripts() -> dict[str, str]:
 def refused(view: TeacherView, scripts: dict[str, str]) -> str | None:
     """Why a published view cannot be applied (it is untrusted text, as a link is), or None."""
     if not isinstance(view.page, str) or not PAGE.fullmatch(view.page) or view.page not in scripts:
-        return "the teacher's page is not one of this lab's pages"
+        return _("the teacher's page is not one of this lab's pages")
     if not isinstance(view.params, dict) or len(view.params) > MAX_PARAMS:
-        return "the teacher's view has too many values"
+        return _("the teacher's view has too many values")
     for key, raw in view.params.items():
         if not isinstance(key, str) or not PARAM_KEY.fullmatch(key) or not isinstance(raw, str):
-            return "the teacher's view has a value that is not a widget's"
+            return _("the teacher's view has a value that is not a widget's")
         if key == models.PIN and not is_version(raw):
-            return "the teacher's model version is not one"
+            return _("the teacher's model version is not one")
+        if key == LANGUAGE and raw not in i18n.LANGUAGES:
+            return _("the teacher's language is not one of the lab's")
         if params.link_prefix(raw) != raw:
-            return "the teacher's view has a value longer than a link carries"
+            return _("the teacher's view has a value longer than a link carries")
     return None
 
 
@@ -208,7 +217,7 @@ def _values(view: TeacherView) -> dict[str, Any]:
     drawn: dict[str, params.Bound] = st.session_state.get(_PAGES, {}).get(view.page, {})
     values = {}
     for key, bound in drawn.items():
-        if key in LOCAL:
+        if key in LOCAL or key == LANGUAGE:
             continue
         raw = view.params.get(key)
         values[key] = bound.default if raw is None else bound.parse(raw)
@@ -224,11 +233,13 @@ def _apply(view: TeacherView, page_path: str) -> None:
         try:
             values = _values(view)
         except ValueError:
-            why = "one of the teacher's values is not one this page's widget can take"
+            why = _("one of the teacher's values is not one this page's widget can take")
     st.session_state[_APPLIED] = (view.seq, view.page, dict(view.params) if why is None else {})
     st.session_state.pop(params.MOVED, None)
     if why is not None:
-        st.session_state[_NOTE] = f"The teacher's view was not applied: {why}. Following goes on with the next one."
+        st.session_state[_NOTE] = _(
+            "The teacher's view was not applied: {why}. Following goes on with the next one."
+        ).format(why=why)
         return
     st.session_state.pop(_NOTE, None)
     for key, value in values.items():
@@ -237,7 +248,7 @@ def _apply(view: TeacherView, page_path: str) -> None:
     if view.page != page_path:
         # The teacher's values for widgets not yet drawn in this session: they are seeded from the URL, as from a link.
         # Streamlit refuses to set a widget-bound parameter from code; those widgets were set above.
-        url = {k: v for k, v in view.params.items() if k not in values and k not in LOCAL}
+        url = {k: v for k, v in view.params.items() if k not in values and k not in LOCAL and k != LANGUAGE}
         place = {k: v for k in (live_class.SEAT_PARAM, live_class.FOLLOW_PARAM) if (v := st.query_params.get(k))}
         try:  # the learner's seat and follow mode stay in the new page's address: a reload comes back here
             st.switch_page(scripts[view.page], query_params=url | place)

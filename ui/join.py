@@ -17,6 +17,8 @@ from collections.abc import Mapping
 import segno
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _
 from ui import projector
 
 ENV = "LAB_JOIN_URL"
@@ -25,7 +27,7 @@ QR_PX = 280
 PROJECTOR_QR_PX = 520
 ADDRESS_PX = 40  # the address's largest type size; smaller when it would not fit its column on one line
 PROJECTOR_ADDRESS_PX = 64
-JOIN_TEXT = "**Join this class:** type this address in your browser, or scan the code."
+JOIN_TEXT = N_("**Join this class:** type this address in your browser, or scan the code.")
 _SHAPE = re.compile(r"(https?)://([A-Za-z0-9](?:[A-Za-z0-9.-]{0,62}[A-Za-z0-9])?)(?::([0-9]{1,5}))?/?")
 
 
@@ -38,8 +40,10 @@ def join_url(environ: Mapping[str, str] | None = None) -> str | None:
     match = _SHAPE.fullmatch(raw) if len(raw) <= MAX_CHARS else None
     if match is None or (match.group(3) is not None and not 1 <= int(match.group(3)) <= 65535):
         raise ValueError(
-            f"{ENV} is not an address like http://192.168.1.20:8501/ (at most {MAX_CHARS} characters), so the join "
-            "address is not shown; set it to the address learners type, or unset it"
+            _(
+                "{setting} is not an address like http://192.168.1.20:8501/ (at most {count} characters), so the join "
+                "address is not shown; set it to the address learners type, or unset it"
+            ).format(setting=ENV, count=MAX_CHARS)
         )
     return raw if raw.endswith("/") else raw + "/"
 
@@ -90,7 +94,7 @@ def show(*, narrow: bool = False) -> None:
         else:
             address_col, code_col = st.columns([3, 2], vertical_alignment="center")
         with address_col:
-            st.markdown(JOIN_TEXT)
+            st.markdown(i18n._(JOIN_TEXT))
             address(url)
         with code_col:
-            st.image(png, width=width, caption="QR code of the join address")
+            st.image(png, width=width, caption=_("QR code of the join address"))

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from core.i18n import _
+
 PICTURE_KEY = "picture"  # the container's CSS class is st-key-picture
 
 
@@ -34,5 +36,6 @@ def lesson_case(title: str, body: str) -> None:
     `title` and `body` are the page's own markdown; a value from a link or an upload must be escaped by the
     caller (`escape_markdown`) before it goes in."""
     with st.container(border=True):
-        st.markdown(f"**What goes wrong: {title}**")  # no :material/ icon: its font would load from outside
+        # No :material/ icon: its font would load from outside.
+        st.markdown(_("**What goes wrong: {title}**").format(title=title))
         st.markdown(body)

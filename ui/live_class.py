@@ -6,6 +6,10 @@ its place in it. A learner's page polls one cheap read (the session's pulse) and
 The learner's place is kept in the address (issue 35), so a restarted worker or a reload takes it up again as the
 same learner, or says it is gone; never dropped silently. The teacher's Reveal and New round are drawn above the
 chart, on a laptop's first screen, and before it, so they never depend on it.
+
+The session's language is the teacher's (published with the teacher's view, ui.follow): a learner reads it from
+joining on, following or not, and the page switches at the next poll after the teacher changes it; a learner who
+picked a language keeps theirs (ui.language puts an own choice first).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import NamedTuple
 import pandas as pd
 import streamlit as st
 
+from core import i18n
 from core.classroom.checkpoint import Graded, Question
 from core.classroom.live import Distribution, LiveClass, RoundResult, check_session_code, distribution
 from core.classroom.store import class_db_location
 from core.database import StoreError
-from ui import charts, export, fragment, join, projector, teacher
+from core.i18n import _, ngettext
+from ui import charts, export, fragment, join, language, projector, teacher
 from ui.companion import chart
 from ui.text import escape_markdown
 
@@ -39,6 +45,8 @@ _PULSE_KEY = "live_class_pulse"  # the session's pulse this page was last run wi
 _LINKED_KEY = "live_class_linked"  # the ?session= value already read (a link fills the form once)
 _SHOW_KEY = "live_class_show_code"  # set by Open: the next run shows the code to the room at once
 _ROUNDS_KEY = "live_class_rounds"  # {question id: (round, revealed)} of the questions this page asked, as shown
+_LANGUAGE_PULSE_KEY = "live_class_language_pulse"  # the pulse at which the session's language was last read
+_DRAWN_LANGUAGE_KEY = "live_class_drawn_language"  # the language this page's last whole run was drawn in
 LINK_PARAM = "session"
 SEAT_PARAM = "seat"  # a joined learner's id in the page's address, to take their place up again (see above)
 FOLLOW_PARAM = "follow"  # "1" in a following learner's address: a reload follows the teacher again (ui.follow)
@@ -90,17 +98,31 @@ def _join() -> None:
         name = " ".join(str(st.session_state.get(NAME_INPUT) or "").split())
         learner = live().join(code, name)
     except (ValueError, StoreError) as e:
-        st.session_state[_NOTE_KEY] = f"Not joined: {e}"
+        st.session_state[_NOTE_KEY] = _("Not joined: {problem}").format(problem=e)
         return
     st.session_state[LEARNER_KEY] = (code, learner, name)
     st.session_state.pop(_PULSE_KEY, None)
+    _read_language(code)  # a callback runs before the page: the page is drawn in the session's language
 
 
 def _leave() -> None:
     st.session_state.pop(LEARNER_KEY, None)
     st.session_state.pop(_PULSE_KEY, None)
+    st.session_state.pop(_LANGUAGE_PULSE_KEY, None)
+    st.session_state.pop(language.CLASS_KEY, None)  # no longer in a class: the learner's own language again
     st.query_params.pop(SEAT_PARAM, None)
     st.query_params.pop(FOLLOW_PARAM, None)
+
+
+def _read_language(code: str) -> None:
+    """The session's language (the teacher's, in the view the teacher published) kept under language.CLASS_KEY,
+    which ui.language reads for a learner who chose none; unchanged while the teacher has published nothing."""
+    try:
+        view = live().view(code)
+    except (ValueError, StoreError):
+        return  # the next poll tries again
+    if view is not None:
+        st.session_state[language.CLASS_KEY] = view.language
 
 
 def _keep_seat(joined: Learner) -> None:
@@ -120,11 +142,11 @@ def _take_seat() -> None:
     try:
         found = live().learner(seat)
     except StoreError as e:
-        st.session_state[_NOTE_KEY] = f"Your class session cannot be reached now: {e}"
+        st.session_state[_NOTE_KEY] = _("Your class session cannot be reached now: {problem}").format(problem=e)
         return  # the seat stays: the next run tries again
     st.query_params.pop(SEAT_PARAM, None)
     if found is None:
-        st.session_state[_NOTE_KEY] = (
+        st.session_state[_NOTE_KEY] = _(
             "You are no longer in a class session (it has ended, or the lab lost your place): join again with the "
             "code your teacher shows."
         )
@@ -132,7 +154,9 @@ def _take_seat() -> None:
     code, name = found
     st.session_state[LEARNER_KEY] = (code, seat, name)
     st.session_state.pop(_PULSE_KEY, None)
-    st.session_state[_NOTE_KEY] = f"You are back in session {code} as {name}: the lab had lost your connection."
+    st.session_state[_NOTE_KEY] = _(
+        "You are back in session {code} as {name}: the lab had lost your connection."
+    ).format(code=code, name=name)
 
 
 def _open() -> None:
@@ -143,7 +167,7 @@ def _open() -> None:
         st.session_state[TEACHER_KEY] = live().open_session()
         st.session_state[_SHOW_KEY] = True
     except StoreError as e:
-        st.session_state[_NOTE_KEY] = f"No session was opened: {e}"
+        st.session_state[_NOTE_KEY] = _("No session was opened: {problem}").format(problem=e)
 
 
 def _resume() -> None:
@@ -154,9 +178,9 @@ def _resume() -> None:
     try:
         code = check_session_code(st.session_state.get(RESUME_INPUT) or "")
         if not live().is_open(code):
-            raise ValueError(f"the session {code} is not open: open a new one")
+            raise ValueError(_("the session {code} is not open: open a new one").format(code=code))
     except (ValueError, StoreError) as e:
-        st.session_state[_NOTE_KEY] = f"Not resumed: {e}"
+        st.session_state[_NOTE_KEY] = _("Not resumed: {problem}").format(problem=e)
         return
     st.session_state[TEACHER_KEY] = code
 
@@ -168,7 +192,7 @@ def _close() -> None:
     try:
         live().close_session(code)
     except StoreError as e:
-        st.session_state[_NOTE_KEY] = f"The session could not be closed: {e}"
+        st.session_state[_NOTE_KEY] = _("The session could not be closed: {problem}").format(problem=e)
         return
     st.session_state.pop(TEACHER_KEY, None)
 
@@ -186,7 +210,7 @@ def _link_code() -> None:
     try:
         code = check_session_code(raw[:64])
     except ValueError:
-        st.session_state[_NOTE_KEY] = "The link's session code is not one: type the code your teacher shows."
+        st.session_state[_NOTE_KEY] = _("The link's session code is not one: type the code your teacher shows.")
         return
     if not st.session_state.get(CODE_INPUT):
         st.session_state[CODE_INPUT] = code
@@ -195,6 +219,7 @@ def _link_code() -> None:
 def sidebar() -> None:
     """The sidebar's class-session section: joined, or a form to join; the teacher's open, show, download, close."""
     st.session_state[_ROUNDS_KEY] = {}  # filled again by this page's questions (revealed)
+    st.session_state[_DRAWN_LANGUAGE_KEY] = i18n.language()  # what the poll compares the session's language with
     if current() is None and teacher_session() is None:
         _take_seat()
         _link_code()
@@ -203,7 +228,7 @@ def sidebar() -> None:
     with st.sidebar:
         joined, opened = current(), teacher_session()
         linked = joined is None and bool(st.session_state.get(_LINKED_KEY))  # a join link: the form, open
-        with st.expander("Class session", expanded=joined is not None or opened is not None or linked):
+        with st.expander(_("Class session"), expanded=joined is not None or opened is not None or linked):
             note = st.session_state.get(_NOTE_KEY)
             if opened is not None:
                 _teacher_open(opened)
@@ -223,56 +248,56 @@ def _learner(joined: Learner) -> None:
     try:
         still_open = live().is_open(joined.code)
     except StoreError as e:
-        st.warning(escape_markdown(f"The class session cannot be reached now: {e}"))
+        st.warning(escape_markdown(_("The class session cannot be reached now: {problem}").format(problem=e)))
         still_open = True
     if not still_open:
-        st.info(f"Class session {joined.code} has ended. Join another one with its code.")
+        st.info(_("Class session {code} has ended. Join another one with its code.").format(code=joined.code))
         _leave()  # the note of a prediction not recorded, if any, stays below
         _join_form()
         return
-    st.markdown(f"In session **{joined.code}** as **{escape_markdown(joined.name)}**")
-    st.caption("Your predictions go to your teacher without your name being shown to the class.")
-    st.button("Leave the session", key="live_class_leave", on_click=_leave)
+    st.markdown(_("In session **{code}** as **{name}**").format(code=joined.code, name=escape_markdown(joined.name)))
+    st.caption(_("Your predictions go to your teacher without your name being shown to the class."))
+    st.button(_("Leave the session"), key="live_class_leave", on_click=_leave)
 
 
 def _join_form() -> None:
     with st.form("live_class_join", border=False):
-        st.markdown("**Join a class session**")
-        st.text_input("Session code (from your teacher)", key=CODE_INPUT, max_chars=12, placeholder="e.g. K7PQ2X")
-        st.text_input("Your display name", key=NAME_INPUT, max_chars=40, placeholder="shown to your teacher only")
-        st.form_submit_button("Join", key="live_class_join_button", on_click=_join)
+        st.markdown(_("**Join a class session**"))
+        st.text_input(_("Session code (from your teacher)"), key=CODE_INPUT, max_chars=12, placeholder=_("e.g. K7PQ2X"))
+        st.text_input(_("Your display name"), key=NAME_INPUT, max_chars=40, placeholder=_("shown to your teacher only"))
+        st.form_submit_button(_("Join"), key="live_class_join_button", on_click=_join)
 
 
 def _teacher_start() -> None:
     if not teacher.configured_passcode():
-        st.caption("A teacher opens a session with the teacher passcode (LAB_TEACHER_PASSCODE on the server).")
+        st.caption(_("A teacher opens a session with the teacher passcode (LAB_TEACHER_PASSCODE on the server)."))
         return
-    if not st.toggle("I am the teacher", key="live_class_teacher_toggle"):
+    if not st.toggle(_("I am the teacher"), key="live_class_teacher_toggle"):
         return
-    if teacher.gate("class sessions", why="decide what the class is shown", key="live_class_gate"):
-        st.button("Open a class session", key="live_class_open", type="primary", on_click=_open)
+    if teacher.gate(_("class sessions"), why=_("decide what the class is shown"), key="live_class_gate"):
+        st.button(_("Open a class session"), key="live_class_open", type="primary", on_click=_open)
         with st.form("live_class_resume", border=False):  # after a reload (which locks) the session is still open
-            st.text_input("Or resume your open session (its code)", key=RESUME_INPUT, max_chars=12)
-            st.form_submit_button("Resume", key="live_class_resume_button", on_click=_resume)
+            st.text_input(_("Or resume your open session (its code)"), key=RESUME_INPUT, max_chars=12)
+            st.form_submit_button(_("Resume"), key="live_class_resume_button", on_click=_resume)
 
 
 def _teacher_open(code: str) -> None:
-    st.markdown("**Your class session** (learners join with this code)")
+    st.markdown(_("**Your class session** (learners join with this code)"))
     st.markdown(_big_code(code, SIDEBAR_CODE_PX), unsafe_allow_html=True)  # a checked code: letters and digits
-    if st.button("Show the code to the room", key="live_class_show", type="primary") or st.session_state.pop(
+    if st.button(_("Show the code to the room"), key="live_class_show", type="primary") or st.session_state.pop(
         _SHOW_KEY, False
     ):
         _show_code(code)
     st.download_button(
-        "Download the answers (CSV)",
+        _("Download the answers (CSV)"),
         lambda: live().answers_csv(code).encode("utf-8"),  # written when pressed, not on every rerun
         file_name=f"class-session-{code}.csv",
         mime="text/csv",
         key="live_class_csv",
         on_click="ignore",
-        help="Every answer of this session by question and round, with the learners' display names: for you only.",
+        help=_("Every answer of this session by question and round, with the learners' display names: for you only."),
     )
-    st.button("Close the session", key="live_class_close", on_click=_close)
+    st.button(_("Close the session"), key="live_class_close", on_click=_close)
 
 
 def _big_code(code: str, px: int) -> str:
@@ -283,8 +308,12 @@ def _big_code(code: str, px: int) -> str:
     )
 
 
-@st.dialog("Join the class session", width="large")
 def _show_code(code: str) -> None:
+    """The code for the room, in a dialog (its title in this run's language: decorated here, not at import)."""
+    st.dialog(_("Join the class session"), width="large")(_code_dialog)(code)
+
+
+def _code_dialog(code: str) -> None:
     """The code for the room: in type the back row reads, with the join address and its QR code (carrying the code,
     so a scan fills the form) when the lab serves the network."""
     try:
@@ -296,25 +325,31 @@ def _show_code(code: str) -> None:
     with words:
         st.markdown(_big_code(code, PROJECTOR_CODE_PX if projector.on() else CODE_PX), unsafe_allow_html=True)
         if url is None:
-            st.markdown("Open the lab, then type this code in the sidebar's **Class session**.")
+            st.markdown(_("Open the lab, then type this code in the sidebar's **Class session**."))
             return
-        st.markdown("Go to this address and type the code, or scan the QR code:")
+        st.markdown(_("Go to this address and type the code, or scan the QR code:"))
         join.address(url)  # on one line, never broken inside
     link = f"{url}?{LINK_PARAM}={code}"
     png, width = join.qr_png(link, join.PROJECTOR_QR_PX if projector.on() else join.QR_PX)
-    picture.image(png, width=width, caption="QR code of the join address with this session's code")
+    picture.image(png, width=width, caption=_("QR code of the join address with this session's code"))
 
 
 def _poll(code: str) -> None:
     """Every POLL_S (FOLLOW_POLL_S while following the teacher), as a fragment: one read of the session's pulse;
-    the whole page reruns only when the teacher did something this page shows (see changed). Inside a whole-script
-    run it only notes the pulse: the rest of that run draws what is new, and a rerun from here would drop what the run
-    is for (a prediction just submitted would be neither checked nor recorded)."""
+    the whole page reruns only when the teacher did something this page shows (see changed), or changed the session's
+    language (one read of the teacher's view when the pulse moved). Inside a whole-script run it only notes the pulse
+    and the language: the rest of that run draws what is new, and a rerun from here would drop what the run is for (a
+    prediction just submitted would be neither checked nor recorded); the next tick reruns for the language."""
     tick = fragment.fragment_run()
     try:
         pulse = live().pulse(code)
         seen = st.session_state.get(_PULSE_KEY)
         st.session_state[_PULSE_KEY] = pulse
+        if st.session_state.get(_LANGUAGE_PULSE_KEY) != pulse:
+            _read_language(code)
+            st.session_state[_LANGUAGE_PULSE_KEY] = pulse
+        if tick and language.resolve() != st.session_state.get(_DRAWN_LANGUAGE_KEY, i18n.language()):
+            st.rerun()  # the page in the session's new language
         following = bool(st.session_state.get(FOLLOW_KEY))
         if tick and seen is not None and seen != pulse and changed(live(), code, shown(), following=following):
             st.rerun()
@@ -352,7 +387,7 @@ def record(question: str, fingerprint: str, graded: Graded) -> str | None:
             number=not graded.question.is_choice,
         )  # fmt: skip
     except (ValueError, StoreError) as e:
-        problem = f"Your prediction was checked here but not recorded for your teacher: {e}."
+        problem = _("Your prediction was checked here but not recorded for your teacher: {problem}.").format(problem=e)
         st.session_state[_NOTE_KEY] = problem  # said in the sidebar too, after a poll's rerun, until the next one kept
         return problem
     st.session_state.pop(_NOTE_KEY, None)
@@ -396,22 +431,38 @@ def _room(question: Question, fingerprint: str) -> None:
     try:
         results = live().rounds(code, question.id, fingerprint)
     except (ValueError, StoreError) as e:
-        st.warning(escape_markdown(f"The room's answers cannot be read now: {e}"))
+        st.warning(escape_markdown(_("The room's answers cannot be read now: {problem}").format(problem=e)))
         return
     now = results[-1]
     shown = results[-2:]  # the previous round beside the current one
-    state = "revealed" if now.revealed else "open"
-    st.markdown(f"**The room, round {now.number}** ({state}): **{now.n} answered**")
+    if now.revealed:
+        head = ngettext(
+            "**The room, round {round}** (revealed): **{count} answered**",
+            "**The room, round {round}** (revealed): **{count} answered**",
+            now.n,
+        )
+    else:
+        head = ngettext(
+            "**The room, round {round}** (open): **{count} answered**",
+            "**The room, round {round}** (open): **{count} answered**",
+            now.n,
+        )
+    st.markdown(head.format(round=now.number, count=now.n))
     if now.other:
         st.caption(
-            f"{now.other} more answered another version of this question (their sliders differ from yours); "
-            "they are not counted here."
+            ngettext(
+                "{count} more answered another version of this question (their sliders differ from yours); "
+                "they are not counted here.",
+                "{count} more answered another version of this question (their sliders differ from yours); "
+                "they are not counted here.",
+                now.other,
+            ).format(count=now.other)
         )
     # The controls above the chart: on the first screen of a laptop, and drawn first, so they never depend on it.
     reveal, again = st.columns(2)
-    if reveal.button("Reveal to everyone", key=f"{question.id}_reveal", disabled=now.revealed, type="primary"):
+    if reveal.button(_("Reveal to everyone"), key=f"{question.id}_reveal", disabled=now.revealed, type="primary"):
         _teacher_act(lambda: live().reveal(code, question.id, fingerprint))
-    if again.button("New round", key=f"{question.id}_new_round"):
+    if again.button(_("New round"), key=f"{question.id}_new_round"):
         _teacher_act(lambda: live().new_round(code, question.id, fingerprint))
     if any(r.n for r in shown):
         chart(*_room_chart(question, shown), key=f"{question.id}_room")
@@ -422,7 +473,7 @@ def _teacher_act(action) -> None:
     try:
         action()
     except (ValueError, StoreError) as e:
-        st.warning(escape_markdown(f"Not done: {e}."))
+        st.warning(escape_markdown(_("Not done: {problem}.").format(problem=e)))
         return
     st.rerun()
 
@@ -432,34 +483,51 @@ def _room_chart(question: Question, shown: list[RoundResult]) -> tuple:
     once the round is revealed: the teacher's screen may be on the projector."""
     dists = {r.number: distribution(r, question) for r in shown}
     labels = _labels(list(dists.values()))
+    names = {r.number: _("round {number}").format(number=r.number) for r in shown}
     series = {}
     for number, dist in dists.items():
         counts = dict(zip(dist.labels, dist.counts, strict=True))
-        series[f"round {number}"] = [counts.get(label, 0) for label in labels]
+        series[names[number]] = [counts.get(label, 0) for label in labels]
+    labels = [i18n._(label) for label in labels]  # a choice question's options are kept in English
+    # one message: "round" or "answer" alone would share a translation with the same word meaning something else
+    round_h, answer_h, learners_h = (name.strip() for name in _("round|answer|learners").split("|"))
     fig = charts.grouped_bars(
         labels,
         series,
-        title="The room's answers" + ("" if question.is_choice else " (numbers, by range)"),
-        y_title="learners",
+        title=_("The room's answers") if question.is_choice else _("The room's answers (numbers, by range)"),
+        y_title=learners_h,
         fmt="d",
     )
     top = max((n for counts in series.values() for n in counts), default=0)
-    fig.update_layout(legend_title_text="round")
+    fig.update_layout(legend_title_text=round_h)
     fig.update_yaxes(tick0=0, dtick=max(1, math.ceil(top / 5)), rangemode="tozero")  # whole learners
     table = pd.DataFrame(
         [
-            {"round": r.number, "answer": label, "learners": n}
+            {round_h: r.number, answer_h: label, learners_h: n}
             for r in shown
-            for label, n in zip(labels, series[f"round {r.number}"], strict=True)
+            for label, n in zip(labels, series[names[r.number]], strict=True)
         ]
     )
     parts = []
     for r in shown:
-        right = f", {sum(r.correct)} right" if r.revealed else ""
+        if r.revealed:
+            part = ngettext(
+                "round {number}: {count} answered, {right} right",
+                "round {number}: {count} answered, {right} right",
+                r.n,
+            ).format(number=r.number, count=r.n, right=sum(r.correct))
+        else:
+            part = ngettext("round {number}: {count} answered", "round {number}: {count} answered", r.n).format(
+                number=r.number, count=r.n
+            )
         unreadable = dists[r.number].unreadable
-        parts.append(f"round {r.number}: {r.n} answered{right}" + (f" ({unreadable} unreadable)" if unreadable else ""))
-    most = most_chosen(labels, series[f"round {shown[-1].number}"])
-    summary = "; ".join(parts) + (f". Round {shown[-1].number}: {most}." if most else ".")
+        parts.append(_("{round} ({count} unreadable)").format(round=part, count=unreadable) if unreadable else part)
+    most = most_chosen(labels, series[names[shown[-1].number]])
+    rounds = "; ".join(parts)
+    if most:
+        summary = _("{rounds}. Round {number}: {most}.").format(rounds=rounds, number=shown[-1].number, most=most)
+    else:
+        summary = _("{rounds}.").format(rounds=rounds)
     return fig, table, summary
 
 
@@ -471,8 +539,16 @@ def most_chosen(labels: list[str], counts: list[int]) -> str:
         return ""
     first = [label for label, n in zip(labels, counts, strict=True) if n == top]
     if len(first) == 1:
-        return f"most chose {first[0]}, {top} of {sum(counts)}"
-    return f"{', '.join(first[:-1])} and {first[-1]} tied, {top} each"
+        return _("most chose {answer}, {count} of {total}").format(answer=first[0], count=top, total=sum(counts))
+    return _("{answers} tied, {count} each").format(answers=listed(first), count=top)
+
+
+def listed(items: list[str]) -> str:
+    """Two or more items as a sentence lists them: "a, b and c" (in the reader's language)."""
+    text = items[0]
+    for item in items[1:-1]:
+        text = _("{list}, {item}").format(list=text, item=item)
+    return _("{list} and {last}").format(list=text, last=items[-1])
 
 
 def _labels(dists: list[Distribution]) -> list[str]:

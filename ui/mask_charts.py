@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.i18n import _
 from ui import charts
 
 Mask = Sequence[Sequence[bool]]
@@ -23,12 +24,13 @@ def mask_figure(
     y_labels: Sequence[str],
     yes: str,
     no: str,
-    x_title: str = "key s",
-    y_title: str = "query t",
+    x_title: str | None = None,
+    y_title: str | None = None,
     text: Sequence[Sequence[str]] | None = None,
     height: int | None = None,
 ) -> go.Figure:
-    """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps)."""
+    """A bool matrix as a heatmap whose cells say `yes` or `no` in words (forbidden cells are grey gaps).
+    The axis titles default to "key s" and "query t" in the reader's language."""
     z = [[1.0 if ok else None for ok in row] for row in rows]
     text = [[yes if ok else no for ok in row] for row in rows] if text is None else text
     return charts.heatmap(
@@ -36,8 +38,8 @@ def mask_figure(
         title=title,
         x_labels=x_labels,
         y_labels=y_labels,
-        x_title=x_title,
-        y_title=y_title,
+        x_title=_("key s") if x_title is None else x_title,
+        y_title=_("query t") if y_title is None else y_title,
         zmin=0,
         zmax=1,
         show_values=True,
@@ -53,13 +55,16 @@ def mask_table(
     *,
     yes: str,
     no: str,
-    row_name: str = "query t",
-    col_name: str = "key s",
+    row_name: str | None = None,
+    col_name: str | None = None,
 ) -> pd.DataFrame:
-    """One row per cell: (row label, column label, `yes` or `no`)."""
+    """One row per cell: (row label, column label, `yes` or `no`); the headers default to "query t", "key s"."""
+    row_name = _("query t") if row_name is None else row_name
+    col_name = _("key s") if col_name is None else col_name
+    mask = _("mask")
     return pd.DataFrame.from_records(
         [
-            {row_name: r, col_name: c, "mask": yes if rows[i][j] else no}
+            {row_name: r, col_name: c, mask: yes if rows[i][j] else no}
             for i, r in enumerate(row_labels)
             for j, c in enumerate(col_labels)
         ]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import settings
+from core import i18n, settings
+from core.i18n import N_, _
 from core.model.bundle import Bundle, is_version, load_bundle
 from core.model.bundle_checks import BundleError
 from core.release.baselines.baseline_bundle import BaselineBundle
@@ -24,14 +25,15 @@ from core.runs.events import progress_from_json, result_from_json
 from core.runs.queue import JobQueue
 from core.runs.run_record import find as find_run
 from ui.params import MAX_QUOTED_CHARS, quoted
-from ui.startup import SETTING_PROBLEMS, setting
+from ui.startup import SETTING_PROBLEMS, SettingProblem, setting
 from ui.text import escape_markdown
 
 SHIPPED_DIR = job.SHIPPED_BASES["code"]  # models/default
-SHIPPED_LABEL = "Shipped default (Python standard library)"
+SHIPPED_LABEL = N_("Shipped default (Python standard library)")  # the picker's values stay English (format_label)
 RUNS_DIR = settings.runs_dir()
 REGISTRY_DIR = settings.registry_dir()
-RELEASED_LABEL = "Released version (registry)"
+RELEASED_LABEL = N_("Released version (registry)")
+LINKED_LABEL = N_("Version {version} (from the link)")  # a bundle a link asked for, added to this session's list
 MAX_RUNNING = setting(settings.max_training_runs, 1)
 _SESSION_BUNDLES = "lab_session_bundles"
 PIN = "model"  # the query parameter holding the selected model's version
@@ -62,14 +64,33 @@ def _identity(path: Path) -> tuple:
         return ()
 
 
-@st.cache_resource(max_entries=16, show_spinner="Verifying and loading the model bundle...")
+@st.cache_resource(max_entries=16, show_spinner=False)  # load() draws the spinner, in the reader's language
 def _load(path: str, identity: tuple) -> Bundle:
     return load_bundle(path)
 
 
+_WARM: set[tuple] = set()  # the calls of the two cached loaders below that this process has already answered
+_MAX_WARM = 256
+
+
+def _spinning(message: str, cached, *args):
+    """`cached(*args)` under a spinner saying `message` in the reader's language, the first time only: a cached
+    function's own show_spinner text is fixed at import, and a spinner on every hit would start a timer thread on
+    each of a run's many calls. (After the caches were cleared, a miss may go without its spinner.)"""
+    key = (cached.__name__, *args)
+    if key in _WARM:
+        return cached(*args)
+    with st.spinner(message):
+        value = cached(*args)
+    if len(_WARM) >= _MAX_WARM:
+        _WARM.clear()
+    _WARM.add(key)
+    return value
+
+
 def load(path: Path) -> Bundle:
     """Verify and load the bundle at `path` (cached per server); raises BundleError."""
-    return _load(str(path), _identity(path))
+    return _spinning(_("Verifying and loading the model bundle..."), _load, str(path), _identity(path))
 
 
 def session_bundles() -> list[tuple[str, str]]:
@@ -90,7 +111,7 @@ def _registry_identity() -> tuple:
     return tuple(stamps)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Resolving the released version...")
+@st.cache_resource(max_entries=4, show_spinner=False)
 def _resolved_version(registry: str, identity: tuple) -> ServedVersion:
     return resolve_version(registry)
 
@@ -99,7 +120,7 @@ def served_version() -> ServedVersion | None:
     """What the registry serves now, or None when nothing was ever promoted."""
     if not ((REGISTRY_DIR / CURRENT).exists() or (REGISTRY_DIR / VERSIONS).is_dir()):
         return None
-    return _resolved_version(str(REGISTRY_DIR), _registry_identity())
+    return _spinning(_("Resolving the released version..."), _resolved_version, str(REGISTRY_DIR), _registry_identity())
 
 
 def choices() -> dict[str, Path | None]:
@@ -112,16 +133,38 @@ def choices() -> dict[str, Path | None]:
     return options
 
 
+def format_label(label: str, lang: str | None = None) -> str:
+    """A picker label as the reader sees it: the lab's own labels in the reader's language (`lang`, else the run's;
+    the value, which the session and the tests hold, stays English); a run's label as it was named."""
+    if lang is not None:
+        with i18n.speaking(lang):
+            return format_label(label)
+    before, after = LINKED_LABEL.split("{version}")
+    if label.startswith(before) and label.endswith(after) and len(label) > len(before) + len(after):
+        return i18n._(LINKED_LABEL).format(version=label[len(before) : len(label) - len(after)])
+    return i18n._(label) if label in (SHIPPED_LABEL, RELEASED_LABEL) else label
+
+
 def _describe(bundle: Bundle) -> None:
     arch = bundle.config
     st.caption(
-        f"Version `{bundle.version}` · {arch.n_layer} layers, {arch.n_head} heads, width {arch.d_model}, "
-        f"context {arch.context_length}, vocabulary {arch.vocab_size}"
+        _(
+            "Version `{version}` · {layers} layers, {heads} heads, width {width}, context {context}, "
+            "vocabulary {vocabulary}"
+        ).format(
+            version=bundle.version,
+            layers=arch.n_layer,
+            heads=arch.n_head,
+            width=arch.d_model,
+            context=arch.context_length,
+            vocabulary=arch.vocab_size,
+        )
     )
     if bundle.safe:
-        st.caption("Safety: passed its training checks (causal mask on).")
+        st.caption(_("Safety: passed its training checks (causal mask on)."))
     else:
-        st.warning(f"Unsafe bundle: {escape_markdown(bundle.manifest.get('unsafe_reason') or 'marked unsafe')}")
+        reason = bundle.manifest.get("unsafe_reason") or _("marked unsafe")
+        st.warning(_("Unsafe bundle: {reason}").format(reason=escape_markdown(reason)))
 
 
 def version_of(label: str, options: dict[str, Path | None]) -> str | None:
@@ -164,7 +207,7 @@ def _apply_pin(options: dict[str, Path | None]) -> None:
         except BundleError:
             pass
         else:
-            match = f"Version {pinned[:12]} (from the link)"
+            match = LINKED_LABEL.format(version=pinned[:12])
             add_session_bundle(match, path)
             options[match] = path
     if match is not None:
@@ -185,18 +228,27 @@ def sidebar() -> None:
     selected version goes into the URL."""
     options = choices()
     with st.sidebar:
-        st.subheader("Model")
+        st.subheader(_("Model"))
         if not options:
-            st.caption("No model bundle yet: train one on the Training page.")
+            st.caption(_("No model bundle yet: train one on the Training page."))
             return
         _apply_pin(options)
-        label = st.selectbox("Model bundle", list(options), key="lab_bundle", on_change=_pin_selected)
+        lang = i18n.language()  # a format_func may be called outside this run (an AppTest's rerun): bound to it
+        label = st.selectbox(
+            _("Model bundle"),
+            list(options),
+            key="lab_bundle",
+            on_change=_pin_selected,
+            format_func=lambda option: format_label(option, lang),
+        )
         version = version_of(label, options)
         note = st.session_state.get(_PIN_NOTE)
         if note is not None:
             st.warning(
-                f"The link asks for model version '{quoted(note, MAX_QUOTED_CHARS)}', which this server does not "
-                f"have; showing '{escape_markdown(label)}' instead."
+                _(
+                    "The link asks for model version '{version}', which this server does not have; showing "
+                    "'{shown}' instead."
+                ).format(version=quoted(note, MAX_QUOTED_CHARS), shown=escape_markdown(format_label(label)))
             )
         elif version is not None:
             st.query_params[PIN] = version
@@ -208,12 +260,16 @@ def sidebar() -> None:
             if isinstance(release.bundle, Bundle):
                 _describe(release.bundle)
             elif isinstance(release.bundle, BaselineBundle):
-                st.caption(f"Version `{release.version}` · {release.kind} baseline (the named fallback)")
+                st.caption(
+                    _("Version `{version}` · {kind} baseline (the named fallback)").format(
+                        version=release.version, kind=release.kind
+                    )
+                )
             return
         try:
             bundle = load(path)
         except BundleError as err:
-            st.error(f"This bundle cannot be used: {escape_markdown(err)}")
+            st.error(_("This bundle cannot be used: {error}").format(error=escape_markdown(err)))
             return
         _describe(bundle)
 
@@ -222,14 +278,18 @@ def banner() -> None:
     """Above every page: a LAB_* setting the server could not use, and, while the registry's version is
     selected, a degraded service."""
     for problem in SETTING_PROBLEMS:
-        st.warning(escape_markdown(problem))  # the message quotes the operator's value
+        shown = problem.shown() if isinstance(problem, SettingProblem) else problem
+        st.warning(escape_markdown(shown))  # the message quotes the operator's value
     if st.session_state.get("lab_bundle", next(iter(choices()), None)) != RELEASED_LABEL:
         return
     release = served_version()
     if release is not None and release.degraded:
         st.warning(
-            f"Serving {release.kind or 'nothing'} version {escape_markdown(release.version or '(none)')}: "
-            f"{escape_markdown(release.reason)}."
+            _("Serving {kind} version {version}: {reason}.").format(
+                kind=release.kind or _("nothing"),
+                version=escape_markdown(release.version or _("(none)")),
+                reason=escape_markdown(release.reason),
+            )
         )  # the reason quotes files of the registry
 
 
@@ -262,12 +322,13 @@ def _fallbacks() -> list[tuple[str, Bundle]]:
     found: list[tuple[str, Bundle]] = []
     release = served_version()
     if release is not None and isinstance(release.bundle, Bundle):
-        found.append(
-            (f"the registry's {'current' if not release.degraded else 'last known-good'} version", release.bundle)
+        name = (
+            _("the registry's current version") if not release.degraded else _("the registry's last known-good version")
         )
+        found.append((name, release.bundle))
     if SHIPPED_DIR.is_dir():
         try:
-            found.append(("the shipped default", load(SHIPPED_DIR)))
+            found.append((_("the shipped default"), load(SHIPPED_DIR)))
         except BundleError:
             pass
     return found
@@ -280,12 +341,18 @@ def require_bundle() -> Bundle:
     if isinstance(model, Bundle):
         return model
     why = (
-        f"The registry is serving the {model.kind} baseline (its named fallback), which has no attention to show"
+        _("The registry is serving the {kind} baseline (its named fallback), which has no attention to show").format(
+            kind=model.kind
+        )
         if isinstance(model, BaselineBundle)
-        else "The selected model cannot be loaded"
+        else _("The selected model cannot be loaded")
     )
     for name, bundle in _fallbacks():
-        st.warning(f"{why}; this page shows {name} instead (version `{escape_markdown(bundle.version)}`).")
+        st.warning(
+            _("{why}; this page shows {name} instead (version `{version}`).").format(
+                why=why, name=name, version=escape_markdown(bundle.version)
+            )
+        )
         return bundle
-    st.info("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page.")
+    st.info(_("This page needs a model. Pick a usable bundle in the sidebar, or train one on the Training page."))
     st.stop()

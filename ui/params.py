@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
 
+from core import i18n
+from core.i18n import _
 from ui.text import escape_markdown
 
 _NOTE = "_url_note_{}"
@@ -88,9 +90,14 @@ def _check_link_value(key: str, label: str, default: Any, usable: Callable[[str]
     bad = st.session_state.get(_NOTE.format(key))
     if bad is not None:
         st.caption(
-            f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to '{quoted(bad, MAX_QUOTED_CHARS)}', which "
-            f"is not usable ({quoted(why, MAX_WHY_CHARS)}); showing the default "
-            f"{quoted(str(default), MAX_QUOTED_CHARS)}."
+            _(
+                "The link set '{label}' to '{value}', which is not usable ({why}); showing the default {default}."
+            ).format(
+                label=quoted(label, MAX_QUOTED_CHARS),
+                value=quoted(bad, MAX_QUOTED_CHARS),
+                why=quoted(why, MAX_WHY_CHARS),
+                default=quoted(i18n._(str(default)), MAX_QUOTED_CHARS),  # an option marked N_ reads translated
+            )
         )
     return not refused
 
@@ -122,7 +129,8 @@ def slider(
 ) -> Any:
     kind = type(default)
     usable = _number_in(kind, min_value, max_value)
-    link_ok = _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    why = _("a number from {low} to {high}").format(low=min_value, high=max_value)  # as a link writes them
+    link_ok = _check_link_value(key, label, default, usable, why)
     _drawn(key, default, usable, kind)
     return _bound(st.slider, key, link_ok, label, min_value, max_value, default, step, **kw)
 
@@ -132,7 +140,8 @@ def number_input(
 ) -> Any:
     kind = type(default)
     usable = _number_in(kind, min_value, max_value)
-    link_ok = _check_link_value(key, label, default, usable, f"a number from {min_value} to {max_value}")
+    why = _("a number from {low} to {high}").format(low=min_value, high=max_value)
+    link_ok = _check_link_value(key, label, default, usable, why)
     _drawn(key, default, usable, kind)
     return _bound(st.number_input, key, link_ok, label, min_value, max_value, default, step, **kw)
 
@@ -144,22 +153,68 @@ def _link_names(options: Sequence[Any], kw: dict[str, Any]) -> list[str]:
     return [str(fmt(o)) for o in options]
 
 
-def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
+def _option_index(raw: str, options: Sequence[Any], kw: dict[str, Any], names: list[str]) -> int | None:
+    """Which option a link's value names: as this run writes it (`names`), else as a link written in another of the
+    lab's languages does (a format_func that translates writes the reader's words into the link); None if none."""
+    if raw in names:
+        return names.index(raw)
+    here = i18n.language()
+    for code in i18n.LANGUAGES:
+        if code != here:
+            with i18n.speaking(code):
+                theirs = _link_names(options, kw)
+            if raw in theirs:
+                return theirs.index(raw)
+    return None
+
+
+def _adopt_other_language(key: str, options: Sequence[Any], kw: dict[str, Any], names: list[str]) -> bool:
+    """A link value naming an option in another language (a link shared from a reader of that language, or the
+    reader's own link after switching language) is not one Streamlit can read: the widget takes the option it names,
+    drawn unbound this run as for a refused value, and the link names it in this run's words. Returns whether the
+    widget may be bound to the link in this run."""
+    raw = st.query_params.get_all(key)[-1:]  # Streamlit uses a repeated key's last value
+    if not raw or raw[0] in names or len(raw[0]) > MAX_LINK_VALUE_CHARS:
+        return True
+    index = _option_index(raw[0], options, kw, names)
+    if index is None:
+        return True  # not an option in any language: _check_link_value has refused it
+    st.session_state[key] = options[index]
+    return False
+
+
+def _choice(widget: Callable[..., Any], label: str, key: str, options: Sequence[Any], default: Any, kw: dict) -> Any:
     names = _link_names(options, kw)
-    link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
-    _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
-    return _bound(st.selectbox, key, link_ok, label, options, index=list(options).index(default), **kw)
+
+    def usable(raw: str) -> bool:
+        return _option_index(raw, options, kw, names) is not None
+
+    link_ok = _check_link_value(key, label, default, usable, _("one of {options}").format(options=", ".join(names)))
+
+    def parse(raw: str) -> Any:
+        index = _option_index(raw, options, kw, names)
+        if index is None:
+            raise ValueError(f"not one of the options: {raw[:MAX_QUOTED_CHARS]!r}")
+        return options[index]
+
+    _drawn(key, default, usable, parse)
+    adopted = link_ok and not _adopt_other_language(key, options, kw, names)
+    value = _bound(widget, key, link_ok and not adopted, label, options, index=list(options).index(default), **kw)
+    if adopted and value != default:
+        st.query_params[key] = names[list(options).index(value)]  # Streamlit writes it so from the next run on
+    return value
+
+
+def selectbox(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
+    return _choice(st.selectbox, label, key, options, default, kw)
 
 
 def radio(label: str, key: str, options: Sequence[Any], default: Any, **kw) -> Any:
-    names = _link_names(options, kw)
-    link_ok = _check_link_value(key, label, default, lambda raw: raw in names, "one of " + ", ".join(names))
-    _drawn(key, default, lambda raw: raw in names, lambda raw: options[names.index(raw)])
-    return _bound(st.radio, key, link_ok, label, options, index=list(options).index(default), **kw)
+    return _choice(st.radio, label, key, options, default, kw)
 
 
 def toggle(label: str, key: str, default: bool, **kw) -> bool:
-    link_ok = _check_link_value(key, label, default, lambda raw: raw.lower() in ("true", "false"), "true or false")
+    link_ok = _check_link_value(key, label, default, lambda raw: raw.lower() in ("true", "false"), _("true or false"))
     _drawn(key, default, lambda raw: raw.lower() in ("true", "false"), lambda raw: raw.lower() == "true")
     return _bound(st.toggle, key, link_ok, label, default, **kw)
 
@@ -207,13 +262,17 @@ def _link_text(key: str, label: str, text: str, default: str) -> None:
     said = st.session_state.get(_NOTE.format(key))
     if isinstance(said, tuple):
         st.caption(
-            f"The link set '{quoted(label, MAX_QUOTED_CHARS)}' to a text of {said[0]:,} characters, more than a "
-            f"link carries; only its first {said[1]:,} are used."
+            _(
+                "The link set '{label}' to a text of {length} characters, more than a link carries; only its first "
+                "{kept} are used."
+            ).format(label=quoted(label, MAX_QUOTED_CHARS), length=i18n.integer(said[0]), kept=i18n.integer(said[1]))
         )
     elif len(kept) < len(text):
         st.caption(
-            f"This page's link keeps the first {len(kept):,} of these {len(text):,} characters (a link stays short "
-            "enough to open anywhere); the page itself uses them all."
+            _(
+                "This page's link keeps the first {kept} of these {length} characters (a link stays short enough to "
+                "open anywhere); the page itself uses them all."
+            ).format(kept=i18n.integer(len(kept)), length=i18n.integer(len(text)))
         )
 
 

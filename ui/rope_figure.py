@@ -10,6 +10,8 @@ import math
 
 import plotly.graph_objects as go
 
+from core import i18n
+from core.i18n import _
 from core.lessons import rope as rope_lab
 from ui import charts
 
@@ -37,9 +39,9 @@ def label_points(rot: rope_lab.PairRotation, reach: float) -> list[tuple[str, fl
     out = []
     for text, (x, y), colour, after in (
         ("q", rot.q_before, Q_COLOUR, False),
-        (f"q at m={rot.m}", rot.q_after, Q_COLOUR, True),
+        (_("q at m={m}").format(m=rot.m), rot.q_after, Q_COLOUR, True),
         ("k", rot.k_before, K_COLOUR, False),
-        (f"k at n={rot.n}", rot.k_after, K_COLOUR, True),
+        (_("k at n={n}").format(n=rot.n), rot.k_after, K_COLOUR, True),
     ):
         length = math.hypot(x, y) or 1.0
         ux, uy = x / length, y / length  # the arrow's direction
@@ -58,34 +60,39 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
     traces: list[dict] = []
     lengths, angles = rot.lengths, rot.angles
     reach = max(lengths.values()) or 1.0
-    vectors = [
-        ("q before", rot.q_before, Q_COLOUR, "dot"),
-        ("q after", rot.q_after, Q_COLOUR, "solid"),
-        ("k before", rot.k_before, K_COLOUR, "dot"),
-        ("k after", rot.k_after, K_COLOUR, "solid"),
+    q_before, q_after, k_before, k_after = rope_lab.VECTORS  # the names core gives them (N_ messages)
+    vectors = [  # (name, legend name, vector, colour, dash)
+        (q_before, _("q before"), rot.q_before, Q_COLOUR, "dot"),
+        (q_after, _("q after RoPE"), rot.q_after, Q_COLOUR, "solid"),
+        (k_before, _("k before"), rot.k_before, K_COLOUR, "dot"),
+        (k_after, _("k after RoPE"), rot.k_after, K_COLOUR, "solid"),
     ]
-    for name, (x, y), colour, dash in vectors:
+    for name, legend, (x, y), colour, dash in vectors:
         traces.append(
             dict(
                 type="scatter",
                 x=[0.0, x],
                 y=[0.0, y],
-                name=name if "before" in name else f"{name} RoPE",
+                name=legend,
                 mode="lines+markers",
                 line=dict(color=colour, dash=dash, width=3 if dash == "solid" else 2),
                 marker=dict(symbol="arrow", size=[0, 16], angleref="previous", color=colour),
-                hovertemplate=f"{name}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>",
+                hovertemplate=f"{i18n._(name)}<br>(%{{x:.4f}}, %{{y:.4f}})<extra></extra>",
             )
         )
     # Each arc inside its own arrows (q's further out than k's when they are as long), so the labels past the tips
     # stay clear of them; its angle is written in the legend and the metrics beside the drawing.
-    for vec, sweep, radius, name in (
-        ("q", rot.angle_q, max(Q_ARC * lengths["q before"], MIN_ARC * reach), "m·θ"),
-        ("k", rot.angle_k, max(K_ARC * lengths["k before"], MIN_ARC * reach), "n·θ"),
+    for vec, before, sweep, radius, angle in (
+        ("q", q_before, rot.angle_q, max(Q_ARC * lengths[q_before], MIN_ARC * reach), "m·θ"),
+        ("k", k_before, rot.angle_k, max(K_ARC * lengths[k_before], MIN_ARC * reach), "n·θ"),
     ):
         colour = Q_COLOUR if vec == "q" else K_COLOUR
-        label = f"{name} = {sweep:.3f} rad" + (" (mod 2π)" if abs(sweep) >= 2 * math.pi else "")
-        start = angles[f"{vec} before"]
+        turned = (
+            _("{vector} turned by {angle} = {sweep} rad (mod 2π)")
+            if abs(sweep) >= 2 * math.pi
+            else _("{vector} turned by {angle} = {sweep} rad")
+        ).format(vector=vec, angle=angle, sweep=i18n.number(sweep, 3))
+        start = angles[before]
         points = rope_lab.arc_points(start, sweep, radius)
         traces.append(
             dict(
@@ -93,7 +100,7 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
                 x=[p[0] for p in points],
                 y=[p[1] for p in points],
                 mode="lines+markers",
-                name=f"{vec} turned by {label}",
+                name=turned,
                 line=dict(color=colour, width=1.5),
                 hoverinfo="skip",
                 marker=dict(symbol="arrow", size=[0] * (len(points) - 1) + [11], angleref="previous", color=colour),
@@ -115,17 +122,24 @@ def pair_figure(rot: rope_lab.PairRotation) -> go.Figure:
     )
     bound = 1.3 * reach
     layout = dict(
-        xaxis=dict(range=[-bound, bound], zeroline=True, zerolinecolor="#888888", title=f"feature {rot.dims[0]}"),
+        xaxis=dict(
+            range=[-bound, bound],
+            zeroline=True,
+            zerolinecolor="#888888",
+            title=_("feature {index}").format(index=rot.dims[0]),
+        ),
         yaxis=dict(
             range=[-bound, bound],
             zeroline=True,
             zerolinecolor="#888888",
-            title=f"feature {rot.dims[1]}",
+            title=_("feature {index}").format(index=rot.dims[1]),
             scaleanchor="x",
             scaleratio=1,
         ),
         title=dict(
-            text=f"pair {rot.pair} (features {rot.dims[0]}, {rot.dims[1]}): q at m = {rot.m}, k at n = {rot.n}",
+            text=_("pair {pair} (features {first}, {second}): q at m = {m}, k at n = {n}").format(
+                pair=rot.pair, first=rot.dims[0], second=rot.dims[1], m=rot.m, n=rot.n
+            ),
             x=0.0,
             xanchor="left",
         ),

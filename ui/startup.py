@@ -19,9 +19,31 @@ import plotly.graph_objects  # noqa: F401
 import streamlit  # noqa: F401
 import torch
 
-from core import settings
+from core import i18n, settings
+from core.i18n import N_
 
-SETTING_PROBLEMS: list[str] = []  # LAB_* values the server could not use; ui.models.banner shows them on every page
+# What the banner says of a LAB_* value the server could not use: written when the server starts, before any reader's
+# language is known, so kept as its parts and put in the reader's words when shown.
+USING_DEFAULT = N_("{problem}. Using {default} until the server restarts.")
+
+
+class SettingProblem(str):
+    """A LAB_* value the server could not use and the default used instead: the English sentence (a log's, a test's),
+    and `shown()`, the same in the language of the run that shows it (the problem itself is core's English)."""
+
+    problem: str
+    default: int
+
+    def __new__(cls, problem: str, default: int) -> SettingProblem:
+        self = super().__new__(cls, USING_DEFAULT.format(problem=problem, default=default))
+        self.problem, self.default = problem, default
+        return self
+
+    def shown(self) -> str:
+        return i18n._(USING_DEFAULT).format(problem=self.problem, default=self.default)
+
+
+SETTING_PROBLEMS: list[SettingProblem] = []  # LAB_* values the server could not use; ui.models.banner shows them
 
 
 def setting(read: Callable[[], int], default: int) -> int:
@@ -29,7 +51,7 @@ def setting(read: Callable[[], int], default: int) -> int:
     try:
         return read()
     except settings.SettingError as e:
-        SETTING_PROBLEMS.append(f"{e}. Using {default} until the server restarts.")
+        SETTING_PROBLEMS.append(SettingProblem(str(e), default))
         return default
 
 

@@ -14,6 +14,8 @@ import json
 
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.prompt import Prompt
 from core.model.tokenizer import CharTokenizer
 from core.release.serving.autocomplete import prompt_for, suggest
@@ -25,8 +27,8 @@ from core.telemetry.store import TelemetryStore, telemetry_location
 from ui import models, warmup
 from ui.text import escape_markdown
 
-ACCEPT_LABEL = "Accept suggestion"
-GUESS_LABEL = "Type the guess anyway"  # the button when the suggestion is below the threshold
+ACCEPT_LABEL = N_("Accept suggestion")
+GUESS_LABEL = N_("Type the guess anyway")  # the button when the suggestion is below the threshold
 ACCEPTED_KEY = "ac_accepted"  # session state: (suggestions accepted, keystrokes they saved)
 STALE_KEY = "ac_accept_stale"  # session state: the last Accept found the text changed and appended nothing
 COMPLETION_RECORDED = "ac_completion_recorded"  # session state: the completion request last recorded
@@ -34,11 +36,18 @@ RECORDED_KEY = "ac_telemetry_recorded"  # session state: the (version, text) who
 PENDING_KEY = "ac_telemetry_pending"  # session state: [(event id, suggestion, text before)] not yet decided
 MAX_PENDING = 8
 
-STOP_REASONS = {
-    "end of document": "the model expects the file to end there",
-    "unlikely": f"one more character would take its probability below {MIN_THRESHOLD:g}, the least ever offered",
-    "limit": "it reached the policy's longest suggestion",
+STOP_REASONS = {  # a Suggestion's stop_reason -> why it stopped ({threshold}: MIN_THRESHOLD)
+    "end of document": N_("the model expects the file to end there"),
+    "unlikely": N_("one more character would take its probability below {threshold}, the least ever offered"),
+    "limit": N_("it reached the policy's longest suggestion"),
 }
+
+
+def stop_reason(reason: str) -> str:
+    """Why the greedy completion stopped, in words (an unknown reason as it is)."""
+    if reason not in STOP_REASONS:
+        return reason
+    return i18n._(STOP_REASONS[reason]).format(threshold=i18n.formatted(MIN_THRESHOLD, "g"))
 
 
 def page_prompt(predictor: Predictor, text: str, manifest: dict) -> Prompt:
@@ -58,8 +67,10 @@ def suggestion_for(predictor: Predictor, prompt: Prompt, manifest: dict) -> Sugg
         policy = policy_from_manifest(manifest)
     except ValueError as e:
         st.warning(
-            f"This bundle records a suggestion policy that is not usable ({escape_markdown(e)}), so it offers no "
-            "suggestion. Tune it again: `python -m core tune --bundle DIR`."
+            _(
+                "This bundle records a suggestion policy that is not usable ({error}), so it offers no suggestion. "
+                "Tune it again: `python -m core tune --bundle DIR`."
+            ).format(error=escape_markdown(e))
         )
         return None
     try:
@@ -73,7 +84,7 @@ def suggestion_for(predictor: Predictor, prompt: Prompt, manifest: dict) -> Sugg
             return suggest(predictor, prompt, policy).suggestion_or_raise()  # a bundle without a version
         return _suggested_and_recorded(predictor, prompt, policy, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
-        st.warning(f"This model cannot offer a suggestion: {escape_markdown(e)}.")
+        st.warning(_("This model cannot offer a suggestion: {error}.").format(error=escape_markdown(e)))
         return None
 
 
@@ -123,8 +134,12 @@ def _suggested_and_recorded(
         pending.append((event_id, s.text, prompt.text))
         del pending[:-MAX_PENDING]
     if event_id is None or not recorded:
-        why = store.health().last_error or "the telemetry database could not be written"
-        st.caption(f"Telemetry is not being recorded: {escape_markdown(why)}. The suggestion is served anyway.")
+        why = store.health().last_error or _("the telemetry database could not be written")
+        st.caption(
+            _("Telemetry is not being recorded: {why}. The suggestion is served anyway.").format(
+                why=escape_markdown(why)
+            )
+        )
     return s
 
 
@@ -155,13 +170,18 @@ def offer(predictor: Predictor, prompt: Prompt, manifest: dict, key: str) -> Sug
     anyway; `show_verdict` says why it is or is not offered."""
     s = suggestion_for(predictor, prompt, manifest)
     if s is not None and s.text and not s.shown:
-        st.markdown("**The model's best guess, not offered**")
+        st.markdown(_("**The model's best guess, not offered**"))
         st.caption(
-            f"{escape_markdown(visible(s, predictor.tokenizer))} (probability {s.probability:.4f}, below the "
-            f"threshold {s.threshold:.2f}: an editor would not show it)"
+            _(
+                "{guess} (probability {probability}, below the threshold {threshold}: an editor would not show it)"
+            ).format(
+                guess=escape_markdown(visible(s, predictor.tokenizer)),
+                probability=i18n.number(s.probability, 4),
+                threshold=i18n.number(s.threshold, 2),
+            )
         )
     else:
-        st.markdown("**Suggestion** (what Tab would insert)")
+        st.markdown(_("**Suggestion** (what Tab would insert)"))
         if s is not None:
             show_offer(s, predictor.tokenizer)
     accept_button(key, prompt.text, s)
@@ -181,11 +201,13 @@ def show_offer(s: Suggestion, tokenizer: CharTokenizer) -> None:
     """What Tab would insert: drawn with visible spaces and line breaks, then quoted."""
     if s.text:
         st.code(visible(s, tokenizer), language=None)
-        st.text(f"Quoted: {json.dumps(s.text, ensure_ascii=False)} (␣ is a space, ↵ a line break)")
+        st.text(_("Quoted: {text} (␣ is a space, ↵ a line break)").format(text=json.dumps(s.text, ensure_ascii=False)))
     else:
         st.info(
-            "No suggestion: the model's most likely continuation has no stretch long enough to save a keystroke "
-            f"that ends where a word, a run of spaces or a line ends and still has probability {MIN_THRESHOLD:g}."
+            _(
+                "No suggestion: the model's most likely continuation has no stretch long enough to save a keystroke "
+                "that ends where a word, a run of spaces or a line ends and still has probability {threshold}."
+            ).format(threshold=i18n.formatted(MIN_THRESHOLD, "g"))
         )
 
 
@@ -193,39 +215,53 @@ def show_verdict(s: Suggestion) -> None:
     """Why an editor offers it: the probability against the threshold (a best guess says why beside it)."""
     if s.text and s.shown:
         st.success(
-            f"Offered: its probability {s.probability:.4f} clears the threshold {s.threshold:.2f}, so an editor "
-            "would offer it (Tab accepts)."
+            _(
+                "Offered: its probability {probability} clears the threshold {threshold}, so an editor would offer it "
+                "(Tab accepts)."
+            ).format(probability=i18n.number(s.probability, 4), threshold=i18n.number(s.threshold, 2))
         )
 
 
 def show_numbers(s: Suggestion) -> None:
     """Its probability, the threshold and how it was set, the keystrokes it saves, and the CLI's record of it."""
     m = st.columns(3)
-    m[0].metric("Probability", f"{s.probability:.4f}", help="That the text goes on with exactly this suggestion.")
-    m[1].metric("Threshold" + ("" if s.tuned else " (not tuned)"), f"{s.threshold:.2f}")
+    m[0].metric(
+        _("Probability"),
+        i18n.number(s.probability, 4),
+        help=_("That the text goes on with exactly this suggestion."),
+    )
+    m[1].metric(_("Threshold") if s.tuned else _("Threshold (not tuned)"), i18n.number(s.threshold, 2))
     m[2].metric(
-        "Keystrokes saved" if s.shown or not s.text else "Keystrokes it would save",
+        _("Keystrokes saved") if s.shown or not s.text else _("Keystrokes it would save"),
         f"{s.saves}",
-        help="If accepted: its characters for one Tab, so a suggestion of k characters saves k - 1 keystrokes.",
+        help=_("If accepted: its characters for one Tab, so a suggestion of k characters saves k - 1 keystrokes."),
     )
     if s.tuned:
         st.caption(
-            f"The threshold {s.threshold:.2f} was tuned on the bundle's validation documents: it saves the most "
-            "keystrokes there."
+            _(
+                "The threshold {threshold} was tuned on the bundle's validation documents: it saves the most "
+                "keystrokes there."
+            ).format(threshold=i18n.number(s.threshold, 2))
         )
     else:
         st.markdown(  # not a caption: inline code in a caption's grey fails the contrast check (axe)
-            f"The threshold {s.threshold:.2f} is the default: threshold not tuned; run "
-            "`python -m core tune --bundle DIR`."
+            _(
+                "The threshold {threshold} is the default: threshold not tuned; run `python -m core tune --bundle DIR`."
+            ).format(threshold=i18n.number(s.threshold, 2))
         )
     if s.completion:
-        source = "Cut from the greedy completion" if s.text else "The greedy completion was"
+        if s.text:
+            source = _("Cut from the greedy completion {completion}; it stopped because {reason}.")
+        else:
+            source = _("The greedy completion was {completion}; it stopped because {reason}.")
         st.caption(
-            f"{source} {escape_markdown(json.dumps(s.completion, ensure_ascii=False))}; it stopped because "
-            f"{STOP_REASONS.get(s.stop_reason, s.stop_reason)}."
+            source.format(
+                completion=escape_markdown(json.dumps(s.completion, ensure_ascii=False)),
+                reason=stop_reason(s.stop_reason),
+            )
         )
-    with st.expander("The same answer from the command line"):
-        st.markdown("`python -m core suggest --bundle DIR --prompt TEXT --json` prints, for this text:")
+    with st.expander(_("The same answer from the command line")):
+        st.markdown(_("`python -m core suggest --bundle DIR --prompt TEXT --json` prints, for this text:"))
         st.code(json.dumps(s.to_dict(), ensure_ascii=False), language="json")
 
 
@@ -242,20 +278,24 @@ def _accept(key: str, text: str, addition: str) -> None:
 def accept_button(key: str, text: str, s: Suggestion | None) -> None:
     """The Accept button (disabled when there is nothing to accept) and what accepting has saved so far."""
     if st.session_state.pop(STALE_KEY, False):
-        st.info("Your text changed as you pressed Accept, so nothing was appended: the suggestion is now for it.")
+        st.info(_("Your text changed as you pressed Accept, so nothing was appended: the suggestion is now for it."))
     guess = s is not None and bool(s.text) and not s.shown  # below the threshold: not offered, typed only if asked
     st.button(
-        GUESS_LABEL if guess else ACCEPT_LABEL,
+        i18n._(GUESS_LABEL) if guess else i18n._(ACCEPT_LABEL),
         key="ac_accept",
         type="secondary" if guess else "primary",
         disabled=s is None or not s.text,
         on_click=_accept,
         args=(key, text, s.text if s else ""),
-        help="Appends it to your text (like pressing Tab in an editor); press again to keep going.",
+        help=_("Appends it to your text (like pressing Tab in an editor); press again to keep going."),
     )
     accepted, saved = st.session_state.get(ACCEPTED_KEY, (0, 0))
     if accepted:
-        st.caption(f"This session: {accepted} suggestion(s) accepted, {saved} keystroke(s) saved.")
+        st.caption(
+            _("This session: {accepted} suggestion(s) accepted, {saved} keystroke(s) saved.").format(
+                accepted=accepted, saved=saved
+            )
+        )
 
 
 def record_completion(bundle, prompt: Prompt, shown, waited_ms: float, settings: tuple) -> None:
@@ -272,5 +312,9 @@ def record_completion(bundle, prompt: Prompt, shown, waited_ms: float, settings:
         session=models.session_id(),
     )  # fmt: skip
     if recorded is None:
-        why = store.health().last_error or "the telemetry database could not be written"
-        st.caption(f"Telemetry is not being recorded: {escape_markdown(why)}. The completion is shown anyway.")
+        why = store.health().last_error or _("the telemetry database could not be written")
+        st.caption(
+            _("Telemetry is not being recorded: {why}. The completion is shown anyway.").format(
+                why=escape_markdown(why)
+            )
+        )

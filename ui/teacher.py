@@ -24,8 +24,10 @@ from typing import Any
 import streamlit as st
 from filelock import FileLock, Timeout
 
+from core import i18n
 from core.classroom.store import class_db_path
 from core.files import write_json_atomic
+from core.i18n import N_, _
 from core.jsonfile import JsonFileError, read_json_file
 from core.settings import PASSCODE_ENV, teacher_passcode
 from ui.text import escape_markdown
@@ -57,7 +59,7 @@ _NOTE_KEY = "teacher_note"  # the last attempt's outcome, in words (never the pa
 _FAILURES_KEY = "teacher_failures"  # the times of this session's wrong passcodes in a row (never the guesses)
 _CONFIRM_KEY = "teacher_confirmation"  # the confirmation a page has open (kept, so the dialog survives its reruns)
 
-HOW_TO_ENABLE = (
+HOW_TO_ENABLE = N_(
     "To enable them, whoever starts the server sets a passcode before starting it and tells it only to the "
     "teachers: `LAB_TEACHER_PASSCODE='choose-a-passcode' make run` (or the line "
     '`LAB_TEACHER_PASSCODE = "choose-a-passcode"` in `.streamlit/secrets.toml`), then restarts the server.'
@@ -88,9 +90,13 @@ def check_reason(text: str) -> str:
     """The reason a teacher typed, with its whitespace collapsed; ValueError saying what to type otherwise."""
     reason = " ".join(str(text).split())
     if not reason:
-        raise ValueError("a reason is required: say in a few words why (it is written to the registry's log)")
+        raise ValueError(_("a reason is required: say in a few words why (it is written to the registry's log)"))
     if len(reason) > MAX_REASON_CHARS:
-        raise ValueError(f"the reason has {len(reason)} characters; keep it to {MAX_REASON_CHARS} or fewer")
+        raise ValueError(
+            _("the reason has {count} characters; keep it to {most} or fewer").format(
+                count=len(reason), most=MAX_REASON_CHARS
+            )
+        )
     return reason
 
 
@@ -107,7 +113,7 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
     st.session_state[input_key] = ""  # the passcode leaves the session before the page runs
     st.session_state[UNLOCKED_KEY] = False
     if not typed:
-        st.session_state[_NOTE_KEY] = "Type the teacher passcode first."
+        st.session_state[_NOTE_KEY] = _("Type the teacher passcode first.")
         return
     now = float(clock())
     wait = session_wait(_session_failures(now), now)
@@ -116,15 +122,15 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
         st.session_state[_NOTE_KEY] = too_many(wait)
         return
     if len(typed) > MAX_PASSCODE_CHARS:
-        st.session_state[_NOTE_KEY] = (
-            f"Refused: a passcode has at most {MAX_PASSCODE_CHARS} characters. The actions stay locked."
-        )
+        st.session_state[_NOTE_KEY] = _(
+            "Refused: a passcode has at most {count} characters. The actions stay locked."
+        ).format(count=MAX_PASSCODE_CHARS)
         return
     try:
         outcome = AttemptsRecord(attempts_path()).attempt(lambda: passcode_matches(typed, configured_passcode()))
     except AttemptsUnavailable as e:
         log.error("teacher passcode attempt refused unchecked: %s", e)
-        st.session_state[_NOTE_KEY] = (
+        st.session_state[_NOTE_KEY] = _(
             "The passcode cannot be checked right now (the server could not record the attempt; its log says why), "
             "so it was not compared and the actions stay locked. Try again in a moment."
         )
@@ -137,7 +143,7 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
         st.session_state.pop(_NOTE_KEY, None)
         st.session_state.pop(_FAILURES_KEY, None)
     else:
-        st.session_state[_NOTE_KEY] = (
+        st.session_state[_NOTE_KEY] = _(
             "Refused: that is not the teacher passcode. The actions stay locked; ask whoever runs the server for it."
         )
         now = outcome.at
@@ -157,7 +163,7 @@ def _try_unlock(input_key: str = _INPUT_KEY) -> None:
 
 def too_many(wait: float) -> str:
     """What a refused or delayed attempt is told: how long, never whether a guess was close."""
-    return f"Too many wrong passcodes: try again in {math.ceil(wait)} s."
+    return _("Too many wrong passcodes: try again in {seconds} s.").format(seconds=math.ceil(wait))
 
 
 def _lock() -> None:
@@ -165,49 +171,62 @@ def _lock() -> None:
     st.session_state.pop(_NOTE_KEY, None)
 
 
-def gate(what: str, why: str = "change what the whole class is served", *, key: str = "teacher") -> bool:
+def gate(what: str, why: str | None = None, *, key: str = "teacher") -> bool:
     """The teacher gate above teacher-only actions (`what` names them and `why` says why they are the teacher's,
     for the messages): the how-to when no passcode is configured, the passcode form while locked, a Lock button
     once unlocked. True when unlocked.
 
+    Both come translated (`_()`): `what` a plural noun phrase, the subject of `why`, a verb phrase agreeing with it
+    ("the class results" "name every learner and their answers"); `why` defaults to changing what the class is served.
+
     `key` prefixes the gate's widget keys: the sidebar's class session shows a gate on the same run
     as a page's own."""
+    if why is None:
+        why = _("change what the whole class is served")
     configured = configured_passcode()
     if not configured:
         st.info(
-            f"**Read-only: no teacher passcode is configured on this server**, so {what} are off for "
-            f"everyone. {HOW_TO_ENABLE}"
+            _(
+                "**Read-only: no teacher passcode is configured on this server**, so {what} are off for everyone."
+            ).format(what=what)
+            + " "
+            + i18n._(HOW_TO_ENABLE)
         )
         return False
     if len(configured) > MAX_PASSCODE_CHARS:
         st.warning(
-            f"The configured {PASSCODE_ENV} is longer than {MAX_PASSCODE_CHARS} characters, so no one can type "
-            f"it: {what} stay read-only. Set a shorter passcode and restart the server."
+            _(
+                "The configured {setting} is longer than {count} characters, so no one can type it: {what} stay "
+                "read-only. Set a shorter passcode and restart the server."
+            ).format(setting=PASSCODE_ENV, count=MAX_PASSCODE_CHARS, what=what)
         )
         return False
     if unlocked():
         st.success(
-            f"Teacher mode: {what} are unlocked for this browser session only. Lock them before you leave "
-            "this computer (reloading or closing the tab locks them too)."
+            _(
+                "Teacher mode: {what} are unlocked for this browser session only. Lock them before you leave "
+                "this computer (reloading or closing the tab locks them too)."
+            ).format(what=what)
         )
-        st.button("Lock the teacher actions", key=f"{key}_lock", on_click=_lock)
+        st.button(_("Lock the teacher actions"), key=f"{key}_lock", on_click=_lock)
         return True
     st.markdown(
-        f"**Teacher only.** {what[:1].upper() + what[1:]} {why}, so they "
-        "need the teacher passcode that whoever runs the server has set. It unlocks them for this browser "
-        "session only and is never shown or stored."
+        _(
+            "**Teacher only.** {What} {why}, so they need the teacher passcode that whoever runs the server has set. "
+            "It unlocks them for this browser session only and is never shown or stored."
+        ).format(What=what[:1].upper() + what[1:], why=why)
     )
     input_key = f"{key}_passcode_input"  # "teacher_passcode_input" (_INPUT_KEY) for the pages' gate
     with st.form(f"{key}_unlock_form", clear_on_submit=True, border=False):
         st.text_input(
-            "Teacher passcode",
+            _("Teacher passcode"),
             key=input_key,
             type="password",
             max_chars=MAX_PASSCODE_CHARS,
             autocomplete="off",
-            placeholder="the passcode set on the server",
+            placeholder=_("the passcode set on the server"),
         )
-        st.form_submit_button("Unlock", key=f"{key}_unlock", on_click=_try_unlock, args=(input_key,))
+        st.form_submit_button(_("Unlock"), key=f"{key}_unlock", on_click=_try_unlock, args=(input_key,))
     note = st.session_state.get(_NOTE_KEY)
     if note:
         st.error(note)
@@ -360,16 +379,18 @@ def confirm(summary: str, action: str, key: str) -> str | None:
 
     Returns the checked reason once `action` is pressed with a usable one by an unlocked session; a problem is
     said in the dialog, and Cancel closes it."""
-    st.markdown(f"{summary} This is written to the registry's log with this browser session's id and your reason.")
+    st.markdown(
+        summary + " " + _("This is written to the registry's log with this browser session's id and your reason.")
+    )
     typed = st.text_input(
-        f"Why (required, at most {MAX_REASON_CHARS} characters; written to the log)",
+        _("Why (required, at most {count} characters; written to the log)").format(count=MAX_REASON_CHARS),
         key=f"{key}_why",
         max_chars=MAX_REASON_CHARS,
-        placeholder="for example: users report bad suggestions",
+        placeholder=_("for example: users report bad suggestions"),
     )
     ok, cancel = st.columns(2)
     confirmed = ok.button(action, key=f"{key}_confirm", type="primary")
-    if cancel.button("Cancel", key=f"{key}_cancel"):
+    if cancel.button(_("Cancel"), key=f"{key}_cancel"):
         close_confirmation()
         st.rerun()
     if not confirmed or not unlocked():  # the passcode may have been removed since the dialog opened
@@ -377,5 +398,5 @@ def confirm(summary: str, action: str, key: str) -> str | None:
     try:
         return check_reason(typed)
     except ValueError as err:
-        st.warning(f"Not done: {escape_markdown(err)}.")
+        st.warning(_("Not done: {problem}.").format(problem=escape_markdown(err)))
         return None

@@ -14,6 +14,9 @@ from pathlib import Path
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
+from core import i18n
+from core.i18n import _
+
 ROOT = Path(__file__).resolve().parent.parent
 # Every character markdown (or Streamlit's `:colour[...]` / `:emoji:` directives) gives a meaning to; `&` starts
 # an HTML entity (`&#33;` would render as a character the text does not hold).
@@ -36,8 +39,9 @@ def escape_markdown(text) -> str:
 
 
 def number(value: float, digits: int = 3) -> str:
-    """A figure for a sentence: `digits` decimals, or "n/a" for NaN (an average over no rows: a one-token text)."""
-    return "n/a" if value != value else f"{value:.{digits}f}"
+    """A figure for a sentence: `digits` decimals in the reader's language (i18n.number), or "n/a" for NaN (an
+    average over no rows: a one-token text)."""
+    return _("n/a") if value != value else i18n.number(value, digits)
 
 
 def code_points(chars: Iterable[str]) -> str:
@@ -70,18 +74,26 @@ def verdict(passed: bool, if_passed: str, if_failed: str) -> None:
 
 def explain_encoding(enc, nothing_to: str, unknown_note: str = "") -> None:
     """The notes every page that feeds text to the model owes the reader (`enc`: the text's Prompt):
-    an empty text stops the page ('...so there is nothing to <nothing_to>'), unseen characters are listed,
-    and a text longer than the context says what was cut."""
+    an empty text stops the page ('...so there is nothing to <nothing_to>', a verb phrase the caller translates),
+    unseen characters are listed, and a text longer than the context says what was cut."""
     if enc.empty:
-        st.info(f"The text is empty, so there is nothing to {nothing_to}. Type at least one character above.")
+        st.info(
+            _("The text is empty, so there is nothing to {action}. Type at least one character above.").format(
+                action=nothing_to
+            )
+        )
         st.stop()
     if enc.unknown_chars:
         st.warning(
-            f"These characters were not in the training text and became `<unk>`: "
-            f"{code_points(enc.unknown_chars)}.{' ' + unknown_note if unknown_note else ''}"
+            _("These characters were not in the training text and became `<unk>`: {characters}.").format(
+                characters=code_points(enc.unknown_chars)
+            )
+            + (" " + unknown_note if unknown_note else "")
         )
     if enc.truncated:
         st.info(
-            f"The text has {enc.n_tokens} characters but the model reads at most "
-            f"{enc.context_length}: the first {enc.dropped} were cut and the last {enc.T} are shown."
+            _(
+                "The text has {length} characters but the model reads at most {context}: the first {cut} were cut "
+                "and the last {shown} are shown."
+            ).format(length=enc.n_tokens, context=enc.context_length, cut=enc.dropped, shown=enc.T)
         )

@@ -6,6 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _, ngettext
 from core.model.architecture import architecture
 from core.model.prompt import encode_for_model
 from core.model.tokenizer import SPECIAL_TOKENS
@@ -17,7 +19,8 @@ from ui.text import code_points, explain_encoding
 DEFAULT_TEXT = (
     "def f(x):\n    return x  # é"  # the é is the lesson's unseen character (not in the shipped training text)
 )
-UNK_NOTE = "Decoding gives them back as \ufffd: the model cannot tell them apart."
+UNK_NOTE = N_("Decoding gives them back as \ufffd: the model cannot tell them apart.")
+NO_PARAMETERS = N_("none: it reuses the token embedding")  # the right prediction of the parts tab
 CELLS_PER_LINE = 20  # a row of the picture holds this many tokens; a line break in the text also starts a new row
 MAX_LINES = 8  # more rows than this (a text of many short lines): rows of CELLS_PER_LINE, line breaks ignored
 ROW_PX = 26  # the height of a character row and of an id row below it
@@ -53,7 +56,9 @@ def token_cells(chars: list[str], ids: list[int], unknown: set[int], title: str)
         for col, t in enumerate(line):
             z[2 * k + 1, col] = 1.0 if t in unknown else 0.0
             text[2 * k + 1][col] = str(ids[t])
-            hover[2 * k + 1][col] = f"position {t}: {charts.plain(DRAWN.get(chars[t], chars[t]))}, id {ids[t]}"
+            hover[2 * k + 1][col] = _("position {t}: {char}, id {id}").format(
+                t=t, char=charts.plain(DRAWN.get(chars[t], chars[t])), id=ids[t]
+            )
             chars_x.append(col)
             chars_y.append(2 * k)
             chars_text.append(charts.plain(DRAWN.get(chars[t], chars[t])))
@@ -99,10 +104,12 @@ def token_cells(chars: list[str], ids: list[int], unknown: set[int], title: str)
     return charts.figure([cells, characters], layout)
 
 
-st.title("Tokenizer and architecture")
+st.title(_("Tokenizer and architecture"))
 st.caption(
-    "The model reads characters: each one its training text contained has an id, after four special tokens. "
-    "Type a text to see the ids it becomes; the tabs below hold the vocabulary and the model's parts."
+    _(
+        "The model reads characters: each one its training text contained has an id, after four special tokens. "
+        "Type a text to see the ids it becomes; the tabs below hold the vocabulary and the model's parts."
+    )
 )
 bundle = require_bundle()
 tok, config = bundle.tokenizer, bundle.config
@@ -110,116 +117,152 @@ tok, config = bundle.tokenizer, bundle.config
 with layout.picture():
     left, right = st.columns([1, 2])
     with left:
-        text = params.text_area("Text to encode", "anatomy_text", DEFAULT_TEXT, height=100)
+        text = params.text_area(_("Text to encode"), "anatomy_text", DEFAULT_TEXT, height=100)
     enc = encode_for_model(tok, text, config.context_length)
     # The page's own text holds an unseen character on purpose: that is a lesson, not a problem with the
     # reader's input, so it is a lesson case; what a reader types gets the usual notes (a warning for <unk>).
     lesson = text == DEFAULT_TEXT and bool(enc.unknown_chars) and not enc.truncated
     if not lesson:
         with left:
-            explain_encoding(enc, "encode", UNK_NOTE)
+            explain_encoding(enc, _("encode"), i18n._(UNK_NOTE))  # "...so there is nothing to encode"
     unknown = set(enc.unknown_positions)
     with left:
         st.caption(
-            f"{enc.T} tokens; "
-            + (
-                f"{len(unknown)} of them {'is' if len(unknown) == 1 else 'are'} the unknown token (id 3), "
-                "in orange and outlined."
-                if unknown
-                else "every one was seen in training."
-            )
+            ngettext(
+                "{T} tokens; {count} of them is the unknown token (id 3), in orange and outlined.",
+                "{T} tokens; {count} of them are the unknown token (id 3), in orange and outlined.",
+                len(unknown),
+            ).format(T=enc.T, count=len(unknown))
+            if unknown
+            else _("{T} tokens; every one was seen in training.").format(T=enc.T)
         )
     # The characters read: the text itself (an unseen character shown as typed), or the pieces when they differ
     # (an empty text reads <eos>).
     chars = list(enc.kept_text) if len(enc.kept_text) == enc.T else list(enc.pieces)
     fig = token_cells(
-        chars, list(enc.ids), unknown, f"the {enc.T} token ids the model reads (vocabulary of {tok.vocab_size})"
+        chars,
+        list(enc.ids),
+        unknown,
+        _("the {T} token ids the model reads (vocabulary of {vocabulary})").format(T=enc.T, vocabulary=tok.vocab_size),
     )
     ids_table = pd.DataFrame(
         {
-            "position": list(range(enc.T)),
-            "token": [tok.display_piece(i) for i in enc.ids],
-            "id": list(enc.ids),
-            "seen in training": ["no: <unk>" if t in unknown else "yes" for t in range(enc.T)],
+            _("position"): list(range(enc.T)),
+            _("token"): [tok.display_piece(i) for i in enc.ids],
+            _("id"): list(enc.ids),
+            _("seen in training"): [_("no: <unk>") if t in unknown else _("yes") for t in range(enc.T)],
         }
     )
     with right:
         chart(
             fig,
             ids_table,
-            f"{enc.T} tokens with ids "
-            + ", ".join(map(str, enc.ids))
-            + (
-                f"; {len(unknown)} unseen (id 3 at position{'s' if len(unknown) > 1 else ''} "
-                + ", ".join(map(str, sorted(unknown)))
-                + ")."
-                if unknown
-                else "."
-            ),
+            ngettext(
+                "{T} tokens with ids {ids}; {count} unseen (id 3 at position {positions}).",
+                "{T} tokens with ids {ids}; {count} unseen (id 3 at positions {positions}).",
+                len(unknown),
+            ).format(
+                T=enc.T,
+                ids=", ".join(map(str, enc.ids)),
+                count=len(unknown),
+                positions=", ".join(map(str, sorted(unknown))),
+            )
+            if unknown
+            else _("{T} tokens with ids {ids}.").format(T=enc.T, ids=", ".join(map(str, enc.ids))),
             key="anatomy_ids_chart",
         )
 
 if lesson:
     layout.lesson_case(
-        "a character the model never saw",
-        f"This text holds {code_points(enc.unknown_chars)}, which the training text never contained: it "
-        f"becomes `<unk>` (id 3), like every other unseen character. {UNK_NOTE}",
+        _("a character the model never saw"),
+        _(
+            "This text holds {characters}, which the training text never contained: it becomes `<unk>` (id 3), like "
+            "every other unseen character. {note}"
+        ).format(characters=code_points(enc.unknown_chars), note=i18n._(UNK_NOTE)),
     )
 
-ids_tab, vocab_tab, parts_tab = layout.more(["A text as ids, and back", "The vocabulary", "The architecture"])
+ids_tab, vocab_tab, parts_tab = layout.more([_("A text as ids, and back"), _("The vocabulary"), _("The architecture")])
 with ids_tab:
     decoded = tok.decode(enc.ids)
-    st.markdown("The ids decoded back:")
+    st.markdown(_("The ids decoded back:"))
     st.code(decoded, language=None)  # shown verbatim, never rendered
     st.caption(
-        "Identical to the text the model read."
+        _("Identical to the text the model read.")
         if decoded == enc.kept_text
-        else f"{len(enc.unknown_chars)} unseen character(s) came back as \ufffd: <unk> cannot say which it was."
+        else _("{count} unseen character(s) came back as \ufffd: <unk> cannot say which it was.").format(
+            count=len(enc.unknown_chars)
+        )
     )
 
 with vocab_tab:
     pieces = [tok.display_piece(i) for i in range(tok.vocab_size)]
-    roles = {0: "storage filler, never predicted", 1: "sequence start", 2: "end of a document", 3: "unseen character"}
+    roles = {
+        0: _("storage filler, never predicted"),
+        1: _("sequence start"),
+        2: _("end of a document"),
+        3: _("unseen character"),
+    }
     vocab = pd.DataFrame(
         {
-            "id": list(range(tok.vocab_size)),
-            "token": pieces,
-            "code point": ["special"] * len(SPECIAL_TOKENS) + [f"U+{ord(c):04X}" for c in tok.chars],
-            "role": [roles[i] for i in range(len(SPECIAL_TOKENS))] + ["character"] * len(tok.chars),
+            _("id"): list(range(tok.vocab_size)),
+            _("token"): pieces,
+            _("code point"): [_("special")] * len(SPECIAL_TOKENS) + [f"U+{ord(c):04X}" for c in tok.chars],
+            _("role"): [roles[i] for i in range(len(SPECIAL_TOKENS))] + [_("character")] * len(tok.chars),
         }
     )
     st.caption(
-        f"{tok.vocab_size} tokens: the {len(SPECIAL_TOKENS)} special tokens {', '.join(SPECIAL_TOKENS)} and "
-        f"{len(tok.chars)} characters (spaces and line breaks drawn as ␣ and ↵)."
+        _(
+            "{vocabulary} tokens: the {count} special tokens {specials} and {characters} characters (spaces and line "
+            "breaks drawn as ␣ and ↵)."
+        ).format(
+            vocabulary=tok.vocab_size,
+            count=len(SPECIAL_TOKENS),
+            specials=", ".join(SPECIAL_TOKENS),
+            characters=len(tok.chars),
+        )
     )
     projector.dataframe(vocab, hide_index=True, key="anatomy_vocab", height=260)
 
 with parts_tab:
+    embedding_size = tok.vocab_size * config.d_model
+    shown = {  # option (the widget's value) -> what the reader sees
+        NO_PARAMETERS: i18n._(NO_PARAMETERS),
+        f"V × C = {embedding_size:,}": f"V × C = {i18n.integer(embedding_size)}",
+    }
     guess = st.radio(
-        "Predict first: how many parameters does the LM head (vectors to logits) add?",
-        ["none: it reuses the token embedding", f"V × C = {tok.vocab_size * config.d_model:,}", "C × C"],
+        _("Predict first: how many parameters does the LM head (vectors to logits) add?"),
+        [NO_PARAMETERS, f"V × C = {embedding_size:,}", "C × C"],
         index=None,
         key="anatomy_prediction",
-        help="Hint: look for 'tied' in the parts below, after you answer.",
+        format_func=lambda option: shown.get(option, option),
+        help=_("Hint: look for 'tied' in the parts below, after you answer."),
     )
     if guess is None:
-        st.info("Answer the question above to reveal the model's parts.")
+        st.info(_("Answer the question above to reveal the model's parts."))
     else:
         parts = architecture(bundle.model)
-        correct = guess.startswith("none")
+        correct = guess == NO_PARAMETERS
         (st.success if correct else st.error)(
-            ("Right: " if correct else "Not quite: ")
-            + "the LM head is the token embedding's matrix used backwards (weight tying), so it adds 0 parameters; "
-            f"the embedding holds V × C = {tok.vocab_size} × {config.d_model} = {tok.vocab_size * config.d_model:,}."
+            (
+                _(
+                    "Right: the LM head is the token embedding's matrix used backwards (weight tying), so it adds 0 "
+                    "parameters; the embedding holds V × C = {V} × {C} = {size}."
+                )
+                if correct
+                else _(
+                    "Not quite: the LM head is the token embedding's matrix used backwards (weight tying), so it adds "
+                    "0 parameters; the embedding holds V × C = {V} × {C} = {size}."
+                )
+            ).format(V=tok.vocab_size, C=config.d_model, size=i18n.integer(embedding_size))
         )
         projector.dataframe(
             pd.DataFrame(
                 {
-                    "part": [p.name for p in parts],
-                    "computes": [p.what for p in parts],
-                    "shape in": [" × ".join(map(str, p.shape_in)) for p in parts],
-                    "shape out": [" × ".join(map(str, p.shape_out)) for p in parts],
-                    "parameters": [p.parameters for p in parts],
+                    _("part"): [p.name for p in parts],
+                    _("computes"): [p.what for p in parts],
+                    _("shape in"): [" × ".join(map(str, p.shape_in)) for p in parts],
+                    _("shape out"): [" × ".join(map(str, p.shape_out)) for p in parts],
+                    _("parameters"): [p.parameters for p in parts],
                 }
             ),
             hide_index=True,
@@ -227,7 +270,15 @@ with parts_tab:
         )
         total = sum(p.parameters for p in parts)
         st.caption(
-            f"Shapes from one forward pass of {config.context_length} tokens (batch 1): B × T, then B × T × C with "
-            f"C = {config.d_model}, and B × T × V at the end with V = {tok.vocab_size}. The parts add up to "
-            f"{total:,} parameters, the model's own count ({bundle.model.num_parameters():,})."
+            _(
+                "Shapes from one forward pass of {context} tokens (batch 1): B × T, then B × T × C with C = {C}, and "
+                "B × T × V at the end with V = {V}. The parts add up to {total} parameters, the model's own count "
+                "({own})."
+            ).format(
+                context=config.context_length,
+                C=config.d_model,
+                V=tok.vocab_size,
+                total=i18n.integer(total),
+                own=i18n.integer(bundle.model.num_parameters()),
+            )
         )

@@ -2,31 +2,43 @@
 
 import streamlit as st
 
+from core import i18n
+from core.i18n import _
 from core.lessons.example_run import run_worked_example
 from ui import cached, charts, join, layout
 from ui.companion import chart
 
+EXAMPLE_SCRIPT = "examples/attention_by_hand.py"
 
-@st.cache_data(show_spinner="Running examples/attention_by_hand.py...")
+
+@st.cache_data(show_spinner=False)
 def worked_example_run():
     return run_worked_example()
 
 
-st.title("Attention Lab")
+st.title("Attention Lab")  # the lab's name, the same in every language
 st.caption(
-    "A visual lab for **scaled dot-product self-attention** and the small transformer built around it. Every "
-    "number is computed by the lab's own code, and every chart has a data table so you can check it by hand."
+    _(
+        "A visual lab for **scaled dot-product self-attention** and the small transformer built around it. Every "
+        "number is computed by the lab's own code, and every chart has a data table so you can check it by hand."
+    )
 )
 
 # The four tokens of examples/attention_by_hand.py (same seed, same draws): (T, S) weights, forbidden = None.
-weights, weights_table = cached.worked_example_weights()
+weights, weights_table = cached.worked_example_weights(i18n.language())
 labels = [str(i) for i in range(len(weights))]
 picture_col, side_col = st.columns([3, 2])
 with picture_col, layout.picture():
+    rows = "; ".join(
+        _("row {row} {weights}").format(
+            row=t, weights=", ".join(i18n._(charts.MASKED_TEXT) if w is None else i18n.number(w, 4) for w in row)
+        )
+        for t, row in enumerate(weights)
+    )
     chart(
         charts.heatmap(
             weights,
-            title="The worked example: weights = softmax(q kᵀ / √3 + M), four tokens, causal mask",
+            title=_("The worked example: weights = softmax(q kᵀ / √3 + M), four tokens, causal mask"),
             x_labels=labels,
             y_labels=labels,
             zmin=0,
@@ -34,11 +46,10 @@ with picture_col, layout.picture():
             value_format=".4f",
         ),
         weights_table,
-        "Worked example weights: "
-        + "; ".join(
-            f"row {t} " + ", ".join("masked" if w is None else f"{w:.4f}" for w in row) for t, row in enumerate(weights)
-        )
-        + ". Row 0 may look at key 0 only, so it gives it all the weight; every row sums to one.",
+        _(
+            "Worked example weights: {rows}. Row 0 may look at key 0 only, so it gives it all the weight; every row "
+            "sums to one."
+        ).format(rows=rows),
         key="home_weights",
     )
 with side_col:
@@ -47,15 +58,18 @@ with side_col:
     # reach, axe-core), while an inline one breaks after its "=".
     st.markdown(r"$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V$")
     st.markdown(
-        "**What the room will learn from this picture:** each query (a row) scores every key it may see, "
-        "the causal mask M hides the keys to its right (grey), and softmax turns the allowed scores of a "
-        "row into weights that sum to one. The output row is the weighted sum of the value rows."
+        _(
+            "**What the room will learn from this picture:** each query (a row) scores every key it may see, "
+            "the causal mask M hides the keys to its right (grey), and softmax turns the allowed scores of a "
+            "row into weights that sum to one. The output row is the weighted sum of the value rows."
+        )
     )
 
-symbols_tab, code_tab, path_tab = layout.more(["The symbols", "The worked example, run", "Suggested path"])
+symbols_tab, code_tab, path_tab = layout.more([_("The symbols"), _("The worked example, run"), _("Suggested path")])
 with symbols_tab:
     st.markdown(
-        """
+        _(
+            """
 | symbol | meaning | shape |
 |---|---|---|
 | Q, K | queries, keys | [batch, time, head width] (with heads: [B, H, T, D]) |
@@ -67,28 +81,36 @@ Attention is a masked, normalised lookup: each query scores every key it may see
 allowed scores of a row into weights that sum to one, and the output row is the weighted sum of the
 value rows.
 """
+        )
     )
 with code_tab:
     st.markdown(
-        "The picture above is this script's result. Read the code, predict the first row of `weights` "
-        "(hint: row 0 may only look at key 0), then run it."
+        _(
+            "The picture above is this script's result. Read the code, predict the first row of `weights` "
+            "(hint: row 0 may only look at key 0), then run it."
+        )
     )
-    if st.button("Run the worked example", key="home_run_example"):
+    if st.button(_("Run the worked example"), key="home_run_example"):
         st.session_state["home_example_shown"] = True
     code_col, out_col = st.columns([3, 2])
     with code_col:
         st.code(cached.example_source(), language=None, wrap_lines=True)  # plain: colours fail contrast
     with out_col:
         if st.session_state.get("home_example_shown"):
-            run = worked_example_run()
-            st.markdown("**What it prints**" if run.ok else "**It could not run**")
+            with st.spinner(_("Running {script}...").format(script=EXAMPLE_SCRIPT)):
+                run = worked_example_run()
+            st.markdown(_("**What it prints**") if run.ok else _("**It could not run**"))
             st.code(run.output, language=None, wrap_lines=True)
             if run.ok:
-                st.caption("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
+                st.caption(
+                    _("Row 0 is [1, 0, 0, 0]: its only allowed key takes all the weight. Every row sums to one.")
+                )
         else:
-            st.info("Press **Run the worked example** to see what it prints (the lab runs only this file).")
+            st.info(_("Press **Run the worked example** to see what it prints (the lab runs only this file)."))
 with path_tab:
     st.markdown(
-        "**Suggested path:** Score geometry → Masks → Read one row → Temperature. Every page keeps its "
-        "settings in the address bar, so a link reproduces exactly what you show."
+        _(
+            "**Suggested path:** Score geometry → Masks → Read one row → Temperature. Every page keeps its "
+            "settings in the address bar, so a link reproduces exactly what you show."
+        )
     )

@@ -5,20 +5,39 @@ import sys
 import pandas as pd
 import streamlit as st
 
+from core import i18n
 from core.classroom.checkpoint import Question
+from core.i18n import N_, _
 from core.lessons import scores as lessons
 from ui import charts, fragment, layout, params, predict, projector
 from ui.companion import chart, matrix_table
 from ui.text import escape_markdown
 
-SHARPER = "sharper: each row's largest weight grows, towards one-hot"
-FLATTER = "flatter: the weights move towards uniform"
-UNCHANGED = "unchanged: softmax only looks at the order of the scores"
+SHARPER = N_("sharper: each row's largest weight grows, towards one-hot")
+FLATTER = N_("flatter: the weights move towards uniform")
+UNCHANGED = N_("unchanged: softmax only looks at the order of the scores")
+PROMPT = N_(
+    "Without the division by √3 and with Q and K × {factor}: what happens to the rows of the weight matrix?"
+)  # the prediction's question, with its number as a placeholder
+PROMPT_CAUSAL = N_(
+    "Without the division by √3 and with Q and K × {factor} (causal): what happens to the rows of the weight matrix?"
+)
 PICTURE_PX = 380  # the bar chart's height: with the controls above it, one screen at 1440x900 and projected
 
-st.title("Temperature")
+
+def sig(x: float, spec: str) -> str:
+    """`x` with a format spec such as 'g' or '.2e', in the language's decimal sign."""
+    return format(x, spec).replace(".", i18n.number(0.5, 1)[1])
+
+
+def listing(items) -> str:
+    """Numbers in a row: 'a, b' (where the decimal sign is a comma, 'a; b')."""
+    return ("; " if i18n.number(0.5, 1)[1] == "," else ", ").join(items)
+
+
+st.title(_("Temperature"))
 st.caption(
-    "Softmax of the scores divided by a temperature τ: below 1 it sharpens the distribution, above 1 flattens it."
+    _("Softmax of the scores divided by a temperature τ: below 1 it sharpens the distribution, above 1 flattens it.")
 )
 
 default_text = ", ".join(str(s) for s in lessons.TEMPERATURE_SCORES)
@@ -33,53 +52,67 @@ def picture_section() -> None:
         # a chart, and a stacked column of controls would push the chart below a projected screen.
         scores_col, slider_col, entropy_col = st.columns([3, 3, 2])
         with scores_col:
-            text = params.text_input("Scores, one per token (comma separated)", "scores", default_text)
+            text = params.text_input(_("Scores, one per token (comma separated)"), "scores", default_text)
         with slider_col:
-            temperature = params.slider("Temperature τ", "temperature", 0.05, 5.0, 1.0, 0.05)
+            temperature = params.slider(_("Temperature τ"), "temperature", 0.05, 5.0, 1.0, 0.05)
         try:
             scores = lessons.parse_scores(text)
         except ValueError as err:
-            st.warning(f"Those scores could not be read: {escape_markdown(err)}. Showing the lesson's scores instead.")
+            st.warning(
+                _("Those scores could not be read: {error}. Showing the lesson's scores instead.").format(
+                    error=escape_markdown(err)
+                )
+            )
             scores = lessons.TEMPERATURE_SCORES
 
         result = lessons.temperature_distribution(scores, temperature)
-        tokens = [f"token {i}" for i in range(len(scores))]
+        tokens = [_("token {i}").format(i=i) for i in range(len(scores))]
         top = max(range(len(scores)), key=lambda i: result.probs[i])
         with entropy_col:
             st.metric(
-                "Entropy (bits)",
-                f"{result.entropy_bits:.3f}",
-                help=f"0 bits = one-hot; a uniform distribution over {len(scores)} tokens has "
-                f"{result.uniform_entropy_bits:.3f} bits (log2 of {len(scores)}).",
+                _("Entropy (bits)"),
+                i18n.number(result.entropy_bits, 3),
+                help=_(
+                    "0 bits = one-hot; a uniform distribution over {n} tokens has {bits} bits (log2 of {n})."
+                ).format(n=len(scores), bits=i18n.number(result.uniform_entropy_bits, 3)),
             )
         fig = charts.bars(
             tokens,
             result.probs,
-            title=f"softmax(scores / {temperature:.2f})",
-            y_title="probability",
+            title=_("softmax(scores / {t})").format(t=i18n.number(temperature, 2)),
+            y_title=_("probability"),
             highlight=top,
             y_range=(0, 1.1),
         )
         fig.update_layout(height=PICTURE_PX)
-        table = pd.DataFrame({"token": tokens, "score": scores, "probability": [round(p, 4) for p in result.probs]})
-        summary = (
-            f"At temperature {temperature:.2f} the probabilities are "
-            + ", ".join(f"{p:.4f}" for p in result.probs)
-            + f"; {tokens[top]} is the most likely; entropy {result.entropy_bits:.3f} bits "
-            f"(uniform over {len(scores)} tokens: {result.uniform_entropy_bits:.3f} bits)."
+        table = pd.DataFrame(
+            {_("token"): tokens, _("score"): scores, _("probability"): [round(p, 4) for p in result.probs]}
+        )
+        summary = _(
+            "At temperature {t} the probabilities are {probs}; {top} is the most likely; entropy {bits} bits "
+            "(uniform over {n} tokens: {uniform} bits)."
+        ).format(
+            t=i18n.number(temperature, 2),
+            probs=listing(i18n.number(p, 4) for p in result.probs),
+            top=tokens[top],
+            bits=i18n.number(result.entropy_bits, 3),
+            n=len(scores),
+            uniform=i18n.number(result.uniform_entropy_bits, 3),
         )
         chart(fig, table, summary, key="temperature_probs", table_open=True)
 
 
 picture_section()
 
-exercise_tab, how_tab = layout.more(["Predict: drop the √d and scale Q and K", "How temperature works"])
+exercise_tab, how_tab = layout.more([_("Predict: drop the √d and scale Q and K"), _("How temperature works")])
 with how_tab:
-    st.markdown(
-        "Softmax turns scores into probabilities: $p_i = e^{s_i / \\tau} / \\sum_j e^{s_j / \\tau}$. "
-        "Dividing by a **temperature** $\\tau$ below 1 widens the gaps between scores and sharpens the "
-        "distribution; above 1 it flattens it. As $\\tau \\to 0$ softmax becomes argmax. The entropy above "
-        "the chart measures how spread the distribution is: 0 bits is one-hot, log2(n) bits is uniform."
+    st.markdown(  # LaTeX braces: no .format
+        _(
+            "Softmax turns scores into probabilities: $p_i = e^{s_i / \\tau} / \\sum_j e^{s_j / \\tau}$. "
+            "Dividing by a **temperature** $\\tau$ below 1 widens the gaps between scores and sharpens the "
+            "distribution; above 1 it flattens it. As $\\tau \\to 0$ softmax becomes argmax. The entropy above "
+            "the chart measures how spread the distribution is: 0 bits is one-hot, log2(n) bits is uniform."
+        )
     )
 with exercise_tab:
 
@@ -88,50 +121,68 @@ with exercise_tab:
         """The prediction exercise: its factor slider and causal toggle rerun only this tab."""
         heading = st.empty()  # filled once the factor slider below is read, so the heading names its current value
         st.markdown(
-            "Take the worked example's causal attention for four tokens (head width 3, `torch.manual_seed(2)`). "
-            "Now **remove the division by √3** and **multiply Q and K by a factor**. "
-            "Before you look: what happens to the rows of the weight matrix, and to the gradient through softmax?"
+            _(
+                "Take the worked example's causal attention for four tokens (head width 3, `torch.manual_seed(2)`). "
+                "Now **remove the division by √3** and **multiply Q and K by a factor**. "
+                "Before you look: what happens to the rows of the weight matrix, and to the gradient through softmax?"
+            )
         )
-        factor = params.slider("Factor applied to Q and K", "factor", 1.0, 20.0, 10.0, 1.0)
-        heading.subheader(f"Prediction exercise: drop the √d and multiply Q and K by {factor:g}")
-        causal = params.toggle("Causal mask", "causal", True)
+        factor = params.slider(_("Factor applied to Q and K"), "factor", 1.0, 20.0, 10.0, 1.0)
+        factor_text = sig(factor, "g")
+        heading.subheader(
+            _("Prediction exercise: drop the √d and multiply Q and K by {factor}").format(factor=factor_text)
+        )
+        causal = params.toggle(_("Causal mask"), "causal", True)
         example = lessons.worked_example()
         exp = lessons.scaling_experiment(example.q, example.k, example.v, factor=factor, causal=causal)
         change = exp.unscaled.mean_max_weight - exp.baseline.mean_max_weight
         rounding = 8 * sys.float_info.epsilon  # both means are of at most four weights in [0, 1], in float64
         outcome = SHARPER if change > rounding else FLATTER if change < -rounding else UNCHANGED
+        # Kept in English (the prompt's msgid and its number, the options): the question and its fingerprint are
+        # the same in every language, and ui/predict shows it translated. `why` is shown as it is.
+        template, factor_value = (PROMPT_CAUSAL if causal else PROMPT), f"{factor:g}"
         question = Question(
             id="temperature_predict",
-            topic="scaling and saturation",
+            topic=N_("scaling and saturation"),
             page="views/temperature.py",
-            prompt=f"Without the division by √3 and with Q and K × {factor:g}{' (causal)' if causal else ''}: "
-            "what happens to the rows of the weight matrix?",
+            prompt=template.format(factor=factor_value),
+            template=template,
+            values=(("factor", factor_value),),
             answer=outcome,
             options=(SHARPER, FLATTER, UNCHANGED),
-            why=f"The mean of each row's largest weight goes from {exp.baseline.mean_max_weight:.3f} to "
-            f"{exp.unscaled.mean_max_weight:.3f}: every score is multiplied by {factor:g}² × √3 = "
-            f"{factor**2 * 3**0.5:.3g}, and larger gaps between scores concentrate the exponentials on the maximum.",
+            why=_(
+                "The mean of each row's largest weight goes from {before} to {after}: every score is multiplied by "
+                "{factor}² × √3 = {times}, and larger gaps between scores concentrate the exponentials on the "
+                "maximum."
+            ).format(
+                before=i18n.number(exp.baseline.mean_max_weight, 3),
+                after=i18n.number(exp.unscaled.mean_max_weight, 3),
+                factor=factor_text,
+                times=sig(factor**2 * 3**0.5, ".3g"),
+            ),
         )
         graded = predict.ask(
-            question, hint="Large gaps between logits make the exponentials concentrate on the maximum."
+            question, hint=_("Large gaps between logits make the exponentials concentrate on the maximum.")
         )
 
         if graded is not None:
             rows = [
-                ("mean of each row's largest weight", exp.baseline.mean_max_weight, exp.unscaled.mean_max_weight),
+                (_("mean of each row's largest weight"), exp.baseline.mean_max_weight, exp.unscaled.mean_max_weight),
                 (
-                    f"share of rows with a weight ≥ {lessons.ONE_HOT_THRESHOLD}",
+                    _("share of rows with a weight ≥ {threshold}").format(threshold=sig(lessons.ONE_HOT_THRESHOLD, "")),
                     exp.baseline.share_one_hot,
                     exp.unscaled.share_one_hot,
                 ),
-                ("mean row entropy (bits)", exp.baseline.mean_entropy_bits, exp.unscaled.mean_entropy_bits),
+                (_("mean row entropy (bits)"), exp.baseline.mean_entropy_bits, exp.unscaled.mean_entropy_bits),
                 (
-                    "mean softmax gradient norm ‖∂weights/∂scores‖",
+                    _("mean softmax gradient norm ‖∂weights/∂scores‖"),
                     exp.baseline.mean_jacobian_norm,
                     exp.unscaled.mean_jacobian_norm,
                 ),
             ]
-            measured = pd.DataFrame(rows, columns=["measure", "scaled by 1/√3", f"×{factor:g}, no √d"])
+            scaled_name = _("scaled by 1/√3")
+            unscaled_name = _("×{factor}, no √d").format(factor=factor_text)
+            measured = pd.DataFrame(rows, columns=[_("measure"), scaled_name, unscaled_name])
             projector.dataframe(
                 measured,
                 hide_index=True,
@@ -139,17 +190,24 @@ with exercise_tab:
                 column_config={c: st.column_config.NumberColumn(format="%.6f") for c in measured.columns[1:]},
             )
             st.write(
-                f"Without the division and with Q, K × {factor:g}, the mean largest weight goes from "
-                f"{rows[0][1]:.3f} to {rows[0][2]:.3f}, and the softmax gradient norm from {rows[3][1]:.4f} to "
-                f"{rows[3][2]:.2e}: "
-                "saturated rows pass almost no gradient back."
+                _(
+                    "Without the division and with Q, K × {factor}, the mean largest weight goes from {before} to "
+                    "{after}, and the softmax gradient norm from {grad_before} to {grad_after}: saturated rows pass "
+                    "almost no gradient back."
+                ).format(
+                    factor=factor_text,
+                    before=i18n.number(rows[0][1], 3),
+                    after=i18n.number(rows[0][2], 3),
+                    grad_before=i18n.number(rows[3][1], 4),
+                    grad_after=sig(rows[3][2], ".2e"),
+                )
             )
             T = example.q.shape[1]
             labels = [str(i) for i in range(T)]
             cols = st.columns(2)
             runs = [
-                ("scaled by 1/√3", exp.baseline_result, exp.baseline, "scaling_base"),
-                (f"×{factor:g}, no √d", exp.unscaled_result, exp.unscaled, "scaling_big"),
+                (scaled_name, exp.baseline_result, exp.baseline, "scaling_base"),
+                (unscaled_name, exp.unscaled_result, exp.unscaled, "scaling_big"),
             ]
             allowed = example.mask if causal else None
             for col, (name, res, stats, key) in zip(cols, runs):
@@ -159,11 +217,18 @@ with exercise_tab:
                 ]
                 with col:
                     chart(
-                        charts.heatmap(z, title=f"weights, {name}", x_labels=labels, y_labels=labels, zmin=0, zmax=1),
-                        matrix_table(z, labels, labels, value_name="weight"),
-                        f"Weights {name}: largest weight per row "
-                        + ", ".join(f"{m:.3f}" for m in stats.max_weight[0].tolist())
-                        + ".",
+                        charts.heatmap(
+                            z,
+                            title=_("weights, {name}").format(name=name),
+                            x_labels=labels,
+                            y_labels=labels,
+                            zmin=0,
+                            zmax=1,
+                        ),
+                        matrix_table(z, labels, labels, value_name=_("weight")),
+                        _("Weights {name}: largest weight per row {values}.").format(
+                            name=name, values=listing(i18n.number(m, 3) for m in stats.max_weight[0].tolist())
+                        ),
                         key=key,
                     )
 

@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _, ngettext
 from core.lessons.overfit import NEAR_ZERO
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, STDLIB_MODULES, CorpusError
@@ -11,16 +13,18 @@ from core.runs import job, run_record
 from core.runs.job import PYTHON_PROBE
 from core.runs.queue import FAILED, FINISHED, QUEUED, RUNNING, JobError
 from ui import cached, fragment, layout, models, params, training_view
+from ui.predict import sentences
 from ui.text import escape_markdown
 
-STDLIB_CHOICE = "Python standard library"
+STDLIB_CHOICE = N_("Python standard library")
 # "Start from": the label -> the shipped model's name (core.runs.job.SHIPPED_BASES), None for a fresh model.
 START_FROM = {
-    "random weights": None,
-    "the shipped code model": "code",
-    "the shipped prose model": "prose",
+    N_("random weights"): None,
+    N_("the shipped code model"): "code",
+    N_("the shipped prose model"): "prose",
 }
-UPLOAD_CHOICE = "Upload a text file"
+UPLOAD_CHOICE = N_("Upload a text file")
+STDLIB_LABEL = "the Python standard library"  # the corpus's name in the run's name and record (kept in English)
 JOB_KEY, RUNS_KEY, REGISTERED_KEY, UPLOAD_KEY = "train_job_id", "train_runs", "train_registered", "train_upload_cache"
 SNAP_KEY, FOLLOW_KEY = "train_snapshot_step", "train_snapshot_follow"
 PINNED_KEY = "train_snapshot_pinned"  # the run the follow switch belongs to: a new run starts following again
@@ -28,7 +32,7 @@ KEPT_KEY = "train_kept_note"  # per job id: what register() found out about keep
 
 
 # The overfit exercise's options, with whether each is what the lab measures.
-OVERFIT_OPTIONS = {"it falls with it, towards zero": False, "it stays high, or rises": True}
+OVERFIT_OPTIONS = {N_("it falls with it, towards zero"): False, N_("it stays high, or rises"): True}
 
 
 def uploaded_corpus(upload):
@@ -45,12 +49,14 @@ def uploaded_corpus(upload):
 
 def preset_label(name: str) -> str:
     c = PRESETS[name]
-    return f"{name}: {c.n_layer} layers, {c.n_head} heads, width {c.d_model}, context {c.context_length} characters"
+    return _("{name}: {layers} layers, {heads} heads, width {width}, context {context} characters").format(
+        name=name, layers=c.n_layer, heads=c.n_head, width=c.d_model, context=c.context_length
+    )
 
 
 def started_from(init_from) -> str:
-    """The "Start from" label of a run's base name (what the run's status says)."""
-    return next((label for label, name in START_FROM.items() if name == init_from), "a shipped model")
+    """The "Start from" label of a run's base name (what the run's status says), in English: `_()` translates it."""
+    return next((label for label, name in START_FROM.items() if name == init_from), N_("a shipped model"))
 
 
 def start_run(corpus, corpus_label, preset_name, config, init_from=None) -> bool:
@@ -68,8 +74,9 @@ def start_run(corpus, corpus_label, preset_name, config, init_from=None) -> bool
         return False
     except BundleError as err:
         st.warning(
-            f"The run could not start: {escape_markdown(err)}. Ask the server's operator to fix the runs "
-            "directory (LAB_RUNS_DIR)."
+            _(
+                "The run could not start: {error}. Ask the server's operator to fix the runs directory (LAB_RUNS_DIR)."
+            ).format(error=escape_markdown(err))
         )
         return False
     st.session_state[JOB_KEY] = job_id
@@ -102,7 +109,9 @@ def register(view, info) -> None:
 
 
 def megabytes(n: int) -> str:
-    return f"{n / 2**20:,.1f} MB" if n >= 2**20 else f"{n:,} bytes"
+    if n >= 2**20:
+        return _("{size} MB").format(size=i18n.number(n / 2**20, 1, group=True))
+    return _("{size} bytes").format(size=i18n.integer(n))
 
 
 def keep_note(bundle_path) -> tuple[str, str]:
@@ -110,24 +119,27 @@ def keep_note(bundle_path) -> tuple[str, str]:
     cap to make room, oldest unreleased first), or not kept. Plain text: the caller escapes it."""
     record = run_record.for_bundle(models.RUNS_DIR, bundle_path)
     if record is None:
-        return "warning", (
+        return "warning", _(
             "The run could not be kept on the server (its record was not written): it is listed for this "
             "browser session only."
         )
-    kept = f"The run is kept on the server: after a reload, or from a link to version {record.version}, it is listed."
+    kept = _(
+        "The run is kept on the server: after a reload, or from a link to version {version}, it is listed."
+    ).format(version=record.version)
     try:
         cap = run_record.max_bytes_from_env()
     except ValueError as err:
-        return "warning", f"{kept} The storage cap is not applied: {err}."
+        return "warning", sentences(kept, _("The storage cap is not applied: {error}.").format(error=err))
     released = {v.version for v in list_versions(models.REGISTRY_DIR)}
     removed = run_record.enforce_cap(models.RUNS_DIR, cap, released | {record.version})
     if not removed:
         return "info", kept
-    names = "; ".join(f"{r.label} (version {r.version})" for r in removed)
-    return "info", (
-        f"{kept} The runs directory is over its storage cap of {megabytes(cap)} ({run_record.ENV_VAR}), so "
-        f"the oldest runs not released were removed first: {names}."
-    )
+    names = "; ".join(_("{label} (version {version})").format(label=r.label, version=r.version) for r in removed)
+    over = _(
+        "The runs directory is over its storage cap of {size} ({variable}), so the oldest runs not released were "
+        "removed first: {names}."
+    ).format(size=megabytes(cap), variable=run_record.ENV_VAR, names=names)
+    return "info", sentences(kept, over)
 
 
 def bundle_version(bundle_path) -> str:
@@ -135,28 +147,39 @@ def bundle_version(bundle_path) -> str:
     try:
         return str(read_manifest(bundle_path / MANIFEST)["version"])
     except (BundleError, OSError, KeyError, TypeError, ValueError):
-        return "unknown"
+        return _("unknown")
 
 
 def running_status(job_id: str, last, origin: str) -> None:
     """Progress while the run trains; once a stop is asked for, or the last step is done, what the run does now
     (the final evaluation, saving, tuning the threshold take seconds, and a bar still moving read as a stop ignored)."""
     if last is None:
-        st.progress(0.0, text="Preparing the text and building the model...")
+        st.progress(0.0, text=_("Preparing the text and building the model..."))
         return
     stopping = models.job_queue().stop_requested(job_id)
     if last.kind == "done":
-        ended = f"Training stopped at step {last.step}" if stopping else f"All {last.step} steps done"
-        st.progress(1.0, text=f"{ended}: saving the model and tuning its suggestion threshold...")
+        if stopping:
+            ended = _("Training stopped at step {step}: saving the model and tuning its suggestion threshold...")
+        else:
+            ended = _("All {step} steps done: saving the model and tuning its suggestion threshold...")
+        st.progress(1.0, text=ended.format(step=last.step))
         return
     bar, a, b, c = st.columns([2.4, 1, 1.3, 1])
     if stopping:
-        bar.progress(last.fraction, text=f"Stop requested at step {last.step}: the run ends at its next step.")
+        bar.progress(
+            last.fraction,
+            text=_("Stop requested at step {step}: the run ends at its next step.").format(step=last.step),
+        )
     else:
-        bar.progress(last.fraction, text=f"Step {last.step} of {last.max_iters}, from {escape_markdown(origin)}")
-    a.metric("Tokens per second", f"{last.tokens_per_second:,.0f}")
-    b.metric("Time left (estimate)", job.format_duration(last.eta_seconds))
-    c.metric("Elapsed", job.format_duration(last.elapsed))
+        bar.progress(
+            last.fraction,
+            text=_("Step {step} of {steps}, from {origin}").format(
+                step=last.step, steps=last.max_iters, origin=escape_markdown(origin)
+            ),
+        )
+    a.metric(_("Tokens per second"), i18n.number(last.tokens_per_second, 0, group=True))
+    b.metric(_("Time left (estimate)"), job.format_duration(last.eta_seconds))
+    c.metric(_("Elapsed"), job.format_duration(last.elapsed))
 
 
 def finished_status(job_id: str, view) -> None:
@@ -164,21 +187,19 @@ def finished_status(job_id: str, view) -> None:
     result = view.result
     metrics = result.metrics
     how = {
-        "leak": (
-            f"The leak detector stopped the run at step {metrics['iters']} of {result.max_iters}: its "
-            "causality probe failed (the stop condition). The bundle holds what the model learned by "
-            "then."
+        "leak": _(
+            "The leak detector stopped the run at step {step} of {steps}: its causality probe failed (the stop "
+            "condition). The bundle holds what the model learned by then."
         ),
-        "stopped": (
-            f"Stopped at step {metrics['iters']} of {result.max_iters}: the bundle holds what the model learned so far."
+        "stopped": _("Stopped at step {step} of {steps}: the bundle holds what the model learned so far."),
+        "max_seconds": _(
+            "The time budget ran out at step {step} of {steps}; the bundle holds what the model learned by then."
         ),
-        "max_seconds": f"The time budget ran out at step {metrics['iters']} of {result.max_iters}; the bundle "
-        "holds what the model learned by then.",
-    }.get(metrics["stop_reason"], f"Finished all {metrics['iters']} steps.")
-    st.success(
-        f"{how} Final losses: train {metrics['train_loss']:.3f}, validation {metrics['val_loss']:.3f} nats "
-        "per character."
+    }.get(metrics["stop_reason"], _("Finished all {step} steps."))
+    final = _("Final losses: train {train}, validation {validation} nats per character.").format(
+        train=i18n.number(metrics["train_loss"], 3), validation=i18n.number(metrics["val_loss"], 3)
     )
+    st.success(sentences(how.format(step=metrics["iters"], steps=result.max_iters), final))
 
 
 def finished_details(job_id: str, view) -> None:
@@ -186,36 +207,43 @@ def finished_details(job_id: str, view) -> None:
     metrics = result.metrics
     label = st.session_state.get(f"train_label_{job_id}", "")
     st.caption(
-        f"{result.num_parameters:,} parameters, {metrics['tokens_per_second']:,.0f} tokens/s. "
-        f'The bundle is registered for this session as "{escape_markdown(label)}" (version '
-        f"{escape_markdown(bundle_version(result.bundle_path))}): pick it in the sidebar's model picker to use it "
-        "on the other pages."
+        _(
+            '{parameters} parameters, {speed} tokens/s. The bundle is registered for this session as "{label}" '
+            "(version {version}): pick it in the sidebar's model picker to use it on the other pages."
+        ).format(
+            parameters=i18n.integer(result.num_parameters),
+            speed=i18n.number(metrics["tokens_per_second"], 0, group=True),
+            label=escape_markdown(label),
+            version=escape_markdown(bundle_version(result.bundle_path)),
+        )
     )
     kind, note = st.session_state.get(KEPT_KEY, {}).get(job_id, (None, None))
     if note:
         (st.warning if kind == "warning" else st.caption)(escape_markdown(note))
     if not result.safe:
-        unsafe = f"This bundle is marked **unsafe**: {unsafe_words(result)}"
+        unsafe = _("This bundle is marked **unsafe**: {why}").format(why=unsafe_words(result))
         if result.causal:
             st.error(unsafe)  # a causal model that reads the future is a defect, not the lesson
         else:
-            layout.lesson_case("a model without the causal mask", unsafe)
-        training_view.exact_figures([f"Why, as the bundle records it: {escape_markdown(result.unsafe_reason)}."])
+            layout.lesson_case(_("a model without the causal mask"), unsafe)
+        training_view.exact_figures(
+            [_("Why, as the bundle records it: {reason}.").format(reason=escape_markdown(result.unsafe_reason))]
+        )
 
 
 def unsafe_words(result) -> str:
     """Why a finished run's bundle is unsafe, in plain words (the reason its manifest records, with the causality
     probe's figures, goes under it, one click away)."""
     if not result.causal:
-        return (
+        return _(
             "it was trained without the causal mask, so every position saw the character it had to predict: its low "
             "loss is leakage, not skill."
         )
     if result.leak is not None:
-        return (
-            f"its causality probe failed at step {result.leak.step}: changing a later character changed the model's "
-            "guess for an earlier one."
-        )
+        return _(
+            "its causality probe failed at step {step}: changing a later character changed the model's guess for an "
+            "earlier one."
+        ).format(step=result.leak.step)
     return escape_markdown(result.unsafe_reason) + "."
 
 
@@ -225,7 +253,7 @@ def show_run(job_id: str, polling: bool) -> None:
     try:
         view = models.job_queue().view(job_id)
     except JobError:
-        st.info("That run is no longer on this server (its runs folder was cleared). Start a new one above.")
+        st.info(_("That run is no longer on this server (its runs folder was cleared). Start a new one above."))
         return
     if polling and view.state in FINISHED:
         st.rerun()  # a full run: registers the bundle, refreshes the sidebar and stops the polling
@@ -233,25 +261,31 @@ def show_run(job_id: str, polling: bool) -> None:
     # one evaluation per step: the full one the run makes as it ends replaces a cheap one it made at the same step
     evals = list({e.step: e for e in view.events if e.kind == "eval"}.values())
 
-    origin = started_from(view.result.init_from if view.result is not None else info.get("init_from"))
+    origin = i18n._(started_from(view.result.init_from if view.result is not None else info.get("init_from")))
     if view.state == QUEUED:
-        limit = "one run at a time" if models.MAX_RUNNING == 1 else f"{models.MAX_RUNNING} runs at a time"
+        limit = ngettext("one run at a time", "{count} runs at a time", models.MAX_RUNNING).format(
+            count=models.MAX_RUNNING
+        )
         st.info(
-            f"Waiting: {job.ordinal(view.place)} in line ({limit} on this server). "
-            "Training starts by itself when the runs ahead finish; Stop cancels it."
+            _(
+                "Waiting: {place} in line ({limit} on this server). Training starts by itself when the runs ahead "
+                "finish; Stop cancels it."
+            ).format(place=job.ordinal(view.place), limit=limit)
         )
     elif view.state == RUNNING:
         running_status(job_id, view.events[-1] if view.events else None, origin)
     elif view.state == FAILED:
         # A run that died after its save comes back with its result, and its error says what was left undone.
-        nothing = " Nothing was saved; change the settings and start again." if view.result is None else ""
-        st.error(f"The run failed: {escape_markdown(view.error)}.{nothing}")
+        failed = _("The run failed: {error}.").format(error=escape_markdown(view.error))
+        if view.result is None:
+            failed = sentences(failed, _("Nothing was saved; change the settings and start again."))
+        st.error(failed)
     elif view.result is None:
-        st.info("The run was stopped before it started: nothing was trained.")
+        st.info(_("The run was stopped before it started: nothing was trained."))
     else:
         finished_status(job_id, view)
     if view.result is not None or view.state == QUEUED:  # a running one says so in its progress bar
-        st.caption(f"This run started from {escape_markdown(origin)}.")
+        st.caption(_("This run started from {origin}.").format(origin=escape_markdown(origin)))
 
     if evals:
         reference, reference_loss = training_view.honest_reference(info, view) if info else (None, None)
@@ -285,18 +319,18 @@ def snapshot_step(job_id: str, steps: list[int]) -> int:
         return steps[0]
     slider_col, follow_col = st.columns([3, 1])
     following = follow_col.toggle(
-        "Follow newest",
+        _("Follow newest"),
         key=FOLLOW_KEY,
-        help="Switch off to hold the map at a step of your choice while the run goes on.",
+        help=_("Switch off to hold the map at a step of your choice while the run goes on."),
     )
     if following or st.session_state.get(SNAP_KEY) not in steps:
         st.session_state[SNAP_KEY] = steps[-1]
     return slider_col.select_slider(
-        "Evaluation step shown in the attention map (marked on the loss curve)",
+        _("Evaluation step shown in the attention map (marked on the loss curve)"),
         options=steps,
         key=SNAP_KEY,
         disabled=following,
-        help="Switch off Follow to choose a step." if following else None,
+        help=_("Switch off Follow to choose a step.") if following else None,
     )
 
 
@@ -314,7 +348,7 @@ def shipped_preview() -> None:
     try:
         bundle = models.load(models.SHIPPED_DIR)
     except (BundleError, OSError):
-        st.info("No run yet in this session. Choose a text and a model size, then press Start training.")
+        st.info(_("No run yet in this session. Choose a text and a model size, then press Start training."))
         return
     metrics = bundle.manifest["training"]["metrics"]
     snap = cached.attention_snapshot(
@@ -326,106 +360,143 @@ def shipped_preview() -> None:
     with right:
         c = bundle.model.config
         st.markdown(
-            "**Where training ends up.** The shipped model (the lab's default: "
-            f"{c.n_layer} layers, {c.n_head} heads, width {c.d_model}), after {int(metrics['iters']):,} steps on "
-            f"the standard library, reads the probe text with layer 0, head 0. Its validation loss: "
-            f"{metrics['val_loss']:.3f} nats per character."
+            _(
+                "**Where training ends up.** The shipped model (the lab's default: {layers} layers, {heads} heads, "
+                "width {width}), after {steps} steps on the standard library, reads the probe text with layer 0, "
+                "head 0. Its validation loss: {loss} nats per character."
+            ).format(
+                layers=c.n_layer,
+                heads=c.n_head,
+                width=c.d_model,
+                steps=i18n.integer(int(metrics["iters"])),
+                loss=i18n.number(metrics["val_loss"], 3),
+            )
         )
         st.markdown(
-            "No run yet in this session. Choose a text and a model size, then press **Start training**: a fresh "
-            "model starts near a uniform guess, and you watch its two losses fall and this map form, one "
-            "evaluation at a time."
+            _(
+                "No run yet in this session. Choose a text and a model size, then press **Start training**: a fresh "
+                "model starts near a uniform guess, and you watch its two losses fall and this map form, one "
+                "evaluation at a time."
+            )
         )
 
 
 # ---- the page ------------------------------------------------------------------------------------
 
-st.title("Training")
+st.title(_("Training"))
 st.caption(
-    "Train the lab's own transformer, character by character, on a domain text: its loss on the training text and "
-    "on held-out documents, and one attention head's map as it forms."
+    _(
+        "Train the lab's own transformer, character by character, on a domain text: its loss on the training text "
+        "and on held-out documents, and one attention head's map as it forms."
+    )
 )
 
 with layout.picture():
     # one row of controls, so the picture under them stays on the first screen, projected too
     text_col, start_col, preset_col, iters_col, seconds_col, button_col = st.columns([1.2, 1.2, 1.3, 0.75, 0.75, 1.2])
     with text_col:
-        source = params.radio("Training text", "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE)
+        source = params.radio(
+            _("Training text"), "train_corpus", [STDLIB_CHOICE, UPLOAD_CHOICE], STDLIB_CHOICE, format_func=_
+        )
     with start_col:
-        start_from = params.selectbox("Start from", "train_start_from", list(START_FROM), "random weights")
+        start_from = params.selectbox(
+            _("Start from"), "train_start_from", list(START_FROM), next(iter(START_FROM)), format_func=_
+        )
         init_from = START_FROM[start_from]
     with preset_col:
         if init_from is None:
             preset_name = params.selectbox(
-                "Model size (preset)", "train_preset", list(job.APP_PRESETS), job.PAGE_PRESET, format_func=preset_label
+                _("Model size (preset)"),
+                "train_preset",
+                list(job.APP_PRESETS),
+                job.PAGE_PRESET,
+                format_func=preset_label,
             )
         else:  # the architecture is the base's: its size, shown and not choosable
             preset_name = job.base_preset(init_from)
             st.selectbox(
-                "Model size (preset)",
+                _("Model size (preset)"),
                 [preset_name],
                 key="train_preset_of_base",
                 format_func=preset_label,
                 disabled=True,
-                help="A run from a shipped model trains that model's architecture.",
+                help=_("A run from a shipped model trains that model's architecture."),
             )
     with iters_col:
-        iters = params.number_input("Training steps (iteration budget)", "train_iters", 10, 5000, job.PAGE_ITERS, 10)
+        iters = params.number_input(_("Training steps (iteration budget)"), "train_iters", 10, 5000, job.PAGE_ITERS, 10)
     with seconds_col:
-        seconds = params.number_input("Time budget (seconds)", "train_seconds", 5, 1800, job.PAGE_SECONDS, 5)
+        seconds = params.number_input(_("Time budget (seconds)"), "train_seconds", 5, 1800, job.PAGE_SECONDS, 5)
     with button_col:
         start_slot = st.empty()  # Start and Stop are drawn once the run's state is known, below
         stop_col, settings_col = st.columns(2)
     corpus, corpus_label = None, None
     with settings_col.popover(
-        "Settings", width="stretch", help="The text, the seed, the causal mask (the leakage lesson) and the leak stop"
+        _("Settings"),
+        width="stretch",
+        help=_("The text, the seed, the causal mask (the leakage lesson) and the leak stop"),
     ):
         if source == STDLIB_CHOICE:
-            corpus, corpus_label = cached.stdlib_corpus(), "the Python standard library"
+            corpus, corpus_label = cached.stdlib_corpus(), STDLIB_LABEL
             st.caption(
-                f"{len(STDLIB_MODULES)} modules of Python's standard library (CPython 3.11.7), "
-                f"{corpus.num_chars:,} characters: the default domain of the autocomplete."
+                _(
+                    "{modules} modules of Python's standard library (CPython 3.11.7), {characters} characters: the "
+                    "default domain of the autocomplete."
+                ).format(modules=len(STDLIB_MODULES), characters=i18n.integer(corpus.num_chars))
             )
         if corpus is not None:
             vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text, init_from)  # the run's vocabulary
             st.caption(
-                f"About {job.parameter_count(PRESETS[preset_name], vocab):,} parameters with this text's "
-                f"{vocab}-symbol vocabulary. Larger models learn more per step but take longer per step."
+                _(
+                    "About {parameters} parameters with this text's {vocabulary}-symbol vocabulary. Larger models "
+                    "learn more per step but take longer per step."
+                ).format(parameters=i18n.integer(job.parameter_count(PRESETS[preset_name], vocab)), vocabulary=vocab)
             )
-        seed = params.number_input("Seed (model initialisation and data order)", "train_seed", 0, 1_000_000, 0, 1)
-        no_mask = params.toggle("Remove the causal mask (leakage lesson)", "train_no_mask", False)
+        seed = params.number_input(_("Seed (model initialisation and data order)"), "train_seed", 0, 1_000_000, 0, 1)
+        no_mask = params.toggle(_("Remove the causal mask (leakage lesson)"), "train_no_mask", False)
         stop_on_leak = params.toggle(
-            "Stop at the first evaluation where the causality probe fails",
+            _("Stop at the first evaluation where the causality probe fails"),
             "train_stop_leak",
             True,
-            help="The leak detector's stop condition. Switch it off to watch the leak "
-            "happen: the loss then falls impossibly low.",
+            help=_(
+                "The leak detector's stop condition. Switch it off to watch the leak happen: the loss then falls "
+                "impossibly low."
+            ),
         )
         st.caption(
-            "Without the causal mask every position may also look at the characters to its right, including "
-            "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
-            "detector does not wait for that: at every evaluation it edits every position of a random "
-            "sequence, one at a time, and checks that no earlier prediction moves. A model that fails is "
-            "marked **unsafe**."
+            _(
+                "Without the causal mask every position may also look at the characters to its right, including "
+                "the one it has to predict, and the loss falls far below what any honest model reaches. The lab's "
+                "detector does not wait for that: at every evaluation it edits every position of a random "
+                "sequence, one at a time, and checks that no earlier prediction moves. A model that fails is "
+                "marked **unsafe**."
+            )
         )
     if no_mask:
-        st.caption("The causal mask is off for the next run: the leakage lesson (Settings).")
+        st.caption(_("The causal mask is off for the next run: the leakage lesson (Settings)."))
     if source == UPLOAD_CHOICE:
         upload = st.file_uploader(
-            f"A UTF-8 text file (up to {MAX_BYTES // 2**20} MB)", key="train_upload", max_upload_size=MAX_BYTES // 2**20
+            _("A UTF-8 text file (up to {size} MB)").format(size=MAX_BYTES // 2**20),
+            key="train_upload",
+            max_upload_size=MAX_BYTES // 2**20,
         )
-        st.caption("The file is only read as text to learn from: it is never run, and shown only as plain text.")
+        st.caption(_("The file is only read as text to learn from: it is never run, and shown only as plain text."))
         if upload is not None:
             corpus, error = uploaded_corpus(upload)
             if error:
-                st.warning(f"This file cannot be used: {escape_markdown(error)}")
+                st.warning(_("This file cannot be used: {error}").format(error=escape_markdown(error)))
             else:
                 corpus_label = upload.name
                 vocab = cached.vocabulary_size(corpus.fingerprint, corpus.text, init_from)
                 st.caption(
-                    f"{len(corpus.documents)} documents, {corpus.num_chars:,} characters; about "
-                    f"{job.parameter_count(PRESETS[preset_name], vocab):,} parameters with its {vocab}-symbol "
-                    "vocabulary. The beginning:"
+                    _(
+                        "{documents} documents, {characters} characters; about {parameters} parameters with its "
+                        "{vocabulary}-symbol vocabulary. The beginning:"
+                    ).format(
+                        documents=len(corpus.documents),
+                        characters=i18n.integer(corpus.num_chars),
+                        parameters=i18n.integer(job.parameter_count(PRESETS[preset_name], vocab)),
+                        vocabulary=vocab,
+                    )
                 )
                 st.code(corpus.text[:300], language=None)
 
@@ -440,25 +511,29 @@ with layout.picture():
             job.check_fits(corpus, preset_name, config)
         except CorpusError as err:
             unfit = str(err)
-            st.warning(f"This text cannot train the {preset_name} model: {escape_markdown(unfit)}")
+            st.warning(
+                _("This text cannot train the {preset} model: {error}").format(
+                    preset=preset_name, error=escape_markdown(unfit)
+                )
+            )
 
     job_id = st.session_state.get(JOB_KEY)
     queue = models.job_queue()
     active = job_id is not None and queue.active_job(models.session_id()) == job_id
-    start = start_slot.button("Start training", key="train_start", type="primary", width="stretch")
+    start = start_slot.button(_("Start training"), key="train_start", type="primary", width="stretch")
     with stop_col:
         st.button(
-            "Stop",
+            _("Stop"),
             key="train_stop",
             disabled=not active,
             on_click=_request_stop,
             args=(job_id,),
             width="stretch",
-            help="Stops the run at its next step; the model learned so far is still saved.",
+            help=_("Stops the run at its next step; the model learned so far is still saved."),
         )
     if start:
         if corpus is None:
-            st.warning("Choose a usable text first: the standard library, or upload a UTF-8 text file.")
+            st.warning(_("Choose a usable text first: the standard library, or upload a UTF-8 text file."))
         elif unfit is None:
             if start_run(corpus, corpus_label, preset_name, config, init_from):
                 st.rerun()  # redraw the buttons (Stop is now enabled) and start polling
@@ -473,54 +548,83 @@ with layout.picture():
         polling = view is not None and view.state not in FINISHED
         fragment.polled(1.0 if polling else None)(show_run)(job_id, polling)
 
-overfit_tab, about_tab = layout.more(["Tiny-batch overfit", "What the page shows"])
+overfit_tab, about_tab = layout.more([_("Tiny-batch overfit"), _("What the page shows")])
 with about_tab:
     st.markdown(
-        "Train the lab's own decoder-only transformer, character by character, on a domain text. While it "
-        "learns you see two losses: on a sample of the **training** text and on **held-out** documents it never "
-        "trains on (the honest measure). Along the way the lab photographs one attention head reading a short "
-        "probe text, so you can watch attention patterns form. The finished model is saved as a bundle that the "
-        "other pages can use."
+        _(
+            "Train the lab's own decoder-only transformer, character by character, on a domain text. While it "
+            "learns you see two losses: on a sample of the **training** text and on **held-out** documents it never "
+            "trains on (the honest measure). Along the way the lab photographs one attention head reading a short "
+            "probe text, so you can watch attention patterns form. The finished model is saved as a bundle that the "
+            "other pages can use."
+        )
     )
     st.markdown(
-        "The map follows the newest evaluation while the run goes on. Move the slider to an earlier step to hold "
-        "it there; move it back to the newest step to follow again. **Stop** ends the run at its next step; the "
-        "run then evaluates, saves and tunes the model it has, which takes a few seconds."
+        _(
+            "The map follows the newest evaluation while the run goes on. Move the slider to an earlier step to hold "
+            "it there; move it back to the newest step to follow again. **Stop** ends the run at its next step; the "
+            "run then evaluates, saves and tunes the model it has, which takes a few seconds."
+        )
     )
     st.markdown(
-        "**Start from** a shipped model (the Python code one, or the English prose one) to continue its training on "
-        "your text instead of starting from random weights: the run keeps that model's size, and a character it "
-        "never saw starts with the average of its characters' embeddings, so its first guess is an average one."
+        _(
+            "**Start from** a shipped model (the Python code one, or the English prose one) to continue its training "
+            "on your text instead of starting from random weights: the run keeps that model's size, and a character "
+            "it never saw starts with the average of its characters' embeddings, so its first guess is an average "
+            "one."
+        )
     )
 with overfit_tab:
     st.markdown(
-        "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "
-        "windows of the standard library, over and over, and watch that batch's loss and the loss on held-out text."
+        _(
+            "A check every practitioner runs first: train a fresh `tiny` model on **one batch** of two 32-character "
+            "windows of the standard library, over and over, and watch that batch's loss and the loss on held-out "
+            "text."
+        )
     )
     prediction = st.radio(
-        "Predict first: while the one batch's loss falls towards zero, what does the held-out loss do?",
+        _("Predict first: while the one batch's loss falls towards zero, what does the held-out loss do?"),
         list(OVERFIT_OPTIONS),
         index=None,
         key="overfit_prediction",
+        format_func=_,
     )
     st.caption(
-        "Hint: the model sees the same 64 characters every step. What could it learn from them about other text?"
+        _("Hint: the model sees the same 64 characters every step. What could it learn from them about other text?")
     )
-    overfit_steps = params.slider("Steps on the one batch", "overfit_steps", 50, 500, 250, 50)
-    if st.button("Overfit one batch", key="overfit_run", disabled=prediction is None):
+    overfit_steps = params.slider(_("Steps on the one batch"), "overfit_steps", 50, 500, 250, 50)
+    if st.button(_("Overfit one batch"), key="overfit_run", disabled=prediction is None):
         st.session_state["overfit_shown"] = int(overfit_steps)
     shown_steps = st.session_state.get("overfit_shown")
     if prediction is None:
-        st.info("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement.")
+        st.info(_("Choose your prediction above; the button then runs the exercise and reveals the lab's measurement."))
     elif shown_steps is not None:
         result = cached.overfit_result(int(shown_steps))
         training_view.overfit_chart(result)
         verdict = OVERFIT_OPTIONS[prediction]
+        losses = dict(
+            start=i18n.number(result.batch_loss[0], 2),
+            end=i18n.number(result.batch_loss[-1], 3),
+            held_start=i18n.number(result.held_out_loss[0], 2),
+            held_end=i18n.number(result.held_out_loss[-1], 2),
+        )
+        if result.reached is not None:
+            measured = _(
+                "The batch's loss went from {start} to {end} nats per character (below {near_zero} at step {step}); "
+                "the held-out loss went from {held_start} to {held_end}."
+            ).format(near_zero=i18n.number(NEAR_ZERO, 2), step=result.reached, **losses)
+        else:
+            measured = _(
+                "The batch's loss went from {start} to {end} nats per character; the held-out loss went from "
+                "{held_start} to {held_end}."
+            ).format(**losses)
         (st.success if verdict else st.error)(
-            ("Your prediction matches. " if verdict else "Not what the lab measures. ")
-            + f"The batch's loss went from {result.batch_loss[0]:.2f} to {result.batch_loss[-1]:.3f} nats per character"
-            + (f" (below {NEAR_ZERO} at step {result.reached})" if result.reached is not None else "")
-            + f"; the held-out loss went from {result.held_out_loss[0]:.2f} to {result.held_out_loss[-1]:.2f}. "
-            "Driving one batch to zero shows the model and its gradients work; it teaches nothing general: the "
-            "held-out loss does not follow. That gap is memorising, not learning."
+            sentences(
+                _("Your prediction matches.") if verdict else _("Not what the lab measures."),
+                measured,
+                _(
+                    "Driving one batch to zero shows the model and its gradients work; it teaches nothing general: "
+                    "the held-out loss does not follow. That gap is memorising, not learning."
+                ),
+            )
         )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from core import i18n
 from core.classroom.checkpoint import Question, parse_number
 from core.classroom.results import safe_cell
 from core.classroom.store import (
@@ -40,6 +41,7 @@ from core.classroom.store import (
     ClassStore,
     check_learner,
 )
+from core.i18n import _
 from core.jsonfile import read_json
 
 SESSION_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no I/1/L, O/0: read off a projector, typed on a phone
@@ -53,6 +55,7 @@ PAGE = re.compile(r"[a-z0-9_]{0,64}")  # an st.Page url_path ("" is the default 
 PARAM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a widget key
 MAX_PARAMS = 50  # widgets of one published view
 MAX_PARAM_CHARS = 2_000  # characters of one widget's value
+LANGUAGE = "lang"  # a view's entry for the teacher's language (a code of i18n.LANGUAGES), absent for English
 # The most a stored view's params can hold as publish() writes them (every character escaped as 6 bytes, quotes and
 # separators counted): a stored view is read back within this bound (about 0.6 MB).
 MAX_VIEW_BYTES = 2 + MAX_PARAMS * (6 * (64 + MAX_PARAM_CHARS) + 6)
@@ -96,6 +99,12 @@ class TeacherView:
     seq: int  # 1, 2, ... one per publish
     at: str  # ISO 8601, UTC
 
+    @property
+    def language(self) -> str:
+        """The teacher's language: the class session's, which its learners read (ui.live_class)."""
+        code = self.params.get(LANGUAGE, i18n.DEFAULT) if isinstance(self.params, dict) else None
+        return code if code in i18n.LANGUAGES else i18n.DEFAULT
+
 
 @dataclass(frozen=True)
 class Distribution:
@@ -114,8 +123,10 @@ def check_session_code(text: object) -> str:
     code = text.strip().upper() if isinstance(text, str) else ""
     if not SESSION_CODE.fullmatch(code):
         raise ValueError(
-            f"a session code is {SESSION_LENGTH} letters and digits as shown on the projector (no I, L, O, 0 or 1); "
-            "check it and type it again"
+            _(
+                "a session code is {count} letters and digits as shown on the projector (no I, L, O, 0 or 1); "
+                "check it and type it again"
+            ).format(count=SESSION_LENGTH)
         )
     return code
 
@@ -123,20 +134,26 @@ def check_session_code(text: object) -> str:
 def check_name(text: object) -> str:
     """A display name: 1..MAX_NAME printable characters, outer spaces removed (as store.check_learner)."""
     if isinstance(text, str) and len(text.strip()) > MAX_NAME:
-        raise ValueError(f"a display name may have at most {MAX_NAME} characters, this one has {len(text.strip())}")
+        raise ValueError(
+            _("a display name may have at most {most} characters, this one has {count}").format(
+                most=MAX_NAME, count=len(text.strip())
+            )
+        )
     return check_learner(text)
 
 
 def check_number(text: str) -> float:
     """A number answer as the checkpoint reads it (parse_number), if it lies within +-MAX_NUMBER; else ValueError
     saying the range. The one bound on numbers the live class keeps and counts."""
-    within = f"a prediction is a number between {-MAX_NUMBER:g} and {MAX_NUMBER:g}"
+    within = _("a prediction is a number between {low} and {high}").format(
+        low=f"{-MAX_NUMBER:g}", high=f"{MAX_NUMBER:g}"
+    )
     try:
         value = parse_number(text)
     except ValueError as e:
         raise ValueError(f"{e}: {within}") from None
     if not -MAX_NUMBER <= value <= MAX_NUMBER:
-        raise ValueError(f"{within}; type one in that range")
+        raise ValueError(_("{range}; type one in that range").format(range=within))
     return value
 
 
@@ -169,12 +186,20 @@ def _check_params(params: object) -> dict[str, str]:
     if not isinstance(params, Mapping):
         raise ValueError("the view's params are a dict of widget key -> value")
     if len(params) > MAX_PARAMS:
-        raise ValueError(f"a view has at most {MAX_PARAMS} widgets, this one has {len(params)}")
+        raise ValueError(
+            _("a view has at most {most} widgets, this one has {count}").format(most=MAX_PARAMS, count=len(params))
+        )
     for key, value in params.items():
         if not isinstance(key, str) or not PARAM_KEY.fullmatch(key):
-            raise ValueError("a widget key is 1 to 64 letters, digits, '.', ':', '_' or '-'")
+            raise ValueError(_("a widget key is 1 to 64 letters, digits, '.', ':', '_' or '-'"))
         if not isinstance(value, str) or len(value) > MAX_PARAM_CHARS:
-            raise ValueError(f"the widget {key!r}'s value must be text of at most {MAX_PARAM_CHARS} characters")
+            raise ValueError(
+                _("the widget {key}'s value must be text of at most {most} characters").format(
+                    key=repr(key), most=MAX_PARAM_CHARS
+                )
+            )
+        if key == LANGUAGE and value not in i18n.LANGUAGES:
+            raise ValueError(_("the view's language is not one of the lab's"))
     return dict(params)
 
 
@@ -244,7 +269,7 @@ class LiveClass:
             .returning(LIVE_SESSIONS.c.pulse)
         ).first()
         if found is None:
-            raise ValueError(f"the session {code} is not open; open a new one")
+            raise ValueError(_("the session {code} is not open; open a new one").format(code=code))
         return int(found[0])
 
     # ---- learners -----------------------------------------------------------------------------------------
@@ -258,10 +283,14 @@ class LiveClass:
             _require_open(conn, code, lock=True)  # PostgreSQL: joins to one session take turns, so a name is once
             names = conn.execute(select(LIVE_LEARNERS.c.name).where(LIVE_LEARNERS.c.code == code)).scalars().all()
             if len(names) >= MAX_LEARNERS:
-                raise ValueError(f"the session {code} is full ({MAX_LEARNERS} have joined); ask your teacher")
+                raise ValueError(
+                    _("the session {code} is full ({count} have joined); ask your teacher").format(
+                        code=code, count=MAX_LEARNERS
+                    )
+                )
             if _name_key(name) in {_name_key(n) for n in names}:
                 raise ValueError(
-                    "someone in this session already has that name: join under another name (add an initial, say)"
+                    _("someone in this session already has that name: join under another name (add an initial, say)")
                 )
             conn.execute(LIVE_LEARNERS.insert().values(id=learner, code=code, name=name, joined_at=_now()))
         return learner
@@ -298,11 +327,13 @@ class LiveClass:
             _check_fingerprint(fingerprint),
         )
         if not isinstance(learner, str) or not LEARNER_ID.fullmatch(learner):
-            raise ValueError("not a learner of this session: join it with its code first")
+            raise ValueError(_("not a learner of this session: join it with its code first"))
         if not isinstance(answer, str) or not answer.strip():
-            raise ValueError("the answer is empty: type or choose one")
+            raise ValueError(_("the answer is empty: type or choose one"))
         if len(answer) > MAX_ANSWER or not answer.isprintable():
-            raise ValueError(f"an answer is at most {MAX_ANSWER} printable characters on one line")
+            raise ValueError(
+                _("an answer is at most {count} printable characters on one line").format(count=MAX_ANSWER)
+            )
         if number:
             check_number(answer)
         with self.store.transaction(write=True) as conn:
@@ -316,12 +347,12 @@ class LiveClass:
                 if conn.execute(select(LIVE_SESSIONS.c.code).where(LIVE_SESSIONS.c.code == code)).first() is None:
                     raise ValueError(_gone(code, self.where))  # a learner id of it was given: the session existed
                 _require_open(conn, code)
-                raise ValueError("not a learner of this session: join it with its code first")
+                raise ValueError(_("not a learner of this session: join it with its code first"))
             if joined[0] is not None:
-                raise ValueError(f"the session {code} is closed: answers are no longer taken")
+                raise ValueError(_("the session {code} is closed: answers are no longer taken").format(code=code))
             now = _current(conn, code, question)
             if now.revealed:
-                raise ValueError("the lab's answer was revealed: wait for the teacher's next round to answer again")
+                raise ValueError(_("the lab's answer was revealed: wait for the teacher's next round to answer again"))
             _upsert(
                 conn,
                 LIVE_ANSWERS,
@@ -410,7 +441,7 @@ class LiveClass:
         """Keep the teacher's page (a url_path) and widget values for followers; returns the view's number."""
         code = check_session_code(code)
         if not isinstance(page, str) or not PAGE.fullmatch(page):
-            raise ValueError("not a page of the lab: a page's url_path is lower-case letters, digits and '_'")
+            raise ValueError(_("not a page of the lab: a page's url_path is lower-case letters, digits and '_'"))
         body = json.dumps(_check_params(params), ensure_ascii=False, sort_keys=True)
         with self.store.transaction(write=True) as conn:
             self._bump(conn, code)
@@ -475,10 +506,10 @@ class LiveClass:
 
 def _gone(code: str, where: str) -> str:
     """Why a session that existed is not found: its database was removed or replaced (see the class store)."""
-    return (
-        f"the session {code} is not in the class database {where!r}: it was removed or replaced; the teacher "
+    return _(
+        "the session {code} is not in the class database {where}: it was removed or replaced; the teacher "
         "opens a new class session (Close, then Open) and learners join that one"
-    )
+    ).format(code=code, where=repr(where))
 
 
 def _require_open(conn: Connection, code: str, *, lock: bool = False) -> None:
@@ -487,9 +518,9 @@ def _require_open(conn: Connection, code: str, *, lock: bool = False) -> None:
     query = select(LIVE_SESSIONS.c.closed_at).where(LIVE_SESSIONS.c.code == code)
     closed = conn.execute(query.with_for_update() if lock else query).first()
     if closed is None:
-        raise ValueError(f"no session has the code {code}: check the code on the projector")
+        raise ValueError(_("no session has the code {code}: check the code on the projector").format(code=code))
     if closed[0] is not None:
-        raise ValueError(f"the session {code} is closed: ask your teacher for the new code")
+        raise ValueError(_("the session {code} is closed: ask your teacher for the new code").format(code=code))
 
 
 def _current(conn: Connection, code: str, question: str) -> Round:
@@ -540,5 +571,5 @@ def distribution(result: RoundResult, question: Question) -> Distribution:
     counts = [0] * bins
     for v in values:  # [edges[i], edges[i + 1]), the last bin closed (numpy.histogram's rule)
         counts[min(max(bisect.bisect_right(edges, v) - 1, 0), bins - 1)] += 1
-    labels = tuple(f"{edges[i]:.4g} to {edges[i + 1]:.4g}" for i in range(bins))
+    labels = tuple(_("{low} to {high}").format(low=f"{edges[i]:.4g}", high=f"{edges[i + 1]:.4g}") for i in range(bins))
     return Distribution(labels, tuple(counts), tuple(edges), unreadable)

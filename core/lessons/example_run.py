@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.i18n import _
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention_by_hand.py"
 TIMEOUT_S = 120  # importing torch in a fresh process takes a few seconds on a busy 2-core machine
 
@@ -29,8 +31,12 @@ def run_worked_example() -> ExampleRun:
             [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=EXAMPLE.parent
         )
     except subprocess.TimeoutExpired:
-        return ExampleRun(source, f"the example did not finish within {TIMEOUT_S} s", False)
+        return ExampleRun(source, _("the example did not finish within {seconds} s").format(seconds=TIMEOUT_S), False)
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return ExampleRun(source, f"the example stopped with exit code {done.returncode}: {last}", False)
+        last = (done.stderr.strip().splitlines() or [_("no message")])[-1]
+        return ExampleRun(
+            source,
+            _("the example stopped with exit code {code}: {message}").format(code=done.returncode, message=last),
+            False,
+        )
     return ExampleRun(source, done.stdout, True)

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from core.attention import AttentionResult, causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from core.i18n import _
 from core.lessons.scores import random_qkv
 
 
@@ -63,9 +64,11 @@ def word_tokens(text: str, max_tokens: int = MAX_WORDS) -> tuple[str, ...]:
     """Split a short sentence into word tokens on whitespace ('the cat sat down' -> 4 tokens)."""
     words = tuple(text.split())
     if not words:
-        raise ValueError("type a few words separated by spaces, e.g. 'the cat sat down'")
+        raise ValueError(_("type a few words separated by spaces, e.g. 'the cat sat down'"))
     if len(words) > max_tokens:
-        raise ValueError(f"at most {max_tokens} words fit the mask picture; you typed {len(words)}")
+        raise ValueError(
+            _("at most {limit} words fit the mask picture; you typed {n}").format(limit=max_tokens, n=len(words))
+        )
     return words
 
 
@@ -85,7 +88,11 @@ def ragged_masks(lengths, *, side: str = "right", causal: bool = True, padding: 
     """Masks for a batch of sequences of different lengths, padded to the longest one (S = T)."""
     lengths = tuple(int(n) for n in lengths)
     if not lengths or min(lengths) < 0 or max(lengths) < 1:
-        raise ValueError(f"lengths must be >= 0 with at least one sequence of length >= 1, got {list(lengths)}")
+        raise ValueError(
+            _("lengths must be >= 0 with at least one sequence of length >= 1, got {lengths}").format(
+                lengths=list(lengths)
+            )
+        )
     T = max(lengths)
     real = padding_mask(lengths, T, side=side)  # (B, 1, S)
     causal_m = causal_mask(T) if causal else torch.ones(T, T, dtype=torch.bool)  # (T, S)
@@ -132,7 +139,7 @@ def fully_masked_rows(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> EmptyRow
         return weights, weights @ v_  # (..., T, Dv)
 
     weights, out, grads = run(lab)
-    naive_weights, _, naive_grads = run(naive)
+    naive_weights, _naive_out, naive_grads = run(naive)
     return EmptyRows(
         rows=~mask.expand(weights.shape).any(-1),
         weights=weights,

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from core.agreement import allowance
 from core.attention import softmax
+from core.i18n import N_
 from core.model.gpt import GPT
 from core.model.introspect import projections
 from core.model.rope import (
@@ -35,6 +36,9 @@ from core.model.rope import (
 from core.numbers import is_int
 
 SEED = 0  # the page's fixed q, k come from torch.Generator().manual_seed(SEED)
+# The drawn vectors' names, in this order: the keys of PairRotation.lengths and .angles (English, as ids), shown
+# translated by the page.
+VECTORS = (N_("q before"), N_("q after"), N_("k before"), N_("k after"))
 # The verdicts use core.agreement's allowance in float64. The offset check: the spread of q·k across absolute
 # positions, relative to |q||k| (the largest a score can be); an angle m·θ carries a rounding error of about
 # m · eps radians, so the chain behind one score is D products plus the largest position. The layout check:
@@ -96,12 +100,7 @@ class PairRotation:
         """Length of each drawn vector: a rotation keeps it."""
         return {
             name: math.hypot(*xy)
-            for name, xy in (
-                ("q before", self.q_before),
-                ("q after", self.q_after),
-                ("k before", self.k_before),
-                ("k after", self.k_after),
-            )
+            for name, xy in zip(VECTORS, (self.q_before, self.q_after, self.k_before, self.k_after))
         }
 
     @property
@@ -109,12 +108,7 @@ class PairRotation:
         """Direction of each drawn vector, atan2(y, x) in radians, in (-π, π]."""
         return {
             name: math.atan2(xy[1], xy[0])
-            for name, xy in (
-                ("q before", self.q_before),
-                ("q after", self.q_after),
-                ("k before", self.k_before),
-                ("k after", self.k_after),
-            )
+            for name, xy in zip(VECTORS, (self.q_before, self.q_after, self.k_before, self.k_after))
         }
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from core.attention import AttentionResult, causal_mask, scaled_dot_product_attention, softmax
+from core.i18n import _
 
 # The temperature lab's fixed scores for four tokens (LESSON.md).
 TEMPERATURE_SCORES: tuple[float, ...] = (1.2, 0.3, -0.4, 1.8)
@@ -203,17 +204,21 @@ def parse_scores(text: str) -> tuple[float, ...]:
     """Read learner-typed scores such as '1.2, 0.3, -0.4, 1.8'. Numbers only: nothing is evaluated."""
     parts = [p for p in text.replace(";", ",").replace(" ", ",").split(",") if p.strip()]
     if not parts:
-        raise ValueError("type at least one score, separated by commas, e.g. 1.2, 0.3, -0.4, 1.8")
+        raise ValueError(_("type at least one score, separated by commas, e.g. 1.2, 0.3, -0.4, 1.8"))
     if len(parts) > MAX_SCORES:
-        raise ValueError(f"at most {MAX_SCORES} scores fit the chart; you typed {len(parts)}")
+        raise ValueError(
+            _("at most {limit} scores fit the chart; you typed {n}").format(limit=MAX_SCORES, n=len(parts))
+        )
     scores = []
     for p in parts:
         try:
             x = float(p)
         except ValueError:
-            raise ValueError(f"'{p.strip()}' is not a number; use digits, a minus sign and a decimal point") from None
+            raise ValueError(
+                _("'{text}' is not a number; use digits, a minus sign and a decimal point").format(text=p.strip())
+            ) from None
         if not math.isfinite(x) or abs(x) > 1e4:
-            raise ValueError(f"'{p.strip()}' is out of range; use numbers between -10000 and 10000")
+            raise ValueError(_("'{text}' is out of range; use numbers between -10000 and 10000").format(text=p.strip()))
         scores.append(x)
     return tuple(scores)
 

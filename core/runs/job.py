@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.bundle import MANIFEST, Bundle, BundleError, check_out_dir, load_bundle, save_bundle
 from core.model.bundle_checks import read_manifest
 from core.model.corpus import (
@@ -59,11 +61,14 @@ SHIPPED_BASES: dict[str, Path] = {"code": ROOT / "models" / "default", "prose": 
 # of 500), so Stop gives a tuned model within seconds (bench/bench_page_run.py); each typed position costs a forward
 # pass over its window, and 5,000 characters took 33-56 s.
 PAGE_TUNING = dataclasses.replace(SHORT_RUN_TUNING, typing_chars=1_500)
-NOT_TUNED = (
+# What a run that failed after its save left undone: logged in English, translated where it is shown (JobQueue.view).
+NOT_TUNED = N_(
     "the model was saved, but its suggestion threshold was not tuned (it suggests at the default) and the run was "
     "not kept on the server: it is listed for this session only"
 )
-NOT_KEPT = "the model was saved and tuned, but the run was not kept on the server: it is listed for this session only"
+NOT_KEPT = N_(
+    "the model was saved and tuned, but the run was not kept on the server: it is listed for this session only"
+)
 
 
 # ---- what a run needs, checked before it queues ----------------------------------------------------
@@ -534,15 +539,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ordinal(n: int) -> str:
+    """`n` as an English ordinal ("2nd"); in another language the number alone, which its sentence makes an ordinal
+    ("puesto {place}", "第 {place} 位")."""
+    if i18n.language() != i18n.DEFAULT:
+        return str(n)
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
 
 def format_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
-        return "unknown"
+        return _("unknown")
     minutes, s = divmod(int(round(seconds)), 60)
-    return f"{minutes} min {s:02d} s" if minutes else f"{s} s"
+    if minutes:
+        return _("{minutes} min {seconds} s").format(minutes=minutes, seconds=f"{s:02d}")
+    return _("{seconds} s").format(seconds=s)
 
 
 if __name__ == "__main__":

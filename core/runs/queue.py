@@ -30,7 +30,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from core import i18n
 from core.files import write_json_atomic
+from core.i18n import _
 from core.jsonfile import read_json_file
 from core.numbers import is_int
 from core.process import own_group
@@ -214,7 +216,11 @@ class JobQueue:
                 self._clear_leftovers()  # a save killed with its worker: the next run's submit finds it
                 active = self.active_job(owner)
                 if active is not None:
-                    raise JobError(f"this session already has a run ({active}); stop it or wait for it to finish first")
+                    raise JobError(
+                        _("this session already has a run ({run}); stop it or wait for it to finish first").format(
+                            run=active
+                        )
+                    )
                 job_id = uuid.uuid4().hex[:12]
                 run_dir = self.runs_dir / job_id
                 run_dir.mkdir()
@@ -229,7 +235,9 @@ class JobQueue:
                 write_json_atomic(self.runs_dir / LINE / f"{key}.json", {"id": job_id})
         except OSError as err:
             raise JobError(
-                f"the runs folder {str(self.runs_dir)!r} cannot be written ({err.strerror or err})"
+                _("the runs folder {folder} cannot be written ({reason})").format(
+                    folder=repr(str(self.runs_dir)), reason=err.strerror or err
+                )
             ) from None
         threading.Thread(target=self._launch, args=(job_id, key, place), name=f"job-{job_id}", daemon=True).start()
         return job_id
@@ -333,23 +341,24 @@ class JobQueue:
             finished = _number(end.get("time"))
             if state == FAILED:  # the work raised, or its process ended without an end of its own
                 result, undone = self._saved(parsed, run_dir)
-                error = error if undone is None else f"{error or 'it failed'}; {undone}"
+                if undone is not None:
+                    error = (error or _("it failed")) + "; " + i18n._(undone)
             elif end.get("result") is not None:
                 try:
                     result = self._read_result(end["result"], run_dir)
                 except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
-                    state, error = FAILED, f"its result could not be read back ({err})"
+                    state, error = FAILED, _("its result could not be read back ({error})").format(error=err)
         elif parsed.started is not None:
             state = RUNNING if alive else FAILED
             if state == FAILED:
                 result, undone = self._saved(parsed, run_dir)
-                error = "its process stopped without finishing (killed, or out of memory); " + (
-                    "nothing was saved" if undone is None else undone
+                error = _("its process stopped without finishing (killed, or out of memory); {undone}").format(
+                    undone=_("nothing was saved") if undone is None else i18n._(undone)
                 )
         elif (self.runs_dir / LINE / f"{job.key}.json").exists() and held(self.runs_dir / LINE / f"{job.key}.lock"):
             state, place = QUEUED, self._ahead(job.key) + 1
         else:
-            state, error = FAILED, "the server process that queued it stopped before it started; start it again"
+            state, error = FAILED, _("the server process that queued it stopped before it started; start it again")
         return JobView(
             job_id,
             job.owner,

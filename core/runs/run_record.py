@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.files import read_regular_file, write_bytes_atomic, write_json_atomic
+from core.i18n import _
 from core.jsonfile import read_json
 from core.model.bundle_checks import MANIFEST, BundleError, read_manifest
 from core.model.corpus import MAX_BYTES, Corpus, CorpusError, corpus_from_text
@@ -240,8 +241,10 @@ def max_bytes_from_env(environ: dict[str, str] | None = None) -> int:
     m = _SIZE.fullmatch(value.strip())
     if m is None or int(m.group(1)) <= 0:
         raise ValueError(
-            f"{ENV_VAR}={value[:40]!r} is not a size: give a positive number of bytes, or one with a K, M or G "
-            f"suffix (for example 500M); unset it for the default of {DEFAULT_MAX_BYTES // 2**20} MB"
+            _(
+                "{setting} is not a size: give a positive number of bytes, or one with a K, M or G suffix (for example "
+                "500M); unset it for the default of {size} MB"
+            ).format(setting=f"{ENV_VAR}={value[:40]!r}", size=DEFAULT_MAX_BYTES // 2**20)
         )
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
@@ -330,7 +333,7 @@ def _parse(run_dir: Path, raw: Any) -> RunRecord | None:
 def _dir_bytes(path: Path) -> int:
     """Bytes of the regular files under `path` (symbolic links not followed, unreadable entries skipped)."""
     total = 0
-    for top, _, files in os.walk(path, followlinks=False):
+    for top, _dirs, files in os.walk(path, followlinks=False):
         for name in files:
             try:
                 st = os.lstat(os.path.join(top, name))
@@ -342,7 +345,7 @@ def _dir_bytes(path: Path) -> int:
 
 def _busy(run_dir: Path) -> bool:
     """A staged entry (".name.xxxx.tmp": an atomic write, write_record) in the run or its bundle: being written."""
-    for _, dirs, files in os.walk(run_dir, followlinks=False):
+    for _top, dirs, files in os.walk(run_dir, followlinks=False):
         if any(n.startswith(".") and n.endswith(".tmp") for n in (*dirs, *files)):
             return True
     return False

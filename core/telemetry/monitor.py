@@ -15,6 +15,8 @@ from operator import itemgetter
 
 import numpy as np
 
+from core import i18n
+from core.i18n import N_, _
 from core.numbers import percentile
 from core.release.evaluation.slices import slice_names
 from core.release.evaluation.utility import DEFAULT_ATTENTION_COST, net_saved
@@ -33,14 +35,24 @@ PSI_PSEUDO = 0.5
 # since the evaluation report keeps no distribution of top-1 probabilities.
 REFERENCE_SEED = 0
 REFERENCE_EVENTS = 300
-DRIFT_RULE = (
-    f"Warn when the population stability index of the top-1 probability over {len(BIN_LABELS)} bins exceeds "
-    f"{PSI_WARN} with at least {MIN_DRIFT_EVENTS} live events; with fewer, no verdict (not enough traffic yet)."
-)
 FAMILY_COLUMNS = {"char_class": "char_class", "column": "column_bucket", "indent": "indent", "document": "document"}
 # a page suggestion whose next character is not typed yet has no char_class
-UNLABELLED = "(not known yet)"
+UNLABELLED = N_("(not known yet)")  # the page shows it translated; the figures keep it as it is
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def _short(value: float) -> str:
+    """`value` as str() writes it, with the language's decimal sign."""
+    text = str(value)
+    return i18n.number(value, len(text.partition(".")[2])) if "." in text and "e" not in text else text
+
+
+def drift_rule() -> str:
+    """The rule drift() judges by, in the reader's language."""
+    return _(
+        "Warn when the population stability index of the top-1 probability over {bins} bins exceeds {warn} with at "
+        "least {events} live events; with fewer, no verdict (not enough traffic yet)."
+    ).format(bins=len(BIN_LABELS), warn=_short(PSI_WARN), events=MIN_DRIFT_EVENTS)
 
 
 @dataclass(frozen=True)
@@ -280,16 +292,16 @@ def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
         raise ValueError(f"family must be one of {tuple(FAMILY_COLUMNS)}, got {family!r}")
     column = FAMILY_COLUMNS[family]
     groups = _by(rows, lambda r: (r["version"], r[column]))  # None: not labelled (yet)
-    labels = list(dict.fromkeys(name for _, name in groups))  # in the order of their first row, as slice_names reads
+    labels = list(dict.fromkeys(name for _v, name in groups))  # in the order of their first row, as slice_names reads
     named = slice_names(family, np.array([n for n in labels if n is not None], dtype=object))
     order = [(n, n) for n in named] + ([(UNLABELLED, None)] if None in labels else [])
     out = []
-    for v in dict.fromkeys(v for v, _ in groups):  # as versions(rows), from the groups
+    for v in dict.fromkeys(v for v, _name in groups):  # as versions(rows), from the groups
         for name, label in order:
             g = groups.get((v, label))
             if not g:
                 continue
-            shown, matured, accepted, _ = _outcome_counts(g)
+            shown, matured, accepted, _other = _outcome_counts(g)
             top1 = [r["top1_prob"] for r in g if r["top1_prob"] is not None]
             out.append(
                 SliceRow(v, family, name, len(g), shown, matured, accepted, _rate(accepted, matured), _mean(top1))
@@ -299,7 +311,7 @@ def slices(rows: Sequence[dict], family: str) -> list[SliceRow]:
 
 def shares(counts: Sequence[int]) -> tuple[float, ...]:
     total = sum(counts)
-    return tuple(c / total for c in counts) if total else tuple(0.0 for _ in counts)
+    return tuple(c / total for c in counts) if total else tuple(0.0 for _count in counts)
 
 
 def smoothed(counts: Sequence[int]) -> tuple[float, ...]:
@@ -316,36 +328,44 @@ def psi(live_counts: Sequence[int], reference_counts: Sequence[int]) -> float:
 
 
 def drift(live_top1: Sequence[float], reference_top1: Sequence[float] | None) -> Drift:
-    """The served version's live top-1 probabilities against its release-time reference, judged by DRIFT_RULE."""
+    """The served version's live top-1 probabilities against its release-time reference, judged by drift_rule();
+    its message in the reader's language."""
     live = histogram(live_top1)
     ref = histogram(reference_top1 or ())
     n, m = sum(live), sum(ref)
     if reference_top1 is None or m < MIN_REFERENCE_EVENTS:
-        why = (
-            f"No release-time reference: it needs at least {MIN_REFERENCE_EVENTS} suggestions on the version's "
-            f"held-out documents, and has {m}."
-        )
+        why = _(
+            "No release-time reference: it needs at least {needed} suggestions on the version's held-out documents, "
+            "and has {has}."
+        ).format(needed=MIN_REFERENCE_EVENTS, has=m)
         return Drift(None, n, m, shares(live), shares(ref), "no reference", why)
     if n == 0:
-        why = f"Not enough traffic yet: no live suggestions of this version ({MIN_DRIFT_EVENTS} needed)."
+        why = _("Not enough traffic yet: no live suggestions of this version ({needed} needed).").format(
+            needed=MIN_DRIFT_EVENTS
+        )
         return Drift(None, n, m, shares(live), shares(ref), "not enough traffic", why)
     value = psi(live, ref)
     if n < MIN_DRIFT_EVENTS:
         verdict, message = (
             "not enough traffic",
-            f"Not enough traffic yet: {n} live suggestions, {MIN_DRIFT_EVENTS} needed for a verdict "
-            f"(PSI so far {value:.3f}).",
+            _("Not enough traffic yet: {n} live suggestions, {needed} needed for a verdict (PSI so far {psi}).").format(
+                n=n, needed=MIN_DRIFT_EVENTS, psi=i18n.number(value, 3)
+            ),
         )
     elif value > PSI_WARN:
         verdict, message = (
             "warning",
-            f"Warning: the live top-1 distribution has drifted from the release-time one (PSI {value:.3f} > "
-            f"{PSI_WARN} over {n} live suggestions).",
+            _(
+                "Warning: the live top-1 distribution has drifted from the release-time one (PSI {psi} > {warn} over "
+                "{n} live suggestions)."
+            ).format(psi=i18n.number(value, 3), warn=_short(PSI_WARN), n=n),
         )
     else:
         verdict, message = (
             "stable",
-            f"Stable: PSI {value:.3f} <= {PSI_WARN} over {n} live suggestions against {m} at release time.",
+            _("Stable: PSI {psi} <= {warn} over {n} live suggestions against {m} at release time.").format(
+                psi=i18n.number(value, 3), warn=_short(PSI_WARN), n=n, m=m
+            ),
         )
     return Drift(value, n, m, shares(live), shares(ref), verdict, message)
 

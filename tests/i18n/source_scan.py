@@ -1,9 +1,11 @@
 """The source scan behind test_source.py: every string literal in views/, ui/ and app.py that reads as text a person
 sees, and is not handed to the translation function (core/i18n.py: _, N_, ngettext).
 
-"Reads as text": a word of two or more letters, and a space or a capital first letter ("Stop", "query t"). Not
-scanned: docstrings and bare string statements, the arguments of _(), N_() and ngettext() (their argument must be a
-plain literal, or extraction misses it: that is reported), and log calls. What remains and is not shown to a person
+"Reads as text": a word of two or more letters, and a space or a capital first letter ("Stop", "query t"), and not
+CSS (a declaration `name: value;`, a `data-testid` selector, a <style> block). Not
+scanned: docstrings and bare string statements, the arguments of _(), N_() and ngettext() (an argument built in
+place, an f-string or a `+`, is never in the catalogs: that is reported; a name is a constant marked N_() where it is
+defined), and log calls. What remains and is not shown to a person
 (CSS, a widget key with a space, a Plotly enum) is listed in test_source.ALLOWED with its reason.
 """
 
@@ -19,6 +21,7 @@ SCANNED = ["app.py", *sorted(str(p.relative_to(ROOT)) for d in ("ui", "views") f
 TRANSLATORS = frozenset({"_", "N_", "ngettext"})
 WORD = re.compile(r"[A-Za-z]{2,}")
 CAPITALISED = re.compile(r"\s*[*_`#>\-]*\s*[A-Z][a-z]")
+STYLE = re.compile(r"<style|data-testid|\[data-|[\w-]+\s*:\s*[^;{}]+;")  # CSS, a selector or a style attribute
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Literal:
 
 
 def reads_as_text(s: str) -> bool:
-    return bool(WORD.search(s)) and (" " in s.strip() or bool(CAPITALISED.match(s)))
+    return bool(WORD.search(s)) and (" " in s.strip() or bool(CAPITALISED.match(s))) and not STYLE.search(s)
 
 
 def _name(func: ast.expr) -> str:
@@ -60,7 +63,11 @@ def scan_source(source: str, path: str) -> list[Literal]:
             if _name(node.func) in TRANSLATORS and isinstance(node.func, ast.Name):
                 literal_args = node.args[:2] if node.func.id == "ngettext" else node.args[:1]
                 for arg in literal_args:
-                    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                    # A literal, or a name bound to one marked N_() where it is defined; a string built in place
+                    # (an f-string, a +, a %, a method call on a literal) is never in the catalogs.
+                    if isinstance(arg, (ast.JoinedStr, ast.BinOp)) or (
+                        isinstance(arg, ast.Call) and isinstance(getattr(arg.func, "value", None), ast.Constant)
+                    ):
                         found.append(Literal(path, node.lineno, ast.unparse(arg)[:80], "not extractable"))
         elif isinstance(node, ast.JoinedStr):
             for part in node.values:

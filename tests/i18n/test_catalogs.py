@@ -112,3 +112,10 @@ def test_a_language_tag_is_read_or_refused(raw, code):
 def test_an_unknown_language_is_refused_with_the_ones_there_are():
     with pytest.raises(ValueError, match="en, es, zh"):
         i18n.use("fr")
+
+
+@pytest.mark.parametrize(("value", "spec"), [(1.5e-06, ".1e"), (0.35, "g"), (1234567.0, ".4g"), (-2.5, "+.2f")])
+def test_any_format_is_written_in_the_languages_signs(value, spec):
+    assert i18n.formatted(value, spec) == format(value, spec)
+    with i18n.speaking("es"):
+        assert i18n.formatted(value, spec) == format(value, spec).translate(str.maketrans(",.", ".,"))

@@ -2,7 +2,7 @@
 concept (docs/STYLE.md, "split by concept, never by a line count"): no line cap (issue 27).
 
     kernel   core/attention.py, core/handcheck.py, core/agreement.py, core/files.py, core/settings.py, core/numbers.py,
-             core/progress.py, core/jsonfile.py, core/database.py
+             core/progress.py, core/jsonfile.py, core/database.py, core/i18n.py (the translation function)
     model    core/model/      may import the kernel
     lessons  core/lessons/    may import the kernel and the model wing
     release  core/release/    may import the kernel and the model wing (never the lessons); units serving,
@@ -36,6 +36,7 @@ KERNEL = {
     "core.jsonfile",
     "core.database",
     "core.process",
+    "core.i18n",
 }
 ALLOWED = {
     "kernel": {"kernel"},

@@ -15,20 +15,32 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.forward_trace import ForwardTrace, top_choices
 from ui import charts
 
 FLOW_HEIGHT = 330  # px: with the title and the controls, the picture ends well inside a 1440x900 screen
 TOP_PROBS = 6  # bars in the prediction column
 DIMMED = 0.15  # opacity of a stage not reached yet
+# The stages' names (Stage.name): ids the page compares, shown through label().
+TEXT_STAGE, EMBEDDING_STAGE, BLOCK_STAGE = N_("text → ids"), N_("embedding"), N_("block {layer}")
+NORM_STAGE, NEXT_STAGE = N_("final norm"), N_("next character")
 
 
 @dataclass(frozen=True)
 class Stage:
-    name: str  # what the column is
+    name: str  # what the column is, in English (an id: label() shows it)
     shape: str  # the tensor it hands on, e.g. "(17, 128)"
     stream_norm: float | None  # ‖x‖ of the residual stream at the last position after this stage (None: no stream)
     guess: tuple[str, float] | None  # what the model would predict if it stopped here: (piece, probability)
+
+
+def label(name: str) -> str:
+    """A stage's name (Stage.name) in the reader's language."""
+    if name.startswith("block "):
+        return _("block {layer}").format(layer=name.removeprefix("block "))
+    return i18n._(name)
 
 
 def stages(trace: ForwardTrace, pieces: Sequence[str]) -> list[Stage]:
@@ -37,16 +49,18 @@ def stages(trace: ForwardTrace, pieces: Sequence[str]) -> list[Stage]:
     V = trace.probs.shape[0]
 
     def guess(row: int) -> tuple[str, float]:
-        (i, p), *_ = top_choices(trace.layer_probs[row], 1)
+        (i, p), *_rest = top_choices(trace.layer_probs[row], 1)
         return pieces[i], p
 
-    out = [Stage("text → ids", f"({T},)", None, None)]
-    out.append(Stage("embedding", f"({T}, {C})", float(trace.embeddings[-1].norm()), guess(0)))
+    out = [Stage(TEXT_STAGE, f"({T},)", None, None)]
+    out.append(Stage(EMBEDDING_STAGE, f"({T}, {C})", float(trace.embeddings[-1].norm()), guess(0)))
     for b in trace.blocks:
-        out.append(Stage(f"block {b.layer}", f"({T}, {C})", float(b.stream[-1].norm()), guess(b.layer + 1)))
-    out.append(Stage("final norm", f"({T}, {C})", float(trace.final_normed[-1].norm()), None))
-    (i, p), *_ = top_choices(trace.probs, 1)
-    out.append(Stage("next character", f"({V},)", None, (pieces[i], p)))
+        out.append(
+            Stage(BLOCK_STAGE.format(layer=b.layer), f"({T}, {C})", float(b.stream[-1].norm()), guess(b.layer + 1))
+        )
+    out.append(Stage(NORM_STAGE, f"({T}, {C})", float(trace.final_normed[-1].norm()), None))
+    (i, p), *_rest = top_choices(trace.probs, 1)
+    out.append(Stage(NEXT_STAGE, f"({V},)", None, (pieces[i], p)))
     return out
 
 
@@ -101,7 +115,7 @@ def flow_figure(
     fig.add_trace(
         dict(
             type="heatmap",
-            z=[[0.0] for _ in range(T)],
+            z=[[0.0] for _t in range(T)],
             text=[[f"{charts.plain(p)} {i}"] for p, i in zip(pieces, trace.ids)],
             texttemplate="%{text}",
             textfont=dict(size=11),
@@ -143,9 +157,9 @@ def flow_figure(
         dict(
             type="bar",
             orientation="h",
-            y=[f"{charts.plain(vocabulary[i])} " for i, _ in top],
-            x=[p for _, p in top],
-            text=[f"{p:.2f}" for _, p in top],
+            y=[f"{charts.plain(vocabulary[i])} " for i, _p in top],
+            x=[p for _i, p in top],
+            text=[i18n.number(p, 2) for _i, p in top],
             textposition="outside",
             marker=dict(color=[charts.OKABE_ITO[1]] + [charts.OKABE_ITO[0]] * (len(top) - 1)),
             opacity=alpha(n - 1),
@@ -166,14 +180,14 @@ def flow_figure(
         x0, x1 = axis.xaxis.domain
         centre = (x0 + x1) / 2
         bold = current is not None and col == current
-        name = f"<b>{stage.name}</b>" if bold else stage.name
+        name = f"<b>{label(stage.name)}</b>" if bold else label(stage.name)
         titles.append(dict(text=f"{name}<br>{stage.shape}", x=centre, y=1.0, yanchor="bottom", yshift=4))
         footer = []
         if stage.stream_norm is not None:
-            footer.append(f"‖x‖ {stage.stream_norm:.1f}")
+            footer.append(f"‖x‖ {i18n.number(stage.stream_norm, 1)}")
         if stage.guess is not None:
             piece, p = stage.guess
-            footer.append(f"says '{charts.plain(piece)}' {p:.2f}")
+            footer.append(_("says '{piece}' {p}").format(piece=charts.plain(piece), p=i18n.number(p, 2)))
         if footer:
             footers.append(dict(text="<br>".join(footer), x=centre, y=0.0, yanchor="top", yshift=-4))
         if col + 1 < n:
@@ -186,14 +200,14 @@ def flow_figure(
             )  # fmt: skip
     for a in titles + footers:
         fig.add_annotation(dict(xref="paper", yref="paper", showarrow=False, xanchor="center", font=dict(size=13)) | a)
-    for row, name, y in ((1, "attention", 0.77), (2, "MLP", 0.23)):  # the two halves of a block, named on its left
+    for row, name, y in ((1, _("attention"), 0.77), (2, "MLP", 0.23)):  # the two halves of a block, named on its left
         fig.add_annotation(
             xref="paper", yref="paper", showarrow=False, x=fig.get_subplot(row, 3).xaxis.domain[0], xanchor="right",
             y=y, yanchor="middle", text=name, textangle=-90, font=dict(size=12), xshift=-2,
         )  # fmt: skip
     fig.update_layout(
         title=dict(
-            text="Inside the model: your text in, the next character out",
+            text=_("Inside the model: your text in, the next character out"),
             x=0, xanchor="left", y=1, yref="container", pad=dict(t=6),
         ),
         height=height,

@@ -13,6 +13,8 @@ import datetime
 import pandas as pd
 import streamlit as st
 
+from core import i18n
+from core.i18n import _
 from core.model.bundle_checks import BundleError
 from core.model.corpus import CorpusError
 from core.telemetry.cost import CostReport, cost_report
@@ -40,43 +42,53 @@ def _measured(version: str, path: str, corpus_key: str | None, registry: str, te
 
 def section(bundle, corpus, registry) -> None:
     st.markdown(
-        "What this version costs to keep, to train and to serve, and whether this machine serves a whole class in "
-        "time. **Storage** counts the bundle, the registry and the telemetry database. **Training compute** "
-        "estimates FLOPs from the architecture (6 per parameter per token, plus attention). **Serving** times real "
-        "suggestions after held-out text. **Queueing** feeds those measured times to a simulated class: learners ask "
-        "for suggestions at random (Poisson) moments, a training run holds one core, and a suggestion waits its "
-        "turn when every worker is busy. The latency a learner feels is the wait plus the service time."
+        _(
+            "What this version costs to keep, to train and to serve, and whether this machine serves a whole class "
+            "in time. **Storage** counts the bundle, the registry and the telemetry database. **Training compute** "
+            "estimates FLOPs from the architecture (6 per parameter per token, plus attention). **Serving** times "
+            "real suggestions after held-out text. **Queueing** feeds those measured times to a simulated class: "
+            "learners ask for suggestions at random (Poisson) moments, a training run holds one core, and a "
+            "suggestion waits its turn when every worker is busy. The latency a learner feels is the wait plus the "
+            "service time."
+        )
     )
     key = (bundle.version, str(bundle.path), corpus.fingerprint if corpus is not None else None)
     where = (str(registry), str(telemetry_location()))
     shown = st.session_state.setdefault(SHOWN_KEY, set())
     if st.button(
-        "Measure the cost",
+        _("Measure the cost"),
         key="rel_cost",
-        help=f"Times {SAMPLES} suggestions on the held-out text and simulates the class's queue (seconds)",
+        help=_("Times {samples} suggestions on the held-out text and simulates the class's queue (seconds)").format(
+            samples=str(SAMPLES)
+        ),
     ):
         with st.spinner(
-            f"Timing {SAMPLES} suggestions of version {escape_markdown(bundle.version)} and simulating the class..."
+            _("Timing {samples} suggestions of version {version} and simulating the class...").format(
+                samples=str(SAMPLES), version=escape_markdown(bundle.version)
+            )
         ):
             try:
                 _measured(*key, *where, corpus)
                 shown.add(key + where)
             except CorpusError as err:  # a ValueError too: the text the held-out prompts come from
                 st.warning(
-                    f"The cost could not be measured: {escape_markdown(err)}. On this page, upload the bundle's "
-                    "training text at the top of the page: suggestions are timed on its held-out "
-                    "documents."
+                    _(
+                        "The cost could not be measured: {error}. On this page, upload the bundle's training text at "
+                        "the top of the page: suggestions are timed on its held-out documents."
+                    ).format(error=escape_markdown(err))
                 )
             except (BundleError, OSError, ValueError) as err:
-                st.warning(f"The cost could not be measured: {escape_markdown(err)}")
+                st.warning(_("The cost could not be measured: {error}").format(error=escape_markdown(err)))
     if key + where not in shown:
         st.info(
-            f"Press **Measure the cost** to time {SAMPLES} suggestions of version {escape_markdown(bundle.version)} "
-            "and simulate a class on this machine (a few seconds)."
+            _(
+                "Press **Measure the cost** to time {samples} suggestions of version {version} and simulate a class "
+                "on this machine (a few seconds)."
+            ).format(samples=str(SAMPLES), version=escape_markdown(bundle.version))
         )
         return
     report, when = _measured(*key, *where, corpus)
-    show(report, when, {where[0]: "the registry folder", where[1]: "the telemetry database"})
+    show(report, when, {where[0]: _("the registry folder"), where[1]: _("the telemetry database")})
 
 
 def named_places(text: str, places: dict[str, str]) -> str:
@@ -92,29 +104,34 @@ def show(report: CostReport, when: str, places: dict[str, str] | None = None) ->
     places = places or {}
     q = report.queueing
     st.caption(
-        f"Measured at {when} on this shared machine (times change from run to run). Request rate: "
-        f"{q.requests_per_learner_per_second:g} suggestion(s) per learner a second, "
-        f"{escape_markdown(named_places(q.rate_note, places))}."
+        _(
+            "Measured at {when} on this shared machine (times change from run to run). Request rate: {rate} "
+            "suggestion(s) per learner a second, {note}."
+        ).format(
+            when=when,
+            rate=i18n.formatted(q.requests_per_learner_per_second),
+            note=escape_markdown(named_places(q.rate_note, places)),
+        )
     )
-    projector.dataframe(pd.DataFrame(report.table()), hide_index=True, key="rel_cost_table")
+    # the report's rows are core.telemetry.cost's; its column headers are shown in the reader's language
+    headers = {"figure": _("figure"), "value": _("value"), "unit": _("unit")}
+    projector.dataframe(pd.DataFrame(report.table()).rename(columns=headers), hide_index=True, key="rel_cost_table")
+    learners, wait, sojourn = _("learners"), _("wait p95 ms"), _("time to a suggestion p95 ms")
     curve = pd.DataFrame(
         {
-            "learners": [p.learners for p in q.curve],
-            "offered load": [p.offered_load for p in q.curve],
-            "stable": [p.stable for p in q.curve],
-            "wait p95 ms": [p.wait_p95_ms for p in q.curve],
-            "time to a suggestion p95 ms": [p.sojourn_p95_ms for p in q.curve],
+            learners: [p.learners for p in q.curve],
+            _("offered load"): [p.offered_load for p in q.curve],
+            _("stable"): [p.stable for p in q.curve],
+            wait: [p.wait_p95_ms for p in q.curve],
+            sojourn: [p.sojourn_p95_ms for p in q.curve],
         }
     )
     fig = charts.lines(
-        curve["learners"].tolist(),
-        {
-            "wait p95": curve["wait p95 ms"].tolist(),
-            "time to a suggestion p95": curve["time to a suggestion p95 ms"].tolist(),
-        },
-        title="p95 wait and time to a suggestion by class size",
-        x_title="learners in the class",
-        y_title="milliseconds",
+        curve[learners].tolist(),
+        {_("wait p95"): curve[wait].tolist(), _("time to a suggestion p95"): curve[sojourn].tolist()},
+        title=_("p95 wait and time to a suggestion by class size"),
+        x_title=_("learners in the class"),
+        y_title=_("milliseconds"),
         shapes=[
             dict(
                 type="line",
@@ -140,7 +157,7 @@ def show(report: CostReport, when: str, places: dict[str, str] | None = None) ->
                 xref="paper",
                 x=0.0,
                 y=q.latency_target_ms,
-                text=f"target {q.latency_target_ms:g} ms",
+                text=_("target {ms} ms").format(ms=i18n.formatted(q.latency_target_ms)),
                 showarrow=False,
                 yanchor="bottom",
                 xanchor="left",
@@ -149,7 +166,7 @@ def show(report: CostReport, when: str, places: dict[str, str] | None = None) ->
                 yref="paper",
                 y=1.0,
                 x=q.largest_class,
-                text=f"largest class {q.largest_class:,}",
+                text=_("largest class {learners}").format(learners=i18n.integer(q.largest_class)),
                 showarrow=False,
                 yanchor="top",
                 xanchor="right",
@@ -157,14 +174,29 @@ def show(report: CostReport, when: str, places: dict[str, str] | None = None) ->
         ],
     )
     beyond = [p.learners for p in q.curve if not p.stable]
-    unstable = f" From {beyond[0]} learners the queue is unstable (offered load 1 or more)." if beyond else ""
-    at_class = "unstable" if q.sojourn_p95_ms is None else f"{q.sojourn_p95_ms:.1f} ms"
-    best = f"{q.largest_class:,}{' or more' if q.largest_class_capped else ''}"
-    summary = (
-        f"With {q.serving_workers} serving worker(s) and {q.requests_per_learner_per_second:g} suggestion(s) per "
-        f"learner a second, the p95 time to a suggestion stays within {q.latency_target_ms:g} ms up to {best} "
-        f"learners; for {q.learners} learners it is {at_class} (utilisation {q.utilisation:.2f}).{unstable}"
+    unstable = (
+        " "
+        + _("From {learners} learners the queue is unstable (offered load 1 or more).").format(learners=str(beyond[0]))
+        if beyond
+        else ""
+    )
+    at_class = _("unstable") if q.sojourn_p95_ms is None else i18n.number(q.sojourn_p95_ms, 1) + " ms"
+    largest = i18n.integer(q.largest_class)
+    best = _("{learners} or more").format(learners=largest) if q.largest_class_capped else largest
+    summary = _(
+        "With {workers} serving worker(s) and {rate} suggestion(s) per learner a second, the p95 time to a "
+        "suggestion stays within {target} ms up to {best} learners; for {learners} learners it is {at_class} "
+        "(utilisation {utilisation}).{unstable}"
+    ).format(
+        workers=str(q.serving_workers),
+        rate=i18n.formatted(q.requests_per_learner_per_second),
+        target=i18n.formatted(q.latency_target_ms),
+        best=best,
+        learners=str(q.learners),
+        at_class=at_class,
+        utilisation=i18n.number(q.utilisation, 2),
+        unstable=unstable,
     )
     companion.chart(fig, curve, summary, key="rel_cost_curve")
     for note in report.notes:
-        st.caption(f"Note: {escape_markdown(named_places(note, places))}")
+        st.caption(_("Note: {note}").format(note=escape_markdown(named_places(note, places))))

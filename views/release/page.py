@@ -10,6 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.bundle_checks import BundleError
 from core.model.corpus import MAX_BYTES, PYDOC_SOURCE, STDLIB_SOURCE, CorpusError, corpus_from_text
 from core.release.evaluation.eval_report import EvalConfig
@@ -24,6 +26,7 @@ from ui import layout, models, teacher
 from ui.text import escape_markdown
 from views.release import cost_view, registry_view, release_actions, tradeoff_view
 from views.release.rubric import exact_figures, gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
+from views.release.wording import known, words
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
 POLICY = ReleasePolicy()
@@ -37,7 +40,16 @@ MAX_PRICE = (
 )
 KEEP = 2  # results kept per session: a check holds an n-gram trained on the whole split (tens of MB)
 CHECK_LOCK = ".release-check.lock"  # in the runs folder (LAB_RUNS_DIR): held by the one release check running
-TEACHERS = "the release checks, promote and rollback"  # what the teacher gate unlocks on this page
+TEACHERS = N_("the release checks, promote and rollback")  # what the teacher gate unlocks on this page
+# The sections beyond the picture (st.tabs labels), shown translated: with a bundle, and without one.
+TABS = (
+    N_("Release checks"),
+    N_("Threshold trade-off"),
+    N_("Promote or roll back"),
+    N_("Registry"),
+    N_("Quick preview"),
+    N_("What it costs"),
+)
 
 
 def remember(key: str, item_key: tuple, value) -> None:
@@ -55,7 +67,7 @@ def needs_text(manifest: dict) -> bool:
     return not isinstance(source, str) or (source != STDLIB_SOURCE and not Path(source).is_file())
 
 
-@st.cache_resource(max_entries=2, show_spinner="Reading the run's own copy of its training text...")
+@st.cache_resource(max_entries=2, show_spinner=False)  # the spinner's text is the reader's language: kept_corpus
 def _kept_corpus(run_dir: str, identity: tuple, _record):
     return run_record.corpus_of(_record)
 
@@ -71,7 +83,8 @@ def kept_corpus(bundle):
         copy = (record.run_dir / run_record.CORPUS_COPY).stat()
     except OSError:
         return None
-    return _kept_corpus(str(record.run_dir), (record.version, copy.st_size, copy.st_mtime_ns), record)
+    with st.spinner(_("Reading the run's own copy of its training text...")):
+        return _kept_corpus(str(record.run_dir), (record.version, copy.st_size, copy.st_mtime_ns), record)
 
 
 def run_checks(bundle, corpus, key: tuple):
@@ -85,24 +98,33 @@ def run_checks(bundle, corpus, key: tuple):
         lock = try_lock(models.RUNS_DIR / CHECK_LOCK)
     except OSError as err:
         st.warning(
-            "The release checks cannot run: the runs folder cannot be written "
-            f"({escape_markdown(err.strerror or err)}). Ask the server's operator to fix LAB_RUNS_DIR."
+            _(
+                "The release checks cannot run: the runs folder cannot be written ({error}). Ask the server's "
+                "operator to fix LAB_RUNS_DIR."
+            ).format(error=escape_markdown(err.strerror or err))
         )
         return None
     if lock is None:
         st.warning(
-            "Another release check is running on this server (one runs at a time: each takes minutes of the "
-            "server's time). Press the button again when it has finished."
+            _(
+                "Another release check is running on this server (one runs at a time: each takes minutes of the "
+                "server's time). Press the button again when it has finished."
+            )
         )
         return None
     try:
         with st.spinner(
-            f"Running the release checks on version {escape_markdown(bundle.version)}: verifying the "
-            "files, editing tokens to test causality, comparing cached and full logits, training the rule and the "
-            f"{POLICY.ngram_order}-gram on the same training documents and tuning their thresholds, simulating "
-            f"{POLICY.evaluation.typing_chars:,} characters of typing with each of the three, the no-peek and "
-            "shuffled-text canaries, saving the fallback. Several minutes on the standard library, seconds on a "
-            "small text..."
+            _(
+                "Running the release checks on version {version}: verifying the files, editing tokens to test "
+                "causality, comparing cached and full logits, training the rule and the {order}-gram on the same "
+                "training documents and tuning their thresholds, simulating {chars} characters of typing with each "
+                "of the three, the no-peek and shuffled-text canaries, saving the fallback. Several minutes on the "
+                "standard library, seconds on a small text..."
+            ).format(
+                version=escape_markdown(bundle.version),
+                order=str(POLICY.ngram_order),
+                chars=i18n.integer(POLICY.evaluation.typing_chars),
+            )
         ):
             began = time.perf_counter()
             check = check_release(bundle.path, corpus=corpus, policy=POLICY)
@@ -118,19 +140,20 @@ def shown_rubric(bundle, key: tuple) -> tuple[Rubric, str] | None:
     cached = st.session_state.get(CHECKS_KEY, {}).get(key)
     if cached is not None:
         check, seconds = cached
-        said = (
-            f"Checked version {escape_markdown(check.rubric.version)} in this session at "
-            f"{escape_markdown(check.rubric.created)} in {seconds:.1f} s."
+        said = _("Checked version {version} in this session at {created} in {seconds} s.").format(
+            version=escape_markdown(check.rubric.version),
+            created=escape_markdown(check.rubric.created),
+            seconds=i18n.number(seconds, 1),
         )
         return check.rubric, said
     found = recorded(bundle, REGISTRY)
     if found is None:
         return None
     rubric, where = found
-    said = (
-        f"The checks of version {escape_markdown(rubric.version)} as {where}, at {escape_markdown(rubric.created)}; "
-        "the teacher's **Run the release checks** measures them again."
-    )
+    said = _(
+        "The checks of version {version} as {where}, at {created}; the teacher's **Run the release checks** "
+        "measures them again."
+    ).format(version=escape_markdown(rubric.version), where=where, created=escape_markdown(rubric.created))
     return rubric, said
 
 
@@ -143,41 +166,53 @@ def picture(bundle, corpus, key: tuple) -> None:
         with button:
             if not teacher.unlocked():
                 st.caption(
-                    "The release checks are run by the teacher: they take minutes of the server's time. The teacher "
-                    "unlocks them in the **Promote or roll back** tab."
+                    _(
+                        "The release checks are run by the teacher: they take minutes of the server's time. The "
+                        "teacher unlocks them in the **Promote or roll back** tab."
+                    )
                 )
             elif st.button(
-                "Run the release checks",
+                _("Run the release checks"),
                 key="rel_run_checks",
                 type="primary",
-                help="Verifies the bundle, runs the leak detectors and trains the rule and n-gram baselines to compare",
+                help=_(
+                    "Verifies the bundle, runs the leak detectors and trains the rule and n-gram baselines to compare"
+                ),
             ):
                 run_checks(bundle, corpus, key)
         shown = shown_rubric(bundle, key)
         with said:
             if shown is None:
                 st.info(
-                    f"The checks have not run for version {escape_markdown(bundle.version)} yet. The teacher's "
-                    "**Run the release checks** measures them (it retrains both baselines and types the held-out "
-                    "text with each predictor, so it takes a while)."
+                    _(
+                        "The checks have not run for version {version} yet. The teacher's **Run the release "
+                        "checks** measures them (it retrains both baselines and types the held-out text with each "
+                        "predictor, so it takes a while)."
+                    ).format(version=escape_markdown(bundle.version))
                 )
             else:
                 verdict(shown[0])
         if shown is not None:
             st.caption(shown[1])
             if not gate_chart(shown[0]):
-                st.info("This rubric holds no figures against the baselines: the checks that measure them did not run.")
+                st.info(
+                    _("This rubric holds no figures against the baselines: the checks that measure them did not run.")
+                )
 
 
 def rubric_section(bundle, key: tuple) -> None:
     st.markdown(
-        "The gate is a list of checks, each with the figure it measured and the rule it is held to. One failed "
-        "check refuses the release. They run on the bundle as it is on disk and write nothing into it. The "
-        "policy is the same one `python -m core release promote` applies: this page cannot waive a check."
+        _(
+            "The gate is a list of checks, each with the figure it measured and the rule it is held to. One failed "
+            "check refuses the release. They run on the bundle as it is on disk and write nothing into it. The "
+            "policy is the same one `python -m core release promote` applies: this page cannot waive a check."
+        )
     )
     shown = shown_rubric(bundle, key)
     if shown is None:
-        st.info("The teacher's **Run the release checks** (at the top) measures them: every check's row appears here.")
+        st.info(
+            _("The teacher's **Run the release checks** (at the top) measures them: every check's row appears here.")
+        )
         return
     show_rubric(*shown)
     gate_notes(shown[0])
@@ -192,46 +227,64 @@ def tradeoff_section(bundle, corpus) -> None:
     exactly what tuning at that price would give, at once."""
     recorded_policy = policy_from_manifest(bundle.manifest)
     st.caption(
-        f"This version shows a suggestion when its probability reaches **{recorded_policy.threshold:g}**, the "
-        f"threshold tuned at a price of {recorded_policy.attention_cost:g} keystroke(s) for every suggestion shown "
-        "and not taken (the time to read and dismiss it). Pick your own price and see what each threshold buys."
+        _(
+            "This version shows a suggestion when its probability reaches **{threshold}**, the threshold tuned at a "
+            "price of {price} keystroke(s) for every suggestion shown and not taken (the time to read and dismiss "
+            "it). Pick your own price and see what each threshold buys."
+        ).format(
+            threshold=i18n.formatted(recorded_policy.threshold), price=i18n.formatted(recorded_policy.attention_cost)
+        )
     )
     state = (bundle.version, corpus.fingerprint if corpus else None)
     if st.session_state.get(TRADEOFF_KEY) != state:
         st.button(  # set before the rerun it starts, so the measuring run already shows no button
-            f"Measure the trade-off ({TRADEOFF_CHARS:,} characters of validation text; about a minute)",
+            _("Measure the trade-off ({chars} characters of validation text; about a minute)").format(
+                chars=i18n.integer(TRADEOFF_CHARS)
+            ),
             key="rel_tradeoff_run",
             on_click=st.session_state.__setitem__,
             args=(TRADEOFF_KEY, state),
         )
         return
-    with st.spinner("The simulated typist replays the validation text at every threshold of the grid..."):
+    with st.spinner(_("The simulated typist replays the validation text at every threshold of the grid...")):
         try:
             rows = tradeoff_view.measured(str(bundle.path), bundle.version, None, TRADEOFF_CHARS, state[1], corpus)
         except (BundleError, ValueError, OSError) as err:
-            st.warning(f"The trade-off could not be measured: {escape_markdown(err)}")
+            st.warning(_("The trade-off could not be measured: {error}").format(error=escape_markdown(err)))
             st.session_state.pop(TRADEOFF_KEY, None)
             return
     price = st.slider(
-        "Price of attention (keystrokes per suggestion shown and not taken)",
+        _("Price of attention (keystrokes per suggestion shown and not taken)"),
         0.0,
         MAX_PRICE,
         float(min(recorded_policy.attention_cost, MAX_PRICE)),
         0.25,
         key="rel_price",
-        help="What a suggestion that is not taken costs the typist: 1 keystroke is the lab's default (docs/RELEASE.md: "
-        "The price of attention); 0 makes an interruption free.",
+        help=_(
+            "What a suggestion that is not taken costs the typist: 1 keystroke is the lab's default (docs/RELEASE.md: "
+            "The price of attention); 0 makes an interruption free."
+        ),
     )
     tradeoff_view.render(reprice(rows, price), key="rel_tradeoff")
 
 
-@st.dialog("Promote a version for the whole class", width="medium", on_dismiss=teacher.close_confirmation)
 def promote_dialog(bundle, corpus, key: tuple, reg: Path) -> None:
+    """The promotion's confirmation, in a dialog titled in the reader's language (st.dialog's title is fixed when
+    the dialog is made: it is made on the run that shows it)."""
+    dialog = st.dialog(
+        _("Promote a version for the whole class"), width="medium", on_dismiss=teacher.close_confirmation
+    )
+    dialog(_promote_body)(bundle, corpus, key, reg)
+
+
+def _promote_body(bundle, corpus, key: tuple, reg: Path) -> None:
     version = escape_markdown(bundle.version)
     why = teacher.confirm(
-        f"If every release check passes, the whole class is served version **{version}** from now "
-        f"on; if one fails, nothing changes. {release_actions.served_now(reg)}",
-        f"Promote version {version}",
+        _(
+            "If every release check passes, the whole class is served version **{version}** from now on; if one "
+            "fails, nothing changes. {served_now}"
+        ).format(version=version, served_now=release_actions.served_now(reg)),
+        _("Promote version {version}").format(version=version),
         "rel_promote",
     )
     if why is not None:
@@ -244,12 +297,21 @@ def promote_dialog(bundle, corpus, key: tuple, reg: Path) -> None:
         st.rerun()  # the sidebar's released version and the tables below follow the new pointer
 
 
-@st.dialog("Roll back the version the class is served", width="medium", on_dismiss=teacher.close_confirmation)
 def rollback_dialog(reg: Path, target: str) -> None:
+    """The rollback's confirmation, in a dialog titled in the reader's language (as promote_dialog)."""
+    dialog = st.dialog(
+        _("Roll back the version the class is served"), width="medium", on_dismiss=teacher.close_confirmation
+    )
+    dialog(_rollback_body)(reg, target)
+
+
+def _rollback_body(reg: Path, target: str) -> None:
     shown = escape_markdown(target)
     why = teacher.confirm(
-        f"The whole class is served version **{shown}** again from now on. {release_actions.served_now(reg)}",
-        f"Roll back to version {shown}",
+        _("The whole class is served version **{version}** again from now on. {served_now}").format(
+            version=shown, served_now=release_actions.served_now(reg)
+        ),
+        _("Roll back to version {version}").format(version=shown),
         "rel_rollback",
     )
     if why is not None:
@@ -260,39 +322,47 @@ def rollback_dialog(reg: Path, target: str) -> None:
 
 def actions_section(bundle, corpus, key, reg: Path) -> None:
     st.markdown(
-        "**Promote** runs the release checks (or reuses them when they have run) and, only if every check passes, "
-        "installs a read-only copy of the bundle with its rubric and its named fallback as a new version, then "
-        "switches `current` to it. A refused bundle is left where it was, and `current` does not move. "
-        "**Roll back** switches `current` to the version that was current before it. Each asks you to confirm, "
-        "naming the version the class will be served, and for the reason; both append one line to the "
-        "registry's log (with this session's id and the reason), shown here and in the Registry tab."
+        _(
+            "**Promote** runs the release checks (or reuses them when they have run) and, only if every check passes, "
+            "installs a read-only copy of the bundle with its rubric and its named fallback as a new version, then "
+            "switches `current` to it. A refused bundle is left where it was, and `current` does not move. "
+            "**Roll back** switches `current` to the version that was current before it. Each asks you to confirm, "
+            "naming the version the class will be served, and for the reason; both append one line to the "
+            "registry's log (with this session's id and the reason), shown here and in the Registry tab."
+        )
     )
-    unlocked = teacher.gate(TEACHERS, "change what the whole class is served or take minutes of the server's time")
+    unlocked = teacher.gate(
+        words(TEACHERS), _("change what the whole class is served or take minutes of the server's time")
+    )
     previous = release_actions.previous_version(reg)
-    locked_help = "" if unlocked else " (teacher only: locked)"
+    locked_help = "" if unlocked else " " + _("(teacher only: locked)")
     left, right = st.columns(2)
     with left:
         label = (
-            f"Promote version {escape_markdown(bundle.version)}"
+            _("Promote version {version}").format(version=escape_markdown(bundle.version))
             if bundle
-            else "Promote (select a transformer bundle first)"
+            else _("Promote (select a transformer bundle first)")
         )
         if st.button(
             label,
             key="rel_promote",
             disabled=bundle is None or not unlocked,
-            help="Asks you to confirm, then runs the release gate; switches current only if every check "
-            "passes" + locked_help,
+            help=_("Asks you to confirm, then runs the release gate; switches current only if every check passes")
+            + locked_help,
         ):
             teacher.open_confirmation("promote")
     with right:
-        target = f"version {escape_markdown(previous)}" if previous else "the previous version (there is none)"
+        label = (
+            _("Roll back to version {version}").format(version=escape_markdown(previous))
+            if previous
+            else _("Roll back to the previous version (there is none)")
+        )
         if st.button(
-            f"Roll back to {target}",
+            label,
             key="rel_rollback",
             disabled=previous is None or not unlocked,
-            help="Asks you to confirm, then switches current back to the version that was current before "
-            "it" + locked_help,
+            help=_("Asks you to confirm, then switches current back to the version that was current before it")
+            + locked_help,
         ):
             teacher.open_confirmation(("rollback", previous))
     opened = teacher.confirmation()  # None unless unlocked: a forged click opens nothing
@@ -305,17 +375,21 @@ def actions_section(bundle, corpus, key, reg: Path) -> None:
 
 def registry_section(reg: Path) -> None:
     st.markdown(
-        "The registry is a folder on the server (`LAB_REGISTRY_DIR`). Each promoted version is an immutable copy of "
-        "its bundle, stored with the rubric it passed and its **named fallback**: an n-gram baseline trained on the "
-        "same training documents. It is *named* because the rubric records exactly which one (kind, order, "
-        "version), so the team knows what users get when the transformer cannot be served. `current` points at "
-        "the version the app serves."
+        _(
+            "The registry is a folder on the server (`LAB_REGISTRY_DIR`). Each promoted version is an immutable copy "
+            "of its bundle, stored with the rubric it passed and its **named fallback**: an n-gram baseline trained on "
+            "the same training documents. It is *named* because the rubric records exactly which one (kind, order, "
+            "version), so the team knows what users get when the transformer cannot be served. `current` points at "
+            "the version the app serves."
+        )
     )
     st.markdown(
-        "**When the current version fails to load** (a file damaged or edited, so its hashes no longer match), the "
-        "app does not crash and does not move `current`: it serves the last known-good version (the earlier "
-        "currents, newest first, then any other promoted version that still loads) and, if none loads, the named "
-        "n-gram fallback, with a banner saying what is served and why."
+        _(
+            "**When the current version fails to load** (a file damaged or edited, so its hashes no longer match), the "
+            "app does not crash and does not move `current`: it serves the last known-good version (the earlier "
+            "currents, newest first, then any other promoted version that still loads) and, if none loads, the named "
+            "n-gram fallback, with a banner saying what is served and why."
+        )
     )
     registry_view.show_status(reg)
     registry_view.show_log(reg)
@@ -323,39 +397,51 @@ def registry_section(reg: Path) -> None:
 
 def comparison_section(bundle, corpus, key: tuple) -> None:
     st.markdown(
-        "Before trusting a model's complexity, compare it with simpler ones on the same held-out positions: a "
-        "**rule** (complete the most frequent training word) and an **n-gram** (the named fallback). Averages hide "
-        "weak spots, so the chart splits top-1 accuracy by kind of input (character class, column, indentation, "
-        "document), each with its 95% interval (a bootstrap over documents): a short bar with a wide interval "
-        "means too few documents to say."
+        _(
+            "Before trusting a model's complexity, compare it with simpler ones on the same held-out positions: a "
+            "**rule** (complete the most frequent training word) and an **n-gram** (the named fallback). Averages hide "
+            "weak spots, so the chart splits top-1 accuracy by kind of input (character class, column, indentation, "
+            "document), each with its 95% interval (a bootstrap over documents): a short bar with a wide interval "
+            "means too few documents to say."
+        )
     )
     st.caption(
-        f"A quick preview, not the gate's figures: at most {COMPARE.max_positions:,} scored positions, "
-        f"{COMPARE.typing_chars:,} characters of simulated typing and {COMPARE.latency_samples} latency "
-        f"samples (seed {COMPARE.seed}), so it takes seconds. The release checks (at the top) evaluate with larger "
-        "caps, and their figures, not these, decide. Latency is wall-clock time on this shared machine and changes "
-        "from run to run."
+        _(
+            "A quick preview, not the gate's figures: at most {positions} scored positions, {chars} characters of "
+            "simulated typing and {samples} latency samples (seed {seed}), so it takes seconds. The release checks "
+            "(at the top) evaluate with larger caps, and their figures, not these, decide. Latency is wall-clock "
+            "time on this shared machine and changes from run to run."
+        ).format(
+            positions=i18n.integer(COMPARE.max_positions),
+            chars=i18n.integer(COMPARE.typing_chars),
+            samples=str(COMPARE.latency_samples),
+            seed=str(COMPARE.seed),
+        )
     )
     if st.button(
-        "Quick preview against the baselines",
+        _("Quick preview against the baselines"),
         key="rel_compare",
-        help="Trains the rule and the n-gram on the same training documents and scores all three, with small caps",
+        help=_("Trains the rule and the n-gram on the same training documents and scores all three, with small caps"),
     ):
         with st.spinner(
-            f"Training the rule and the n-gram on version {escape_markdown(bundle.version)}'s training "
-            "documents, then scoring all three on the held-out text and timing suggestions..."
+            _(
+                "Training the rule and the n-gram on version {version}'s training documents, then scoring all three "
+                "on the held-out text and timing suggestions..."
+            ).format(version=escape_markdown(bundle.version))
         ):
             try:
                 remember(
                     COMPARE_KEY, key, evaluate_bundle(bundle.path, corpus=corpus, config=COMPARE, with_baselines=True)
                 )
             except (CorpusError, BundleError, OSError, ValueError) as err:
-                st.warning(f"The comparison could not run: {escape_markdown(err)}")
+                st.warning(_("The comparison could not run: {error}").format(error=escape_markdown(err)))
     result = st.session_state.get(COMPARE_KEY, {}).get(key)
     if result is None:
         st.info(
-            "Press **Quick preview against the baselines** to train them and score all three with the small caps "
-            "above (seconds on a small text, about half a minute on the standard library)."
+            _(
+                "Press **Quick preview against the baselines** to train them and score all three with the small caps "
+                "above (seconds on a small text, about half a minute on the standard library)."
+            )
         )
         return
     show_comparison(result)
@@ -378,58 +464,77 @@ def training_text(bundle):
     kept = kept_corpus(bundle) if needs_text(bundle.manifest) else None
     if kept is not None:
         st.caption(
-            f"Held-out text from the run's own record: the training text this server kept beside the bundle "
-            f"({len(kept.documents)} documents, {kept.num_chars:,} characters), split as training split it."
+            _(
+                "Held-out text from the run's own record: the training text this server kept beside the bundle "
+                "({documents} documents, {chars} characters), split as training split it."
+            ).format(documents=str(len(kept.documents)), chars=i18n.integer(kept.num_chars))
         )
         return kept
     if not needs_text(bundle.manifest):
         return None
     st.info(
-        "This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "
-        "held-out checks need the same text: upload it here, or run the checks without it (the checks that "
-        "need the text then report that they did not run)."
+        _(
+            "This bundle was trained on a text the lab cannot read back (an upload, or a file that moved). The "
+            "held-out checks need the same text: upload it here, or run the checks without it (the checks that "
+            "need the text then report that they did not run)."
+        )
     )
     upload = st.file_uploader(
-        "The bundle's training text (UTF-8)", key="rel_corpus_upload", max_upload_size=MAX_BYTES // 2**20
+        _("The bundle's training text (UTF-8)"), key="rel_corpus_upload", max_upload_size=MAX_BYTES // 2**20
     )
     if upload is not None:
         try:
             return corpus_from_text(upload.name, upload.getvalue())
         except CorpusError as err:
-            st.warning(f"This file cannot be used: {escape_markdown(err)}")
+            st.warning(_("This file cannot be used: {error}").format(error=escape_markdown(err)))
     return None
 
 
-st.title("Release")
+st.title(_("Release"))
 st.caption(
-    "Before the team's autocomplete serves a model, it passes a **release gate**: checks that catch what a loss "
-    "curve hides (a model that reads the future, a cache that drifts, a model no better than a simple baseline). "
-    "A model that passes is **promoted** into a registry with a **named fallback**; a bad release is **rolled back**."
+    _(
+        "Before the team's autocomplete serves a model, it passes a **release gate**: checks that catch what a loss "
+        "curve hides (a model that reads the future, a cache that drifts, a model no better than a simple baseline). "
+        "A model that passes is **promoted** into a registry with a **named fallback**; a bad release is **rolled "
+        "back**."
+    )
 )
 bundle = models.selected_bundle()
 corpus, key = None, None
 if bundle is None:
     st.info(
-        "No transformer bundle is selected (or the registry is serving its n-gram fallback). Pick a bundle in "
-        "the sidebar, or train one on the Training page, to check and promote it. The registry is in its tab below."
+        _(
+            "No transformer bundle is selected (or the registry is serving its n-gram fallback). Pick a bundle in "
+            "the sidebar, or train one on the Training page, to check and promote it. The registry is in its tab "
+            "below."
+        )
     )
 else:
     if not bundle.safe:
         why = (
-            "it was trained without the causal mask, so every position saw the character it had to predict"
+            _("it was trained without the causal mask, so every position saw the character it had to predict")
             if not bundle.model.config.causal
-            else "its own training flagged it"
+            else _("its own training flagged it")
         )
         st.error(
-            f"**This bundle is marked unsafe**: {why}. "
-            "The release gate refuses it: run the checks to see the measured causality failure. Promoting it "
-            "is refused, and the current version stays where it is."
+            _(
+                "**This bundle is marked unsafe**: {why}. The release gate refuses it: run the checks to see the "
+                "measured causality failure. Promoting it is refused, and the current version stays where it is."
+            ).format(why=why)
         )
-        exact_figures([escape_markdown(f"Why, as the bundle records it: {bundle.manifest.get('unsafe_reason')}.")])
-    name = st.session_state.get("lab_bundle") or "the selected model"
+        exact_figures(
+            [
+                escape_markdown(
+                    _("Why, as the bundle records it: {reason}.").format(reason=bundle.manifest.get("unsafe_reason"))
+                )
+            ]
+        )
+    name = known(st.session_state.get("lab_bundle")) or _("the selected model")  # a label: a code of the sidebar
     source = source_name(bundle.manifest.get("corpus", {}).get("source"))
     st.caption(
-        f"Version {escape_markdown(bundle.version)} of {escape_markdown(name)}, trained on {escape_markdown(source)}."
+        _("Version {version} of {name}, trained on {source}.").format(
+            version=escape_markdown(bundle.version), name=escape_markdown(name), source=escape_markdown(source)
+        )
     )
     corpus = training_text(bundle)
     key = (bundle.version, str(bundle.path), corpus.fingerprint if corpus else None)
@@ -437,9 +542,7 @@ else:
 
 # The sections beyond the picture, one click away.
 if bundle is not None and key is not None:
-    checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more(
-        ["Release checks", "Threshold trade-off", "Promote or roll back", "Registry", "Quick preview", "What it costs"]
-    )
+    checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more([words(t) for t in TABS])
     with checks_tab:
         rubric_section(bundle, key)
     with tradeoff_tab:
@@ -449,7 +552,7 @@ if bundle is not None and key is not None:
     with cost_tab:
         cost_view.section(bundle, corpus, REGISTRY)
 else:
-    actions_tab, registry_tab = layout.more(["Promote or roll back", "Registry"])
+    actions_tab, registry_tab = layout.more([words(TABS[2]), words(TABS[3])])
 with actions_tab:
     actions_section(bundle, corpus, key, REGISTRY)
 with registry_tab:

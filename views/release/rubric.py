@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.bundle_checks import BundleError
 from core.release.evaluation.comparison import Evaluation
 from core.release.evaluation.eval_report import EvalReport, Interval, SliceMetrics
@@ -22,52 +24,93 @@ from core.release.registry.served import version_dir
 from ui import charts, projector
 from ui.companion import chart
 from ui.text import escape_markdown
+from views.release.wording import interval as shown_interval
+from views.release.wording import known, words
 
 # What each check of core.release.gate.gate guards against, in a sentence for the team.
+# The keys are the checks' names as the rubric records them; both are shown translated (N_, then known()).
 GUARDS = {
-    "integrity": "Damaged, half-copied or edited files: every file's hash, the manifest fields, the tensor names "
-    "and shapes, finite weights.",
-    "marked safe": "Shipping a model its own training flagged (for example one trained without the causal mask).",
-    "causality": "A model that reads the future: changing a later character must not move any earlier prediction.",
-    "cache logits": "A KV cache that drifts: predictions computed token by token through the cache must equal "
-    "the full forward pass.",
-    "cache greedy": "Suggestions that change when the cache is on, including after the context window slides.",
-    "held-out split": "Scores measured on text the model trained on: the evaluation uses the split and the corpus "
-    "the bundle records.",
-    "plausible: no-peek": "A leak the edit test missed: a model that sees its target gets worse when the window "
-    "ends just before the target.",
-    "plausible: canary": "Copying that looks like skill: on shuffled text no honest model beats the character entropy.",
-    "plausible: vs n-gram": "An impossibly good loss: a small character model is not four times better than a 5-gram.",
-    "beats baselines: loss": "Complexity that does not pay: the transformer must predict held-out text better than "
-    "both the rule and the n-gram.",
-    "beats baselines: keystrokes": "A model that scores well but helps less: with the suggestions as served, its "
-    "keystrokes saved must be above the rule's and the n-gram's, by more than the uncertainty (intervals apart).",
-    "named fallback": "Having nothing to serve: an n-gram on the same split must save and load back, ready to serve.",
+    N_("integrity"): N_(
+        "Damaged, half-copied or edited files: every file's hash, the manifest fields, the tensor names "
+        "and shapes, finite weights."
+    ),
+    N_("marked safe"): N_(
+        "Shipping a model its own training flagged (for example one trained without the causal mask)."
+    ),
+    N_("causality"): N_(
+        "A model that reads the future: changing a later character must not move any earlier prediction."
+    ),
+    N_("cache logits"): N_(
+        "A KV cache that drifts: predictions computed token by token through the cache must equal "
+        "the full forward pass."
+    ),
+    N_("cache greedy"): N_("Suggestions that change when the cache is on, including after the context window slides."),
+    N_("held-out split"): N_(
+        "Scores measured on text the model trained on: the evaluation uses the split and the corpus the bundle records."
+    ),
+    N_("plausible: no-peek"): N_(
+        "A leak the edit test missed: a model that sees its target gets worse when the window "
+        "ends just before the target."
+    ),
+    N_("plausible: canary"): N_(
+        "Copying that looks like skill: on shuffled text no honest model beats the character entropy."
+    ),
+    N_("plausible: vs n-gram"): N_(
+        "An impossibly good loss: a small character model is not four times better than a 5-gram."
+    ),
+    N_("beats baselines: loss"): N_(
+        "Complexity that does not pay: the transformer must predict held-out text better than "
+        "both the rule and the n-gram."
+    ),
+    N_("beats baselines: keystrokes"): N_(
+        "A model that scores well but helps less: with the suggestions as served, its "
+        "keystrokes saved must be above the rule's and the n-gram's, by more than the uncertainty (intervals apart)."
+    ),
+    N_("named fallback"): N_(
+        "Having nothing to serve: an n-gram on the same split must save and load back, ready to serve."
+    ),
 }
-KEYSTROKES_CHECK = "beats baselines: keystrokes"  # the check the picture's chart shows the figures of
-EXACT = "The exact figures"  # the expander under a plain verdict: its figures and their rules, one click away
+KEYSTROKES_CHECK = N_("beats baselines: keystrokes")  # the check the picture's chart shows the figures of
+EXACT = N_("The exact figures")  # the expander under a plain verdict: its figures and their rules, one click away
 PICTURE_PX = 340  # the gate's chart opens the page: short enough to sit on the first screen, projected too
-RUBRIC_COLUMNS = ["check", "result", "figure", "threshold", "guards against", "detail"]
+RUBRIC_COLUMNS = [N_("check"), N_("result"), N_("figure"), N_("threshold"), N_("guards against"), N_("detail")]
 SLICE_COLUMNS = ["slice", "positions", "top1", "top1_ci_low", "top1_ci_high", "loss", "keystrokes_saved_per_100"]
-PREDICTORS = {"rule": "rule", "ngram": "n-gram", "transformer": "transformer"}  # the gate's, in the order shown
+# the gate's predictors, in the order shown
+PREDICTORS = {"rule": N_("rule"), "ngram": N_("n-gram"), "transformer": N_("transformer")}
 # (summary key, column): the figures of core.release.evaluation.comparison.summary the gate's table shows, intervals
 # split
 GATE_COLUMNS = (
-    ("net_keystrokes_saved_per_100", "net keystrokes saved per 100 chars"),
-    ("net_keystrokes_saved_ci", "net keystrokes 95% interval"),
-    ("attention_cost", "attention cost (keystrokes)"),
-    ("keystrokes_saved_per_100", "keystrokes saved per 100 chars"),
-    ("keystrokes_saved_ci", "keystrokes 95% interval"),
-    ("acceptance_rate", "acceptance rate"),
-    ("acceptance_ci", "acceptance 95% interval"),
-    ("shown_per_100", "suggestions shown per 100 chars"),
-    ("threshold", "threshold"),
-    ("threshold_tuned", "threshold tuned"),
-    ("loss", "loss (nats/char)"),
-    ("loss_ci", "loss 95% interval"),
-    ("typed_chars", "characters typed"),
-    ("documents", "documents"),
+    ("net_keystrokes_saved_per_100", N_("net keystrokes saved per 100 chars")),
+    ("net_keystrokes_saved_ci", N_("net keystrokes 95% interval")),
+    ("attention_cost", N_("attention cost (keystrokes)")),
+    ("keystrokes_saved_per_100", N_("keystrokes saved per 100 chars")),
+    ("keystrokes_saved_ci", N_("keystrokes 95% interval")),
+    ("acceptance_rate", N_("acceptance rate")),
+    ("acceptance_ci", N_("acceptance 95% interval")),
+    ("shown_per_100", N_("suggestions shown per 100 chars")),
+    ("threshold", N_("threshold")),
+    ("threshold_tuned", N_("threshold tuned")),
+    ("loss", N_("loss (nats/char)")),
+    ("loss_ci", N_("loss 95% interval")),
+    ("typed_chars", N_("characters typed")),
+    ("documents", N_("documents")),
 )
+# The chart's words for the figure the keystrokes check decided on (decided_on), net or gross: its title, its axis,
+# the summary's and the exact figures' sentence.
+DECIDED_WORDS = {
+    True: (
+        N_("Net keystrokes saved per 100 characters, as served (the gate's figures)"),
+        N_("net keystrokes saved per 100 chars"),
+        N_("Net keystrokes saved per 100 characters: {figures}."),
+        N_("Net keystrokes saved per 100 characters with 95% intervals: {figures}."),
+    ),
+    False: (
+        N_("Keystrokes saved per 100 characters, as served (the gate's figures)"),
+        N_("keystrokes saved per 100 chars"),
+        N_("Keystrokes saved per 100 characters: {figures}."),
+        N_("Keystrokes saved per 100 characters with 95% intervals: {figures}."),
+    ),
+}
 
 
 def recorded(bundle, registry: Path) -> tuple[Rubric, str] | None:
@@ -78,10 +121,12 @@ def recorded(bundle, registry: Path) -> tuple[Rubric, str] | None:
     is passed over. The page opens on these figures, so the class sees the gate's comparison before anyone spends
     minutes running the checks again."""
     # Plain text, not a code span: inline code in a caption falls below WCAG AA contrast (axe-core).
-    beside = "recorded beside the bundle by the command python -m core release check"
+    beside = _("recorded beside the bundle by the command python -m core release check")
     places = [(side_dir(bundle.path) / RUBRIC, beside)]
     try:
-        places.append((version_dir(registry, bundle.version) / RUBRIC, "stored in the registry when it was promoted"))
+        places.append(
+            (version_dir(registry, bundle.version) / RUBRIC, _("stored in the registry when it was promoted"))
+        )
     except BundleError:  # not a version name: nothing in the registry
         pass
     for path, where in places:
@@ -98,19 +143,33 @@ def verdict(rubric: Rubric) -> None:
     """The gate's verdict in one box: how many checks pass and which failed, by name; the failed checks' figures and
     rules in an expander under it."""
     failed = [c for c in rubric.checks if not c.passed]
-    summary = f"{len(rubric.checks) - len(failed)} of {len(rubric.checks)} checks pass"
+    counts = {"passed": str(len(rubric.checks) - len(failed)), "total": str(len(rubric.checks))}
     if failed:
-        summary += "; failed: " + ", ".join(c.name for c in failed)
-        st.error(f"**Refused.** {escape_markdown(summary)}. What each guards against is in the Release checks tab.")
-        exact_figures([escape_markdown(f"{c.name}: {c.figure} (rule: {c.threshold}). {c.detail}") for c in failed])
+        summary = _("{passed} of {total} checks pass; failed: {names}").format(
+            **counts, names=", ".join(str(known(c.name)) for c in failed)
+        )
+        st.error(
+            _("**Refused.** {summary}. What each guards against is in the Release checks tab.").format(
+                summary=escape_markdown(summary)
+            )
+        )
+        exact_figures([escape_markdown(failed_check(c)) for c in failed])
     else:
-        st.success(f"**Passes the release gate.** {escape_markdown(summary)}.")
+        summary = _("{passed} of {total} checks pass").format(**counts)
+        st.success(_("**Passes the release gate.** {summary}.").format(summary=escape_markdown(summary)))
+
+
+def failed_check(c: CheckResult) -> str:
+    """A failed check in one line: its name, figure, rule and detail (plain text, for the caller to escape)."""
+    return _("{name}: {figure} (rule: {rule}). {detail}").format(
+        name=known(c.name), figure=known(c.figure), rule=known(c.threshold), detail=known(c.detail)
+    )
 
 
 def exact_figures(lines: list[str]) -> None:
     """A verdict's exact figures and rules (markdown lines, escaped by the caller), one click away under the plain
     sentence that says what they mean."""
-    with st.expander(EXACT):
+    with st.expander(words(EXACT)):
         for line in lines:
             st.markdown(line)
 
@@ -122,21 +181,21 @@ def keystrokes_words(check: CheckResult | None) -> str:
         return ""
     apart = check.value is not None and check.value > 0
     if check.passed and apart:
-        return (
+        return _(
             "The transformer saves more keystrokes than the rule and the n-gram, even at the low end of its range: "
             "it passes the keystrokes check."
         )
     if check.passed:
-        return (
+        return _(
             "The transformer does not clearly save more keystrokes than every baseline, but this release policy "
             "does not require it to: the keystrokes check passes."
         )
     if check.value is None:
-        return (
+        return _(
             "Too few held-out documents to tell whether the transformer saves more keystrokes than the baselines: "
             "the keystrokes check fails."
         )
-    return (
+    return _(
         "The transformer does not clearly save more keystrokes than every baseline: the low end of its range "
         "does not clear a baseline's high end, so the keystrokes check fails."
     )
@@ -146,18 +205,28 @@ def show_rubric(rubric: Rubric, said: str) -> None:
     """Every check in a table (the figure it measured, the rule it is held to, what it guards against), with
     `said` (when and where the rubric was measured, markdown) above it and the named fallback below."""
     st.caption(said)
-    table = pd.DataFrame([{**row, "guards against": GUARDS.get(row["check"], "")} for row in rubric.table()])
+    # every cell in the reader's language where it is a code or a constant rule (known), else as core wrote it
+    rows = [{**row, N_("guards against"): GUARDS.get(row["check"], "")} for row in rubric.table()]
+    table = pd.DataFrame([{words(column): known(row[column]) for column in RUBRIC_COLUMNS} for row in rows])
     failed = sum(not c.passed for c in rubric.checks)
     with st.expander(
-        f"Every check: its figure, its rule, what it guards against ({failed} failed)", expanded=failed > 0
+        _("Every check: its figure, its rule, what it guards against ({failed} failed)").format(failed=str(failed)),
+        expanded=failed > 0,
     ):
         # st.table shows every row and wraps every cell (a rubric is read in full); its cells are markdown, so escaped
-        st.table(table[RUBRIC_COLUMNS].set_index("check").map(escape_markdown))
+        st.table(table.set_index(_("check")).map(escape_markdown))
     if rubric.fallback:
-        kind, order, version = (escape_markdown(rubric.fallback[k]) for k in ("kind", "order", "version"))
+        kind, order, version = (escape_markdown(known(rubric.fallback[k])) for k in ("kind", "order", "version"))
         threshold = rubric.fallback.get("threshold")
-        tuned = "" if threshold is None else f", suggestion threshold tuned for it {escape_markdown(threshold)}"
-        st.caption(f"Named fallback of this version: {kind} of order {order}, version {version}{tuned}.")
+        if threshold is None:
+            said = _("Named fallback of this version: {kind} of order {order}, version {version}.")
+        else:
+            said = _(
+                "Named fallback of this version: {kind} of order {order}, version {version}, suggestion threshold "
+                "tuned for it {threshold}."
+            )
+        shown = i18n.formatted(threshold) if isinstance(threshold, float) else threshold
+        st.caption(said.format(kind=kind, order=order, version=version, threshold=escape_markdown(shown)))
 
 
 def decided_on(figures: dict[str, dict]) -> tuple[str, str, str]:
@@ -165,15 +234,16 @@ def decided_on(figures: dict[str, dict]) -> tuple[str, str, str]:
     cost of every suggestion shown and not taken) when the rubric records it, else gross (a rubric from before
     the price of attention)."""
     if all(f.get("net_keystrokes_saved_per_100") is not None for f in figures.values()):
-        return "net_keystrokes_saved_per_100", "net_keystrokes_saved_ci", "Net keystrokes saved"
-    return "keystrokes_saved_per_100", "keystrokes_saved_ci", "Keystrokes saved"
+        return "net_keystrokes_saved_per_100", "net_keystrokes_saved_ci", N_("Net keystrokes saved")
+    return "keystrokes_saved_per_100", "keystrokes_saved_ci", N_("Keystrokes saved")
 
 
 def gate_figures(summary: dict) -> dict[str, dict]:
-    """{shown name: the comparison's `summary`} of the rule, the n-gram and the transformer, in that
-    order; empty unless all three are there with keystrokes measured (the checks that measure them ran)."""
+    """{shown name (in the reader's language): the comparison's `summary`} of the rule, the n-gram and the
+    transformer, in that order; empty unless all three are there with keystrokes measured (the checks that measure
+    them ran)."""
     predictors = summary.get("predictors") if isinstance(summary, dict) else None
-    found = {name: (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
+    found = {words(name): (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
     if not all(isinstance(f, dict) and f.get("keystrokes_saved_per_100") is not None for f in found.values()):
         return {}
     return {name: f for name, f in found.items() if isinstance(f, dict)}
@@ -183,13 +253,15 @@ def gate_table(figures: dict[str, dict]) -> pd.DataFrame:
     """One row per predictor of the rubric summary's figures (each interval as its low and high columns)."""
     rows = []
     for name, f in figures.items():
-        row: dict[str, object] = {"predictor": name}
+        row: dict[str, object] = {_("predictor"): name}
         for key, column in GATE_COLUMNS:
+            shown = words(column)
             if key.endswith("_ci"):
                 ci = f.get(key)
-                row[f"{column} low"], row[f"{column} high"] = (ci[0], ci[1]) if ci else (None, None)
+                low, high = _("{column} low").format(column=shown), _("{column} high").format(column=shown)
+                row[low], row[high] = (ci[0], ci[1]) if ci else (None, None)
             else:
-                row[column] = f.get(key)
+                row[shown] = f.get(key)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -202,16 +274,17 @@ def gate_chart(rubric: Rubric) -> bool:
     figures = gate_figures(rubric.summary)
     if not figures:
         return False
-    figure, interval, name = decided_on(figures)
+    figure, interval, _name = decided_on(figures)
+    title, y_title, saved_words, interval_words = DECIDED_WORDS[figure.startswith("net_")]
     names = list(figures)
     keys = [float(f[figure]) for f in figures.values()]
     cis = [f.get(interval) for f in figures.values()]  # [low, high] or None
     fig = charts.bars(
         names,
         keys,
-        title=f"{name} per 100 characters, as served (the gate's figures)",
-        y_title=f"{name.lower()} per 100 chars",
-        x_title="predictor",
+        title=words(title),
+        y_title=words(y_title),
+        x_title=_("predictor"),
         value_format=".2f",
         highlight=len(keys) - 1,
     )  # the transformer in the other colour, outlined
@@ -230,18 +303,22 @@ def gate_chart(rubric: Rubric) -> bool:
     )
     fig.update_layout(height=PICTURE_PX)
     check = next((c for c in rubric.checks if c.name == KEYSTROKES_CHECK), None)
-    words = keystrokes_words(check)
-    saved = f"{name} per 100 characters: " + ", ".join(f"{who} {k:.1f}" for who, k in zip(names, keys)) + "."
-    chart(fig, gate_table(figures), escape_markdown(f"{words} {saved}".strip()), key="rel_gate_baselines")
-    intervals = f"{name} per 100 characters with 95% intervals: " + "; ".join(
-        f"{who} {k:.2f} " + ("[no interval]" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]")
-        for who, k, ci in zip(names, keys, cis)
+    verdict_words = keystrokes_words(check)
+    saved = words(saved_words).format(figures=", ".join(f"{who} {i18n.number(k, 1)}" for who, k in zip(names, keys)))
+    chart(fig, gate_table(figures), escape_markdown(f"{verdict_words} {saved}".strip()), key="rel_gate_baselines")
+    intervals = words(interval_words).format(
+        figures="; ".join(
+            f"{who} {i18n.number(k, 2)} " + (_("[no interval]") if ci is None else shown_interval(ci[0], ci[1], 2))
+            for who, k, ci in zip(names, keys, cis)
+        )
     )
-    lines = [intervals + "."]
+    lines = [intervals]
     if check is not None:
         lines += [
-            f"The keystrokes check: {'pass' if check.passed else 'FAIL'}: {check.detail}.",
-            f"Its rule: {check.threshold}.",
+            _("The keystrokes check: {result}: {detail}.").format(
+                result=_("pass") if check.passed else _("FAIL"), detail=known(check.detail)
+            ),
+            _("Its rule: {rule}.").format(rule=known(check.threshold)),
         ]
     exact_figures([escape_markdown(line) for line in lines])
     return True
@@ -251,22 +328,30 @@ def gate_notes(rubric: Rubric) -> None:
     """How the gate's figures against the baselines were measured (the picture's chart shows them), and the
     evaluation's warnings."""
     if not gate_figures(rubric.summary):
-        st.info("This rubric holds no figures against the baselines (the checks that measure them did not run).")
+        st.info(_("This rubric holds no figures against the baselines (the checks that measure them did not run)."))
         return
     ev = rubric.summary.get("evaluation", {})
     st.markdown(
-        "**The gate's figures against the baselines** (the chart at the top) are the numbers the two **beats "
-        "baselines** checks decided on, measured by the same evaluation as `python -m core evaluate --compare`: "
-        "every predictor types the same held-out documents with the one suggestion policy, the transformer at the "
-        "threshold its bundle records, each baseline at the threshold tuned for it on the validation documents. The "
-        "keystrokes check decides on **net** keystrokes saved (each suggestion shown and not taken costs the typist "
-        "the attention cost, in keystrokes, to read and dismiss it) and passes only when the transformer's 95% "
-        "interval lies wholly above both baselines' (intervals by bootstrap over documents)."
+        _(
+            "**The gate's figures against the baselines** (the chart at the top) are the numbers the two **beats "
+            "baselines** checks decided on, measured by the same evaluation as `python -m core evaluate --compare`: "
+            "every predictor types the same held-out documents with the one suggestion policy, the transformer at "
+            "the threshold its bundle records, each baseline at the threshold tuned for it on the validation "
+            "documents. The keystrokes check decides on **net** keystrokes saved (each suggestion shown and not taken "
+            "costs the typist the attention cost, in keystrokes, to read and dismiss it) and passes only when the "
+            "transformer's 95% interval lies wholly above both baselines' (intervals by bootstrap over documents)."
+        )
     )
     st.caption(
-        f"Caps of the gate's evaluation: {ev.get('max_positions', 0):,} scored positions, "
-        f"{ev.get('typing_chars', 0):,} characters of simulated typing in stretches of "
-        f"{ev.get('segment_chars', 0):,}, seed {ev.get('seed', 0)}."
+        _(
+            "Caps of the gate's evaluation: {positions} scored positions, {typing} characters of simulated typing "
+            "in stretches of {stretch}, seed {seed}."
+        ).format(
+            positions=i18n.integer(ev.get("max_positions", 0)),
+            typing=i18n.integer(ev.get("typing_chars", 0)),
+            stretch=i18n.integer(ev.get("segment_chars", 0)),
+            seed=str(ev.get("seed", 0)),
+        )
     )
     for w in rubric.summary.get("warnings", []):
         st.warning(escape_markdown(w))
@@ -275,13 +360,15 @@ def gate_notes(rubric: Rubric) -> None:
 def show_comparison(result: Evaluation) -> None:
     """One row per metric for the baselines and the transformer, the evaluation's warnings, the slice chart."""
     kinds = [r.predictor for r in result.baselines] + [result.report.predictor]
+    shown = {k: words(k) for k in kinds}  # a predictor's kind as its column is headed
+    metric, worst = _("metric"), _("worst slice")
     rows = [
         {
-            "metric": r["metric"],
-            **{k: r[k] for k in kinds},
-            **{f"{k} 95% interval": _interval(r.get(f"{k}_ci")) for k in kinds},
-            "better": r["better"],
-            "worst slice": "; ".join(f"{k}: {s}" for k, s in r["slice"].items()) if "slice" in r else "",
+            metric: known(r["metric"]),
+            **{shown[k]: r[k] for k in kinds},
+            **{_("{predictor} 95% interval").format(predictor=shown[k]): _interval(r.get(f"{k}_ci")) for k in kinds},
+            _("better"): known(r["better"]),
+            worst: "; ".join(f"{known(k)}: {s}" for k, s in r["slice"].items()) if "slice" in r else "",
         }
         for r in result.comparison
     ]
@@ -291,9 +378,9 @@ def show_comparison(result: Evaluation) -> None:
         key="rel_comparison_table",
         height=35 * (len(rows) + 1) + 3,
         column_config={
-            "metric": st.column_config.TextColumn(width="medium"),
-            "worst slice": st.column_config.TextColumn(width="large"),
-            **{k: st.column_config.NumberColumn(format="%.4f") for k in kinds},
+            metric: st.column_config.TextColumn(width="medium"),
+            worst: st.column_config.TextColumn(width="large"),
+            **{shown[k]: st.column_config.NumberColumn(format="%.4f") for k in kinds},
         },
     )
     for w in result.report.warnings:
@@ -302,7 +389,7 @@ def show_comparison(result: Evaluation) -> None:
 
 
 def _interval(ci) -> str:
-    return "" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+    return "" if not ci else shown_interval(ci[0], ci[1], 4)
 
 
 def scored_slices(report: EvalReport) -> list[tuple[SliceMetrics, float, Interval]]:
@@ -326,9 +413,9 @@ def slice_chart(report: EvalReport) -> None:
     fig = charts.bars(
         labels,
         top1,
-        title=f"Top-1 accuracy per slice, version {report.version}",
-        y_title="top-1 accuracy",
-        x_title="slice",
+        title=_("Top-1 accuracy per slice, version {version}").format(version=report.version),
+        y_title=_("top-1 accuracy"),
+        x_title=_("slice"),
         value_format=".2f",
         y_range=(0, 1.12),
         highlight=highlight,
@@ -339,8 +426,10 @@ def slice_chart(report: EvalReport) -> None:
         textposition=["inside" if v >= 0.1 else "outside" for v in top1],
         insidetextanchor="start",
         customdata=[[c.low, c.high, s.metrics.positions] for s, _, c in scored],
-        hovertemplate="%{x}: %{y:.3f}, 95% interval [%{customdata[0]:.3f}, %{customdata[1]:.3f}], "
-        "%{customdata[2]} positions<extra></extra>",
+        hovertemplate=_(  # Plotly's own placeholders: no .format
+            "%{x}: %{y:.3f}, 95% interval [%{customdata[0]:.3f}, %{customdata[1]:.3f}], "
+            "%{customdata[2]} positions<extra></extra>"
+        ),
         error_y=dict(
             type="data",
             symmetric=False,
@@ -355,17 +444,32 @@ def slice_chart(report: EvalReport) -> None:
     fig.update_xaxes(tickangle=-45)
     table = pd.DataFrame(report.slice_table())[SLICE_COLUMNS]
     overall = report.overall
-    summary = (
-        f"Top-1 accuracy of version {escape_markdown(report.version)} over {overall.positions:,} scored "
-        f"positions is {overall.top1:.3f}; "
-    )
+    figures = {
+        "version": escape_markdown(report.version),
+        "positions": i18n.integer(overall.positions),
+        "top1": i18n.number(overall.top1, 3) if overall.top1 is not None else _("n/a"),
+        "least": str(report.config.min_slice_positions),
+    }
     if worst is not None:
-        interval = "" if worst.ci is None else f", 95% interval [{worst.ci.low:.3f}, {worst.ci.high:.3f}]"
-        summary += (
-            f"the worst slice (among those with at least {report.config.min_slice_positions} positions) is "
-            f"{escape_markdown(worst.slice)} at {worst.value:.3f}{interval}, over {worst.positions} positions "
+        interval = (
+            ""
+            if worst.ci is None
+            else _(", 95% interval {interval}").format(interval=shown_interval(worst.ci.low, worst.ci.high, 3))
+        )
+        summary = _(
+            "Top-1 accuracy of version {version} over {positions} scored positions is {top1}; the worst slice "
+            "(among those with at least {least} positions) is {slice} at {value}{interval}, over {count} positions "
             "(the highlighted bar)."
+        ).format(
+            **figures,
+            slice=escape_markdown(worst.slice),
+            value=i18n.number(worst.value, 3),
+            interval=interval,
+            count=str(worst.positions),
         )
     else:
-        summary += f"no slice has the {report.config.min_slice_positions} positions needed to name a worst one."
+        summary = _(
+            "Top-1 accuracy of version {version} over {positions} scored positions is {top1}; no slice has the "
+            "{least} positions needed to name a worst one."
+        ).format(**figures)
     chart(fig, table, summary, key="rel_slices")

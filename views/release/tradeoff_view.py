@@ -13,21 +13,27 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from core import i18n
+from core.i18n import N_, _
 from core.model.corpus import Corpus
 from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.tuning import tradeoff
 from ui import charts
 from ui.companion import chart
+from views.release.wording import words
 
-NET, GROSS, ACCEPTANCE = "net keystrokes saved per 100 chars", "gross keystrokes saved per 100 chars", "acceptance rate"
+# The series' names and the table's columns, shown translated (words()).
+NET = N_("net keystrokes saved per 100 chars")
+GROSS = N_("gross keystrokes saved per 100 chars")
+ACCEPTANCE = N_("acceptance rate")
 COLUMNS = {  # row key of core.release.evaluation.tuning.tune_threshold -> the table's column
-    "threshold": "threshold",
+    "threshold": N_("threshold"),
     "net_keystrokes_saved_per_100": NET,
     "keystrokes_saved_per_100": GROSS,
     "acceptance_rate": ACCEPTANCE,
-    "shown_per_100": "suggestions shown per 100 chars",
-    "attention_cost": "attention cost (keystrokes per suggestion not taken)",
-    "chosen": "chosen",
+    "shown_per_100": N_("suggestions shown per 100 chars"),
+    "attention_cost": N_("attention cost (keystrokes per suggestion not taken)"),
+    "chosen": N_("chosen"),
 }
 
 
@@ -54,7 +60,7 @@ def chosen(rows: Sequence[dict]) -> dict:
     """The row of the threshold the tuning chose."""
     found = [r for r in rows if r["chosen"]]
     if len(found) != 1:
-        raise ValueError(f"the trade-off needs exactly one chosen threshold, got {len(found)}")
+        raise ValueError(f"the trade-off needs exactly one chosen threshold, got {len(found)}")  # a bug, not shown
     return found[0]
 
 
@@ -67,7 +73,7 @@ def figure(rows: Sequence[dict]) -> go.Figure:
         type="scatter",
         x=x,
         y=[r["acceptance_rate"] for r in rows],
-        name=f"{ACCEPTANCE} (right axis)",
+        name=_("{series} (right axis)").format(series=words(ACCEPTANCE)),
         yaxis="y2",
         mode="lines+markers",
         marker=dict(symbol="square"),
@@ -77,16 +83,21 @@ def figure(rows: Sequence[dict]) -> go.Figure:
         type="scatter",
         x=[best["threshold"]],
         y=[best["net_keystrokes_saved_per_100"]],
-        name=f"chosen: {best['threshold']:g}",
+        name=_("chosen: {threshold}").format(threshold=i18n.formatted(best["threshold"])),
         mode="markers",
         marker=dict(symbol="star", size=16, color=charts.OKABE_ITO[7]),
     )
     fig = charts.lines(
         x,
-        {NET: [r["net_keystrokes_saved_per_100"] for r in rows], GROSS: [r["keystrokes_saved_per_100"] for r in rows]},
-        title=f"What each threshold buys at {best['attention_cost']:g} keystroke(s) per suggestion not taken",
-        x_title="suggestion threshold (shown when its probability reaches it)",
-        y_title="keystrokes saved per 100 characters",
+        {
+            words(NET): [r["net_keystrokes_saved_per_100"] for r in rows],
+            words(GROSS): [r["keystrokes_saved_per_100"] for r in rows],
+        },
+        title=_("What each threshold buys at {price} keystroke(s) per suggestion not taken").format(
+            price=i18n.formatted(best["attention_cost"])
+        ),
+        x_title=_("suggestion threshold (shown when its probability reaches it)"),
+        y_title=_("keystrokes saved per 100 characters"),
         extra=[acceptance, star],
         shapes=[
             dict(
@@ -103,7 +114,7 @@ def figure(rows: Sequence[dict]) -> go.Figure:
     )
     fig.update_layout(  # round ticks of its own (0, 0.2, ... 1), and no second set of grid lines across the plot
         yaxis2=dict(
-            title=ACCEPTANCE, overlaying="y", side="right", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2,
+            title=words(ACCEPTANCE), overlaying="y", side="right", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2,
             showgrid=False,
         )
     )  # fmt: skip
@@ -111,19 +122,31 @@ def figure(rows: Sequence[dict]) -> go.Figure:
 
 
 def table(rows: Sequence[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{column: r[key] for key, column in COLUMNS.items()} for r in rows])
+    return pd.DataFrame([{words(column): r[key] for key, column in COLUMNS.items()} for r in rows])
 
 
 def summary(rows: Sequence[dict]) -> str:
     best = chosen(rows)
-    acceptance = "none shown" if best["acceptance_rate"] is None else f"{best['acceptance_rate']:.0%} of them accepted"
+    acceptance = (
+        _("none shown")
+        if best["acceptance_rate"] is None
+        else _("{percent}% of them accepted").format(percent=i18n.number(100 * best["acceptance_rate"], 0))
+    )
     free = max(rows, key=lambda r: (r["keystrokes_saved_per_100"], r["threshold"]))
-    return (
-        f"At a price of {best['attention_cost']:g} keystroke(s) for each suggestion shown and not taken, threshold "
-        f"{best['threshold']:g} saves the most: {best['net_keystrokes_saved_per_100']:.1f} keystrokes net per 100 "
-        f"characters ({best['keystrokes_saved_per_100']:.1f} gross, {best['shown_per_100']:.1f} suggestions shown, "
-        f"{acceptance}); the most gross saving, {free['keystrokes_saved_per_100']:.1f} at threshold "
-        f"{free['threshold']:g}, nets {free['net_keystrokes_saved_per_100']:.1f}."
+    return _(
+        "At a price of {price} keystroke(s) for each suggestion shown and not taken, threshold {threshold} saves the "
+        "most: {net} keystrokes net per 100 characters ({gross} gross, {shown} suggestions shown, {acceptance}); the "
+        "most gross saving, {free_gross} at threshold {free_threshold}, nets {free_net}."
+    ).format(
+        price=i18n.formatted(best["attention_cost"]),
+        threshold=i18n.formatted(best["threshold"]),
+        net=i18n.number(best["net_keystrokes_saved_per_100"], 1),
+        gross=i18n.number(best["keystrokes_saved_per_100"], 1),
+        shown=i18n.number(best["shown_per_100"], 1),
+        acceptance=acceptance,
+        free_gross=i18n.number(free["keystrokes_saved_per_100"], 1),
+        free_threshold=i18n.formatted(free["threshold"]),
+        free_net=i18n.number(free["net_keystrokes_saved_per_100"], 1),
     )
 
 

@@ -5,23 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.i18n import N_
 from core.release.evaluation.eval_report import EvalReport
 
 # (field of MetricSet or latency key, label, which way is better)
-COMPARISON_ROWS = (
-    ("loss", "held-out loss (nats/char)", "lower"),
-    ("bits_per_char", "bits per character", "lower"),
-    ("top1", "top-1 accuracy", "higher"),
-    ("top3", "top-3 accuracy", "higher"),
-    ("net_keystrokes_saved_per_100", "net keystrokes saved per 100 chars", "higher"),
-    ("keystrokes_saved_per_100", "gross keystrokes saved per 100 chars", "higher"),
-    ("acceptance_rate", "acceptance rate", "higher"),
-    ("shown_per_100", "suggestions shown per 100 chars", ""),
-    ("threshold", "suggestion threshold", ""),
-    ("attention_cost", "attention cost (keystrokes per suggestion not taken)", ""),
-    ("worst_top1", "worst slice by top-1 (accuracy)", "higher"),
-    ("latency.p50_ms", "latency p50 ms per suggestion", "lower"),
-    ("latency.p95_ms", "latency p95 ms per suggestion", "lower"),
+COMPARISON_ROWS = (  # labels marked N_: the Release page shows them translated (the CLI and JSON in English)
+    ("loss", N_("held-out loss (nats/char)"), N_("lower")),
+    ("bits_per_char", N_("bits per character"), N_("lower")),
+    ("top1", N_("top-1 accuracy"), N_("higher")),
+    ("top3", N_("top-3 accuracy"), N_("higher")),
+    ("net_keystrokes_saved_per_100", N_("net keystrokes saved per 100 chars"), N_("higher")),
+    ("keystrokes_saved_per_100", N_("gross keystrokes saved per 100 chars"), N_("higher")),
+    ("acceptance_rate", N_("acceptance rate"), N_("higher")),
+    ("shown_per_100", N_("suggestions shown per 100 chars"), ""),
+    ("threshold", N_("suggestion threshold"), ""),
+    ("attention_cost", N_("attention cost (keystrokes per suggestion not taken)"), ""),
+    ("worst_top1", N_("worst slice by top-1 (accuracy)"), N_("higher")),
+    ("latency.p50_ms", N_("latency p50 ms per suggestion"), N_("lower")),
+    ("latency.p95_ms", N_("latency p95 ms per suggestion"), N_("lower")),
 )
 # the figures with an interval: the comparison shows "value [low, high]" for them (MetricSet field of the interval)
 INTERVALS = {

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from core.agreement import agreement, allowance, model_terms
+from core.i18n import N_
 from core.model.corpus import Document
 from core.model.engine import cache_parity
 from core.model.gpt import GPT
@@ -82,7 +83,7 @@ def cache_checks(model: GPT, policy: ReleasePolicy = DEFAULT_POLICY) -> list[Che
             same == len(steps) and windows,
             f"{same}/{len(steps)} tokens identical",
             float(same),
-            "all identical",
+            N_("all identical"),
             ("" if first is None else f"first difference at generated token {first}")
             + ("" if windows else "; generate's window differs from the sliding-window policy"),
         ),
@@ -96,7 +97,7 @@ def peek_check(model: GPT, ids: list[int], policy: ReleasePolicy = DEFAULT_POLIC
     opens only at some positions (say every fourth) is probed too."""
     L, N = model.config.context_length, len(ids)
     if N < 3:
-        return not_run("plausible: no-peek", "the held-out stream has fewer than three tokens")
+        return not_run("plausible: no-peek", N_("the held-out stream has fewer than three tokens"))
     W = min(L, N - 1)  # window length: a full context when the stream allows
     rng = random.Random(policy.seed + 2)
     rows = [i % (W - 1) for i in range(policy.peek_positions)]  # every row 0..W-2 has a later token in its window
@@ -230,7 +231,7 @@ def versus_baselines(
     me = _figures("transformer", mine)
     them = [_figures(SHOWN_AS.get(kind, kind), m) for kind, m in baselines.items()]
     if me is None or any(f is None for f in them):
-        why = "the held-out text gave no scored position or no typed character"
+        why = N_("the held-out text gave no scored position or no typed character")
         return [not_run(name, why) for name in BASELINE_CHECKS]
     others = [f for f in them if f is not None]  # all of them, for the type checker
     ngram = others[list(baselines).index("ngram")]
@@ -268,7 +269,7 @@ def _loss(me: _Figures, others: list[_Figures], policy: ReleasePolicy) -> CheckR
         + ", ".join(f"{f.name} {_with_ci(f.loss, f.loss_ci, 4)}" for f in others)
         + " nats/char",
         me.loss - best.loss,
-        "lower held-out loss than the better baseline" + _required(policy),
+        N_("lower held-out loss than the better baseline") + _required(policy),
         detail,
     )
 
@@ -279,7 +280,9 @@ def _keystrokes(me: _Figures, others: list[_Figures], policy: ReleasePolicy, not
         + ", ".join(f"{f.name} {_with_ci(f.keys, f.keys_ci, 2)}" for f in others)
         + " net per 100 chars"
     )
-    rule = "95% intervals of net keystrokes saved apart: the transformer's lower end above every baseline's upper end"
+    rule = N_(
+        "95% intervals of net keystrokes saved apart: the transformer's lower end above every baseline's upper end"
+    )
     tail = f"; {note}" if note else ""
     missing = [f for f in (me, *others) if f.keys_ci is None]
     if me.keys_ci is None or missing:

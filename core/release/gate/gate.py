@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from core.i18n import N_
 from core.model.batches import document_stream
 from core.model.bundle import load_bundle, verify_bundle
 from core.model.bundle_checks import BundleError
@@ -104,12 +105,12 @@ def _check_release(
             not problems,
             f"{len(problems)} problem(s)",
             len(problems),
-            "verify_bundle finds none; a valid recorded suggestion policy",
+            N_("verify_bundle finds none; a valid recorded suggestion policy"),
             "; ".join(problems),
         )
     )
     if bundle is None or served is None:
-        checks += [not_run(name, "the bundle does not load") for name in _LATER_CHECKS]
+        checks += [not_run(name, N_("the bundle does not load")) for name in _LATER_CHECKS]
         return ReleaseCheck(Rubric(str(path), None, created, tuple(checks), None, {}), None, None, None)
     model, manifest = bundle.model, bundle.manifest
     checks.append(
@@ -118,7 +119,7 @@ def _check_release(
             bundle.safe,
             str(bundle.safe).lower(),
             None,
-            "manifest safe is true",
+            N_("manifest safe is true"),
             manifest["unsafe_reason"] or "",
         )
     )
@@ -140,7 +141,7 @@ def _check_release(
             not split.warnings,
             f"val_fraction {split.val_fraction}, seed {split.seed}, {len(split.val)} documents",
             None,
-            "the training split, on the training corpus (fingerprint)",
+            N_("the training split, on the training corpus (fingerprint)"),
             "; ".join(split.warnings),
         )
     )
@@ -230,14 +231,17 @@ def _fallback_check(ngram: NGramModel, tuned: SuggestionPolicy, split: HeldOut) 
             )
             loaded = load_baseline(path)
         except (BundleError, OSError, ValueError) as e:
-            return CheckResult("named fallback", False, "none", None, "an n-gram baseline bundle loads", str(e)), None
+            return (
+                CheckResult("named fallback", False, N_("none"), None, N_("an n-gram baseline bundle loads"), str(e)),
+                None,
+            )
     info = {"kind": "ngram", "version": loaded.version, "order": ngram.order, "threshold": tuned.threshold}
     return CheckResult(
         "named fallback",
         True,
         f"n-gram order {ngram.order}, version {loaded.version}",
         None,
-        "an n-gram baseline bundle on the same split loads back",
+        N_("an n-gram baseline bundle on the same split loads back"),
         f"served when no known-good model version loads; its threshold tuned on the validation documents: "
         f"{tuned.threshold}",
     ), info

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.files import write_json_atomic
+from core.i18n import N_
 from core.jsonfile import read_json_file
 from core.model.corpus import Corpus
 from core.release.baselines.baseline_bundle import save_baseline
@@ -81,7 +82,7 @@ class Rubric:
         return [
             {
                 "check": c.name,
-                "result": "pass" if c.passed else "FAIL",
+                "result": N_("pass") if c.passed else N_("FAIL"),  # marked: the Release page shows them translated
                 "figure": c.figure,
                 "threshold": c.threshold,
                 "detail": c.detail,
@@ -116,7 +117,7 @@ DEFAULT_POLICY = ReleasePolicy()  # frozen: one shared default is safe
 
 def not_run(name: str, why: str) -> CheckResult:
     """A check that could not run fails the rubric, saying why."""
-    return CheckResult(name, False, "not run", None, "must run", why)
+    return CheckResult(name, False, N_("not run"), None, N_("must run"), why)
 
 
 def side_dir(bundle_dir: str | os.PathLike) -> Path:
