@@ -102,6 +102,12 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     return translations(language()).ngettext(singular, plural, n)
 
 
+def pgettext(context: str, message: str) -> str:
+    """`message` in the current language where the English word means more than one thing: `context` says which
+    ("hidden unit" for the MLP's "unit", beside the "unit" of a measure)."""
+    return translations(language()).pgettext(context, message)
+
+
 def N_(message: str) -> str:
     """Mark `message` for the catalogs without translating it now (translate it with `_()` where it is shown)."""
     return message

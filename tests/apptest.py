@@ -12,6 +12,24 @@ from ui.text import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
+# Every page of app.py, by url path, in the sidebar's order.
+PAGES = [
+    "home",
+    "score_geometry",
+    "masks",
+    "read_row",
+    "temperature",
+    "inside",
+    "anatomy",
+    "embeddings",
+    "rope",
+    "training",
+    "autocomplete",
+    "inspector",
+    "checkpoint",
+    "release",
+    "monitoring",
+]
 
 
 def page_file(stem: str) -> str:

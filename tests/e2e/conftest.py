@@ -103,6 +103,9 @@ class AppPage:
 
 
 def _const(node: ast.AST | None):
+    """A literal's value; a page title's English as app.py writes it, `_("Masks")`, is its literal too."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_" and len(node.args) == 1:
+        node = node.args[0]
     return node.value if isinstance(node, ast.Constant) else None
 
 

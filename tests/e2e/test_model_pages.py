@@ -50,7 +50,7 @@ def test_a_training_run_started_and_stopped_from_the_page_draws_its_curve(page, 
     wait_for_app_idle(page, APP_IDLE_TIMEOUT_MS)
     assert "Loss while training" in plot_titles(page)
     # The stopped run became a bundle this session can select in the sidebar.
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Model bundle").click()
     options = page.get_by_role("option").all_text_contents()
     page.keyboard.press("Escape")
     assert any(o.startswith("Trained here") for o in options), options

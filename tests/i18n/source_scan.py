@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ["app.py", *sorted(str(p.relative_to(ROOT)) for d in ("ui", "views") for p in (ROOT / d).rglob("*.py"))]
-TRANSLATORS = frozenset({"_", "N_", "ngettext"})
+TRANSLATORS = frozenset({"_", "N_", "ngettext", "pgettext"})
 WORD = re.compile(r"[A-Za-z]{2,}")
 CAPITALISED = re.compile(r"\s*[*_`#>\-]*\s*[A-Z][a-z]")
 STYLE = re.compile(r"<style|data-testid|\[data-|[\w-]+\s*:\s*[^;{}]+;")  # CSS, a selector or a style attribute
@@ -61,7 +61,7 @@ def scan_source(source: str, path: str) -> list[Literal]:
                 for inner in ast.walk(arg):
                     skip.add(id(inner))
             if _name(node.func) in TRANSLATORS and isinstance(node.func, ast.Name):
-                literal_args = node.args[:2] if node.func.id == "ngettext" else node.args[:1]
+                literal_args = node.args[:2] if node.func.id in ("ngettext", "pgettext") else node.args[:1]
                 for arg in literal_args:
                     # A literal, or a name bound to one marked N_() where it is defined; a string built in place
                     # (an f-string, a +, a %, a method call on a literal) is never in the catalogs.

@@ -3,28 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from apptest import open_page
+from apptest import PAGES, open_page
 
 from core import i18n
 from ui import language
-
-PAGES = [
-    "home",
-    "score_geometry",
-    "masks",
-    "read_row",
-    "temperature",
-    "inside",
-    "anatomy",
-    "embeddings",
-    "rope",
-    "training",
-    "autocomplete",
-    "inspector",
-    "checkpoint",
-    "release",
-    "monitoring",
-]
 
 
 @pytest.mark.parametrize("code", [c for c in i18n.LANGUAGES if c != i18n.DEFAULT])

@@ -13,7 +13,7 @@ import json
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
-from apptest import figures, fresh_visit, signatures
+from apptest import PAGES, figures, fresh_visit, signatures
 
 from ui import figure_cache, projector
 from ui.projector import (
@@ -32,24 +32,6 @@ from ui.projector import (
 )
 
 pytestmark = pytest.mark.usefixtures("fresh_streamlit_caches")
-
-PAGES = [
-    "home",
-    "score_geometry",
-    "masks",
-    "read_row",
-    "temperature",
-    "inside",
-    "anatomy",
-    "embeddings",
-    "rope",
-    "training",
-    "autocomplete",
-    "inspector",
-    "checkpoint",
-    "release",
-    "monitoring",
-]
 
 
 # The reference: ui/projector.py's go.Figure versions before issue 26 (commit 7a68661), renamed old_*.

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core import i18n
-from core.i18n import N_, _
+from core.i18n import N_, _, pgettext
 from core.model.forward_trace import ForwardTrace, top_choices, trace_forward
 from core.model.prompt import encode_for_model
 from ui import charts, fragment, layout, params, projector
@@ -200,7 +200,10 @@ def show_stage(trace: ForwardTrace, enc, vocabulary: list[str], stage: str) -> N
                             title=_("block {layer}, MLP: its 12 strongest hidden units at the last position").format(
                                 layer=b.layer),
                             y_title="GELU(fc(norm(x)))", value_format=".2f"),
-                pd.DataFrame({_("unit"): range(hidden.shape[0]), _("value"): [round(float(v), 4) for v in hidden]}),
+                pd.DataFrame({
+                    pgettext("an MLP's hidden unit", "unit"): range(hidden.shape[0]),
+                    _("value"): [round(float(v), 4) for v in hidden],
+                }),
                 _("Block {layer}'s MLP: {on} of its {units} hidden units are positive at the last position; what it "
                   "adds to the stream has size ‖mlp_out‖ {mlp}, attention's {attention}.").format(
                     layer=b.layer, on=on, units=hidden.shape[0], mlp=i18n.number(float(b.mlp_out[-1].norm()), 2),

@@ -30,10 +30,11 @@ COLORBAR_PX = 64  # the bottom margin that holds the colour bar, its ticks and i
 
 
 @functools.lru_cache(maxsize=16)
-def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool, lang: str) -> dict:
+def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool, lang: str, bar_below: bool) -> dict:
     """The layout of the maps of `layers` × H heads, `cols` to a row, without its data, its title or the selected
     head (never mutated), its words in `lang` (this run's language). A map has no frame: a line along its top would
-    cross its title."""
+    cross its title. `bar_below`: the colour bar lies under the maps (every layer's grid, which a phone also shows),
+    else beside them (one projected layer, whose maps need the height)."""
     n_maps = len(layers) * H
     rows = math.ceil(n_maps / cols)
     fig = make_subplots(
@@ -44,7 +45,7 @@ def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool, lang
             _("layer {layer}, head {head}").format(layer=layer, head=h) for layer in layers for h in range(H)
         ],
         horizontal_spacing=0.03,
-        vertical_spacing=0.25 / rows,  # room for a title between the rows, under the outline of the map above
+        vertical_spacing=(0.25 if bar_below else 0.2) / rows,  # a title's room between rows, under the map above
     )
     fig.update_xaxes(type="category", showticklabels=show_ticks, tickfont=dict(size=9), side="top", showline=False)
     fig.update_yaxes(
@@ -57,11 +58,14 @@ def _skeleton(layers: tuple[int, ...], H: int, cols: int, show_ticks: bool, lang
     fig.update_annotations(font=dict(size=12), yshift=16 if show_ticks else 4)
     fig.update_layout(
         coloraxis=dict(colorscale=charts.MAGNITUDE_SCALE, cmin=0, cmax=1, colorbar=dict(title=_("weight"))),
-        coloraxis_colorbar=dict(orientation="h", thickness=12, len=0.5, y=0, yref="container", yanchor="bottom"),
         height=90 + GRID_ROW_HEIGHT * rows,
-        margin=dict(l=10, r=10, t=60, b=COLORBAR_PX),
+        margin=dict(l=10, r=10, t=60, b=COLORBAR_PX if bar_below else 10),
         plot_bgcolor="#e9ecef",
     )
+    if bar_below:
+        fig.update_layout(
+            coloraxis_colorbar=dict(orientation="h", thickness=12, len=0.5, y=0, yref="container", yanchor="bottom")
+        )
     return fig.layout.to_plotly_json()
 
 
@@ -84,7 +88,7 @@ def grid_figure(
     cols = math.ceil(math.sqrt(H)) if one_layer else H
     maps = [(i, j) for i in layers for j in range(H)]  # (layer, head) of each map, row by row
     gap = 1 if T <= GRID_GAPS_UP_TO else 0  # cell borders help a short text and drown a long one
-    layout = copy.deepcopy(_skeleton(layers, H, cols, T <= GRID_TICKS_UP_TO, i18n.language()))
+    layout = copy.deepcopy(_skeleton(layers, H, cols, T <= GRID_TICKS_UP_TO, i18n.language(), not one_layer))
     if height is not None:
         layout["height"] = min(layout["height"], height)
     # The enlarged head: its title in bold and its map outlined (a longer title would run into its neighbours').
