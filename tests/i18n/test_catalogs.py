@@ -119,3 +119,18 @@ def test_any_format_is_written_in_the_languages_signs(value, spec):
     assert i18n.formatted(value, spec) == format(value, spec)
     with i18n.speaking("es"):
         assert i18n.formatted(value, spec) == format(value, spec).translate(str.maketrans(",.", ".,"))
+
+
+def test_without_a_compiled_catalog_the_po_is_compiled_in_memory(tmp_path, monkeypatch):
+    """The Streamlit way (`pip install -r requirements.txt`, `streamlit run app.py`) builds no .mo: the lab still
+    speaks Spanish, from the .po."""
+    (tmp_path / "es" / "LC_MESSAGES").mkdir(parents=True)
+    (tmp_path / "es" / "LC_MESSAGES" / "messages.po").write_bytes(i18n.catalog_path("es").read_bytes())
+    monkeypatch.setattr(i18n, "LOCALES", tmp_path)
+    i18n.translations.cache_clear()
+    try:
+        with i18n.speaking("es"):
+            assert i18n._("Masks") == "Máscaras"
+        assert not (tmp_path / "es" / "LC_MESSAGES" / "messages.mo").exists()  # nothing written
+    finally:
+        i18n.translations.cache_clear()

@@ -47,7 +47,7 @@ def recorded_args(manifest):
 def test_shipped_bundle_matches_its_manifest_and_the_recorded_command(bundle):
     m = bundle.manifest
     args = recorded_args(m)
-    assert args.corpus == "stdlib" and args.out == "models/default" and not args.no_causal_mask
+    assert args.corpus == "stdlib" and not args.no_causal_mask  # --out: where it was written before being copied here
     expected = dataclasses.replace(PRESETS[args.preset], vocab_size=bundle.tokenizer.vocab_size)
     assert bundle.config == expected
     assert m["architecture"] == dataclasses.asdict(expected)
