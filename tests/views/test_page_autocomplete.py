@@ -579,7 +579,7 @@ def test_the_page_opens_on_an_offered_suggestion_and_calls_one_below_the_thresho
     assert (accept.label, accept.proto.type, accept.disabled) == ("Accept suggestion", "primary", False)
     assert "Offered: its probability" in all_text(at)
 
-    at.text_area(key="ac_prompt").set_value("def main(").run()  # its best guess "self, " is below the threshold
+    at.text_area(key="ac_prompt").set_value("with open(").run()  # its best guess, ") ", is below the threshold
     record = page_record(at)
     assert record["suggestion"] and not record["shown"], record
     accept = at.button(key="ac_accept")

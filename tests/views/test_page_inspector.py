@@ -360,17 +360,17 @@ def test_compare_two_models_draws_their_difference_and_names_the_largest_change(
     from core.model.bundle import load_bundle
 
     shipped = load_bundle(SHIPPED_DIR)
-    at = reveal(open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "1"}))
+    at = reveal(open_inspector(trained_bundle_path, {"insp_layer": "1", "insp_head": "0"}))
     assert at.radio(key="insp_cmp_by").options == ["another text", "another model"]
     at.radio(key="insp_cmp_by").set_value("another model").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="insp_cmp_model").options == ["Shipped default (Python standard library)"]
     ids_a, ids_b = trained_bundle.tokenizer.encode(DEFAULT_TEXT), shipped.tokenizer.encode(DEFAULT_TEXT)
-    want_a = reference_weights(trained_bundle.model, ids_a, 1, 1).tolist()
-    want_b = reference_weights(shipped.model, ids_b, 1, 1).tolist()
+    want_a = reference_weights(trained_bundle.model, ids_a, 1, 0).tolist()
+    want_b = reference_weights(shipped.model, ids_b, 1, 0).tolist()
     near = float32_allowance(trained_bundle.model.config) + float32_allowance(shipped.model.config)
-    assert_causal_weights(z_of(figure(at, "side B: layer 1, head 1")["data"][0]), want_b)
-    diff = figure(at, "B − A: change of the weights of layer 1, head 1")
+    assert_causal_weights(z_of(figure(at, "side B: layer 1, head 0")["data"][0]), want_b)
+    diff = figure(at, "B − A: change of the weights of layer 1, head 0")
     z, T = z_of(diff["data"][0]), len(ids_a)
     for t in range(T):
         assert all(z[t][s] is None for s in range(t + 1, T))
