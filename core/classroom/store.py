@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 
 from core.database import Database, StoreError, location
+from core.i18n import _
 
 DEFAULT_PATH = "class.db"
 ENV = "LAB_CLASS_DB"
@@ -133,19 +134,23 @@ class Answer:
 def check_learner(name: object) -> str:
     """The name with its outer spaces removed, if it is 1..MAX_LEARNER printable characters; else ValueError."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError("enter your name (as the teacher will recognise it)")
+        raise ValueError(_("enter your name (as the teacher will recognise it)"))
     name = name.strip()
     if len(name) > MAX_LEARNER:
-        raise ValueError(f"a name may have at most {MAX_LEARNER} characters, this one has {len(name)}")
+        raise ValueError(
+            _("a name may have at most {most} characters, this one has {count}").format(
+                most=MAX_LEARNER, count=len(name)
+            )
+        )
     if not name.isprintable():
-        raise ValueError("a name may not contain control characters or line breaks")
+        raise ValueError(_("a name may not contain control characters or line breaks"))
     return name
 
 
 def check_class_code(code: object) -> str:
     """The code if it is 1..32 letters, digits, '-' or '_'; else ValueError."""
     if not isinstance(code, str) or not CLASS_CODE.fullmatch(code.strip()):
-        raise ValueError("the class code is 1 to 32 letters, digits, '-' or '_' (ask your teacher for it)")
+        raise ValueError(_("the class code is 1 to 32 letters, digits, '-' or '_' (ask your teacher for it)"))
     return code.strip()
 
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from core import i18n
 from core.attention import causal_mask
+from core.i18n import _
 from core.model.gpt import ModelConfig
 from core.numbers import integer
 
@@ -175,27 +177,42 @@ def describe(diff: Difference, labels: Sequence[str], margin: float = 0.0) -> st
     if len(labels) != len(diff.delta):
         raise ValueError(f"labels must name the T = {len(diff.delta)} positions, got {len(labels)}")
     if diff.max_abs <= margin:
-        return f"no cell changes by more than float32 rounding ({margin:.1e}): side B weighs every key as side A does."
+        return _(
+            "no cell changes by more than float32 rounding ({margin}): side B weighs every key as side A does."
+        ).format(margin=i18n.formatted(margin, ".1e"))
     top = diff.largest
 
     def position(t: int) -> str:
         return f"{t} ('{labels[t].split(' ', 1)[1]}')"
 
     tied = (
-        f" {len(diff.tied)} more cells change by as much, within float32 rounding ({margin:.1e})." if diff.tied else ""
+        " "
+        + _("{count} more cells change by as much, within float32 rounding ({margin}).").format(
+            count=len(diff.tied), margin=i18n.formatted(margin, ".1e")
+        )
+        if diff.tied
+        else ""
     )
     return (
-        f"the largest change is query {position(top.query)}, key {position(top.key)}: weight {top.a:.3f} on side A, "
-        f"{top.b:.3f} on side B, a change of {top.delta:+.3f}.{tied}"
+        _(
+            "the largest change is query {query}, key {key}: weight {a} on side A, {b} on side B, a change of {delta}."
+        ).format(
+            query=position(top.query),
+            key=position(top.key),
+            a=i18n.number(top.a, 3),
+            b=i18n.number(top.b, 3),
+            delta=i18n.formatted(top.delta, "+.3f"),
+        )
+        + tied
     )
 
 
 def table(diff: Difference, labels: Sequence[str]) -> dict[str, list]:
     """The difference's data table as columns: every cell both sides may attend, row-major."""
     return {
-        "query": [labels[c.query] for c in diff.cells],
-        "key": [labels[c.key] for c in diff.cells],
-        "weight A": [round(c.a, 6) for c in diff.cells],
-        "weight B": [round(c.b, 6) for c in diff.cells],
+        _("query"): [labels[c.query] for c in diff.cells],
+        _("key"): [labels[c.key] for c in diff.cells],
+        _("weight A"): [round(c.a, 6) for c in diff.cells],
+        _("weight B"): [round(c.b, 6) for c in diff.cells],
         "B − A": [round(c.delta, 6) for c in diff.cells],
     }

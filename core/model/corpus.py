@@ -21,6 +21,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import i18n
+from core.i18n import N_, _
 from core.jsonfile import JsonFileError, read_json
 from core.model.gpt import MAX_VOCAB
 from core.model.tokenizer import SPECIAL_TOKENS
@@ -104,8 +106,9 @@ class Corpus:
     def __post_init__(self):
         if len(self.documents) < MIN_DOCUMENTS:
             raise CorpusError(
-                f"a corpus needs at least {MIN_DOCUMENTS} documents (one to validate on), "
-                f"got {len(self.documents)}; give it more text"
+                _(
+                    "a corpus needs at least {least} documents (one to validate on), got {got}; give it more text"
+                ).format(least=MIN_DOCUMENTS, got=len(self.documents))
             )
         if fingerprint(self.documents) != self.fingerprint:
             raise CorpusError(
@@ -175,13 +178,17 @@ def corpus_from_text(name: str, text: str | bytes, *, source: str | None = None)
         raise CorpusError(f"corpus text must be str or bytes, got {type(text).__name__}")
     text = _normalise(text)
     if not text.strip():
-        raise CorpusError(f"{name!r} is empty (or only whitespace); choose a file with some text in it")
+        raise CorpusError(
+            _("{name} is empty (or only whitespace); choose a file with some text in it").format(name=repr(name))
+        )
     _check_alphabet(text, name)
     pieces = split_text(text)
     if len(pieces) < MIN_DOCUMENTS:
         raise CorpusError(
-            f"{name!r} has only {len(text)} character(s), too little for a training and a "
-            f"validation document; use a longer text"
+            _(
+                "{name} has only {count} character(s), too little for a training and a validation document; use a "
+                "longer text"
+            ).format(name=repr(name), count=len(text))
         )
     documents = tuple(Document(f"{name}#{i}", piece) for i, piece in enumerate(pieces))
     return Corpus(documents, fingerprint(documents), source if source is not None else f"upload:{name}")
@@ -239,12 +246,14 @@ def check_split_size(train_chars: int, val_chars: int, context_length: int) -> N
     tokens (characters plus the <eos> after each document).
     """
     need = context_length + 1
-    for label, have in (("training", train_chars), ("validation", val_chars)):
+    for label, have in ((N_("training"), train_chars), (N_("validation"), val_chars)):
         if have < need:
             raise CorpusError(
-                f"the corpus is too small for context length {context_length}: the {label} documents hold "
-                f"{have} tokens and need at least {need}; use a longer text, a smaller val_fraction "
-                f"or a preset with a shorter context"
+                _(
+                    "the corpus is too small for context length {context}: the {part} documents hold {have} tokens "
+                    "and need at least {need}; use a longer text, a smaller val_fraction or a preset with a shorter "
+                    "context"
+                ).format(context=context_length, part=_(label), have=have, need=need)
             )
 
 
@@ -304,11 +313,12 @@ def write_snapshot(corpus: Corpus, folder: Path = SNAPSHOT_DIR) -> Path:
 def _check_size(n_bytes: int, label: str) -> None:
     if n_bytes > MAX_BYTES:
         raise CorpusError(
-            f"{label!r} is {n_bytes:,} bytes, more than the limit of {MAX_BYTES:,} "
-            f"({MAX_BYTES // 2**20} MB); use a smaller excerpt of it"
+            _("{name} is {size} bytes, more than the limit of {limit} ({mb} MB); use a smaller excerpt of it").format(
+                name=repr(label), size=i18n.integer(n_bytes), limit=i18n.integer(MAX_BYTES), mb=MAX_BYTES // 2**20
+            )
         )
     if n_bytes == 0:
-        raise CorpusError(f"{label!r} is empty (0 bytes); choose a file with some text in it")
+        raise CorpusError(_("{name} is empty (0 bytes); choose a file with some text in it").format(name=repr(label)))
 
 
 def _check_alphabet(text: str, label: str) -> None:
@@ -316,9 +326,16 @@ def _check_alphabet(text: str, label: str) -> None:
     count = len(set(text))
     if count > MAX_CHARACTERS:
         raise CorpusError(
-            f"{label!r} holds {count:,} distinct characters, and a model's vocabulary takes at most "
-            f"{MAX_CHARACTERS:,} (core.model.gpt.MAX_VOCAB less {len(SPECIAL_TOKENS)} special tokens); use a text "
-            "in fewer scripts, or an excerpt of it"
+            _(
+                "{name} holds {count} distinct characters, and a model's vocabulary takes at most {most} "
+                "(core.model.gpt.MAX_VOCAB less {special} special tokens); use a text in fewer scripts, or an excerpt "
+                "of it"
+            ).format(
+                name=repr(label),
+                count=i18n.integer(count),
+                most=i18n.integer(MAX_CHARACTERS),
+                special=len(SPECIAL_TOKENS),
+            )
         )
 
 
@@ -327,14 +344,18 @@ def _decode(data: bytes, label: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorpusError(
-            f"{label!r} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
-            f"cannot be decoded; save the file as UTF-8 (or use a plain-text file)"
+            _(
+                "{name} is not UTF-8 text: byte {byte} at offset {offset} cannot be decoded; save the file as UTF-8 "
+                "(or use a plain-text file)"
+            ).format(name=repr(label), byte=f"0x{data[e.start]:02x}", offset=e.start)
         ) from None
     nul = text.find("\x00")  # valid UTF-8, but no text file holds a NUL: a binary file (or UTF-16 without a BOM)
     if nul >= 0:
         raise CorpusError(
-            f"{label!r} holds a NUL byte at offset {nul}: it looks like a binary file, not text; "
-            f"choose a plain-text file saved as UTF-8"
+            _(
+                "{name} holds a NUL byte at offset {offset}: it looks like a binary file, not text; choose a "
+                "plain-text file saved as UTF-8"
+            ).format(name=repr(label), offset=nul)
         )
     return text
 
