@@ -49,7 +49,7 @@ def training_text(documents: int = 40, seed: int = 23) -> str:
 
 
 def download_once_retried(page, button: str, console: list[str], requested: list[str], server):
-    """Click a deferred download button and return the download. Seen in CI about once in five runs and never here:
+    """Click a deferred download button and return the download. Seen twice in CI and never in ten runs here:
     the first click of a deferred download (the file made on the worker when pressed) made no request at all, with
     nothing in the worker's log. A learner would press again; so does this, once, and says so in a warning with the
     page's console, so the next sighting carries evidence. A second failure fails the test."""
