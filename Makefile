@@ -48,7 +48,7 @@ messages-update: messages-extract
 
 messages-compile:
 	$(PYTHON) lab.py setup
-	$(BABEL) compile --statistics -d locales -D messages
+	$(PY) -c 'from core.i18n import compile_all; print(*compile_all(), sep=chr(10))'
 
 clean:
 	rm -rf .venv .venv-* .pytest_cache .hypothesis

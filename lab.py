@@ -94,6 +94,9 @@ def setup(venv: Path, python: str = sys.executable, *, dev: bool = False) -> Pat
     return py
 
 
+COMPILE_CATALOGS = "from core.i18n import compile_all; print(*compile_all(), sep=chr(10))"
+
+
 def compile_catalogs(py: Path) -> None:
     """Compile each language's messages.po into the messages.mo the app reads (core/i18n.py), when it is missing
     or older than its .po: the compiled catalogs are built here, never committed."""
@@ -103,8 +106,7 @@ def compile_catalogs(py: Path) -> None:
         if not po.with_suffix(".mo").exists() or po.with_suffix(".mo").stat().st_mtime < po.stat().st_mtime
     ]
     if stale:
-        babel = [str(py), "-m", "babel.messages.frontend"]
-        subprocess.run([*babel, "compile", "-d", str(ROOT / "locales"), "-D", "messages"], check=True)
+        subprocess.run([str(py), "-c", COMPILE_CATALOGS], check=True, cwd=ROOT)
 
 
 def has_program(program: str) -> bool:

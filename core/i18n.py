@@ -12,8 +12,10 @@ rounding, so English reads exactly as `f"{x:.2f}"`). Technical symbols (Q, K, V,
 
 The catalogs: `make messages` extracts every `_()` / `N_()` / `ngettext()` string (babel.cfg) into
 locales/messages.pot and updates each language's messages.po; the install compiles them to .mo
-(`python lab.py messages --compile`). Where no .mo was built (a plain `pip install -r requirements.txt`), the .po is
-compiled in memory on first use.
+(`core.i18n.compile_all`). Where no .mo was built (a plain `pip install -r requirements.txt`), the .po is compiled in
+memory on first use. Compiling never runs Babel's python-format checker: our messages are `str.format` templates,
+and the checker reads every `%` in them (a Plotly hovertemplate's `%{y}`, "95%") as a printf placeholder and
+reports false errors; tests/i18n/test_catalogs.py checks the `{placeholders}` and markup instead.
 """
 
 from __future__ import annotations
@@ -81,15 +83,31 @@ def translations(code: str) -> gettext.NullTranslations:
     if mo.is_file() and (not po.is_file() or mo.stat().st_mtime >= po.stat().st_mtime):
         with mo.open("rb") as f:
             return gettext.GNUTranslations(f)
-    from babel.messages.mofile import write_mo  # only without a compiled catalog
+    return gettext.GNUTranslations(io.BytesIO(compiled(code)))
+
+
+def compiled(code: str) -> bytes:
+    """The .mo bytes of `code`'s catalog (Babel's reader and writer, without its checkers: see the docstring)."""
+    from babel.messages.mofile import write_mo  # only where a catalog is compiled
     from babel.messages.pofile import read_po
 
-    with po.open("rb") as f:
+    with catalog_path(code).open("rb") as f:
         catalog = read_po(f, locale=BABEL_LOCALE[code], domain=DOMAIN)
-    compiled = io.BytesIO()
-    write_mo(compiled, catalog)
-    compiled.seek(0)
-    return gettext.GNUTranslations(compiled)
+    out = io.BytesIO()
+    write_mo(out, catalog)
+    return out.getvalue()
+
+
+def compile_all() -> list[Path]:
+    """Write every language's messages.mo beside its messages.po (the install's step); the paths written."""
+    written = []
+    for code in LANGUAGES.keys() - {DEFAULT}:
+        mo = catalog_path(code, ".mo")
+        tmp = mo.with_suffix(".mo.tmp")
+        tmp.write_bytes(compiled(code))
+        tmp.replace(mo)  # a running server never reads half a catalog
+        written.append(mo)
+    return sorted(written)
 
 
 def _(message: str) -> str:
