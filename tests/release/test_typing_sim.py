@@ -139,6 +139,8 @@ def test_segments_cover_every_document_and_about_typing_chars(typing_chars, segm
         share = shares[d]
         if typable <= share:
             assert typed == typable  # a short document is typed whole
+        elif share < segment_chars:
+            assert typed == share  # one stretch of its share, not a whole segment
         else:
             blocks = math.ceil(share / segment_chars)
             assert len(mine) == min(blocks, math.ceil(typable / segment_chars))
@@ -171,6 +173,13 @@ def test_segments_of_documents_whose_lengths_are_whole_segments_add_up_exactly()
     # share 250 -> 3 segments of 100 per document; document 0's first segment is [1, 100) if drawn
     per_doc = [sum(s.stop - s.start for s in segments if s.document == d) for d in range(4)]
     assert per_doc[1:] == [300, 300, 300] and per_doc[0] in (299, 300)
+
+
+def test_many_documents_type_at_most_twice_what_was_asked():
+    # 420 validation documents of 4,000 characters (a 17 MB text cut by corpus_from_text): shares of 48 characters
+    docs = [Document(f"d{i}", "z" * 4000) for i in range(420)]
+    typed = sum(s.stop - s.start for s in typing_segments(docs, EvalConfig(typing_chars=20_000, segment_chars=500)))
+    assert 20_000 <= typed <= 40_000  # it was 420 segments of 500: 210,000
 
 
 def test_no_typing_and_no_documents_give_no_segments():

@@ -39,7 +39,9 @@ class TraceCut:
 
 
 def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[Segment]:
-    """Every document's share of the typing (position 0 of the stream has no context, so it is skipped)."""
+    """Every document's share of the typing (position 0 of the stream has no context, so it is skipped), in whole
+    segments, or in one shorter stretch where the share is less than a segment: at most twice `typing_chars`
+    however many documents there are."""
     if config.typing_chars == 0 or not documents:
         return []
     shares = typing_shares([len(d.text) for d in documents], config.typing_chars)
@@ -54,6 +56,9 @@ def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[S
         blocks = [(s, min(s + config.segment_chars, b)) for s in range(a, b, config.segment_chars)]
         if b - a > shares[d]:
             blocks = sorted(rng.sample(blocks, min(len(blocks), math.ceil(shares[d] / config.segment_chars))))
+            if shares[d] < config.segment_chars:  # one stretch of its share, not of a whole segment: 420
+                s, e = blocks[0]  # validation documents typed 210,000 characters where 20,000 were asked
+                blocks = [(s, min(e, s + max(1, shares[d])))]
         segments.extend(Segment(d, s, e) for s, e in blocks)
     return segments
 
