@@ -111,8 +111,9 @@ def compile_all() -> list[Path]:
 
 
 def _(message: str) -> str:
-    """`message` (English, as written in the code) in the current run's language."""
-    return translations(language()).gettext(message)
+    """`message` (English, as written in the code) in the current run's language; "" stays "" (gettext would
+    give the catalog's header for it)."""
+    return translations(language()).gettext(message) if message else message
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:

@@ -134,3 +134,20 @@ def test_without_a_compiled_catalog_the_po_is_compiled_in_memory(tmp_path, monke
         assert not (tmp_path / "es" / "LC_MESSAGES" / "messages.mo").exists()  # nothing written
     finally:
         i18n.translations.cache_clear()
+
+
+def test_the_install_compiles_every_catalog_to_what_the_po_says(tmp_path, monkeypatch):
+    """compile_all (what lab.py's setup runs) writes a .mo per language that answers as its .po does, and prints no
+    checker's false errors on the way (there is no checker to print them)."""
+    for code in TRANSLATED:
+        (tmp_path / code / "LC_MESSAGES").mkdir(parents=True)
+        (tmp_path / code / "LC_MESSAGES" / "messages.po").write_bytes(i18n.catalog_path(code).read_bytes())
+    monkeypatch.setattr(i18n, "LOCALES", tmp_path)
+    i18n.translations.cache_clear()
+    try:
+        assert i18n.compile_all() == sorted(tmp_path / c / "LC_MESSAGES" / "messages.mo" for c in TRANSLATED)
+        with i18n.speaking("es"):
+            assert i18n._("Masks") == "Máscaras"
+            assert i18n._("") == ""  # gettext("") is the catalog's header
+    finally:
+        i18n.translations.cache_clear()

@@ -26,7 +26,7 @@ from ui import layout, models, teacher
 from ui.text import escape_markdown
 from views.release import cost_view, registry_view, release_actions, tradeoff_view
 from views.release.rubric import exact_figures, gate_chart, gate_notes, recorded, show_comparison, show_rubric, verdict
-from views.release.wording import known, words
+from views.release.wording import known
 
 # The gate of `python -m core release promote`: the page shows it and applies it, it cannot waive a check.
 POLICY = ReleasePolicy()
@@ -332,7 +332,7 @@ def actions_section(bundle, corpus, key, reg: Path) -> None:
         )
     )
     unlocked = teacher.gate(
-        words(TEACHERS), _("change what the whole class is served or take minutes of the server's time")
+        _(TEACHERS), _("change what the whole class is served or take minutes of the server's time")
     )
     previous = release_actions.previous_version(reg)
     locked_help = "" if unlocked else " " + _("(teacher only: locked)")
@@ -542,7 +542,7 @@ else:
 
 # The sections beyond the picture, one click away.
 if bundle is not None and key is not None:
-    checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more([words(t) for t in TABS])
+    checks_tab, tradeoff_tab, actions_tab, registry_tab, preview_tab, cost_tab = layout.more([_(t) for t in TABS])
     with checks_tab:
         rubric_section(bundle, key)
     with tradeoff_tab:
@@ -552,7 +552,7 @@ if bundle is not None and key is not None:
     with cost_tab:
         cost_view.section(bundle, corpus, REGISTRY)
 else:
-    actions_tab, registry_tab = layout.more([words(TABS[2]), words(TABS[3])])
+    actions_tab, registry_tab = layout.more([_(TABS[2]), _(TABS[3])])
 with actions_tab:
     actions_section(bundle, corpus, key, REGISTRY)
 with registry_tab:

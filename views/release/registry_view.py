@@ -16,7 +16,7 @@ from core.release.registry.registry_log import read_log
 from core.release.registry.served import VersionInfo, list_versions, read_current, resolve_version
 from ui import projector
 from ui.text import escape_markdown
-from views.release.wording import known, words
+from views.release.wording import known
 
 ROLES = (N_("current"), N_("earlier current"), N_("promoted"))  # a version's role, shown translated
 
@@ -57,7 +57,7 @@ def version_rows(versions: list[VersionInfo], current: dict | None) -> list[dict
     return [
         {
             _("version"): v.version,
-            _("role"): words(
+            _("role"): _(
                 current_role
                 if current and v.version == current["version"]
                 else earlier_role

@@ -23,7 +23,7 @@ from core.release.registry.served import RegistryError, read_current
 from ui import models
 from ui.text import escape_markdown
 from views.release.rubric import EXACT, failed_check
-from views.release.wording import known, words
+from views.release.wording import known
 
 ACTION_KEY = "rel_done_action"  # session state: the outcome of the last promote or rollback
 SERVER_ONLY = ("source",)  # log fields that hold a server path: `python -m core release status` shows them, a page not
@@ -121,7 +121,7 @@ def show_action() -> None:
         items = "".join(f"\n- {escape_markdown(known(item))}" for item in action.get("items", []))
         (st.success if action["ok"] else st.error)(escape_markdown(message(action)) + items)
         if action.get("failed"):
-            with st.expander(words(EXACT)):
+            with st.expander(_(EXACT)):
                 for check in action["failed"]:
                     st.markdown(escape_markdown(failed_check(check)))
         if action["entry"] is not None:

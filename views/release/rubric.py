@@ -25,7 +25,7 @@ from ui import charts, projector
 from ui.companion import chart
 from ui.text import escape_markdown
 from views.release.wording import interval as shown_interval
-from views.release.wording import known, words
+from views.release.wording import known
 
 # What each check of core.release.gate.gate guards against, in a sentence for the team.
 # The keys are the checks' names as the rubric records them; both are shown translated (N_, then known()).
@@ -169,7 +169,7 @@ def failed_check(c: CheckResult) -> str:
 def exact_figures(lines: list[str]) -> None:
     """A verdict's exact figures and rules (markdown lines, escaped by the caller), one click away under the plain
     sentence that says what they mean."""
-    with st.expander(words(EXACT)):
+    with st.expander(_(EXACT)):
         for line in lines:
             st.markdown(line)
 
@@ -207,7 +207,7 @@ def show_rubric(rubric: Rubric, said: str) -> None:
     st.caption(said)
     # every cell in the reader's language where it is a code or a constant rule (known), else as core wrote it
     rows = [{**row, N_("guards against"): GUARDS.get(row["check"], "")} for row in rubric.table()]
-    table = pd.DataFrame([{words(column): known(row[column]) for column in RUBRIC_COLUMNS} for row in rows])
+    table = pd.DataFrame([{_(column): known(row[column]) for column in RUBRIC_COLUMNS} for row in rows])
     failed = sum(not c.passed for c in rubric.checks)
     with st.expander(
         _("Every check: its figure, its rule, what it guards against ({failed} failed)").format(failed=str(failed)),
@@ -243,7 +243,7 @@ def gate_figures(summary: dict) -> dict[str, dict]:
     transformer, in that order; empty unless all three are there with keystrokes measured (the checks that measure
     them ran)."""
     predictors = summary.get("predictors") if isinstance(summary, dict) else None
-    found = {words(name): (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
+    found = {_(name): (predictors or {}).get(kind) for kind, name in PREDICTORS.items()}
     if not all(isinstance(f, dict) and f.get("keystrokes_saved_per_100") is not None for f in found.values()):
         return {}
     return {name: f for name, f in found.items() if isinstance(f, dict)}
@@ -255,7 +255,7 @@ def gate_table(figures: dict[str, dict]) -> pd.DataFrame:
     for name, f in figures.items():
         row: dict[str, object] = {_("predictor"): name}
         for key, column in GATE_COLUMNS:
-            shown = words(column)
+            shown = _(column)
             if key.endswith("_ci"):
                 ci = f.get(key)
                 low, high = _("{column} low").format(column=shown), _("{column} high").format(column=shown)
@@ -282,8 +282,8 @@ def gate_chart(rubric: Rubric) -> bool:
     fig = charts.bars(
         names,
         keys,
-        title=words(title),
-        y_title=words(y_title),
+        title=_(title),
+        y_title=_(y_title),
         x_title=_("predictor"),
         value_format=".2f",
         highlight=len(keys) - 1,
@@ -304,9 +304,9 @@ def gate_chart(rubric: Rubric) -> bool:
     fig.update_layout(height=PICTURE_PX)
     check = next((c for c in rubric.checks if c.name == KEYSTROKES_CHECK), None)
     verdict_words = keystrokes_words(check)
-    saved = words(saved_words).format(figures=", ".join(f"{who} {i18n.number(k, 1)}" for who, k in zip(names, keys)))
+    saved = _(saved_words).format(figures=", ".join(f"{who} {i18n.number(k, 1)}" for who, k in zip(names, keys)))
     chart(fig, gate_table(figures), escape_markdown(f"{verdict_words} {saved}".strip()), key="rel_gate_baselines")
-    intervals = words(interval_words).format(
+    intervals = _(interval_words).format(
         figures="; ".join(
             f"{who} {i18n.number(k, 2)} " + (_("[no interval]") if ci is None else shown_interval(ci[0], ci[1], 2))
             for who, k, ci in zip(names, keys, cis)
@@ -360,7 +360,7 @@ def gate_notes(rubric: Rubric) -> None:
 def show_comparison(result: Evaluation) -> None:
     """One row per metric for the baselines and the transformer, the evaluation's warnings, the slice chart."""
     kinds = [r.predictor for r in result.baselines] + [result.report.predictor]
-    shown = {k: words(k) for k in kinds}  # a predictor's kind as its column is headed
+    shown = {k: _(k) for k in kinds}  # a predictor's kind as its column is headed
     metric, worst = _("metric"), _("worst slice")
     rows = [
         {

@@ -20,9 +20,8 @@ from core.release.evaluation.eval_report import EvalConfig
 from core.release.evaluation.tuning import tradeoff
 from ui import charts
 from ui.companion import chart
-from views.release.wording import words
 
-# The series' names and the table's columns, shown translated (words()).
+# The series' names and the table's columns, shown translated (_()).
 NET = N_("net keystrokes saved per 100 chars")
 GROSS = N_("gross keystrokes saved per 100 chars")
 ACCEPTANCE = N_("acceptance rate")
@@ -73,7 +72,7 @@ def figure(rows: Sequence[dict]) -> go.Figure:
         type="scatter",
         x=x,
         y=[r["acceptance_rate"] for r in rows],
-        name=_("{series} (right axis)").format(series=words(ACCEPTANCE)),
+        name=_("{series} (right axis)").format(series=_(ACCEPTANCE)),
         yaxis="y2",
         mode="lines+markers",
         marker=dict(symbol="square"),
@@ -90,8 +89,8 @@ def figure(rows: Sequence[dict]) -> go.Figure:
     fig = charts.lines(
         x,
         {
-            words(NET): [r["net_keystrokes_saved_per_100"] for r in rows],
-            words(GROSS): [r["keystrokes_saved_per_100"] for r in rows],
+            _(NET): [r["net_keystrokes_saved_per_100"] for r in rows],
+            _(GROSS): [r["keystrokes_saved_per_100"] for r in rows],
         },
         title=_("What each threshold buys at {price} keystroke(s) per suggestion not taken").format(
             price=i18n.formatted(best["attention_cost"])
@@ -114,7 +113,7 @@ def figure(rows: Sequence[dict]) -> go.Figure:
     )
     fig.update_layout(  # round ticks of its own (0, 0.2, ... 1), and no second set of grid lines across the plot
         yaxis2=dict(
-            title=words(ACCEPTANCE), overlaying="y", side="right", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2,
+            title=_(ACCEPTANCE), overlaying="y", side="right", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2,
             showgrid=False,
         )
     )  # fmt: skip
@@ -122,7 +121,7 @@ def figure(rows: Sequence[dict]) -> go.Figure:
 
 
 def table(rows: Sequence[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{words(column): r[key] for key, column in COLUMNS.items()} for r in rows])
+    return pd.DataFrame([{_(column): r[key] for key, column in COLUMNS.items()} for r in rows])
 
 
 def summary(rows: Sequence[dict]) -> str:

@@ -24,18 +24,10 @@ CODES = (
 )
 
 
-def words(text: str) -> str:
-    """A constant of the code marked N_ where it is defined (a label, a column, a sentence), in the reader's
-    language."""
-    return i18n._(text) if text else text
-
-
 def known(text: object) -> object:
     """`text` in the reader's language when the catalogs hold it (a code marked N_), else exactly as it is
-    (a figure, a sentence from a file); anything but a non-empty string is returned unchanged."""
-    if not isinstance(text, str) or not text:  # gettext("") is the catalog's header
-        return text
-    return i18n._(text)
+    (a figure, a sentence from a file); anything but a string is returned unchanged."""
+    return i18n._(text) if isinstance(text, str) else text
 
 
 def interval(low: float, high: float, digits: int) -> str:
