@@ -180,6 +180,9 @@ def test_many_documents_type_at_most_twice_what_was_asked():
     docs = [Document(f"d{i}", "z" * 4000) for i in range(420)]
     typed = sum(s.stop - s.start for s in typing_segments(docs, EvalConfig(typing_chars=20_000, segment_chars=500)))
     assert 20_000 <= typed <= 40_000  # it was 420 segments of 500: 210,000
+    # fewer characters asked than there are documents: the first get one each, the rest none
+    segments = typing_segments(docs[:5], EvalConfig(typing_chars=2, segment_chars=500))
+    assert [s.stop - s.start for s in segments] == [1, 1]
 
 
 def test_no_typing_and_no_documents_give_no_segments():

@@ -56,9 +56,9 @@ def typing_segments(documents: Sequence[Document], config: EvalConfig) -> list[S
         blocks = [(s, min(s + config.segment_chars, b)) for s in range(a, b, config.segment_chars)]
         if b - a > shares[d]:
             blocks = sorted(rng.sample(blocks, min(len(blocks), math.ceil(shares[d] / config.segment_chars))))
-            if shares[d] < config.segment_chars:  # one stretch of its share, not of a whole segment: 420
-                s, e = blocks[0]  # validation documents typed 210,000 characters where 20,000 were asked
-                blocks = [(s, min(e, s + max(1, shares[d])))]
+            if blocks and shares[d] < config.segment_chars:  # one stretch of its share, not a whole segment:
+                s, e = blocks[0]  # 420 validation documents typed 210,000 characters where 20,000 were asked
+                blocks = [(s, min(e, s + shares[d]))]
         segments.extend(Segment(d, s, e) for s, e in blocks)
     return segments
 
