@@ -1,8 +1,9 @@
 """`python -m core suggest` and `python -m core tune`: the one suggestion policy from the command line.
 
-`tune` chooses the threshold with the most net keystrokes saved at the given price of attention and records both
-in the bundle. Every suggestion is recorded in the telemetry database (surface 'cli'); when that fails, stderr
-says so and the suggestion is printed as ever.
+`tune` chooses the threshold with the most net keystrokes saved at the given price of attention (among those whose
+suggestions are taken at least MIN_ACCEPTANCE of the time, if any) and records both in the bundle. Every suggestion
+is recorded in the telemetry database (surface 'cli'); when that fails, stderr says so and the suggestion is printed
+as ever.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from cli.progress import progress_bars
 from cli.release import _threads, add_attention_cost, attention_cost_arg, format_table
 from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.tuning import tune_bundle
+from core.release.evaluation.tuning import MIN_ACCEPTANCE, tune_bundle
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import policy_from_manifest
 from core.release.serving.transformer_predictor import load_predictor
@@ -78,7 +79,8 @@ def _run_tune(args: argparse.Namespace) -> int:
     print(tradeoff_table(rows))
     print(
         f"threshold {policy.threshold} (the most net keystrokes saved at an attention cost of "
-        f"{policy.attention_cost:g} keystrokes per suggestion shown and not taken) recorded in {args.bundle} "
+        f"{policy.attention_cost:g} keystrokes per suggestion shown and not taken, among the thresholds whose "
+        f"suggestions are taken at least {MIN_ACCEPTANCE:.0%} of the time if any) recorded in {args.bundle} "
         f"(version {manifest['version']})"
     )
     return 0

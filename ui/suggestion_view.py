@@ -18,6 +18,7 @@ from core import i18n
 from core.i18n import N_, _
 from core.model.prompt import Prompt
 from core.model.tokenizer import CharTokenizer
+from core.release.evaluation.tuning import MIN_ACCEPTANCE
 from core.release.serving.autocomplete import prompt_for, suggest
 from core.release.serving.policy import MIN_THRESHOLD, Suggestion, SuggestionPolicy, policy_from_manifest
 from core.release.serving.predictor import Predictor
@@ -240,8 +241,9 @@ def show_numbers(s: Suggestion) -> None:
         st.caption(
             _(
                 "The threshold {threshold} was tuned on the bundle's validation documents: it saves the most "
-                "keystrokes there."
-            ).format(threshold=i18n.number(s.threshold, 2))
+                "keystrokes there, keeping, where it can, to thresholds whose suggestions are taken at least "
+                "{floor}% of the time."
+            ).format(threshold=i18n.number(s.threshold, 2), floor=i18n.number(100 * MIN_ACCEPTANCE, 0))
         )
     else:
         st.markdown(  # not a caption: inline code in a caption's grey fails the contrast check (axe)

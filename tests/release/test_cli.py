@@ -439,7 +439,8 @@ def test_tune_records_a_grid_threshold_and_a_new_version(trained, tmp_path, caps
     assert manifest["version"] != before and manifest["version"] == load_bundle(copy).version
     assert printed[-1] == (
         f"threshold {policy.threshold} (the most net keystrokes saved at an attention cost of 1 keystrokes per "
-        f"suggestion shown and not taken) recorded in {copy} (version {manifest['version']})"
+        "suggestion shown and not taken, among the thresholds whose suggestions are taken at least 60% of the time "
+        f"if any) recorded in {copy} (version {manifest['version']})"
     )
     assert sum(line.strip().startswith(f"{t}") for t in THRESHOLDS for line in printed[:-1]) >= len(THRESHOLDS)
     # the trade-off table: net, gross, acceptance, shown; exactly the chosen row marked

@@ -14,7 +14,15 @@ from core.model.bundle_checks import MANIFEST, BundleError
 from core.model.corpus import Document, corpus_from_text
 from core.model.tokenizer import CharTokenizer
 from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.tuning import THRESHOLDS, record_policy, reprice, tune_bundle, tune_policy, tune_threshold
+from core.release.evaluation.tuning import (
+    MIN_ACCEPTANCE,
+    THRESHOLDS,
+    record_policy,
+    reprice,
+    tune_bundle,
+    tune_policy,
+    tune_threshold,
+)
 from core.release.evaluation.typing_sim import Segment, TraceCut
 from core.release.serving.policy import DEFAULT_POLICY, MIN_THRESHOLD, SuggestionPolicy, policy_from_manifest
 from core.release.serving.transformer_predictor import load_predictor
@@ -70,7 +78,8 @@ PRICED = PRICED_TRACE
     ],
 )
 def test_the_price_of_attention_moves_the_tuned_threshold(cost, best):
-    chosen, rows = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=cost)
+    # price alone (no acceptance floor): at 0.10 only 2 of the 4 suggestions shown are taken
+    chosen, rows = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=cost, min_acceptance=0.0)
     assert chosen == best
     by_threshold = {r["threshold"]: r for r in rows}
     # net = gross - cost x (shown - accepted), per 100 of the 9 characters covered, worked out by hand
@@ -92,6 +101,30 @@ def test_repricing_the_grid_equals_tuning_at_that_price(cost):
     _, measured = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=1.0)
     _, direct = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=cost)
     assert reprice(measured, cost) == direct
+
+
+@pytest.mark.parametrize(
+    "floor, best",
+    [
+        (0.0, 0.1),  # net 5 - 2 = 3 at 0.05 and 0.10 (2 of 4 shown taken) beats 2 at 0.15 .. 0.50 (1 of 1)
+        (0.5, 0.1),  # 0.10 reaches the floor exactly
+        (0.6, 0.5),  # it does not: the most net keystrokes among 0.15 .. 0.50, the tie to the higher
+        (1.0, 0.5),
+    ],
+)
+def test_the_tuning_keeps_to_thresholds_whose_suggestions_are_taken(floor, best):
+    chosen, rows = tune_threshold(PRICED, 10, [Segment(0, 1, 10)], attention_cost=1.0, min_acceptance=floor)
+    assert chosen == best and [r["threshold"] for r in rows if r["chosen"]] == [best]
+    assert reprice(rows, 1.0, floor) == rows
+    assert MIN_ACCEPTANCE == 0.6 and tune_threshold(PRICED, 10, [Segment(0, 1, 10)])[0] == 0.5  # the default
+
+
+def test_when_no_threshold_reaches_the_floor_the_most_net_keystrokes_win():
+    # a right 5-character cut at 1 (saves 4, typing goes on at 6), a wrong one at 6: half of what is shown is taken
+    # at every threshold up to 0.90, net 4 - 1 = 3; 0.95 shows nothing (no acceptance, so it reaches no floor)
+    trace = {1: (TraceCut(5, 0.9, True),), 2: (), 3: (), 4: (), 5: (), 6: (TraceCut(2, 0.9, False),)}
+    best, rows = tune_threshold(trace, 7, [Segment(0, 1, 7)])
+    assert best == 0.9 and {r["acceptance_rate"] for r in rows} == {0.5, None}
 
 
 def test_repricing_refuses_a_price_out_of_bounds():

@@ -17,7 +17,7 @@ from core import i18n
 from core.i18n import N_, _
 from core.model.corpus import Corpus
 from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.tuning import tradeoff
+from core.release.evaluation.tuning import MIN_ACCEPTANCE, tradeoff
 from ui import charts
 from ui.companion import chart
 
@@ -131,14 +131,21 @@ def summary(rows: Sequence[dict]) -> str:
         if best["acceptance_rate"] is None
         else _("{percent}% of them accepted").format(percent=i18n.number(100 * best["acceptance_rate"], 0))
     )
+    floor = i18n.number(100 * MIN_ACCEPTANCE, 0)
+    reason = (
+        _("the most net keystrokes where at least {floor}% of the suggestions shown are taken")
+        if best["acceptance_rate"] is not None and best["acceptance_rate"] >= MIN_ACCEPTANCE
+        else _("the most net keystrokes, though no threshold has {floor}% of its suggestions taken")
+    ).format(floor=floor)
     free = max(rows, key=lambda r: (r["keystrokes_saved_per_100"], r["threshold"]))
     return _(
-        "At a price of {price} keystroke(s) for each suggestion shown and not taken, threshold {threshold} saves the "
-        "most: {net} keystrokes net per 100 characters ({gross} gross, {shown} suggestions shown, {acceptance}); the "
-        "most gross saving, {free_gross} at threshold {free_threshold}, nets {free_net}."
+        "At a price of {price} keystroke(s) for each suggestion shown and not taken, the tuning chose threshold "
+        "{threshold}, {reason}: {net} keystrokes net per 100 characters ({gross} gross, {shown} suggestions shown, "
+        "{acceptance}); the most gross saving, {free_gross} at threshold {free_threshold}, nets {free_net}."
     ).format(
         price=i18n.formatted(best["attention_cost"]),
         threshold=i18n.formatted(best["threshold"]),
+        reason=reason,
         net=i18n.number(best["net_keystrokes_saved_per_100"], 1),
         gross=i18n.number(best["keystrokes_saved_per_100"], 1),
         shown=i18n.number(best["shown_per_100"], 1),

@@ -1,5 +1,6 @@
 """Choosing the suggestion threshold: the one that saves the most keystrokes, net of the attention the suggestions
-cost, on the validation documents.
+cost, on the validation documents, among the thresholds whose suggestions a person keeps on (at least MIN_ACCEPTANCE
+of those shown are taken).
 
 Every predictor is tuned the same way on the same documents, so a comparison is fair; the tuning typist types other
 stretches than the evaluation's. A higher attention cost moves the threshold up and shows fewer, likelier
@@ -35,6 +36,14 @@ THRESHOLDS: tuple[float, ...] = (MIN_THRESHOLD,) + tuple(round(0.05 * k, 2) for 
 SHORT_RUN_TUNING = dataclasses.replace(DEFAULT_EVAL, typing_chars=5_000, segment_chars=100)
 
 
+# A suggester is kept on when most of what it shows is taken (issue 37 asks 0.6). Net keystrokes are flat near their
+# optimum and acceptance is not: on the shipped code model's tuning stretches, threshold 0.55 nets 22.15 at acceptance
+# 0.59 and 0.60 nets 22.06 at 0.64. So the tuning takes the most net keystrokes among the thresholds whose acceptance
+# reaches MIN_ACCEPTANCE; when none does (a young model's, or a baseline's), the most net keystrokes of all, so a
+# short run still suggests. A threshold that shows nothing has no acceptance and reaches no floor.
+MIN_ACCEPTANCE = 0.6
+
+
 def tuning_config_for(iters: int) -> EvalConfig:
     """The typing a bundle trained for `iters` steps is tuned on: SHORT_RUN_TUNING up to SHORT_RUN_ITERS steps (the
     run that evaluates cheaply too), DEFAULT_EVAL beyond."""
@@ -48,25 +57,27 @@ def tune_threshold(
     progress: Progress | None = None,
     *,
     attention_cost: float = DEFAULT_ATTENTION_COST,
+    min_acceptance: float = MIN_ACCEPTANCE,
 ) -> tuple[float, list[dict]]:
-    """The grid threshold with the most net keystrokes saved per 100 characters at `attention_cost`, and every
-    threshold's figures (the chosen one's row has chosen=True)."""
+    """The grid threshold with the most net keystrokes saved per 100 characters at `attention_cost` among those
+    whose acceptance reaches `min_acceptance` (all of them when none does), and every threshold's figures (the
+    chosen one's row has chosen=True)."""
     rows: list[dict] = []
     for threshold in steps(THRESHOLDS, progress, "trying each threshold of the grid"):
         typing = simulate_typing(trace, n_positions, segments, threshold, attention_cost)
         counts = {k: int(typing[k].sum()) for k in ("covered", "saved", "offered", "accepted")}
         rows.append(_figures(threshold, attention_cost, **counts))
-    return _choose(rows), rows
+    return _choose(rows, min_acceptance), rows
 
 
-def reprice(rows: Sequence[dict], attention_cost: float) -> list[dict]:
+def reprice(rows: Sequence[dict], attention_cost: float, min_acceptance: float = MIN_ACCEPTANCE) -> list[dict]:
     """tune_threshold's rows at another price, without replaying the typist: what a threshold shows, what the
     typist takes and what that saves do not depend on the price (a suggestion is taken when the text goes on with
     it), so only the net figure and the choice change. Equal to tune_threshold at that price, row for row."""
     cost = check_attention_cost(attention_cost)
     keys = ("covered", "saved", "offered", "accepted")
     repriced = [_figures(r["threshold"], cost, **{k: r[k] for k in keys}) for r in rows]
-    _choose(repriced)
+    _choose(repriced, min_acceptance)
     return repriced
 
 
@@ -87,9 +98,11 @@ def _figures(threshold: float, attention_cost: float, *, covered: int, saved: in
     }
 
 
-def _choose(rows: list[dict]) -> float:
-    """Mark and return the threshold with the most net keystrokes saved; a tie goes to the higher threshold."""
-    best = max(rows, key=lambda r: (r["net_keystrokes_saved_per_100"], r["threshold"]))
+def _choose(rows: list[dict], min_acceptance: float) -> float:
+    """Mark and return the threshold with the most net keystrokes saved among the rows whose acceptance reaches
+    `min_acceptance` (all rows when none does); a tie goes to the higher threshold."""
+    kept = [r for r in rows if r["acceptance_rate"] is not None and r["acceptance_rate"] >= min_acceptance]
+    best = max(kept or rows, key=lambda r: (r["net_keystrokes_saved_per_100"], r["threshold"]))
     best["chosen"] = True
     return float(best["threshold"])
 
