@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import DEFAULT_PRESET
 from core.model.batches import document_stream, evaluate_loss
 from core.model.bundle import load_bundle, verify_bundle
 from core.model.bundle_checks import WEIGHTS
@@ -48,7 +49,9 @@ def test_shipped_bundle_matches_its_manifest_and_the_recorded_command(bundle):
     m = bundle.manifest
     args = recorded_args(m)
     assert args.corpus == "stdlib" and not args.no_causal_mask  # --out: where it was written before being copied here
-    expected = dataclasses.replace(PRESETS[args.preset], vocab_size=bundle.tokenizer.vocab_size)
+    if args.init_from is not None:  # continued from a base (docs/RELEASE.md: its chain from the default preset)
+        assert set(m["base"]) == {"version", "corpus"} and m["base"]["version"] != m["version"], m["base"]
+    expected = dataclasses.replace(PRESETS[args.preset or DEFAULT_PRESET], vocab_size=bundle.tokenizer.vocab_size)
     assert bundle.config == expected
     assert m["architecture"] == dataclasses.asdict(expected)
     assert bundle.tokenizer.content_hash == m["tokenizer"]["content_hash"]
