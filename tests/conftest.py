@@ -19,14 +19,18 @@ torch.set_num_threads(TEST_THREADS)
 
 # AppTest runs have no server to warm (ui/warmup.py): never let them open a socket to a lab on this machine's 8501.
 os.environ.setdefault("LAB_WARMUP", "0")
+# This process's scratch folder, removed when it exits (each run left two folders in /tmp before).
+SCRATCH = tempfile.TemporaryDirectory(prefix="lab-tests-")
+
 # Every suggestion served in a test is recorded (core.telemetry), into the test run's own database, not ./telemetry.db;
 # one per pytest-xdist worker (.ci/run), which would otherwise inherit its parent's: a page test reads what it wrote.
 if "PYTEST_XDIST_WORKER" in os.environ or "LAB_TELEMETRY_DB" not in os.environ:
-    os.environ["LAB_TELEMETRY_DB"] = str(Path(tempfile.mkdtemp(prefix="lab-telemetry-")) / "telemetry.db")
+    os.environ["LAB_TELEMETRY_DB"] = str(Path(SCRATCH.name) / "telemetry.db")
 
 # Wrong teacher passcodes are counted per server in a file (ui.teacher, LAB_TEACHER_ATTEMPTS): each test gets its own
 # (below), so one test's wrong passcodes never delay or lock out the next, and none lands beside ./class.db.
-TEACHER_ATTEMPTS_DIR = Path(tempfile.mkdtemp(prefix="lab-teacher-attempts-"))
+TEACHER_ATTEMPTS_DIR = Path(SCRATCH.name) / "teacher-attempts"
+TEACHER_ATTEMPTS_DIR.mkdir()
 
 settings.register_profile("lab", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "lab"))
