@@ -35,6 +35,7 @@ def test_the_curve_is_the_tunings_grid_with_its_choice_marked(cost, floor, best)
     star = trace_named(fig, f"chosen: {best:g}")
     assert list(star.x) == [best] and star.y[0] == tradeoff_view.chosen(rows)["net_keystrokes_saved_per_100"]
     assert any(s.x0 == s.x1 == best for s in fig.layout.shapes)  # the dashed line at the chosen threshold
+    assert any(s.yref == "y2" and s.y0 == s.y1 == 0.6 for s in fig.layout.shapes)  # the floor, on acceptance's axis
     # colour-blind safe: every series from the Okabe-Ito palette, told apart by dash or marker too
     lines = [t for t in fig.data if t.mode != "markers"]
     assert all(t.line.color in tradeoff_view.charts.OKABE_ITO for t in lines)

@@ -64,8 +64,9 @@ def chosen(rows: Sequence[dict]) -> dict:
 
 
 def figure(rows: Sequence[dict]) -> go.Figure:
-    """Net and gross keystrokes saved against the threshold (left axis), acceptance on the right, the chosen
-    threshold a dashed line and a star; each series has its own colour, dash and marker (never colour alone)."""
+    """Net and gross keystrokes saved against the threshold (left axis), acceptance on the right with the tuning's
+    floor (MIN_ACCEPTANCE) a dotted line, the chosen threshold a dashed line and a star; each series has its own
+    colour, dash and marker (never colour alone)."""
     x = [r["threshold"] for r in rows]
     best = chosen(rows)
     acceptance = dict(
@@ -109,6 +110,30 @@ def figure(rows: Sequence[dict]) -> go.Figure:
                 line=dict(color=charts.OKABE_ITO[7], dash="dash"),
             ),
             dict(type="line", xref="paper", x0=0, x1=1, y0=0, y1=0, line=dict(color="#000000", width=1)),
+            dict(  # the acceptance the tuning keeps to (core.release.evaluation.tuning.MIN_ACCEPTANCE)
+                type="line",
+                xref="paper",
+                yref="y2",
+                x0=0,
+                x1=1,
+                y0=MIN_ACCEPTANCE,
+                y1=MIN_ACCEPTANCE,
+                line=dict(color=charts.OKABE_ITO[2], width=1, dash="dot"),
+            ),
+        ],
+        annotations=[
+            dict(
+                xref="paper",
+                yref="y2",
+                x=0.01,
+                y=MIN_ACCEPTANCE,
+                xanchor="left",
+                yanchor="bottom",
+                showarrow=False,
+                text=_(
+                    "{percent}% taken: the tuning chooses among thresholds whose acceptance reaches this line"
+                ).format(percent=i18n.number(100 * MIN_ACCEPTANCE, 0)),
+            )
         ],  # fmt: skip
     )
     fig.update_layout(  # round ticks of its own (0, 0.2, ... 1), and no second set of grid lines across the plot
