@@ -17,7 +17,7 @@ from core import i18n
 from core.i18n import N_, _
 from core.model.corpus import Corpus
 from core.release.evaluation.eval_report import EvalConfig
-from core.release.evaluation.tuning import MIN_ACCEPTANCE, tradeoff
+from core.release.evaluation.tuning import MIN_ACCEPTANCE, kept_on, tradeoff
 from ui import charts
 from ui.companion import chart
 
@@ -159,7 +159,7 @@ def summary(rows: Sequence[dict]) -> str:
     floor = i18n.number(100 * MIN_ACCEPTANCE, 0)
     reason = (
         _("the most net keystrokes where at least {floor}% of the suggestions shown are taken")
-        if best["acceptance_rate"] is not None and best["acceptance_rate"] >= MIN_ACCEPTANCE
+        if kept_on(best)
         else _("the most net keystrokes, though no threshold has {floor}% of its suggestions taken")
     ).format(floor=floor)
     free = max(rows, key=lambda r: (r["keystrokes_saved_per_100"], r["threshold"]))

@@ -39,9 +39,14 @@ SHORT_RUN_TUNING = dataclasses.replace(DEFAULT_EVAL, typing_chars=5_000, segment
 # A suggester is kept on when most of what it shows is taken (issue 37 asks 0.6). Net keystrokes are flat near their
 # optimum and acceptance is not: on the shipped code model's tuning stretches, threshold 0.55 nets 22.15 at acceptance
 # 0.59 and 0.60 nets 22.06 at 0.64. So the tuning takes the most net keystrokes among the thresholds whose acceptance
-# reaches MIN_ACCEPTANCE; when none does (a young model's, or a baseline's), the most net keystrokes of all, so a
-# short run still suggests. A threshold that shows nothing has no acceptance and reaches no floor.
+# reaches MIN_ACCEPTANCE; when none does (a young model's), the most net keystrokes of all, so a short run still
+# suggests. A threshold that shows nothing has no acceptance and reaches no floor.
 MIN_ACCEPTANCE = 0.6
+
+
+def kept_on(row: dict, min_acceptance: float = MIN_ACCEPTANCE) -> bool:
+    """Whether a grid row's suggestions are taken often enough to be chosen (its acceptance reaches the floor)."""
+    return row["acceptance_rate"] is not None and row["acceptance_rate"] >= min_acceptance
 
 
 def tuning_config_for(iters: int) -> EvalConfig:
@@ -101,7 +106,7 @@ def _figures(threshold: float, attention_cost: float, *, covered: int, saved: in
 def _choose(rows: list[dict], min_acceptance: float) -> float:
     """Mark and return the threshold with the most net keystrokes saved among the rows whose acceptance reaches
     `min_acceptance` (all rows when none does); a tie goes to the higher threshold."""
-    kept = [r for r in rows if r["acceptance_rate"] is not None and r["acceptance_rate"] >= min_acceptance]
+    kept = [r for r in rows if kept_on(r, min_acceptance)]
     best = max(kept or rows, key=lambda r: (r["net_keystrokes_saved_per_100"], r["threshold"]))
     best["chosen"] = True
     return float(best["threshold"])
