@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import DEFAULT_PRESET
+from cli.main import DEFAULT_PRESET, build_parser
 from core.model.batches import document_stream, evaluate_loss
 from core.model.bundle import load_bundle, verify_bundle
 from core.model.bundle_checks import WEIGHTS
@@ -38,8 +38,6 @@ def test_shipped_bundle_verifies(bundle):
 
 def recorded_args(manifest):
     """The recorded `python -m core train ...` parsed by the command line's own parser (defaults filled in)."""
-    from cli.main import build_parser
-
     command = manifest["training"]["command"]
     assert command[:4] == ["python", "-m", "core", "train"], command
     return build_parser().parse_args(command[3:])
