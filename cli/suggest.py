@@ -28,6 +28,12 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bundle", required=True, help="bundle directory (transformer, ngram or rule)")
     p.add_argument("--prompt", required=True, help="the text before the cursor")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--best-guess",
+        action="store_true",
+        help="when nothing is offered, the model's best guess anyway (as the Autocomplete page shows it; a few "
+        "more model steps)",
+    )
     p.set_defaults(handler=_run_suggest)
 
     p = subparsers.add_parser("tune", help="choose a bundle's suggestion threshold on its validation documents")
@@ -43,7 +49,7 @@ def _run_suggest(args: argparse.Namespace) -> int:
     predictor, manifest = load_predictor(args.bundle)
     policy = policy_from_manifest(manifest)
     prompt = prompt_for(predictor, args.prompt, policy, template=manifest.get("prompt_template", "{prompt}"))
-    measured = suggest(predictor, prompt, policy)
+    measured = suggest(predictor, prompt, policy, best_guess=args.best_guess)
     store = TelemetryStore()
     event_id = record_suggestion(store, measured, version=manifest["version"], surface="cli")
     s = measured.suggestion_or_raise()  # an error in serving: recorded above, raised here

@@ -1,5 +1,8 @@
 """The suggestion on the Autocomplete page: the one suggestion policy as served, and the Accept action.
 
+The page asks serving for the best guess too (suggest's best_guess), so a suggestion below the threshold is shown
+as the model's best guess, not offered.
+
 The page encodes its text once; the suggestion, the next-token bars, the completion and telemetry all read that
 one prompt. Accepting runs in the button's callback, before the script, and appends only when the text box still
 holds the text the suggestion was made for, so nothing typed meanwhile is lost. Each suggestion served is recorded
@@ -82,7 +85,9 @@ def suggestion_for(predictor: Predictor, prompt: Prompt, manifest: dict) -> Sugg
             # recorded already (a rerun the text did not cause), or no learner's request: what serving computes
             return cached_suggestion(predictor, version, prompt.ids, prompt, policy, dataclasses.astuple(policy))
         if st.session_state.get(RECORDED_KEY) == (version, prompt.text):
-            return suggest(predictor, prompt, policy).suggestion_or_raise()  # a bundle without a version
+            return suggest(
+                predictor, prompt, policy, best_guess=True
+            ).suggestion_or_raise()  # a bundle without a version
         return _suggested_and_recorded(predictor, prompt, policy, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
         st.warning(_("This model cannot offer a suggestion: {error}.").format(error=escape_markdown(e)))
@@ -98,7 +103,7 @@ def cached_suggestion(
     not cause (a slider beside it) and another learner's same text get the same suggestion; serving it again cost a
     few model steps every rerun. The request that records the suggestion (`_suggested_and_recorded`) still serves
     it, and times it, as the CLI does."""
-    return suggest(_predictor, _prompt, _policy).suggestion_or_raise()
+    return suggest(_predictor, _prompt, _policy, best_guess=True).suggestion_or_raise()
 
 
 @st.cache_resource(max_entries=4)
@@ -122,7 +127,7 @@ def _suggested_and_recorded(
         recorded = _mature(store, prompt.text)
     except Exception:  # noqa: BLE001 - telemetry never changes what is served
         recorded = False
-    measured = suggest(predictor, prompt, policy)
+    measured = suggest(predictor, prompt, policy, best_guess=True)
     try:
         event_id = record_suggestion(store, measured, version=version, surface="page", session=models.session_id())
     except Exception as e:  # noqa: BLE001 - telemetry never changes what is served
@@ -263,7 +268,7 @@ def show_numbers(s: Suggestion) -> None:
             )
         )
     with st.expander(_("The same answer from the command line")):
-        st.markdown(_("`python -m core suggest --bundle DIR --prompt TEXT --json` prints, for this text:"))
+        st.markdown(_("`python -m core suggest --bundle DIR --prompt TEXT --best-guess --json` prints, for this text:"))
         st.code(json.dumps(s.to_dict(), ensure_ascii=False), language="json")
 
 

@@ -34,9 +34,10 @@ TOK = CharTokenizer.from_text(TEXT)
 V = TOK.vocab_size
 
 
-def served(predictor, text, policy, template="{prompt}"):
+def served(predictor, text, policy, template="{prompt}", best_guess=False):
     """The suggestion a surface serves after `text`: the prompt encoded once (prompt_for), then suggest."""
-    return suggest(predictor, prompt_for(predictor, text, policy, template=template), policy).suggestion_or_raise()
+    prompt = prompt_for(predictor, text, policy, template=template)
+    return suggest(predictor, prompt, policy, best_guess=best_guess).suggestion_or_raise()
 
 
 def spread_model(seed=0, cls=GPT):
@@ -398,10 +399,17 @@ STEP = math.exp(10) / (math.exp(10) + V - 1)  # P(the successor), float64 by han
 )
 def test_the_suggestion_by_hand_on_a_bigram(threshold, want, k, shown):
     assert V == 28 and STEP**8 >= 0.99 > STEP**9 and STEP**4 >= 0.995 > STEP**5  # the premises above
-    s = served(TransformerPredictor(BigramStub(), TOK), "def ma", SuggestionPolicy(threshold=threshold))
+    predictor, policy = TransformerPredictor(BigramStub(), TOK), SuggestionPolicy(threshold=threshold)
+    s = served(predictor, "def ma", policy, best_guess=True)
     assert s.completion == "in(x):\ndef main(x):\ndef " and s.stop_reason == "limit"
     assert (s.text, s.shown, s.threshold, s.saves) == (want, shown, threshold, k - 1)
     assert s.probability == pytest.approx(STEP**k, rel=1e-6)  # float32 logits, float64 softmax
+    # Served without the best guess, the completion stops at its first character below the threshold: the same
+    # offer, or no text at all where nothing clears it.
+    fast = served(predictor, "def ma", policy)
+    n = sum(STEP**j >= threshold for j in range(1, 25))  # 24, 8, 4, 0: characters whose prefix reaches it
+    assert fast.completion == s.completion[:n] and fast.stop_reason == ("limit" if n == 24 else "unlikely")
+    assert (fast.text, fast.shown) == ((want, True) if shown else ("", False))
 
 
 @pytest.mark.numerics

@@ -121,11 +121,44 @@ def test_choose_takes_the_largest_expected_saving_among_confident_cuts(threshold
 
 
 def test_suggestion_reports_the_choice_at_the_policys_threshold():
-    s = suggestion(TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.4))
+    s = suggestion(TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.4), best_guess=True)
     assert (s.text, s.shown, s.saves, s.completion, s.stop_reason) == ("urn ", True, 3, "urn self\n", "end of document")
     assert s.probability == pytest.approx(0.4536, rel=1e-12) and (s.threshold, s.tuned) == (0.4, False)
-    hidden = suggestion(TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.95, tuned=True))
+    hidden = suggestion(
+        TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.95, tuned=True), best_guess=True
+    )
     assert (hidden.text, hidden.shown, hidden.tuned) == ("urn self", False, True)
+
+
+def test_served_the_completion_stops_below_the_threshold_and_nothing_offered_is_empty():
+    # threshold .4: "urn " (.4536) clears, then "s" takes it to .27216 < .4, so serving stops there
+    s = suggestion(TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.4))
+    assert (s.text, s.shown, s.completion, s.stop_reason) == ("urn ", True, "urn ", "unlikely")
+    # threshold .95: the first character ("u", .9) is already below it: no step beyond the first row, no text
+    hidden = suggestion(TableStub(RETURN), ids("x = ret"), SuggestionPolicy(threshold=0.95))
+    assert (hidden.text, hidden.shown, hidden.probability, hidden.completion) == ("", False, 0.0, "")
+
+
+@pytest.mark.parametrize("threshold", [MIN_THRESHOLD, 0.1, 0.2, 0.25, 0.4536, 0.5, 0.6, 0.648, 0.7, 0.9, 1.0])
+def test_served_offers_what_the_full_completion_offers_at_every_threshold(threshold):
+    """The reference is the completion extended to MIN_THRESHOLD: what it offers, serving offers; where it offers
+    nothing, serving returns no text; serving's completion is a prefix of the full one (never more steps)."""
+    stub = TableStub({**RETURN, **ALTERNATE, **WORDY})
+    policy = SuggestionPolicy(threshold=threshold)
+    for context in [ids("x = ret"), ids("= x"), ids("= a"), ids("return "), ids("x = retu"), []]:
+        full = suggestion(stub, context, policy, best_guess=True)
+        served = suggestion(stub, context, policy)
+        assert full.completion.startswith(served.completion)
+        if full.shown:
+            assert (served.text, served.probability, served.shown) == (full.text, full.probability, True)
+        else:
+            assert (served.text, served.probability, served.shown) == ("", 0.0, False)
+
+
+def test_a_floor_outside_min_threshold_to_one_is_refused():
+    for floor in (0.0, 0.01, 1.5, True, "0.5"):
+        with pytest.raises(ValueError, match="floor"):
+            propose(TableStub(RETURN), ids("x = ret"), floor=floor)
 
 
 # After "x" a space (.5), after a space "x" (.5); the rest of each row on "y" (.3) and <eos> (.2).

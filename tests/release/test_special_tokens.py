@@ -80,7 +80,9 @@ def test_suggestions_never_hold_a_special_token(text, threshold):
         s = suggest(predictor, prompt_for(predictor, text, policy), policy).suggestion_or_raise()
         assert set(s.text) <= set(TOK.chars) and set(s.completion) <= set(TOK.chars)
         assert s.completion.startswith(s.text)
-        proposal = propose(predictor, TOK.encode(text)[-predictor.reads(policy.max_chars) :], policy)
+        proposal = propose(
+            predictor, TOK.encode(text)[-predictor.reads(policy.max_chars) :], policy, floor=policy.threshold
+        )
         assert not set(proposal.completion) & SPECIAL
         assert all(not set(c.tokens) & SPECIAL for c in proposal.cuts)
         # every token decodes to one character: nothing was hidden by skipping special tokens in decode

@@ -79,9 +79,9 @@ def from_page(path, prompt) -> dict:
     return records[0]
 
 
-def from_cli(path, prompt, capsys) -> dict:
+def from_cli(path, prompt, capsys, *flags) -> dict:
     capsys.readouterr()
-    assert cli_main(["suggest", "--bundle", str(path), "--prompt", prompt, "--json"]) == 0
+    assert cli_main(["suggest", "--bundle", str(path), "--prompt", prompt, "--json", *flags]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -155,8 +155,11 @@ def test_the_model_reads_exactly_the_ids_the_prompt_is_described_by(long_bundle,
 
 
 def assert_surfaces_agree(path, predictor, prompt, capsys):
-    cli = from_cli(path, prompt, capsys)
+    cli = from_cli(path, prompt, capsys, "--best-guess")  # the command the page names beside its suggestion
     page = from_page(path, prompt)
+    # Served without the best guess, the same offer when there is one, and no text when there is none
+    served = from_cli(path, prompt, capsys)
+    assert (served["suggestion"], served["shown"]) == ((cli["suggestion"], True) if cli["shown"] else ("", False))
     assert cli["suggestion"], "the trained bundle should suggest something after this prompt"
     assert page["suggestion"] == cli["suggestion"]
     # The same computation, in another Python thread: AppTest runs the page in a script thread, whose torch thread

@@ -390,11 +390,11 @@ def tuned_path(suggesting_path, tmp_path_factory):
 
 
 def served(path, text):
-    """What core serves for `text`: the reference the page must show."""
+    """What core serves for `text`, the best guess included: the reference the page must show."""
     predictor, manifest = load_predictor(path)
     policy = policy_from_manifest(manifest)
     prompt = prompt_for(predictor, text, policy, template=manifest["prompt_template"])
-    return suggest(predictor, prompt, policy).suggestion_or_raise()
+    return suggest(predictor, prompt, policy, best_guess=True).suggestion_or_raise()
 
 
 def with_prompt(path, text) -> AppTest:
@@ -562,7 +562,7 @@ def test_a_prompt_longer_than_the_window_is_shown_and_recorded_as_the_suggestion
     event = [r for r in TelemetryStore(tmp_path / "t.db").rows() if r["kind"] == "suggestion"][-1]  # the 110
     assert (event["prompt_chars"], event["truncated"]) == (110, 1)
     ids = shipped.tokenizer.encode(text)[-window:]  # the window, cut by hand
-    want = suggestion(TransformerPredictor(shipped.model, shipped.tokenizer), ids, policy)
+    want = suggestion(TransformerPredictor(shipped.model, shipped.tokenizer), ids, policy, best_guess=True)
     assert page_record(at)["suggestion"] == want.text and event["suggestion_chars"] == len(want.text)
 
 

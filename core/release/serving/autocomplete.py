@@ -77,10 +77,14 @@ def distribution_figures(probs: Tensor) -> tuple[float, float]:
     return float(p.max()), float(-(nonzero * nonzero.log()).sum())
 
 
-def suggest(predictor: Predictor, prompt: Prompt, policy: SuggestionPolicy) -> MeasuredSuggestion:
+def suggest(
+    predictor: Predictor, prompt: Prompt, policy: SuggestionPolicy, *, best_guess: bool = False
+) -> MeasuredSuggestion:
     """The one serving call: the one suggestion policy after `prompt` (prompt_for), as the page, `python -m core
     suggest` and the synthetic traffic serve it, and what was measured about it. The predictor reads prompt.ids as
-    they are: the prompt was cut to its window when it was built, and is not cut again.
+    they are: the prompt was cut to its window when it was built, and is not cut again. The completion is extended
+    only while what is offered may still grow; best_guess=True extends it further, so a suggestion not offered is
+    returned too (the Autocomplete page shows it as the model's best guess): see policy.suggestion.
 
     The next character's distribution is the first (V,) float64 row the policy's greedy completion is chosen from
     (Proposal.next_probs), so measuring it costs no second forward pass. An error in serving is returned in
@@ -93,7 +97,7 @@ def suggest(predictor: Predictor, prompt: Prompt, policy: SuggestionPolicy) -> M
     kind = getattr(predictor, "kind", None)
     began = time.perf_counter()
     try:
-        proposal = propose(predictor, prompt.ids, policy)
+        proposal = propose(predictor, prompt.ids, policy, floor=policy.floor(best_guess))
         offered = suggestion_of(proposal, policy, predictor.tokenizer)
     except Exception as e:  # noqa: BLE001 - measured and returned; suggestion_or_raise raises it
         latency_ms = 1000 * (time.perf_counter() - began)

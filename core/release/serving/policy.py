@@ -8,7 +8,11 @@ probability reaches the threshold.
 
 Greedy completion: at each step the most likely *visible* token (never <pad>, <bos>, <unk>, <eos>; ties: the
 lowest id); an <eos> more likely than every visible token ends the document and the completion. Extending stops
-below MIN_THRESHOLD or after max_chars characters.
+after max_chars characters or once the completion's probability falls below a *floor*: MIN_THRESHOLD where every cut
+a threshold could choose is wanted (the tuning, the typist, the Autocomplete page's best guess not offered), the
+policy's threshold where only what is offered is (serving: `suggestion`'s default). A cut's probability falls as it
+lengthens, so every cut that reaches the threshold lies before that stop and the suggestion offered is the same
+either way; the stop spares the steps whose cuts could only be a guess not offered.
 
 A *cut* is allowed where a word, an identifier, a run of spaces or of punctuation ends, after a newline, or where
 the document ends: after "    retu" the cuts are "rn", "rn " and "rn self", never "r". Accepting costs one
@@ -71,6 +75,11 @@ class SuggestionPolicy:
             raise ValueError(f"tuned must be true or false, got {self.tuned!r}")
         object.__setattr__(self, "attention_cost", check_attention_cost(self.attention_cost))
 
+    def floor(self, best_guess: bool) -> float:
+        """How far a completion is extended: to MIN_THRESHOLD for the best guess even when it is not offered,
+        else only while it reaches the threshold (see the module docstring)."""
+        return MIN_THRESHOLD if best_guess else self.threshold
+
     def with_threshold(self, threshold: float) -> SuggestionPolicy:
         return replace(self, threshold=float(threshold), tuned=True)
 
@@ -132,7 +141,7 @@ class Cut:
 
 @dataclass(frozen=True)
 class Choice:
-    cut: Cut | None  # None: no cut of at least min_chars characters reaches MIN_THRESHOLD
+    cut: Cut | None  # None: no cut of at least min_chars characters reaches the floor
     shown: bool  # the cut's probability reaches the threshold
 
 
@@ -141,7 +150,7 @@ class Proposal:
     completion: tuple[int, ...]  # (k,) the greedy completion, as far as it was extended
     probabilities: tuple[float, ...]  # (k,) P(completion[:j + 1]) for each j
     cuts: tuple[Cut, ...]  # the allowed cuts of at least min_chars characters, shortest first
-    stop_reason: str  # "end of document", "unlikely" (below MIN_THRESHOLD) or "limit" (max_chars)
+    stop_reason: str  # "end of document", "unlikely" (below the floor) or "limit" (max_chars)
     # (V,) float64 P(next | context): the first row the completion was chosen from, kept for what serving measures
     next_probs: Tensor | None = field(default=None, compare=False, repr=False)
 
@@ -154,15 +163,28 @@ class Proposal:
         return Choice(best, bool(confident))
 
 
-def propose(predictor: Predictor, ids: Sequence[int], policy: SuggestionPolicy = DEFAULT_POLICY) -> Proposal:
-    """The greedy completion after `ids` (an empty context starts from <eos>) and its allowed cuts."""
-    return propose_all(predictor, [ids], policy)[0]
+def propose(
+    predictor: Predictor,
+    ids: Sequence[int],
+    policy: SuggestionPolicy = DEFAULT_POLICY,
+    *,
+    floor: float = MIN_THRESHOLD,
+) -> Proposal:
+    """The greedy completion after `ids` (an empty context starts from <eos>), extended while its probability
+    reaches `floor`, and its allowed cuts."""
+    return propose_all(predictor, [ids], policy, floor=floor)[0]
 
 
 def propose_all(
-    predictor: Predictor, contexts: Sequence[Sequence[int]], policy: SuggestionPolicy = DEFAULT_POLICY
+    predictor: Predictor,
+    contexts: Sequence[Sequence[int]],
+    policy: SuggestionPolicy = DEFAULT_POLICY,
+    *,
+    floor: float = MIN_THRESHOLD,
 ) -> list[Proposal]:
     """propose() for many contexts in one batch (the evaluation's typist); the same steps for each."""
+    if not isinstance(floor, (int, float)) or isinstance(floor, bool) or not MIN_THRESHOLD <= floor <= 1.0:
+        raise ValueError(f"floor must be a number in {MIN_THRESHOLD}..1, got {floor!r}")
     B = len(contexts)
     if B == 0:
         return []
@@ -183,7 +205,7 @@ def propose_all(
                 stops[b] = "end of document"
                 continue
             p[b] *= float(rows[b, token])
-            if p[b] < MIN_THRESHOLD:
+            if p[b] < floor:
                 stops[b], after[b] = "unlikely", token
                 continue
             completions[b].append(token)
@@ -246,9 +268,18 @@ class Suggestion:
         }
 
 
-def suggestion(predictor: Predictor, ids: Sequence[int], policy: SuggestionPolicy = DEFAULT_POLICY) -> Suggestion:
-    """propose() and choose() at the policy's threshold, as text."""
-    return suggestion_of(propose(predictor, ids, policy), policy, predictor.tokenizer)
+def suggestion(
+    predictor: Predictor,
+    ids: Sequence[int],
+    policy: SuggestionPolicy = DEFAULT_POLICY,
+    *,
+    best_guess: bool = False,
+) -> Suggestion:
+    """propose() and choose() at the policy's threshold, as text. Serving extends only while a suggestion it could
+    offer may still grow (the floor is the threshold), so when nothing is offered the text is ""; best_guess=True
+    extends to MIN_THRESHOLD, so that a cut not offered is returned too (shown False): the model's best guess."""
+    proposal = propose(predictor, ids, policy, floor=policy.floor(best_guess))
+    return suggestion_of(proposal, policy, predictor.tokenizer)
 
 
 def suggestion_of(proposal: Proposal, policy: SuggestionPolicy, tok: CharTokenizer) -> Suggestion:
