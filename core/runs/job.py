@@ -78,6 +78,10 @@ NOT_KEPT = N_(
 # baby preset reached validation loss ~1.9 on the standard library in 55 s; tiny's 500 steps wrote noise), its time
 # budget reached before its step budget; evaluations every few seconds of wall time (cheap estimates, the last full).
 PAGE_PRESET, PAGE_ITERS, PAGE_SECONDS, PAGE_EVAL_SECONDS = "baby", 5000, 60, 4
+# Windows per step of a page's run: on one thread a step's cost is mostly its fixed overhead, so a minute holds about
+# twice the steps of 6 windows as of 12 (bench/bench_page_run.py on a 2-core machine without AVX-512, baby on the
+# standard library: 12 windows 431 steps, validation loss 2.08; 6 windows 764 and 951 steps, 1.93 and 1.77).
+PAGE_BATCH_SIZE = 6
 
 
 def page_train_config(
@@ -89,10 +93,11 @@ def page_train_config(
     leak_stop: bool = True,
 ) -> TrainConfig:
     """The TrainConfig of a run started on the page: one torch thread (the server's other core stays free for everyone
-    else's pages), an evaluation every PAGE_EVAL_SECONDS."""
+    else's pages), PAGE_BATCH_SIZE windows a step, an evaluation every PAGE_EVAL_SECONDS."""
     return train_config_for(
         iters,
         max_seconds=float(seconds),
+        batch_size=PAGE_BATCH_SIZE,
         seed=seed,
         causal=causal,
         num_threads=1,
