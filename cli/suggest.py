@@ -1,5 +1,8 @@
 """`python -m core suggest` and `python -m core tune`: the one suggestion policy from the command line.
 
+`suggest` serves as an editor would: nothing when nothing reaches the threshold; `--best-guess` prints the model's best
+guess then too, as the Autocomplete page shows it.
+
 `tune` chooses the threshold with the most net keystrokes saved at the given price of attention (among those whose
 suggestions are taken at least MIN_ACCEPTANCE of the time, if any) and records both in the bundle. Every suggestion
 is recorded in the telemetry database (surface 'cli'); when that fails, stderr says so and the suggestion is printed
@@ -64,6 +67,8 @@ def _run_suggest(args: argparse.Namespace) -> int:
             f"note: this bundle's threshold was never tuned (default {s.threshold}); run `python -m core tune`",
             file=sys.stderr,
         )
+    if not s.text and not args.best_guess:
+        print("note: nothing reaches the threshold; --best-guess prints the model's best guess anyway", file=sys.stderr)
     verdict = "shown" if s.shown else "not shown"
     shown_text = json.dumps(s.text)  # quoted, with escapes: a newline or a space at the end stays visible
     print(f"suggestion: {shown_text}")

@@ -84,10 +84,8 @@ def suggestion_for(predictor: Predictor, prompt: Prompt, manifest: dict) -> Sugg
         ):
             # recorded already (a rerun the text did not cause), or no learner's request: what serving computes
             return cached_suggestion(predictor, version, prompt.ids, prompt, policy, dataclasses.astuple(policy))
-        if st.session_state.get(RECORDED_KEY) == (version, prompt.text):
-            return suggest(
-                predictor, prompt, policy, best_guess=True
-            ).suggestion_or_raise()  # a bundle without a version
+        if st.session_state.get(RECORDED_KEY) == (version, prompt.text):  # a bundle without a version
+            return suggest(predictor, prompt, policy, best_guess=True).suggestion_or_raise()
         return _suggested_and_recorded(predictor, prompt, policy, manifest)
     except ValueError as e:  # a model whose context is too short for the policy's longest suggestion
         st.warning(_("This model cannot offer a suggestion: {error}.").format(error=escape_markdown(e)))

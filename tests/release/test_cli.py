@@ -416,6 +416,29 @@ def test_suggest_in_a_subprocess_prints_the_same_suggestion(trained):
     assert f"(threshold {s.threshold:.2f})" in text.stdout.splitlines()[1]
 
 
+def test_suggest_says_when_nothing_is_offered_and_best_guess_prints_the_guess(tmp_path, capsys):
+    """The shipped model at threshold 1: nothing is offered, so `suggest` prints no text and says --best-guess would
+    show the guess; with it, the guess core's suggest gives with best_guess (the completion extended to
+    MIN_THRESHOLD)."""
+    strict = tmp_path / "strict"
+    shutil.copytree(ROOT / "models" / "default", strict)
+    manifest = json.loads((strict / MANIFEST).read_text())
+    manifest["generation"]["suggestion"]["threshold"] = 1.0
+    manifest["version"] = manifest_version(manifest)
+    write_manifest(strict, manifest)
+    predictor, manifest = load_predictor(strict)
+    policy = policy_from_manifest(manifest)
+    guess = suggest(predictor, prompt_for(predictor, "with open(", policy), policy, best_guess=True).suggestion
+    assert guess.text and not guess.shown  # the model has a guess, below 1
+    assert main(["suggest", "--bundle", str(strict), "--prompt", "with open("]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == 'suggestion: ""' and "--best-guess" in captured.err
+    assert main(["suggest", "--bundle", str(strict), "--prompt", "with open(", "--best-guess"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == f"suggestion: {json.dumps(guess.text)}" and captured.err == ""
+    assert "not shown" in captured.out
+
+
 def untuned_copy(src, dst):
     """A copy of a bundle with its suggestion record removed (a consistent version recomputed)."""
     shutil.copytree(src, dst)
