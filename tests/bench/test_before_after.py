@@ -60,7 +60,10 @@ def test_worktree_is_removed_when_the_block_raises():
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_worktree_is_removed_when_the_process_is_interrupted(sig):
     script = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        # Ctrl-C as in a terminal: a shell without job control starts a background job with SIGINT ignored, and a
+        # suite run from one would hand that on (Python then installs no KeyboardInterrupt).
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
         "from before_after import worktree\n"
         f"with worktree({FIRST_PARENT!r}) as tree:\n"
