@@ -2,6 +2,7 @@
 configuration: per optimizer step, and over a whole run to the same step count and validation loss.
 
     .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--run-steps 2000] [--threads N] [--profile]
+                                          [--compile]
     .venv/bin/python bench/bench_train.py --steps 0 --run-steps 0 --cli-steps 300 [--cli-rounds 1]
 
 Both sides run with torch's default thread count (as `python -m core train` now does; --threads sets
@@ -16,7 +17,10 @@ Part 1, optimizer steps (forward, cross-entropy, backward, clip, AdamW step) on 
   reference           bench/reference_gpt.py: a nanoGPT-style model of the same sizes (RoPE by strided slices
                       and a stack, F.scaled_dot_product_attention(is_causal=True)) and torch.optim.AdamW's
                       defaults
-  Interleaved round by round (a slow moment of the shared machine hits all three); the median round.
+  ours, compiled      with --compile: ours under torch.compile (Inductor, C++ on the CPU), its compile time
+                      (the warm-up steps less the same steps at its steady speed) printed apart; not a path of
+                      `train`: it tells what fusing the elementwise work would give and what it costs first
+  Interleaved round by round (a slow moment of the shared machine hits them all); the median round.
 
 Part 2, a whole run of --run-steps steps on the stdlib corpus:
   ours        core.model.training.train() with the CLI's configuration (train_config_for: evaluations every
@@ -119,8 +123,9 @@ def profile(step, batches, rows: int = 12) -> str:
 def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
     cfg = TrainConfig(batch_size=args.batch_size)
     torch.manual_seed(0)
-    ours, ours_core = GPT(config), GPT(config)
+    ours, ours_core, ours_compiled = GPT(config), GPT(config), GPT(config)
     ours_core.load_state_dict(ours.state_dict())
+    ours_compiled.load_state_dict(ours.state_dict())
     ref = RefGPT(config).load_from(ours)
     stream = torch.randint(4, VOCAB, (200_000,), generator=torch.Generator().manual_seed(0))  # (N,)
     g = torch.Generator().manual_seed(1)
@@ -133,8 +138,12 @@ def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
         ),
         "reference": make_step(ref, ref_opt, lambda m, x: m(x), cfg.grad_clip),
     }
-    for step in steps.values():  # warm up allocators and kernels
-        time_steps(step, batches[:3])
+    if args.compile:
+        compiled = torch.compile(ours_compiled)
+        steps["ours, compiled"] = make_step(
+            ours_compiled, make_optimizer(ours_compiled, cfg), lambda m, x: compiled(x).logits, cfg.grad_clip
+        )
+    warmup = {name: time_steps(step, batches[:3])[0] for name, step in steps.items()}  # allocators, kernels, compile
     wall: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
@@ -153,7 +162,11 @@ def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
             f"{name:<16} {1000 * w / args.steps:>8.1f} {tokens / w:>11,.0f} {mfu_wall:>9.1%} "
             f"{tokens / c:>10,.0f} {mfu_cpu:>8.1%}   {per_round}"
         )
-    for name in list(steps)[:2]:
+    if args.compile:
+        steady = statistics.median(wall["ours, compiled"]) / args.steps
+        first = warmup["ours, compiled"] - 3 * steady
+        print(f"ours, compiled: {first:.1f} s to compile (its 3 warm-up steps less 3 at its steady speed)")
+    for name in [n for n in steps if n != "reference"]:
         ratio_wall = statistics.median(wall["reference"]) / statistics.median(wall[name])
         ratio_cpu = statistics.median(cpu["reference"]) / statistics.median(cpu[name])
         print(f"{name} / reference throughput: {ratio_wall:.2f}x (wall), {ratio_cpu:.2f}x (cpu)")
@@ -254,6 +267,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cli-rounds", type=int, default=1, help="part 3: interleaved rounds (the median is used)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--profile", action="store_true", help="print the top ops of every model (part 1)")
+    parser.add_argument("--compile", action="store_true", help="part 1 also times ours under torch.compile")
     parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
     parser.add_argument("--batch-size", type=int, default=BATCH)
     args = parser.parse_args(argv)
