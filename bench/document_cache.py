@@ -30,7 +30,6 @@ chosen with the tuning's seed, not the evaluation's: the defaults are the best o
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Generator, Sequence
@@ -92,6 +91,19 @@ def document_cache(ids: Sequence[int], lo: int, hi: int) -> DocumentCache:
     return cache
 
 
+def mixed_rows(rows: np.ndarray, ids: Sequence[int], positions: range, lo: int, hi: int, beta: float) -> np.ndarray:
+    """The model's rows (P, V) for `positions` of the stream `ids`, each mixed with the cache of its document so far."""
+    cache = document_cache(ids[: positions.start - 1], lo, hi)
+    out = []
+    for p, t in enumerate(positions):
+        if ids[t - 1] == EOS_ID:
+            cache = DocumentCache(lo, hi)  # a new document starts
+        else:
+            cache.add(ids[t - 1])
+        out.append(cache.mix(rows[p], cache.seen, beta))
+    return np.stack(out)  # (P, V)
+
+
 class CachedPredictor:
     """The transformer with a document cache, behind the predictor interface (core.release.serving.predictor)."""
 
@@ -107,15 +119,7 @@ class CachedPredictor:
     def log_probs(self, ids: Sequence[int], positions: range) -> Tensor:
         check_positions(ids, positions)
         rows = self.base.log_probs(ids, positions).exp().numpy()  # (P, V)
-        cache = document_cache(ids[: positions.start - 1], self.lo, self.hi)
-        out = []
-        for p, t in enumerate(positions):
-            if ids[t - 1] == EOS_ID:
-                cache = DocumentCache(self.lo, self.hi)  # a new document starts
-            else:
-                cache.add(ids[t - 1])
-            out.append(cache.mix(rows[p], cache.seen, self.beta))
-        return torch.from_numpy(np.log(np.stack(out)))  # (P, V)
+        return torch.from_numpy(np.log(mixed_rows(rows, ids, positions, self.lo, self.hi, self.beta)))  # (P, V)
 
     def continuations(self, contexts: Sequence[Sequence[int]], max_new: int) -> Generator[Tensor, Tensor, None]:
         kept = self.base.reads(max_new)
@@ -145,16 +149,11 @@ def sweep(base: TransformerPredictor, documents, positions: int = 8_000) -> None
     rows = {a: base.log_probs(ids, range(a, b)).exp().numpy() for a, b in blocks}  # a -> (P, V)
 
     def loss(lo: int, hi: int, beta: float) -> float:
-        total, n = 0.0, 0
-        for a, b in blocks:
-            cache = document_cache(ids[: a - 1], lo, hi)
-            for p, t in enumerate(range(a, b)):
-                cache = DocumentCache(lo, hi) if ids[t - 1] == EOS_ID else cache
-                if ids[t - 1] != EOS_ID:
-                    cache.add(ids[t - 1])
-                total -= math.log(cache.mix(rows[a][p], cache.seen, beta)[ids[t]])
-                n += 1
-        return total / n
+        nll = [
+            -np.log(mixed_rows(rows[a], ids, range(a, b), lo, hi, beta)[np.arange(b - a), ids[a:b]])  # (P,)
+            for a, b in blocks
+        ]
+        return float(np.concatenate(nll).mean())
 
     print(f"loss on {sum(b - a for a, b in blocks):,} positions (nats per character): model {loss(1, 0, 1.0):.4f}")
     for lo, hi, beta in SWEEP:
