@@ -68,6 +68,14 @@ def register_train(subparsers) -> None:
         "release registry (LAB_REGISTRY_DIR); its weights and architecture, its vocabulary grown by the corpus's "
         "new characters",
     )
+    p.add_argument(
+        "--context-length",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --init-from: continue at a context of N characters instead of the base's (RoPE has no position "
+        "weights, so every weight carries over; distances past the base's context are learned in this run)",
+    )
     p.add_argument("--max-iters", type=int, default=2000, help="optimizer steps (default 2000)")
     p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget for the training loop")
     p.add_argument("--seed", type=int, default=0)
@@ -139,7 +147,16 @@ def _run_train(args: argparse.Namespace) -> int:
         raise UsageError(
             "--preset cannot be given with --init-from: the run trains the base model's architecture; drop --preset"
         )
+    if args.context_length is not None and args.init_from is None:
+        raise UsageError("--context-length needs --init-from (a preset's context is part of the preset)")
     base = None if args.init_from is None else _load_base(args.init_from)  # a bad base: one line, before anything
+    if base is not None and args.context_length is not None:
+        from core.model.init_from import with_context_length
+
+        try:
+            base = with_context_length(base, args.context_length)
+        except ValueError as e:
+            raise UsageError(f"--context-length: {e}") from None
     preset_name = None if base is not None else (args.preset or DEFAULT_PRESET)
     config = base.config if base is not None else PRESETS[args.preset or DEFAULT_PRESET]
     check_train_size(args.seed, args.batch_size, config.context_length, flags=True)  # generate's words

@@ -72,3 +72,23 @@ def extend_vocabulary(model: GPT, tokenizer: CharTokenizer, text: str) -> tuple[
     grown.load_state_dict(state, strict=True)
     grown.train(model.training)
     return grown, extended
+
+
+def with_context_length(bundle: Bundle, context_length: int) -> Bundle:
+    """A copy of `bundle` whose model reads `context_length` tokens, every weight the base's.
+
+    RoPE has no position weights: attention between positions m and n depends on m - n only, so the same weights
+    are a model of any context; only the cos/sin table, computed from the config, grows. Distances past the base's
+    context were never trained on, so a longer context is for a run that continues the base (`train --init-from
+    ... --context-length N`), not for serving the base as it is. The base is left unchanged.
+    """
+    if isinstance(context_length, bool) or not isinstance(context_length, int):
+        raise ValueError(f"context_length must be an int, got {context_length!r}")
+    config = dataclasses.replace(bundle.config, context_length=context_length)  # bounds checked by ModelConfig
+    with torch.random.fork_rng(devices=[]):  # every weight is overwritten: the caller's RNG must not move
+        longer = GPT(config)
+    weight = bundle.model.token_embedding.weight
+    longer.to(dtype=weight.dtype, device=weight.device)
+    longer.load_state_dict(bundle.model.state_dict(), strict=True)
+    longer.train(bundle.model.training)
+    return dataclasses.replace(bundle, model=longer)

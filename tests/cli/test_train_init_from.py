@@ -47,11 +47,35 @@ def test_a_run_from_a_base_records_its_version_and_corpus_and_grows_its_vocabula
     assert "base" not in base.manifest  # a fresh model records none
 
 
-def test_preset_with_init_from_is_a_usage_error(texts, base, capsys):
+def test_a_run_from_a_base_can_read_a_longer_context(texts, base, tmp_path):
+    out = tmp_path / "longer"
+    args = ["train", "--corpus", str(texts / "code.txt"), "--out", str(out), "--init-from", str(base.path)]
+    assert main([*args, "--context-length", "48", *QUICK]) == 0
+    arch, base_arch = dict(load_bundle(out).manifest["architecture"]), dict(base.manifest["architecture"])
+    assert base_arch.pop("context_length") == 32 and arch.pop("context_length") == 48 and arch == base_arch
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--preset", "tiny"], "--preset cannot be given with --init-from"),
+        (["--context-length", "5000"], "context_length must be <= 4096"),
+        (["--context-length", "0"], "context_length must be >= 1"),
+    ],
+)
+def test_flags_that_contradict_the_base_are_a_usage_error(texts, base, capsys, flags, words):
     out = texts / "never"
     argv = ["train", "--corpus", str(texts / "prose.txt"), "--out", str(out), "--init-from", str(base.path)]
-    assert main([*argv, "--preset", "tiny", *QUICK]) == 2
-    one_error_line(capsys, "--preset cannot be given with --init-from")
+    assert main([*argv, *flags, *QUICK]) == 2
+    one_error_line(capsys, words)
+    assert not out.exists()
+
+
+def test_a_longer_context_needs_a_base(texts, capsys):
+    out = texts / "never"
+    argv = ["train", "--corpus", str(texts / "code.txt"), "--out", str(out), "--context-length", "64"]
+    assert main([*argv, *QUICK]) == 2
+    one_error_line(capsys, "--context-length needs --init-from")
     assert not out.exists()
 
 

@@ -1,12 +1,15 @@
 """core.model.init_from: a grown vocabulary keeps every base logit (rows mapped by character, not by id) and starts a
 new character at the average logit, h . mean of the base's character rows (Hewitt 2021)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from core.agreement import allowance, float64_copy, model_terms
+from core.model.bundle import Bundle
 from core.model.gpt import GPT, preset
-from core.model.init_from import extend_vocabulary
+from core.model.init_from import extend_vocabulary, with_context_length
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 
 pytestmark = pytest.mark.numerics
@@ -57,3 +60,19 @@ def test_grown_model_keeps_every_base_logit_and_starts_a_new_character_at_the_me
     torch.testing.assert_close(logits[..., m], h @ mean_row, rtol=0, atol=tol)  # closed form
     torch.testing.assert_close(logits[..., m], logits_base[..., N:].mean(dim=-1), rtol=0, atol=tol)  # average logit
     assert base64.token_embedding.weight.shape[0] == base_tok.vocab_size  # the base is left as it was
+
+
+def test_a_longer_context_gives_the_base_logits_where_the_base_can_read_and_reads_further():
+    base, tok = base_model()
+    base64 = float64_copy(base)
+    bundle = Bundle(model=base64, tokenizer=tok, manifest={}, path=Path("base"))
+    L = base64.config.context_length
+    longer = with_context_length(bundle, 2 * L).model
+    assert longer.config.context_length == 2 * L and base64.config.context_length == L  # the base is unchanged
+    ids = torch.tensor([tok.encode((BASE_TEXT * 20)[: 2 * L])])  # (1, 2L)
+    with torch.no_grad():
+        logits_base = base64(ids[:, :L]).logits  # (1, L, V)
+        logits = longer(ids).logits  # (1, 2L, V)
+    tol = allowance(torch.float64, model_terms(longer.config), scale=float(logits_base.abs().max()))
+    torch.testing.assert_close(logits[:, :L], logits_base, rtol=0, atol=tol)  # RoPE: the same rows, the same weights
+    assert torch.isfinite(logits[:, L:]).all()
