@@ -2,7 +2,7 @@
 configuration: per optimizer step, and over a whole run to the same step count and validation loss.
 
     .venv/bin/python bench/bench_train.py [--steps 20] [--rounds 5] [--run-steps 2000] [--threads N] [--profile]
-                                          [--compile]
+                                          [--compile] [--bf16]
     .venv/bin/python bench/bench_train.py --steps 0 --run-steps 0 --cli-steps 300 [--cli-rounds 1]
 
 Both sides run with torch's default thread count (as `python -m core train` now does; --threads sets
@@ -20,6 +20,10 @@ Part 1, optimizer steps (forward, cross-entropy, backward, clip, AdamW step) on 
   ours, compiled      with --compile: ours under torch.compile (Inductor, C++ on the CPU), its compile time
                       (the warm-up steps less the same steps at its steady speed) printed apart; not a path of
                       `train`: it tells what fusing the elementwise work would give and what it costs first
+  ours, bf16          with --bf16: ours with its forward under torch.autocast("cpu", bfloat16) (matrix products and
+                      attention in bfloat16, weights and optimizer in float32, the loss on float32 logits); not a
+                      path of `train`: it tells what mixed precision gives on a CPU whose capability line says
+                      AVX512 (with AVX-512 BF16, bfloat16 matrix products run natively; without it they are emulated)
   Interleaved round by round (a slow moment of the shared machine hits them all); the median round.
 
 Part 2, a whole run of --run-steps steps on the stdlib corpus:
@@ -123,9 +127,9 @@ def profile(step, batches, rows: int = 12) -> str:
 def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
     cfg = TrainConfig(batch_size=args.batch_size)
     torch.manual_seed(0)
-    ours, ours_core, ours_compiled = GPT(config), GPT(config), GPT(config)
-    ours_core.load_state_dict(ours.state_dict())
-    ours_compiled.load_state_dict(ours.state_dict())
+    ours, ours_core, ours_compiled, ours_bf16 = GPT(config), GPT(config), GPT(config), GPT(config)
+    for copy in (ours_core, ours_compiled, ours_bf16):
+        copy.load_state_dict(ours.state_dict())
     ref = RefGPT(config).load_from(ours)
     stream = torch.randint(4, VOCAB, (200_000,), generator=torch.Generator().manual_seed(0))  # (N,)
     g = torch.Generator().manual_seed(1)
@@ -143,6 +147,13 @@ def steps_part(args, config, flops_per_token, ceiling, ceiling_cpu) -> None:
         steps["ours, compiled"] = make_step(
             ours_compiled, make_optimizer(ours_compiled, cfg), lambda m, x: compiled(x).logits, cfg.grad_clip
         )
+    if args.bf16:
+
+        def bf16_logits(m, x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return m(x).logits.float()  # (B, T, V): the loss in float32
+
+        steps["ours, bf16"] = make_step(ours_bf16, make_optimizer(ours_bf16, cfg), bf16_logits, cfg.grad_clip)
     warmup = {name: time_steps(step, batches[:3])[0] for name, step in steps.items()}  # allocators, kernels, compile
     wall: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
@@ -268,6 +279,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--profile", action="store_true", help="print the top ops of every model (part 1)")
     parser.add_argument("--compile", action="store_true", help="part 1 also times ours under torch.compile")
+    parser.add_argument("--bf16", action="store_true", help="part 1 also times ours under bfloat16 autocast")
     parser.add_argument("--preset", default="baby", choices=sorted(PRESETS))
     parser.add_argument("--batch-size", type=int, default=BATCH)
     args = parser.parse_args(argv)
@@ -284,7 +296,8 @@ def main(argv=None) -> int:
     ceiling, ceiling_cpu = max(cube_wall, mlp_wall), max(cube_cpu, mlp_cpu)
     print(
         f"{args.preset} preset: L={L} H={config.n_head} C={C} T={T} V={VOCAB}, batch {B}, "
-        f"N={n_params:,} parameters, torch {torch.__version__}, {threads} thread(s)"
+        f"N={n_params:,} parameters, torch {torch.__version__}, {threads} thread(s), "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
     print(f"FLOPs/token = 6N + 12LTC = {6 * n_params:,} + {12 * L * T * C:,} = {flops_per_token:,}")
     print(
