@@ -13,7 +13,7 @@ import torch
 
 from core.model.bundle import Bundle
 from core.model.bundle_checks import BundleError
-from core.model.gpt import GPT
+from core.model.gpt import GPT, ModelConfig
 from core.model.tokenizer import SPECIAL_TOKENS, CharTokenizer
 
 
@@ -31,6 +31,17 @@ def check_base(bundle: Bundle) -> Bundle:
 def extended_tokenizer(tokenizer: CharTokenizer, text: str) -> CharTokenizer:
     """The base's characters plus the unseen characters of `text`, sorted by code point (ids can shift)."""
     return CharTokenizer(sorted(set(tokenizer.chars) | set(text)))
+
+
+def rebuilt(model: GPT, config: ModelConfig, state: dict[str, torch.Tensor]) -> GPT:
+    """A new GPT of `config` holding `state` (every weight; strict), in `model`'s dtype, device and mode."""
+    weight = model.token_embedding.weight
+    with torch.random.fork_rng(devices=[]):  # every weight is overwritten: the caller's RNG must not move
+        new = GPT(config)
+    new.to(dtype=weight.dtype, device=weight.device)  # the base's dtype: a float64 base stays float64
+    new.load_state_dict(state, strict=True)
+    new.train(model.training)
+    return new
 
 
 def extend_vocabulary(model: GPT, tokenizer: CharTokenizer, text: str) -> tuple[GPT, CharTokenizer]:
@@ -64,14 +75,9 @@ def extend_vocabulary(model: GPT, tokenizer: CharTokenizer, text: str) -> tuple[
     rows = torch.cat([table, mean_row])  # (V_base + 1, C): row V_base is the new characters' start
     index = list(range(N)) + [base_ids.get(c, V_base) for c in extended.chars]  # new id -> row, by character
     new_table = rows[torch.tensor(index)]  # (V, C)
-    with torch.random.fork_rng(devices=[]):  # every weight is overwritten: the caller's RNG must not move
-        grown = GPT(dataclasses.replace(model.config, vocab_size=extended.vocab_size))
-    grown.to(dtype=table.dtype, device=table.device)  # the base's dtype: a float64 base grows in float64
     state = model.state_dict()
     state["token_embedding.weight"] = state["lm_head.weight"] = new_table  # one tied table
-    grown.load_state_dict(state, strict=True)
-    grown.train(model.training)
-    return grown, extended
+    return rebuilt(model, dataclasses.replace(model.config, vocab_size=extended.vocab_size), state), extended
 
 
 def with_context_length(bundle: Bundle, context_length: int) -> Bundle:
@@ -82,13 +88,5 @@ def with_context_length(bundle: Bundle, context_length: int) -> Bundle:
     context were never trained on, so a longer context is for a run that continues the base (`train --init-from
     ... --context-length N`), not for serving the base as it is. The base is left unchanged.
     """
-    if isinstance(context_length, bool) or not isinstance(context_length, int):
-        raise ValueError(f"context_length must be an int, got {context_length!r}")
-    config = dataclasses.replace(bundle.config, context_length=context_length)  # bounds checked by ModelConfig
-    with torch.random.fork_rng(devices=[]):  # every weight is overwritten: the caller's RNG must not move
-        longer = GPT(config)
-    weight = bundle.model.token_embedding.weight
-    longer.to(dtype=weight.dtype, device=weight.device)
-    longer.load_state_dict(bundle.model.state_dict(), strict=True)
-    longer.train(bundle.model.training)
-    return dataclasses.replace(bundle, model=longer)
+    config = dataclasses.replace(bundle.config, context_length=context_length)  # type and bounds: ModelConfig's
+    return dataclasses.replace(bundle, model=rebuilt(bundle.model, config, bundle.model.state_dict()))

@@ -75,4 +75,8 @@ def test_a_longer_context_gives_the_base_logits_where_the_base_can_read_and_read
         logits = longer(ids).logits  # (1, 2L, V)
     tol = allowance(torch.float64, model_terms(longer.config), scale=float(logits_base.abs().max()))
     torch.testing.assert_close(logits[:, :L], logits_base, rtol=0, atol=tol)  # RoPE: the same rows, the same weights
-    assert torch.isfinite(logits[:, L:]).all()
+    changed = ids.clone()
+    changed[0, 0] = (ids[0, 0] + 1 - len(SPECIAL_TOKENS)) % len(tok.chars) + len(SPECIAL_TOKENS)  # another character
+    with torch.no_grad():
+        last = longer(changed).logits[0, -1]  # (V,): 2L - 1 tokens after the one changed
+    assert (last - logits[0, -1]).abs().max() > 1e3 * tol  # the last row reads the first token, past the base's L
